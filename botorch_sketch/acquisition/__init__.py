@@ -1,0 +1,1 @@
+r"""Acquisition functions for sketched GP bandits."""

@@ -1,0 +1,1 @@
+r"""Candidate generators (adaptive batches, Thompson sampling, domain shrinking)."""

@@ -1,0 +1,1 @@
+r"""Integrations with other tools (Ax)."""

@@ -1,0 +1,1 @@
+r"""Sketched Gaussian-process models."""

@@ -1,0 +1,1 @@
+r"""Small shared helpers: argument validation."""
