@@ -1,5 +1,7 @@
 r"""botorch-sketch: scalable no-regret Gaussian-process bandits for BoTorch."""
 
+from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
+
 __version__ = "0.1.0"
 
-__all__: list[str] = []
+__all__ = ["NystromGP", "NystromMarginalLogLikelihood"]

@@ -30,7 +30,7 @@ def check_finite(value: Tensor, name: str) -> Tensor:
 def check_matrix(
     value: Tensor, name: str, *, num_cols: int | None = None, allow_empty: bool = False
 ) -> Tensor:
-    r"""Check a finite ``n x d`` tensor (optionally with ``d == num_cols``, ``n > 0``)."""
+    r"""Check a finite ``n x d`` tensor (optionally ``d == num_cols``, ``n > 0``)."""
     check_finite(value, name)
     if value.dim() != 2:
         raise ValueError(f"`{name}` must be 2-dimensional (n x d), got {value.dim()}.")
@@ -62,7 +62,7 @@ def check_at_least(value: float, name: str, minimum: float) -> float:
 
 
 def check_bounds(bounds: Tensor, name: str = "bounds") -> Tensor:
-    r"""Check a BoTorch-style ``2 x d`` box with ``lower < upper`` in every dimension."""
+    r"""Check a BoTorch-style ``2 x d`` box with ``lower < upper`` everywhere."""
     check_finite(bounds, name)
     if bounds.dim() != 2 or bounds.shape[0] != 2:
         raise ValueError(f"`{name}` must have shape 2 x d, got {tuple(bounds.shape)}.")

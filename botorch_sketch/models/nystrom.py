@@ -1,0 +1,406 @@
+r"""``NystromGP``: the BKB model (Calandriello, Carratino, Lazaric, Valko, Rosasco,
+COLT 2019), a GP whose posterior is the DTC Nystrom approximation on a dictionary of
+inducing points resampled by ridge leverage scores.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Any
+
+import torch
+from botorch.models.gpytorch import GPyTorchModel
+from botorch.models.model import FantasizeMixin
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.models.utils.gpytorch_modules import (
+    get_gaussian_likelihood_with_lognormal_prior,
+)
+from gpytorch.constraints import GreaterThan
+from gpytorch.distributions import MultivariateNormal
+from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
+from gpytorch.likelihoods import GaussianLikelihood
+from gpytorch.mlls import MarginalLogLikelihood
+from gpytorch.models import GP
+from torch import Tensor
+
+from botorch_sketch.models.dtc import DTCState, distinct_rows
+from botorch_sketch.models.sketching import inclusion_probabilities, sample_dictionary
+from botorch_sketch.utils.validation import (
+    check_at_least,
+    check_finite,
+    check_matrix,
+    check_positive,
+)
+
+# Size of the first data prefix used to grow an initial dictionary.
+_INITIAL_PREFIX = 64
+
+
+class NystromGP(GPyTorchModel, GP, FantasizeMixin):
+    r"""Single-output GP with the DTC Nystrom posterior of BKB.
+
+    The posterior at ``x`` uses the embedding ``z(x) = K_SS^{-1/2} k_S(x)`` of a
+    dictionary ``S`` (``m x d``) and ``V = Z^T Z + lambda I`` (``m x m``):
+
+    .. math::
+
+        \mu(x) = z(x)^T V^{-1} Z^T y, \qquad
+        \Sigma(x, x') = k(x, x') - z(x)^T z(x') + \lambda z(x)^T V^{-1} z(x').
+
+    ``lambda`` is the Gaussian noise variance of the likelihood (the papers'
+    regularization). ``posterior()`` returns this Bayesian-scale predictive; the BKB
+    papers' variance is ``sigma~^2(x) = Sigma(x, x) / lambda``. With ``S`` equal to all
+    distinct training points the posterior is the exact GP posterior (zero prior mean).
+    Scoring ``N`` candidates costs ``O(N m^2)``, conditioning on ``n'`` new points
+    ``O(n' m^2 + m^3)``, and resparsifying ``O(u m^2 + u m'^2)`` for ``u`` distinct
+    observed points.
+
+    Training data, dictionary and factorizations are plain attributes, not part of
+    ``state_dict()`` (as for GPyTorch's exact GPs), so a state dict fits any data set.
+    Inputs and dictionary are stored in the transformed input space. After changing
+    hyperparameters by hand, call ``model.train()`` then ``model.eval()`` to refresh the
+    cached factorizations (``fit_gpytorch_mll`` does this).
+
+    Example:
+        >>> train_X = torch.rand(200, 3, dtype=torch.float64)
+        >>> train_Y = torch.sin(6 * train_X).sum(-1, keepdim=True)
+        >>> model = NystromGP(train_X, train_Y, noise=1e-2)
+        >>> posterior = model.posterior(torch.rand(10, 1, 3, dtype=torch.float64))
+        >>> model.dictionary_size <= 200
+        True
+    """
+
+    _num_outputs = 1
+
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        *,
+        covar_module: Kernel | None = None,
+        noise: float | None = None,
+        dictionary: Tensor | None = None,
+        qbar: float = 2.0,
+        input_transform: InputTransform | None = None,
+        outcome_transform: OutcomeTransform | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        r"""
+        Args:
+            train_X: ``n x d`` training inputs (repeated rows are repeated pulls).
+            train_Y: ``n x 1`` training targets.
+            covar_module: Kernel; default ``ScaleKernel(RBFKernel(ard_num_dims=d))``.
+            noise: Fixed regularization / noise variance ``lambda > 0``; None learns it
+                (BoTorch's log-normal noise prior) with ``fit_gpytorch_mll``.
+            dictionary: Optional ``m x d`` inducing points in the input space of
+                ``train_X``; None draws one by ridge-leverage-score sampling.
+            qbar: Oversampling factor ``>= 1`` of the leverage-score sampling.
+            input_transform: Applied to inputs (its parameters are fixed at
+                construction, from ``train_X``).
+            outcome_transform: Applied to ``train_Y`` (its statistics are fixed at
+                construction); posteriors are untransformed.
+            generator: Random number generator for the initial dictionary.
+        """
+        check_matrix(train_X, "train_X")
+        d = train_X.shape[-1]
+        check_finite(train_Y, "train_Y")
+        if train_Y.shape != (train_X.shape[0], 1):
+            raise ValueError(
+                f"`train_Y` must have shape {(train_X.shape[0], 1)} (n x 1), "
+                f"got {tuple(train_Y.shape)}."
+            )
+        if train_Y.dtype != train_X.dtype:
+            raise TypeError("`train_X` and `train_Y` must have the same dtype.")
+        if noise is not None:
+            check_positive(noise, "noise")
+        qbar = check_at_least(qbar, "qbar", 1.0)
+        if dictionary is not None:
+            check_matrix(dictionary, "dictionary", num_cols=d)
+        super().__init__()
+        tkwargs = {"dtype": train_X.dtype, "device": train_X.device}
+        if input_transform is not None:
+            with torch.no_grad():
+                train_X = input_transform(train_X)
+            input_transform.eval()
+            self.input_transform = input_transform
+            if dictionary is not None:
+                dictionary = input_transform(dictionary)
+        if outcome_transform is not None:
+            train_Y, _ = outcome_transform(train_Y, X=train_X)
+            outcome_transform.eval()
+            self.outcome_transform = outcome_transform
+        self.covar_module = (
+            covar_module
+            if covar_module is not None
+            else ScaleKernel(RBFKernel(ard_num_dims=d))
+        ).to(**tkwargs)
+        if noise is None:
+            self.likelihood = get_gaussian_likelihood_with_lognormal_prior().to(
+                **tkwargs
+            )
+        else:
+            likelihood = GaussianLikelihood(noise_constraint=GreaterThan(1e-12))
+            likelihood.noise = noise
+            likelihood.raw_noise.requires_grad_(False)
+            self.likelihood = likelihood.to(**tkwargs)
+        self.qbar = qbar
+        self.train_inputs = (train_X,)
+        self.train_targets = train_Y.squeeze(-1)
+        self._state: DTCState | None = None
+        if dictionary is None:
+            self._dictionary = self._initial_dictionary(generator)
+        else:
+            self._dictionary = torch.unique(dictionary, dim=0)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def noise(self) -> Tensor:
+        r"""The regularization ``lambda`` (the likelihood's noise variance)."""
+        return self.likelihood.noise.squeeze()
+
+    @property
+    def dictionary(self) -> Tensor:
+        r"""``m x d`` dictionary (inducing points) in the transformed input space."""
+        return self._dictionary
+
+    @property
+    def dictionary_size(self) -> int:
+        r"""Number of dictionary points ``m``."""
+        return self._dictionary.shape[0]
+
+    @property
+    def dtc_state(self) -> DTCState:
+        r"""Cached factorizations of the current posterior (built on first use)."""
+        if self._state is None:
+            with torch.no_grad():
+                self._state = self._build_state(self._dictionary)
+        return self._state
+
+    def _build_state(self, dictionary: Tensor) -> DTCState:
+        X, y = self.train_inputs[0], self.train_targets
+        if X.dim() == 2:
+            U, counts, y_sums = distinct_rows(X, y)
+            return DTCState.build(
+                self.covar_module, dictionary, U, y_sums, self.noise, counts
+            )
+        return DTCState.build(self.covar_module, dictionary, X, y, self.noise)
+
+    def train(self, mode: bool = True) -> NystromGP:
+        r"""Set the training mode; entering it drops the cached factorizations."""
+        if mode:
+            self._state = None
+        return super().train(mode=mode)
+
+    def _set_transformed_inputs(self) -> None:
+        r"""Inputs are stored transformed at construction; nothing to do."""
+
+    def _revert_to_original_inputs(self) -> None:
+        r"""Inputs are stored transformed at construction; nothing to do."""
+
+    def _apply(self, fn: Any, recurse: bool = True) -> NystromGP:
+        super()._apply(fn, recurse)
+        self.train_inputs = tuple(fn(t) for t in self.train_inputs)
+        self.train_targets = fn(self.train_targets)
+        self._dictionary = fn(self._dictionary)
+        self._state = None
+        return self
+
+    # -------------------------------------------------------------- predictive
+    def forward(self, X: Tensor) -> MultivariateNormal:
+        r"""DTC predictive at transformed ``batch x q x d`` inputs (no noise)."""
+        mean, covariance = self.dtc_state.mean_and_covariance(self.covar_module, X)
+        return MultivariateNormal(mean, covariance)
+
+    def scaled_variance(self, X: Tensor) -> Tensor:
+        r"""The BKB papers' variance ``sigma~^2(x) = Sigma(x, x) / lambda``.
+
+        Args:
+            X: ``N x d`` points in the transformed input space.
+
+        Returns:
+            ``batch x N`` variances, ``O(N m^2)`` (no ``N x N`` matrix).
+        """
+        self.eval()
+        _, variance = self.dtc_state.mean_and_variance(self.covar_module, X)
+        return variance / self.noise
+
+    def effective_dimension(self) -> float:
+        r"""Estimate of ``d_eff = sum_i sigma~^2_t(x_i)`` over all observations (the
+        sum of the ridge leverage scores of the observed points)."""
+        U, counts, _ = distinct_rows(self._unbatched_inputs("effective_dimension"))
+        with torch.no_grad():
+            return float((counts * self.scaled_variance(U)).sum())
+
+    # ---------------------------------------------------------------- updates
+    def condition_on_observations(
+        self,
+        X: Tensor,
+        Y: Tensor,
+        *,
+        resparsify: bool = False,
+        generator: torch.Generator | None = None,
+        **kwargs: Any,
+    ) -> NystromGP:
+        r"""A copy of the model with ``(X, Y)`` appended, the dictionary frozen.
+
+        ``V`` and ``Z^T y`` are updated in ``O(n' m^2 + m^3)``; nothing is recomputed
+        from the earlier observations. Batch dimensions of ``Y`` (fantasies) broadcast
+        into the copy's ``batch_shape``.
+
+        Args:
+            X: ``batch x n' x d`` new inputs (in the original input space).
+            Y: ``batch' x n' x 1`` new targets (original outcome space).
+            resparsify: Resample the copy's dictionary afterwards (unbatched only).
+            generator: Random number generator for the resampling.
+            kwargs: ``noise`` (heteroskedastic observation noise) is not supported.
+
+        Returns:
+            The conditioned model.
+        """
+        if kwargs.get("noise") is not None:
+            raise ValueError(
+                "`noise`: NystromGP has one homoskedastic noise level (lambda); "
+                "per-observation noise is not supported."
+            )
+        X_tf, y_tf = self._transform_new_data(X, Y)
+        model = deepcopy(self)
+        model._append(X_tf, y_tf)
+        if resparsify:
+            model.resparsify(generator=generator)
+        return model
+
+    def _transform_new_data(self, X: Tensor, Y: Tensor) -> tuple[Tensor, Tensor]:
+        check_finite(X, "X")
+        check_finite(Y, "Y")
+        d = self.train_inputs[0].shape[-1]
+        if X.dim() < 2 or X.shape[-1] != d:
+            raise ValueError(
+                f"`X` must have shape batch x n x {d}, got {tuple(X.shape)}."
+            )
+        if Y.dim() < 2 or Y.shape[-1] != 1 or Y.shape[-2] != X.shape[-2]:
+            raise ValueError(
+                f"`Y` must have shape batch x {X.shape[-2]} x 1, got {tuple(Y.shape)}."
+            )
+        self.eval()
+        X_tf = self.transform_inputs(X)
+        if hasattr(self, "outcome_transform"):
+            Y, _ = self.outcome_transform(Y, X=X_tf)
+        return X_tf, Y.squeeze(-1)
+
+    def _append(self, X: Tensor, y: Tensor) -> None:
+        with torch.no_grad():
+            state = self.dtc_state.updated(self.covar_module, X, y)
+        old_X, old_y = self.train_inputs[0], self.train_targets
+        batch = torch.broadcast_shapes(old_y.shape[:-1], X.shape[:-2], y.shape[:-1])
+        self.train_inputs = (
+            torch.cat(
+                [
+                    old_X.expand(*batch, *old_X.shape[-2:]),
+                    X.expand(*batch, *X.shape[-2:]),
+                ],
+                dim=-2,
+            ),
+        )
+        self.train_targets = torch.cat(
+            [old_y.expand(*batch, old_y.shape[-1]), y.expand(*batch, y.shape[-1])],
+            dim=-1,
+        )
+        self._state = state
+
+    def resparsify(self, generator: torch.Generator | None = None) -> NystromGP:
+        r"""Redraw the dictionary from all observed points, in place.
+
+        Each distinct observed point with ``c`` pulls is kept with probability
+        ``1 - (1 - min(1, qbar sigma~^2(x)))^c``, the variances computed with the
+        current dictionary and all observations; at least one point is kept. No
+        observation is dropped: only the dictionary changes.
+
+        Args:
+            generator: Random number generator for the Bernoulli draws.
+
+        Returns:
+            The model itself.
+        """
+        U, counts, _ = distinct_rows(self._unbatched_inputs("resparsify"))
+        with torch.no_grad():
+            probabilities = inclusion_probabilities(
+                self.scaled_variance(U), counts, self.qbar
+            )
+        self._set_dictionary(U[sample_dictionary(probabilities, generator)])
+        return self
+
+    def _set_dictionary(self, dictionary: Tensor) -> None:
+        self._dictionary = dictionary
+        self._state = None
+
+    def _unbatched_inputs(self, caller: str) -> Tensor:
+        X = self.train_inputs[0]
+        if X.dim() != 2:
+            raise ValueError(f"`{caller}` needs an unbatched model, got batch inputs.")
+        return X
+
+    def _initial_dictionary(self, generator: torch.Generator | None) -> Tensor:
+        r"""Grow a dictionary over data prefixes of doubling size in a random order:
+        each pass resamples from the prefix with variances computed on the previous
+        dictionary, so the largest factorization has the final dictionary's size."""
+        X, y = self.train_inputs[0], self.train_targets
+        order = torch.randperm(X.shape[0], generator=generator, device="cpu").to(
+            X.device
+        )
+        X, y = X[order], y[order]
+        prefix = min(_INITIAL_PREFIX, X.shape[0])
+        U, counts, _ = distinct_rows(X[:prefix])
+        with torch.no_grad():
+            prior = self.covar_module(U, diag=True) / self.noise
+            probabilities = inclusion_probabilities(prior, counts, self.qbar)
+        dictionary = U[sample_dictionary(probabilities, generator)]
+        while prefix < X.shape[0]:
+            prefix = min(2 * prefix, X.shape[0])
+            U, counts, y_sums = distinct_rows(X[:prefix], y[:prefix])
+            with torch.no_grad():
+                state = DTCState.build(
+                    self.covar_module, dictionary, U, y_sums, self.noise, counts
+                )
+                _, variance = state.mean_and_variance(self.covar_module, U)
+                probabilities = inclusion_probabilities(
+                    variance / self.noise, counts, self.qbar
+                )
+            dictionary = U[sample_dictionary(probabilities, generator)]
+        return dictionary
+
+    # ---------------------------------------------------------------- fitting
+    def collapsed_log_likelihood(self) -> Tensor:
+        r"""Titsias' collapsed bound on the log marginal likelihood per observation,
+        on the current dictionary, differentiable in the kernel hyperparameters and
+        ``lambda``; ``O(u m^2 + m^3)`` for ``u`` distinct observed points."""
+        X, y = self._unbatched_inputs("collapsed_log_likelihood"), self.train_targets
+        U, counts, y_sums = distinct_rows(X, y)
+        state = DTCState.build(
+            self.covar_module, self._dictionary, U, y_sums, self.noise, counts
+        )
+        return state.collapsed_log_likelihood(
+            self.covar_module, U, counts, y.square().sum()
+        )
+
+
+class NystromMarginalLogLikelihood(MarginalLogLikelihood):
+    r"""The collapsed (Titsias) bound of a ``NystromGP``, for ``fit_gpytorch_mll``.
+
+    Example:
+        >>> mll = NystromMarginalLogLikelihood(model.likelihood, model)
+        >>> fit_gpytorch_mll(mll)
+    """
+
+    def __init__(self, likelihood: GaussianLikelihood, model: NystromGP) -> None:
+        if not isinstance(model, NystromGP):
+            raise TypeError(f"`model` must be a NystromGP, got {type(model).__name__}.")
+        super().__init__(likelihood, model)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Tensor:
+        r"""The bound per observation on the model's own data (arguments ignored)."""
+        return self.model.collapsed_log_likelihood()
+
+    def compute_custom_loss(self, **kwargs: Any) -> Tensor:
+        r"""Negative bound; BoTorch's ``get_loss_closure`` uses this hook."""
+        return -self.forward()

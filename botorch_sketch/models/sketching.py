@@ -1,0 +1,56 @@
+r"""Dictionary resampling by ridge leverage scores (BKB, Calandriello et al. 2019).
+
+Each distinct observed point ``x_i`` pulled ``c_i`` times enters the new dictionary
+with probability ``1 - (1 - p_i)^{c_i}``, where ``p_i = min(1, qbar * sigma~^2(x_i))``
+and ``sigma~^2`` is the posterior variance on the papers' scale (Bayesian variance
+divided by ``lambda``), i.e. an estimate of the ridge leverage score of ``x_i``. Each
+copy of the point is kept independently; the Nystrom projection only depends on which
+distinct points are kept, so copies need no weights.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def inclusion_probabilities(
+    scaled_variances: Tensor, counts: Tensor, qbar: float
+) -> Tensor:
+    r"""Probability that each distinct point enters the dictionary.
+
+    Args:
+        scaled_variances: ``u`` posterior variances on the papers' scale.
+        counts: ``u`` multiplicities (number of pulls of each point).
+        qbar: Oversampling factor ``>= 1``.
+
+    Returns:
+        ``u`` probabilities ``1 - (1 - min(1, qbar sigma~^2))^{count}``.
+    """
+    p = (qbar * scaled_variances).clamp(0.0, 1.0)
+    return -torch.expm1(counts * torch.log1p(-p))
+
+
+def sample_dictionary(
+    probabilities: Tensor, generator: torch.Generator | None = None
+) -> Tensor:
+    r"""Draw independent Bernoulli inclusions; never return an empty selection.
+
+    Args:
+        probabilities: ``u`` inclusion probabilities.
+        generator: Random number generator for the draw.
+
+    Returns:
+        Sorted LongTensor of the selected indices; if no point was drawn, the index of
+        the most probable point.
+    """
+    draws = torch.rand(
+        probabilities.shape,
+        generator=generator,
+        dtype=probabilities.dtype,
+        device=probabilities.device,
+    )
+    selected = torch.nonzero(draws < probabilities).squeeze(-1)
+    if selected.numel() == 0:
+        selected = probabilities.argmax().reshape(1)
+    return selected

@@ -1,0 +1,455 @@
+r"""NystromGP against exact references: BoTorch's SingleTaskGP, recomputation from
+scratch, and the exact ridge leverage scores."""
+
+from __future__ import annotations
+
+import pickle
+from copy import deepcopy
+
+import pytest
+import torch
+from botorch.acquisition import UpperConfidenceBound, qUpperConfidenceBound
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.transforms import Normalize, Standardize
+from botorch.optim import optimize_acqf, optimize_acqf_discrete
+from botorch.sampling import SobolQMCNormalSampler
+from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
+from gpytorch.means import ZeroMean
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+from botorch_sketch import NystromGP, NystromMarginalLogLikelihood
+
+DTYPE = torch.float64
+
+
+def make_kernel(d: int, lengthscale: float = 0.3, outputscale: float = 1.5):
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=d)).to(DTYPE)
+    kernel.base_kernel.lengthscale = lengthscale
+    kernel.outputscale = outputscale
+    return kernel
+
+
+def make_data(n: int, d: int, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, d, generator=gen, dtype=DTYPE)
+    Y = torch.sin(6 * X).sum(-1, keepdim=True) + 0.1 * torch.randn(
+        n, 1, generator=gen, dtype=DTYPE
+    )
+    return X, Y
+
+
+def exact_gp(X, Y, kernel, noise):
+    return SingleTaskGP(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, noise),
+        covar_module=deepcopy(kernel),
+        mean_module=ZeroMean(),
+        outcome_transform=None,
+    )
+
+
+def exact_scaled_variances(X, kernel, noise):
+    r"""Exact posterior variances at the training points / lambda: the ridge
+    leverage scores diag(K (K + lambda I)^{-1})."""
+    with torch.no_grad():
+        K = kernel(X).to_dense()
+        eye = torch.eye(X.shape[0], dtype=X.dtype)
+        return torch.linalg.solve(K + noise * eye, K).diagonal()
+
+
+@pytest.mark.parametrize("noise", [1e-3, 0.1, 1.0])
+def test_full_dictionary_equals_exact_gp(noise):
+    X, Y = make_data(60, 3)
+    kernel = make_kernel(3)
+    model = NystromGP(X, Y, covar_module=kernel, noise=noise, dictionary=X)
+    exact = exact_gp(X, Y, kernel, noise)
+    test_X = torch.rand(5, 4, 3, dtype=DTYPE)
+    for observation_noise in (False, True):
+        post = model.posterior(test_X, observation_noise=observation_noise)
+        ref = exact.posterior(test_X, observation_noise=observation_noise)
+        assert post.mean.shape == ref.mean.shape == (5, 4, 1)
+        torch.testing.assert_close(post.mean, ref.mean, atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            post.distribution.covariance_matrix,
+            ref.distribution.covariance_matrix,
+            atol=1e-6,
+            rtol=0,
+        )
+
+
+def test_repeated_observations_match_exact_gp():
+    X, Y = make_data(30, 2)
+    X = torch.cat([X, X[:10]])  # repeated pulls of ten arms
+    Y = torch.cat([Y, Y[:10] + 0.05])
+    kernel = make_kernel(2)
+    model = NystromGP(X, Y, covar_module=kernel, noise=0.1, dictionary=X)
+    assert model.dictionary_size == 30  # duplicates merged
+    exact = exact_gp(X, Y, kernel, 0.1)
+    test_X = torch.rand(20, 1, 2, dtype=DTYPE)
+    torch.testing.assert_close(
+        model.posterior(test_X).mean, exact.posterior(test_X).mean, atol=1e-6, rtol=0
+    )
+    torch.testing.assert_close(
+        model.posterior(test_X).variance,
+        exact.posterior(test_X).variance,
+        atol=1e-6,
+        rtol=0,
+    )
+
+
+@pytest.mark.parametrize(
+    "d, n, lengthscale, qbar", [(1, 400, 0.1, 4.0), (8, 800, 1.5, 4.0)]
+)
+def test_sampled_dictionary_variance_within_constant_factor(d, n, lengthscale, qbar):
+    X, Y = make_data(n, d, seed=1)
+    kernel = make_kernel(d, lengthscale, 1.0)
+    noise = 0.1
+    model = NystromGP(
+        X,
+        Y,
+        covar_module=kernel,
+        noise=noise,
+        qbar=qbar,
+        generator=torch.Generator().manual_seed(3),
+    )
+    assert model.dictionary_size < n / 2
+    exact = exact_gp(X, Y, kernel, noise)
+    candidates = torch.rand(
+        2000, 1, d, dtype=DTYPE, generator=torch.Generator().manual_seed(4)
+    )
+    ratio = model.posterior(candidates).variance / exact.posterior(candidates).variance
+    # BKB Theorem 1: within a constant factor of the exact variance on both sides.
+    assert ratio.min() >= 1 / 3
+    assert ratio.max() <= 3.0
+    # Far from every observation the variance is the prior one (no starvation).
+    far = torch.full((1, 1, d), 10.0, dtype=DTYPE)
+    torch.testing.assert_close(
+        model.posterior(far).variance.squeeze(), torch.tensor(1.0, dtype=DTYPE)
+    )
+
+
+def test_dictionary_size_tracks_effective_dimension():
+    r"""A BKB-style run to t = 2000: update, resparsify; the dictionary stays within a
+    constant factor of d_eff (exact ridge leverage scores) and far below t."""
+    d, t, noise, qbar = 2, 2000, 1.0, 2.0
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(t, d, generator=gen, dtype=DTYPE)
+    Y = torch.sin(6 * X).sum(-1, keepdim=True)
+    kernel = make_kernel(d, 0.2, 1.0)
+    model = NystromGP(
+        X[:50], Y[:50], covar_module=kernel, noise=noise, qbar=qbar, generator=gen
+    )
+    for start in range(50, t, 50):
+        chunk = slice(start, start + 50)
+        model = model.condition_on_observations(X[chunk], Y[chunk])
+        model.resparsify(generator=gen)
+    assert model.train_inputs[0].shape[0] == t
+    d_eff = float(exact_scaled_variances(X, kernel, noise).sum())
+    m = model.dictionary_size
+    assert m <= 3 * qbar * d_eff
+    assert m >= d_eff / 2
+    assert m < t / 20
+    assert abs(model.effective_dimension() - d_eff) <= 0.5 * d_eff
+
+
+def test_condition_on_observations_equals_rebuild():
+    X, Y = make_data(80, 3)
+    kernel = make_kernel(3)
+    model = NystromGP(
+        X[:50],
+        Y[:50],
+        covar_module=kernel,
+        noise=0.05,
+        qbar=1.0,
+        generator=torch.Generator().manual_seed(0),
+    )
+    updated = model.condition_on_observations(X[50:], Y[50:])
+    rebuilt = NystromGP(
+        X, Y, covar_module=kernel, noise=0.05, dictionary=model.dictionary
+    )
+    assert updated.train_inputs[0].shape[0] == 80
+    assert model.train_inputs[0].shape[0] == 50  # the original is untouched
+    test_X = torch.rand(10, 2, 3, dtype=DTYPE)
+    a, b = updated.posterior(test_X), rebuilt.posterior(test_X)
+    torch.testing.assert_close(a.mean, b.mean, atol=1e-8, rtol=0)
+    torch.testing.assert_close(
+        a.distribution.covariance_matrix,
+        b.distribution.covariance_matrix,
+        atol=1e-8,
+        rtol=0,
+    )
+
+
+def test_condition_then_resparsify_keeps_every_observation():
+    X, Y = make_data(100, 2)
+    model = NystromGP(
+        X[:60],
+        Y[:60],
+        covar_module=make_kernel(2),
+        noise=0.1,
+        generator=torch.Generator().manual_seed(0),
+    )
+    new = model.condition_on_observations(
+        X[60:], Y[60:], resparsify=True, generator=torch.Generator().manual_seed(1)
+    )
+    torch.testing.assert_close(new.train_inputs[0], X)
+    torch.testing.assert_close(new.train_targets, Y.squeeze(-1))
+    # the dictionary is a subset of the observed points
+    assert (new.dictionary.unsqueeze(1) == X.unsqueeze(0)).all(-1).any(-1).all()
+
+
+def test_resparsify_seeded_and_never_empty():
+    X, Y = make_data(200, 2)
+    model = NystromGP(
+        X,
+        Y,
+        covar_module=make_kernel(2, 5.0),
+        noise=100.0,
+        qbar=1.0,
+        generator=torch.Generator().manual_seed(0),
+    )
+    # huge lambda: every probability is tiny, the dictionary must still hold a point
+    for seed in range(5):
+        model.resparsify(generator=torch.Generator().manual_seed(seed))
+        assert model.dictionary_size >= 1
+    a = (
+        deepcopy(model)
+        .resparsify(generator=torch.Generator().manual_seed(7))
+        .dictionary
+    )
+    b = (
+        deepcopy(model)
+        .resparsify(generator=torch.Generator().manual_seed(7))
+        .dictionary
+    )
+    torch.testing.assert_close(a, b)
+
+
+def test_fantasize_matches_separate_conditioning():
+    X, Y = make_data(40, 2)
+    model = NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1, dictionary=X[:20])
+    new_X = torch.rand(3, 2, dtype=DTYPE)
+    sampler = SobolQMCNormalSampler(sample_shape=torch.Size([4]), seed=0)
+    fantasy = model.fantasize(new_X, sampler)
+    assert fantasy.batch_shape == torch.Size([4])
+    test_X = torch.rand(6, 2, dtype=DTYPE)
+    post = fantasy.posterior(test_X)
+    assert post.mean.shape == (4, 6, 1)
+    fantasy_Y = fantasy.train_targets[:, -3:]
+    for i in range(4):
+        single = model.condition_on_observations(new_X, fantasy_Y[i].unsqueeze(-1))
+        torch.testing.assert_close(post.mean[i], single.posterior(test_X).mean)
+
+
+def test_collapsed_bound_equals_exact_mll_with_full_dictionary():
+    X, Y = make_data(40, 2)
+    kernel = make_kernel(2)
+    model = NystromGP(X, Y, covar_module=kernel, noise=0.1, dictionary=X)
+    exact = exact_gp(X, Y, kernel, 0.1)
+    exact_mll = ExactMarginalLogLikelihood(exact.likelihood, exact)
+    exact.train()
+    reference = exact_mll(exact(X), Y.squeeze(-1))
+    bound = NystromMarginalLogLikelihood(model.likelihood, model)()
+    torch.testing.assert_close(bound, reference, atol=1e-6, rtol=0)
+    # a smaller dictionary gives a lower bound
+    small = NystromGP(X, Y, covar_module=kernel, noise=0.1, dictionary=X[:8])
+    assert NystromMarginalLogLikelihood(small.likelihood, small)() < reference
+
+
+def test_fit_gpytorch_mll_learns_hyperparameters_and_refreshes():
+    X, Y = make_data(150, 2)
+    model = NystromGP(X, Y, generator=torch.Generator().manual_seed(0))
+    model.posterior(X[:2])  # build the cache with the initial hyperparameters
+    mll = NystromMarginalLogLikelihood(model.likelihood, model)
+    before = float(mll())
+    fit_gpytorch_mll(mll)
+    after = float(mll())
+    assert after > before
+    assert not model.training
+    # the refreshed cache matches a model rebuilt with the fitted hyperparameters
+    rebuilt = NystromGP(
+        X,
+        Y,
+        covar_module=model.covar_module,
+        noise=float(model.noise),
+        dictionary=model.dictionary,
+    )
+    test_X = torch.rand(5, 1, 2, dtype=DTYPE)
+    torch.testing.assert_close(
+        model.posterior(test_X).mean, rebuilt.posterior(test_X).mean
+    )
+
+
+def test_transforms_match_exact_gp_with_transforms():
+    X, Y = make_data(50, 2)
+    X = 10 * X - 3
+    Y = 5 * Y + 2
+    kernel = make_kernel(2)
+    model = NystromGP(
+        X,
+        Y,
+        covar_module=kernel,
+        noise=0.1,
+        dictionary=X,
+        input_transform=Normalize(d=2),
+        outcome_transform=Standardize(m=1),
+    )
+    exact = SingleTaskGP(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, 0.1),
+        covar_module=deepcopy(kernel),
+        mean_module=ZeroMean(),
+        input_transform=Normalize(d=2),
+        outcome_transform=Standardize(m=1),
+    )
+    test_X = 10 * torch.rand(7, 1, 2, dtype=DTYPE) - 3
+    # SingleTaskGP's fixed noise is in the standardized space: match it
+    exact.likelihood.noise = model.noise.expand_as(exact.likelihood.noise)
+    a, b = model.posterior(test_X), exact.posterior(test_X)
+    torch.testing.assert_close(a.mean, b.mean, atol=1e-6, rtol=0)
+    torch.testing.assert_close(a.variance, b.variance, atol=1e-6, rtol=0)
+    # conditioning applies the same (fixed) transforms to new data
+    new_X, new_Y = (
+        10 * torch.rand(5, 2, dtype=DTYPE) - 3,
+        torch.randn(5, 1, dtype=DTYPE),
+    )
+    c = model.condition_on_observations(new_X, new_Y)
+    rebuilt = NystromGP(
+        torch.cat([X, new_X]),
+        torch.cat([Y, new_Y]),
+        covar_module=kernel,
+        noise=0.1,
+        dictionary=X,
+        input_transform=deepcopy(model.input_transform),
+        outcome_transform=deepcopy(model.outcome_transform),
+    )
+    assert c.train_inputs[0].shape == (55, 2)
+    torch.testing.assert_close(c.train_inputs[0], rebuilt.train_inputs[0])
+    torch.testing.assert_close(c.posterior(test_X).mean, rebuilt.posterior(test_X).mean)
+
+
+def test_botorch_acquisition_interop():
+    X, Y = make_data(60, 2)
+    model = NystromGP(
+        X,
+        Y,
+        covar_module=make_kernel(2),
+        noise=0.1,
+        generator=torch.Generator().manual_seed(0),
+    )
+    choices = torch.rand(500, 2, dtype=DTYPE)
+    ucb = UpperConfidenceBound(model, beta=4.0)
+    best, value = optimize_acqf_discrete(ucb, q=1, choices=choices)
+    post = model.posterior(choices.unsqueeze(-2))
+    scores = post.mean.squeeze() + 2.0 * post.variance.sqrt().squeeze()
+    torch.testing.assert_close(best, choices[scores.argmax()].unsqueeze(0))
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
+    qucb = qUpperConfidenceBound(model, beta=4.0)
+    cands, _ = optimize_acqf(qucb, bounds=bounds, q=3, num_restarts=2, raw_samples=32)
+    assert cands.shape == (3, 2)
+
+
+def test_state_dict_and_pickle_round_trip():
+    X, Y = make_data(60, 2)
+    model = NystromGP(
+        X,
+        Y,
+        covar_module=ScaleKernel(MaternKernel(nu=2.5)),
+        noise=0.1,
+        generator=torch.Generator().manual_seed(0),
+    )
+    model.covar_module.base_kernel.lengthscale = 0.4
+    test_X = torch.rand(5, 1, 2, dtype=DTYPE)
+    clone = pickle.loads(pickle.dumps(model))
+    torch.testing.assert_close(
+        clone.posterior(test_X).mean, model.posterior(test_X).mean
+    )
+    # the state dict does not depend on the number of observations
+    other = NystromGP(
+        X[:20],
+        Y[:20],
+        covar_module=ScaleKernel(MaternKernel(nu=2.5)),
+        noise=0.1,
+        dictionary=model.dictionary,
+    )
+    other.load_state_dict(model.state_dict())
+    other.train()
+    other.eval()
+    assert torch.equal(
+        other.covar_module.base_kernel.lengthscale,
+        model.covar_module.base_kernel.lengthscale,
+    )
+
+
+def test_float32_and_dtype_follow_inputs():
+    X, Y = make_data(60, 2)
+    X32, Y32 = X.float(), Y.float()
+    model = NystromGP(X32, Y32, noise=0.1, generator=torch.Generator().manual_seed(0))
+    post = model.posterior(torch.rand(4, 1, 2))
+    assert post.mean.dtype == torch.float32
+    assert torch.isfinite(post.variance).all()
+    updated = model.condition_on_observations(X32[:3], Y32[:3], resparsify=True)
+    assert updated.dictionary.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"train_X": torch.full((5, 2), float("nan"), dtype=DTYPE)}, "train_X"),
+        ({"train_Y": torch.tensor([[float("inf")]] * 5, dtype=DTYPE)}, "train_Y"),
+        ({"train_Y": torch.zeros(4, 1, dtype=DTYPE)}, "train_Y"),
+        (
+            {
+                "train_X": torch.zeros(0, 2, dtype=DTYPE),
+                "train_Y": torch.zeros(0, 1, dtype=DTYPE),
+            },
+            "train_X",
+        ),
+        ({"noise": 0.0}, "noise"),
+        ({"noise": -1.0}, "noise"),
+        ({"qbar": 0.5}, "qbar"),
+        ({"dictionary": torch.zeros(3, 4, dtype=DTYPE)}, "dictionary"),
+    ],
+)
+def test_bad_construction_inputs(kwargs, match):
+    args = {
+        "train_X": torch.rand(5, 2, dtype=DTYPE),
+        "train_Y": torch.rand(5, 1, dtype=DTYPE),
+    }
+    args.update(kwargs)
+    with pytest.raises((ValueError, TypeError), match=match):
+        NystromGP(**args)
+
+
+@pytest.mark.parametrize(
+    "X, Y, match",
+    [
+        (
+            torch.full((2, 2), float("nan"), dtype=DTYPE),
+            torch.zeros(2, 1, dtype=DTYPE),
+            "`X`",
+        ),
+        (
+            torch.zeros(2, 2, dtype=DTYPE),
+            torch.full((2, 1), float("inf"), dtype=DTYPE),
+            "`Y`",
+        ),
+        (torch.zeros(2, 3, dtype=DTYPE), torch.zeros(2, 1, dtype=DTYPE), "`X`"),
+        (torch.zeros(2, 2, dtype=DTYPE), torch.zeros(3, 1, dtype=DTYPE), "`Y`"),
+    ],
+)
+def test_bad_conditioning_inputs_leave_model_unchanged(X, Y, match):
+    train_X, train_Y = make_data(20, 2)
+    model = NystromGP(train_X, train_Y, noise=0.1, dictionary=train_X[:5])
+    before = model.posterior(train_X[:3]).mean.clone()
+    with pytest.raises(ValueError, match=match):
+        model.condition_on_observations(X, Y)
+    with pytest.raises(ValueError, match="noise"):
+        model.condition_on_observations(
+            train_X[:2], train_Y[:2], noise=torch.ones(2, 1)
+        )
+    assert model.train_inputs[0].shape[0] == 20
+    torch.testing.assert_close(model.posterior(train_X[:3]).mean, before)
