@@ -1,0 +1,123 @@
+r"""Time NystromGP's posterior mean and variance over a large candidate set against
+BoTorch's exact ``SingleTaskGP`` on the same data and fixed hyperparameters.
+
+Run ``python -m botorch_sketch.benchmarks.scoring --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from copy import deepcopy
+
+import torch
+from botorch.models import SingleTaskGP
+from gpytorch.kernels import RBFKernel, ScaleKernel
+from gpytorch.means import ZeroMean
+
+from botorch_sketch.models.nystrom import NystromGP
+
+
+def _timed(fn: Callable[[], object]) -> tuple[object, float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def _mean_and_variance(
+    model: NystromGP | SingleTaskGP, candidates: torch.Tensor, chunk_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Posterior mean and variance of ``N x 1 x d`` candidates, in t-batch chunks
+    (an exact GP's t-batch posterior expands its training set per candidate)."""
+    posteriors = [model.posterior(chunk) for chunk in candidates.split(chunk_size)]
+    return (
+        torch.cat([p.mean for p in posteriors]),
+        torch.cat([p.variance for p in posteriors]),
+    )
+
+
+def compare_scoring(
+    num_train: int = 5000,
+    num_candidates: int = 20000,
+    dim: int = 8,
+    lengthscale: float = 1.0,
+    noise: float = 1.0,
+    qbar: float = 2.0,
+    seed: int = 0,
+    chunk_size: int = 1000,
+) -> dict[str, float]:
+    r"""Score ``num_candidates`` points with both models after ``num_train``
+    observations; return timings (seconds), the dictionary size and accuracy.
+
+    Both scorings include what a loop pays after new data arrives: the exact GP's
+    ``n x n`` solve on its first posterior call, the Nystrom model's ``O(n m^2)``
+    factorization on its first call.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    tkwargs = {"dtype": torch.float64}
+    X = torch.rand(num_train, dim, generator=gen, **tkwargs)
+    Y = torch.sin(3 * X).sum(-1, keepdim=True)
+    Y = Y + noise**0.5 * torch.randn(num_train, 1, generator=gen, **tkwargs)
+    candidates = torch.rand(num_candidates, 1, dim, generator=gen, **tkwargs)
+    kernel = ScaleKernel(RBFKernel()).to(**tkwargs)
+    kernel.base_kernel.lengthscale = lengthscale
+
+    sketch, build_time = _timed(
+        lambda: NystromGP(
+            X, Y, covar_module=deepcopy(kernel), noise=noise, qbar=qbar, generator=gen
+        )
+    )
+    exact = SingleTaskGP(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, noise),
+        covar_module=deepcopy(kernel),
+        mean_module=ZeroMean(),
+        outcome_transform=None,
+    )
+    with torch.no_grad():
+        (sketch_mean, sketch_var), sketch_time = _timed(
+            lambda: _mean_and_variance(sketch, candidates, chunk_size)
+        )
+        (exact_mean, exact_var), exact_time = _timed(
+            lambda: _mean_and_variance(exact, candidates, chunk_size)
+        )
+        ratio = sketch_var / exact_var
+        mean_error = (sketch_mean - exact_mean).abs().max()
+    return {
+        "num_train": num_train,
+        "num_candidates": num_candidates,
+        "dictionary_size": sketch.dictionary_size,
+        "nystrom_build_s": build_time,
+        "nystrom_scoring_s": sketch_time,
+        "exact_scoring_s": exact_time,
+        "speedup": exact_time / sketch_time,
+        "variance_ratio_min": float(ratio.min()),
+        "variance_ratio_max": float(ratio.max()),
+        "max_abs_mean_error": float(mean_error),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--num-train", type=int, default=5000)
+    parser.add_argument("--num-candidates", type=int, default=20000)
+    parser.add_argument("--dim", type=int, default=8)
+    parser.add_argument("--lengthscale", type=float, default=1.0)
+    parser.add_argument("--noise", type=float, default=1.0)
+    parser.add_argument("--qbar", type=float, default=2.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--chunk-size", type=int, default=1000)
+    args = parser.parse_args(argv)
+    results = compare_scoring(**{k: v for k, v in vars(args).items()})
+    for key, value in results.items():
+        print(
+            f"{key:>22}: {value:.4g}"
+            if isinstance(value, float)
+            else f"{key:>22}: {value}"
+        )
+
+
+if __name__ == "__main__":
+    main()
