@@ -1,0 +1,121 @@
+r"""Inducing points chosen from the data by conditional variance (approximate k-DPP).
+
+Greedy conditional-variance selection is a pivoted Cholesky factorization of the kernel
+matrix ``K_XX`` that stops after ``m`` pivots: the next pivot is the point with the
+largest variance conditioned on the pivots chosen so far (Burt, Rasmussen, van der Wilk,
+ICML 2019 / JMLR 2020; Chen, Zhang, Zhou, NeurIPS 2018). The randomized variant draws
+the next pivot with probability proportional to that residual variance, a cheap
+approximate k-DPP sample.
+
+Only one kernel column ``k(X, x_p)`` is evaluated per pivot and the factor is kept as
+``m x n`` rows, so time is ``O(n m^2)`` and memory ``O(n m)``: the ``n x n`` kernel
+matrix is never formed. BoTorch's ``GreedyVarianceReduction`` implements the same
+greedy rule but evaluates the full ``n x n`` kernel matrix first, returns points rather
+than indices and has no randomized variant, hence this module.
+"""
+
+from __future__ import annotations
+
+import torch
+from gpytorch import settings
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from botorch_sketch.utils.validation import check_matrix
+
+
+def select_inducing_indices(
+    X: Tensor,
+    kernel: Kernel,
+    num_inducing: int,
+    *,
+    randomized: bool = False,
+    generator: torch.Generator | None = None,
+    rel_tol: float | None = None,
+) -> Tensor:
+    r"""Pick up to ``num_inducing`` rows of ``X`` by conditional variance.
+
+    Let ``r_i`` be the prior variance ``k(x_i, x_i)`` conditioned on the pivots chosen
+    so far (``r = diag(K_XX - K_XS K_SS^{-1} K_SX)``). Greedy selection takes
+    ``argmax_i r_i``; randomized selection draws ``i`` with probability
+    ``r_i / sum_j r_j``. Selection stops early once every residual is below
+    ``rel_tol * max_i k(x_i, x_i)``: the remaining points are (numerically) spanned by
+    the pivots, so with fewer distinct points than ``num_inducing`` all distinct points
+    are returned and repeats never are.
+
+    Args:
+        X: ``n x d`` candidate points (e.g. the transformed training inputs).
+        kernel: A GPyTorch kernel without batch shape.
+        num_inducing: Maximal number ``m >= 1`` of pivots.
+        randomized: Draw pivots proportionally to their residual variance instead of
+            taking the largest.
+        generator: Random number generator of the randomized variant.
+        rel_tol: Relative variance threshold; default GPyTorch's variational Cholesky
+            jitter for the dtype (1e-6 for float64, 1e-4 for float32), the level below
+            which the variational strategy cannot resolve a pivot anyway.
+
+    Returns:
+        A LongTensor of ``m_t <= min(m, n)`` distinct row indices in selection order.
+
+    Example:
+        >>> kernel = ScaleKernel(RBFKernel())
+        >>> idx = select_inducing_indices(torch.rand(1000, 3), kernel, 50)
+        >>> Z = X[idx]
+    """
+    check_matrix(X, "X")
+    if isinstance(num_inducing, bool) or not isinstance(num_inducing, int):
+        raise TypeError(f"`num_inducing` must be an int, got {type(num_inducing)}.")
+    if num_inducing < 1:
+        raise ValueError(f"`num_inducing` must be >= 1, got {num_inducing}.")
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"`kernel` must be a GPyTorch Kernel, got {type(kernel)}.")
+    if len(kernel.batch_shape) > 0:
+        raise ValueError("`kernel` must not have a batch shape.")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"`generator` must be a torch.Generator, got {type(generator)}."
+        )
+    if rel_tol is None:
+        rel_tol = settings.variational_cholesky_jitter.value(dtype=X.dtype)
+    if not 0.0 <= rel_tol < 1.0:
+        raise ValueError(f"`rel_tol` must lie in [0, 1), got {rel_tol}.")
+
+    n = X.shape[0]
+    max_pivots = min(num_inducing, n)
+    with torch.no_grad():
+        residual = kernel(X, diag=True).to(X).clone()
+        threshold = rel_tol * float(residual.max())
+        if not float(residual.max()) > 0.0:
+            raise ValueError("`kernel` has zero prior variance at every point of `X`.")
+        factor = X.new_empty(max_pivots, n)  # rows of L_S^{-1} K_SX
+        pivots: list[int] = []
+        for j in range(max_pivots):
+            pivot = _next_pivot(residual, threshold, randomized, generator)
+            if pivot is None:
+                break
+            column = kernel(X, X[pivot : pivot + 1]).to_dense().squeeze(-1)
+            row = column - factor[:j].mT @ factor[:j, pivot]
+            row = row / residual[pivot].sqrt()
+            factor[j] = row
+            residual = residual - row.square()
+            pivots.append(pivot)
+            residual[pivots] = 0.0  # exactly spanned; guards against round-off
+    return torch.tensor(pivots, dtype=torch.long, device=X.device)
+
+
+def _next_pivot(
+    residual: Tensor,
+    threshold: float,
+    randomized: bool,
+    generator: torch.Generator | None,
+) -> int | None:
+    r"""Index of the next pivot, or None when no residual exceeds ``threshold``."""
+    eligible = residual > threshold
+    if not bool(eligible.any()):
+        return None
+    if not randomized:
+        return int(torch.where(eligible, residual, -1.0).argmax())
+    weights = torch.where(eligible, residual, 0.0)
+    device = generator.device if generator is not None else weights.device
+    draw = torch.multinomial(weights.to(device), 1, generator=generator)
+    return int(draw)

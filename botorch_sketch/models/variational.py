@@ -1,0 +1,462 @@
+r"""Decomposed-sampling SVGP: the model behind S-GP-TS (Vakili et al., NeurIPS 2021).
+
+:class:`DecomposedSamplingSVGP` is a BoTorch ``SingleTaskVariationalGP`` (whitened
+``VariationalStrategy``) that is never trained by SGD:
+
+- inducing points ``Z`` (at most ``m``) are re-selected from the observed points at
+  every update by conditional-variance selection
+  (:mod:`botorch_sketch.models.inducing`);
+- ``q(u)`` is the optimum of Titsias' bound in closed form
+  (:func:`titsias_whitened_q`);
+- kernel, mean and noise hyperparameters are fitted with ``fit_gpytorch_mll`` on the
+  collapsed bound (:class:`CollapsedTitsiasBound`), ``O(n m^2)`` per evaluation; the
+  next prediction re-selects ``Z`` and recomputes ``q(u)`` for the new values.
+
+Its posterior is the Titsias/DTC predictive. Posterior sample paths, optionally with
+exploration scaling ``f~ = mu + alpha (f - mu)``, come from :meth:`sample_paths`
+(:func:`botorch_sketch.acquisition.thompson.draw_scaled_paths`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+from botorch.acquisition.objective import PosteriorTransform
+from botorch.exceptions.warnings import UserInputWarning
+from botorch.models import SingleTaskVariationalGP
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.posteriors import Posterior
+from gpytorch.constraints import GreaterThan
+from gpytorch.kernels import Kernel
+from gpytorch.likelihoods import GaussianLikelihood
+from gpytorch.means import Mean
+from gpytorch.mlls import MarginalLogLikelihood
+from gpytorch.variational import CholeskyVariationalDistribution, VariationalStrategy
+from linear_operator.utils.cholesky import psd_safe_cholesky
+from torch import Tensor
+
+from botorch_sketch.models.inducing import select_inducing_indices
+from botorch_sketch.utils.validation import check_matrix, check_positive
+
+#: SingleTaskVariationalGP warns that learnable transforms drift under minibatch
+#: training; this model always works on the full data set, so the warning is moot.
+_MINIBATCH_TRANSFORM_WARNING = r"Using an (input|outcome) transform with"
+
+
+def titsias_whitened_q(
+    chol_zz: Tensor, k_zx: Tensor, residual: Tensor, noise: Tensor | float
+) -> tuple[Tensor, Tensor]:
+    r"""Titsias-optimal ``q(v) = N(m_w, S_w)`` in whitened coordinates.
+
+    With ``u = m(Z) + L v``, ``L L^T = K_ZZ + jitter I`` and ``Phi = L^{-1} K_ZX``
+    (``m x n``), the optimal Gaussian ``q(v)`` for a Gaussian likelihood is
+
+        S_w = B^{-1},  m_w = B^{-1} Phi (y - m(X)) / noise,  B = I + Phi Phi^T / noise.
+
+    The Cholesky factor of ``B^{-1}`` is ``U^{-T}`` where ``B = U U^T`` with ``U`` upper
+    triangular (a Cholesky factorization of ``B`` with rows and columns reversed), so
+    ``B`` is never inverted explicitly.
+
+    Args:
+        chol_zz: ``m x m`` lower Cholesky factor ``L``.
+        k_zx: ``m x n`` cross-covariance ``K_ZX``.
+        residual: ``n`` targets minus prior mean, ``y - m(X)``.
+        noise: Gaussian noise variance (scalar).
+
+    Returns:
+        ``(m_w, C_w)``: the ``m`` whitened mean and the ``m x m`` lower Cholesky factor
+        of ``S_w``.
+
+    Example:
+        >>> mean_w, chol_w = titsias_whitened_q(L, K_zx, y - mean, noise=0.1)
+    """
+    phi = torch.linalg.solve_triangular(chol_zz, k_zx, upper=False)
+    eye = torch.eye(phi.shape[-2], dtype=phi.dtype, device=phi.device)
+    precision = eye + (phi @ phi.mT) / noise
+    upper = torch.linalg.cholesky(precision.flip(-1, -2)).flip(-1, -2)
+    chol_cov = torch.linalg.solve_triangular(upper, eye, upper=True).mT
+    mean = chol_cov @ (chol_cov.mT @ (phi @ residual)) / noise
+    return mean, chol_cov
+
+
+def collapsed_titsias_bound(
+    kernel: Kernel,
+    X: Tensor,
+    residual: Tensor,
+    Z: Tensor,
+    noise: Tensor,
+    jitter: float,
+) -> Tensor:
+    r"""Titsias' collapsed evidence lower bound in ``O(n m^2)`` time, ``O(n m)`` memory.
+
+        log N(y | m(X), Q_XX + noise I) - tr(K_XX - Q_XX) / (2 noise),
+        Q_XX = K_XZ (K_ZZ + jitter I)^{-1} K_ZX.
+
+    With ``A = L^{-1} K_ZX / sqrt(noise)`` and ``B = I + A A^T = L_B L_B^T`` the
+    Gaussian term is ``-n/2 log(2 pi noise) - sum log diag(L_B) - r^T r / (2 noise) +
+    ||L_B^{-1} A r||^2 / (2 noise)`` with ``r = y - m(X)``. Computed in float64 and
+    differentiable in the kernel, mean and noise.
+
+    Args:
+        kernel: Covariance module.
+        X: ``n x d`` (transformed) training inputs.
+        residual: ``n`` targets minus prior mean.
+        Z: ``m x d`` inducing points.
+        noise: Noise variance (scalar tensor).
+        jitter: Diagonal jitter added to ``K_ZZ`` (the strategy's own).
+
+    Returns:
+        The bound (a scalar in the dtype of ``X``); it equals the exact log marginal
+        likelihood when ``Z = X`` and ``jitter -> 0``.
+
+    Example:
+        >>> bound = collapsed_titsias_bound(kernel, X, y - mean(X), X[idx], noise, 1e-6)
+    """
+    dtype = torch.float64
+    n = X.shape[-2]
+    noise = noise.to(dtype).reshape(())
+    k_zz = kernel(Z).to_dense().to(dtype)
+    eye_m = torch.eye(Z.shape[-2], dtype=dtype, device=Z.device)
+    chol = psd_safe_cholesky(k_zz + jitter * eye_m)
+    scaled = (
+        torch.linalg.solve_triangular(
+            chol, kernel(Z, X).to_dense().to(dtype), upper=False
+        )
+        / noise.sqrt()
+    )
+    chol_b = torch.linalg.cholesky(eye_m + scaled @ scaled.mT)
+    residual = residual.to(dtype)
+    projected = torch.linalg.solve_triangular(
+        chol_b, (scaled @ residual).unsqueeze(-1), upper=False
+    ).squeeze(-1)
+    trace = kernel(X, diag=True).to(dtype).sum() - noise * scaled.square().sum()
+    bound = (
+        -0.5 * n * (math.log(2 * math.pi) + noise.log())
+        - chol_b.diagonal().log().sum()
+        - 0.5 * (residual.square().sum() - projected.square().sum()) / noise
+        - 0.5 * trace / noise
+    )
+    return bound.to(X.dtype)
+
+
+class DecomposedSamplingSVGP(SingleTaskVariationalGP):
+    r"""Sparse variational GP with data-selected inducing points and closed-form q(u).
+
+    At construction and at every :meth:`update`, the inducing points are re-selected
+    from the (transformed) observed inputs by greedy or randomized conditional-variance
+    selection (``m_t <= num_inducing``; fewer when the data hold fewer distinct points)
+    and the whitened ``q(u)`` is set to Titsias' optimum. :meth:`posterior` is then the
+    Titsias/DTC predictive
+
+        mean(x) = m(x) + K_xZ (noise K_ZZ + K_ZX K_XZ)^{-1} K_ZX (y - m(X)),
+        var(x)  = k(x, x) - Q_xx + K_xZ (K_ZZ + K_ZX K_XZ / noise)^{-1} K_Zx,
+
+    (with GPyTorch's jitter on ``K_ZZ``). With ``m_t = n`` distinct points it is the
+    exact GP posterior. Whenever the kernel, mean or likelihood parameters change
+    (e.g. after ``fit_gpytorch_mll(CollapsedTitsiasBound(model))``), the next call to
+    :meth:`posterior` or :meth:`sample_paths` re-selects ``Z`` and recomputes ``q(u)``.
+
+    Only single-output, non-batched models are supported. ``update`` is equivalent to
+    building a new model on all observations with the current hyperparameters: the
+    input and outcome transforms are re-fitted on all data.
+
+    Example:
+        >>> model = DecomposedSamplingSVGP(train_X, train_Y, num_inducing=100,
+        ...                                outcome_transform=Standardize(m=1))
+        >>> fit_gpytorch_mll(CollapsedTitsiasBound(model))
+        >>> model.update(new_X, new_Y)
+        >>> paths = model.sample_paths(16, num_features=1024, alpha=1.0)
+    """
+
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        num_inducing: int = 100,
+        *,
+        covar_module: Kernel | None = None,
+        mean_module: Mean | None = None,
+        likelihood: GaussianLikelihood | None = None,
+        noise_variance: float | None = None,
+        randomized_selection: bool = False,
+        generator: torch.Generator | None = None,
+        outcome_transform: OutcomeTransform | None = None,
+        input_transform: InputTransform | None = None,
+    ) -> None:
+        r"""
+        Args:
+            train_X: ``n x d`` training inputs.
+            train_Y: ``n x 1`` training targets.
+            num_inducing: Maximal number ``m`` of inducing points.
+            covar_module: Kernel; default BoTorch's RBF kernel with dimension-scaled
+                lengthscale prior.
+            mean_module: Prior mean; default ``ConstantMean``.
+            likelihood: A ``GaussianLikelihood``; default BoTorch's (LogNormal prior on
+                the noise), or an unconstrained one if ``noise_variance`` is given.
+            noise_variance: Fixed observation noise variance in the units of
+                ``train_Y`` (converted by the outcome transform); None to learn it.
+            randomized_selection: Draw inducing points with probability proportional
+                to their conditional variance instead of greedily.
+            generator: Random number generator of the randomized selection.
+            outcome_transform: E.g. ``Standardize(m=1)``, re-fitted at each update.
+            input_transform: E.g. ``Normalize(d)``, re-fitted at each update.
+        """
+        _check_data(train_X, train_Y, "train_X", "train_Y")
+        if isinstance(num_inducing, bool) or not isinstance(num_inducing, int):
+            raise TypeError(f"`num_inducing` must be an int, got {type(num_inducing)}.")
+        if num_inducing < 1:
+            raise ValueError(f"`num_inducing` must be >= 1, got {num_inducing}.")
+        if likelihood is not None and not isinstance(likelihood, GaussianLikelihood):
+            raise TypeError(
+                "`likelihood` must be a GaussianLikelihood (closed-form q(u))."
+            )
+        if noise_variance is not None:
+            noise_variance = check_positive(noise_variance, "noise_variance")
+            if likelihood is None:
+                likelihood = GaussianLikelihood(noise_constraint=GreaterThan(0.0))
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(
+                f"`generator` must be a torch.Generator, got {type(generator)}."
+            )
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore",
+                message=_MINIBATCH_TRANSFORM_WARNING,
+                category=UserInputWarning,
+            )
+            super().__init__(
+                train_X,
+                train_Y,
+                likelihood=likelihood,
+                covar_module=covar_module,
+                mean_module=mean_module,
+                learn_inducing_points=False,
+                inducing_points=train_X[:1].clone(),  # placeholder, replaced below
+                outcome_transform=outcome_transform,
+                input_transform=input_transform,
+            )
+        self.num_inducing = num_inducing
+        self.randomized_selection = bool(randomized_selection)
+        self._generator = generator
+        self._noise_variance = noise_variance
+        if noise_variance is not None:
+            self.likelihood.raw_noise.requires_grad_(False)
+        self._set_data(train_X, train_Y)
+
+    @property
+    def inducing_points(self) -> Tensor:
+        r"""The current ``m_t x d`` inducing points (transformed input space)."""
+        return self.model.variational_strategy.inducing_points
+
+    @property
+    def train_X(self) -> Tensor:
+        r"""All ``n x d`` observed inputs (untransformed)."""
+        return self._train_X
+
+    @property
+    def train_Y(self) -> Tensor:
+        r"""All ``n x 1`` observed targets (untransformed)."""
+        return self._train_Y
+
+    def update(self, X: Tensor, Y: Tensor) -> None:
+        r"""Append observations, re-select the inducing points and recompute ``q(u)``.
+
+        Cost ``O(n m^2)`` (selection and ``q(u)``), memory ``O(n m)``.
+
+        Args:
+            X: ``b x d`` new inputs (same dtype and device as the training data).
+            Y: ``b x 1`` new targets.
+        """
+        _check_data(X, Y, "X", "Y", num_cols=self._train_X.shape[-1])
+        if X.dtype != self._train_X.dtype or Y.dtype != self._train_Y.dtype:
+            raise TypeError(
+                f"`X` and `Y` must have dtype {self._train_X.dtype}, got {X.dtype} "
+                f"and {Y.dtype}."
+            )
+        self._set_data(torch.cat([self._train_X, X]), torch.cat([self._train_Y, Y]))
+
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool = False,
+        posterior_transform: PosteriorTransform | None = None,
+    ) -> Posterior:
+        r"""Titsias/DTC posterior at ``X`` (``batch_shape x q x d``); see the class."""
+        self._ensure_current()
+        return super().posterior(
+            X,
+            output_indices=output_indices,
+            observation_noise=observation_noise,
+            posterior_transform=posterior_transform,
+        )
+
+    def sample_paths(
+        self,
+        num_paths: int,
+        num_features: int = 1024,
+        alpha: float = 1.0,
+        generator: torch.Generator | None = None,
+        paths_per_basis: int | None = None,
+    ):
+        r"""Draw scaled posterior sample paths ``mu + alpha (f - mu)``.
+
+        See :func:`botorch_sketch.acquisition.thompson.draw_scaled_paths` for the
+        arguments.
+
+        Returns:
+            A :class:`~botorch_sketch.acquisition.thompson.ScaledSamplePaths`.
+        """
+        # Deferred import: the acquisition module imports this one.
+        from botorch_sketch.acquisition.thompson import draw_scaled_paths
+
+        return draw_scaled_paths(
+            self,
+            num_paths,
+            num_features=num_features,
+            alpha=alpha,
+            generator=generator,
+            paths_per_basis=paths_per_basis,
+        )
+
+    def _set_data(self, X: Tensor, Y: Tensor) -> None:
+        r"""Store all data, re-fit the transforms, refresh ``Z`` and ``q(u)``."""
+        with torch.no_grad():
+            X_t = X
+            input_transform = getattr(self, "input_transform", None)
+            if input_transform is not None:
+                input_transform.train()
+                X_t = input_transform(X)
+            Y_var = None
+            if self._noise_variance is not None:
+                Y_var = torch.full_like(Y, self._noise_variance)
+            Y_t = Y
+            outcome_transform = getattr(self, "outcome_transform", None)
+            if outcome_transform is not None:
+                outcome_transform.train()
+                Y_t, Y_var = outcome_transform(Y, Y_var, X=X_t)
+            if Y_var is not None:
+                self.likelihood.noise = Y_var.mean()
+        self._train_X = X
+        self._train_Y = Y
+        self.model.train_inputs = [X_t]
+        self.model.train_targets = Y_t.squeeze(-1)
+        self._refresh()
+
+    def _hyperparameters(self) -> list[Tensor]:
+        modules = (self.model.covar_module, self.model.mean_module, self.likelihood)
+        return [p for module in modules for p in module.parameters()]
+
+    def _ensure_current(self) -> None:
+        r"""Refresh ``Z`` and ``q(u)`` if a hyperparameter changed since last time."""
+        current = self._hyperparameters()
+        stale = len(current) != len(self._snapshot) or any(
+            a.dtype != b.dtype or a.device != b.device or not torch.equal(a, b)
+            for a, b in zip(current, self._snapshot, strict=True)
+        )
+        if stale:
+            self._refresh()
+
+    @torch.no_grad()
+    def _refresh(self) -> None:
+        r"""Re-select ``Z`` with the current kernel and set ``q(u)`` to its optimum.
+
+        A fresh ``VariationalStrategy`` is built (``m_t`` may change). It is put in eval
+        mode *before* its Cholesky factor of ``K_ZZ + jitter I`` is cached (GPyTorch
+        clears caches on the train -> eval switch), and the variational parameters are
+        marked initialized (else GPyTorch resets ``q(u)`` to the prior).
+        """
+        self.eval()
+        (X,) = self.model.train_inputs
+        kernel = self.model.covar_module
+        index = select_inducing_indices(
+            X,
+            kernel,
+            self.num_inducing,
+            randomized=self.randomized_selection,
+            generator=self._generator,
+        )
+        Z = X[index]
+        distribution = CholeskyVariationalDistribution(Z.shape[-2]).to(Z)
+        strategy = VariationalStrategy(
+            self.model, Z, distribution, learn_inducing_locations=False
+        )
+        strategy.eval()
+        chol = strategy._cholesky_factor(kernel(Z).add_jitter(strategy.jitter_val))
+        chol = chol.to_dense()
+        residual = self.model.train_targets - self.model.mean_module(X)
+        mean_w, chol_w = titsias_whitened_q(
+            chol,
+            kernel(Z, X).to_dense().to(chol),
+            residual.to(chol),
+            self.likelihood.noise.to(chol).reshape(()),
+        )
+        distribution.variational_mean.copy_(mean_w)
+        distribution.chol_variational_covar.copy_(chol_w)
+        distribution.requires_grad_(False)
+        strategy.variational_params_initialized.fill_(1)
+        self.model.variational_strategy = strategy
+        self._snapshot = [p.detach().clone() for p in self._hyperparameters()]
+
+
+class CollapsedTitsiasBound(MarginalLogLikelihood):
+    r"""Titsias' collapsed bound of a :class:`DecomposedSamplingSVGP`, per data point.
+
+    The value is ``(collapsed_titsias_bound + log priors) / n`` for the model's current
+    inducing points, in ``O(n m^2)``. BoTorch's ``get_loss_closure`` uses
+    :meth:`compute_custom_loss`, so ``fit_gpytorch_mll`` fits the kernel, mean and
+    (unless fixed) noise on it; ``q(u)`` is not a free parameter.
+
+    Example:
+        >>> mll = CollapsedTitsiasBound(model)
+        >>> fit_gpytorch_mll(mll)
+        >>> model.posterior(X_test)  # Z and q(u) refreshed for the fitted kernel
+    """
+
+    def __init__(self, model: DecomposedSamplingSVGP) -> None:
+        r"""
+        Args:
+            model: The model whose hyperparameters are to be fitted.
+        """
+        if not isinstance(model, DecomposedSamplingSVGP):
+            raise TypeError(
+                f"`model` must be a DecomposedSamplingSVGP, got {type(model).__name__}."
+            )
+        super().__init__(model.likelihood, model.model)
+        object.__setattr__(self, "_svgp", model)  # not a submodule: no duplicate state
+
+    def forward(self) -> Tensor:
+        r"""Return the bound per data point, log priors included."""
+        inner = self._svgp.model
+        (X,) = inner.train_inputs
+        strategy = inner.variational_strategy
+        bound = collapsed_titsias_bound(
+            inner.covar_module,
+            X,
+            inner.train_targets - inner.mean_module(X),
+            strategy.inducing_points,
+            self.likelihood.noise,
+            strategy.jitter_val,
+        )
+        for _, module, prior, closure, _ in self.named_priors():
+            bound = bound + prior.log_prob(closure(module)).sum()
+        return bound / X.shape[-2]
+
+    def compute_custom_loss(self, **kwargs) -> Tensor:
+        r"""Negative bound per data point (the loss BoTorch minimizes)."""
+        return -self.forward()
+
+
+def _check_data(
+    X: Tensor, Y: Tensor, x_name: str, y_name: str, num_cols: int | None = None
+) -> None:
+    check_matrix(X, x_name, num_cols=num_cols)
+    check_matrix(Y, y_name, num_cols=1)
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(
+            f"`{x_name}` and `{y_name}` must have the same number of rows, got "
+            f"{X.shape[0]} and {Y.shape[0]}."
+        )

@@ -1,0 +1,159 @@
+import itertools
+
+import pytest
+import torch
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from botorch_sketch.models.inducing import select_inducing_indices
+
+DTYPE = torch.float64
+
+
+def _kernel(lengthscale=0.3, dtype=DTYPE):
+    kernel = ScaleKernel(RBFKernel())
+    kernel.base_kernel.lengthscale = lengthscale
+    kernel.outputscale = 2.0
+    return kernel.to(dtype)
+
+
+class ShapeRecordingRBF(RBFKernel):
+    r"""RBF kernel that records the shape of every kernel block it evaluates."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.blocks = []
+
+    def forward(self, x1, x2, diag=False, **params):
+        self.blocks.append((x1.shape[-2], 1 if diag else x2.shape[-2]))
+        return super().forward(x1, x2, diag=diag, **params)
+
+
+def _dense_greedy(X, kernel, m):
+    r"""Reference: recompute every conditional variance from the dense kernel matrix."""
+    K = kernel(X).to_dense()
+    chosen = []
+    for _ in range(m):
+        if chosen:
+            K_s = K[chosen][:, chosen]
+            K_xs = K[:, chosen]
+            residual = (
+                K.diagonal() - (K_xs @ torch.linalg.solve(K_s, K_xs.T)).diagonal()
+            )
+        else:
+            residual = K.diagonal().clone()
+        residual[chosen] = -1.0
+        chosen.append(int(residual.argmax()))
+    return chosen
+
+
+def test_greedy_matches_dense_recomputation():
+    X = torch.rand(60, 3, dtype=DTYPE, generator=torch.Generator().manual_seed(0))
+    kernel = _kernel()
+    index = select_inducing_indices(X, kernel, 12)
+    assert index.dtype == torch.long
+    assert index.tolist() == _dense_greedy(X, kernel, 12)
+
+
+def test_fewer_distinct_points_than_m_returns_each_once():
+    g = torch.Generator().manual_seed(1)
+    distinct = torch.rand(15, 2, dtype=DTYPE, generator=g)
+    X = torch.cat([distinct, distinct[:10], distinct[3:8]])
+    X = X[torch.randperm(X.shape[0], generator=g)]
+    for randomized in (False, True):
+        index = select_inducing_indices(
+            X, _kernel(0.2), 25, randomized=randomized, generator=g
+        )
+        assert len(index) == 15
+        assert len(torch.unique(X[index], dim=0)) == 15
+
+
+def test_selection_returns_distinct_points_when_many_available():
+    X = torch.rand(200, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(2))
+    for randomized in (False, True):
+        index = select_inducing_indices(
+            X, _kernel(), 30, randomized=randomized, generator=torch.Generator()
+        )
+        assert len(index) == 30
+        assert len(set(index.tolist())) == 30
+
+
+def test_never_builds_an_n_by_n_kernel_block():
+    n = 500
+    X = torch.rand(n, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(3))
+    base = ShapeRecordingRBF()
+    kernel = ScaleKernel(base).to(DTYPE)
+    select_inducing_indices(X, kernel, 20)
+    largest = max(rows * cols for rows, cols in base.blocks)
+    assert largest == n  # one column (or the diagonal) at a time
+    assert len(base.blocks) == 21
+
+
+def test_randomized_pivot_distribution_is_residual_proportional():
+    # With m = 2: P(i, j) = k_ii / tr(K) * r_j(i) / sum_l r_l(i), r(i) = residual
+    # variances after pivot i. Compare with 2000 seeded draws.
+    X = torch.tensor([[0.0], [0.1], [0.5], [0.55], [1.0]], dtype=DTYPE)
+    kernel = _kernel(0.3)
+    with torch.no_grad():
+        K = kernel(X).to_dense()
+    expected = {}
+    for i, j in itertools.permutations(range(5), 2):
+        residual = K.diagonal() - K[:, i] ** 2 / K[i, i]
+        residual[i] = 0.0
+        expected[(i, j)] = float(
+            K[i, i] / K.diagonal().sum() * residual[j] / residual.sum()
+        )
+    g = torch.Generator().manual_seed(4)
+    draws = 2000
+    counts = dict.fromkeys(expected, 0)
+    for _ in range(draws):
+        i, j = select_inducing_indices(
+            X, kernel, 2, randomized=True, generator=g
+        ).tolist()
+        counts[(i, j)] += 1
+    for pair, probability in expected.items():
+        sd = (probability * (1 - probability) / draws) ** 0.5
+        assert abs(counts[pair] / draws - probability) < 4 * sd + 1e-3, pair
+
+
+def test_randomized_selection_is_reproducible():
+    X = torch.rand(100, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(5))
+    kernel = _kernel()
+    runs = [
+        select_inducing_indices(
+            X, kernel, 10, randomized=True, generator=torch.Generator().manual_seed(s)
+        )
+        for s in (7, 7, 8)
+    ]
+    assert torch.equal(runs[0], runs[1])
+    assert not torch.equal(runs[0], runs[2])
+
+
+def test_float32_works():
+    X = torch.rand(50, 2, generator=torch.Generator().manual_seed(6))
+    index = select_inducing_indices(X, _kernel(dtype=torch.float32), 10)
+    assert len(set(index.tolist())) == 10
+
+
+def test_bad_inputs_raise():
+    X = torch.rand(10, 2, dtype=DTYPE)
+    kernel = _kernel()
+    bad_X = X.clone()
+    bad_X[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="X"):
+        select_inducing_indices(bad_X, kernel, 3)
+    with pytest.raises(ValueError, match="X"):
+        select_inducing_indices(X[0], kernel, 3)
+    with pytest.raises(ValueError, match="X"):
+        select_inducing_indices(X[:0], kernel, 3)
+    with pytest.raises(ValueError, match="num_inducing"):
+        select_inducing_indices(X, kernel, 0)
+    with pytest.raises(TypeError, match="num_inducing"):
+        select_inducing_indices(X, kernel, 2.0)
+    with pytest.raises(TypeError, match="kernel"):
+        select_inducing_indices(X, lambda a: a, 2)
+    with pytest.raises(ValueError, match="batch"):
+        select_inducing_indices(X, RBFKernel(batch_shape=torch.Size([2])).to(DTYPE), 2)
+    with pytest.raises(ValueError, match="rel_tol"):
+        select_inducing_indices(X, kernel, 2, rel_tol=1.5)
+    with pytest.raises(TypeError, match="generator"):
+        select_inducing_indices(X, kernel, 2, randomized=True, generator=3)

@@ -1,0 +1,384 @@
+import copy
+import math
+
+import gpytorch
+import pytest
+import torch
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.transforms import Normalize, Standardize
+from gpytorch.kernels import RBFKernel, ScaleKernel
+from gpytorch.likelihoods import BernoulliLikelihood, GaussianLikelihood
+from gpytorch.means import ConstantMean
+from gpytorch.mlls import ExactMarginalLogLikelihood, VariationalELBO
+
+from botorch_sketch.models.variational import (
+    CollapsedTitsiasBound,
+    DecomposedSamplingSVGP,
+    collapsed_titsias_bound,
+    titsias_whitened_q,
+)
+
+DTYPE = torch.float64
+NOISE = 0.05
+
+
+def _data(n=40, d=2, seed=0, dtype=DTYPE, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    X = scale * torch.rand(n, d, generator=g, dtype=dtype)
+    Y = torch.sin(5 * X / scale).sum(-1, keepdim=True)
+    Y = Y + 0.2 * torch.randn(n, 1, generator=g, dtype=dtype)
+    return X, Y
+
+
+def _kernel(lengthscale=0.3, outputscale=1.5, dtype=DTYPE):
+    kernel = ScaleKernel(RBFKernel())
+    kernel.base_kernel.lengthscale = lengthscale
+    kernel.outputscale = outputscale
+    return kernel.to(dtype)
+
+
+def _dense(kernel, A, B=None):
+    with torch.no_grad():
+        return kernel(A, A if B is None else B).to_dense()
+
+
+def _dtc_reference(model, X_test):
+    r"""Analytic Titsias/DTC predictive from the model's Z, kernel, mean and noise."""
+    inner = model.model
+    kernel, jitter = inner.covar_module, inner.variational_strategy.jitter_val
+    X, y, Z = inner.train_inputs[0], inner.train_targets, model.inducing_points
+    noise = float(model.likelihood.noise)
+    with torch.no_grad():
+        residual = y - inner.mean_module(X)
+        test_mean = inner.mean_module(X_test)
+    K_zz = _dense(kernel, Z) + jitter * torch.eye(Z.shape[0], dtype=Z.dtype)
+    K_zx, K_zt = _dense(kernel, Z, X), _dense(kernel, Z, X_test)
+    sigma = torch.linalg.inv(K_zz + K_zx @ K_zx.T / noise)
+    mean = test_mean + K_zt.T @ sigma @ K_zx @ residual / noise
+    covariance = (
+        _dense(kernel, X_test)
+        + jitter * torch.eye(X_test.shape[0], dtype=Z.dtype)
+        - K_zt.T @ torch.linalg.solve(K_zz, K_zt)
+        + K_zt.T @ sigma @ K_zt
+    )
+    return mean, covariance
+
+
+def test_titsias_whitened_q_matches_unwhitened_formula():
+    g = torch.Generator().manual_seed(1)
+    Z, X = torch.rand(6, 2, generator=g, dtype=DTYPE), torch.rand(30, 2, generator=g)
+    X = X.to(DTYPE)
+    residual = torch.randn(30, generator=g, dtype=DTYPE)
+    kernel = _kernel()
+    K_zz = _dense(kernel, Z) + 1e-6 * torch.eye(6, dtype=DTYPE)
+    K_zx = _dense(kernel, Z, X)
+    L = torch.linalg.cholesky(K_zz)
+    mean_w, chol_w = titsias_whitened_q(L, K_zx, residual, NOISE)
+    # Titsias (2009): S = K (K + K_zx K_xz / s2)^{-1} K, m = S K^{-1} K_zx r / s2.
+    inner = torch.linalg.inv(K_zz + K_zx @ K_zx.T / NOISE)
+    S = K_zz @ inner @ K_zz
+    m = K_zz @ inner @ K_zx @ residual / NOISE
+    torch.testing.assert_close(L @ mean_w, m, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(L @ chol_w @ chol_w.T @ L.T, S, rtol=1e-9, atol=1e-9)
+    assert torch.equal(chol_w, chol_w.tril()) and bool((chol_w.diagonal() > 0).all())
+
+
+def test_posterior_equals_titsias_dtc_predictive():
+    X, Y = _data(n=80)
+    model = DecomposedSamplingSVGP(
+        X, Y, num_inducing=15, covar_module=_kernel(), noise_variance=NOISE
+    )
+    assert model.inducing_points.shape == (15, 2)
+    X_test = torch.rand(7, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(3))
+    posterior = model.posterior(X_test)
+    mean, covariance = _dtc_reference(model, X_test)
+    torch.testing.assert_close(posterior.mean.squeeze(-1), mean, rtol=1e-8, atol=1e-8)
+    torch.testing.assert_close(
+        posterior.covariance_matrix, covariance, rtol=1e-8, atol=1e-8
+    )
+
+
+def test_closed_form_q_equals_one_natural_gradient_step():
+    X, Y = _data(n=40)
+    model = DecomposedSamplingSVGP(
+        X, Y, num_inducing=12, covar_module=_kernel(), noise_variance=NOISE
+    )
+    Z = model.inducing_points.clone()
+
+    class NaturalSVGP(gpytorch.models.ApproximateGP):
+        def __init__(self):
+            distribution = gpytorch.variational.NaturalVariationalDistribution(
+                Z.shape[0]
+            ).to(Z)
+            super().__init__(
+                gpytorch.variational.VariationalStrategy(
+                    self, Z, distribution, learn_inducing_locations=False
+                )
+            )
+            self.mean_module = copy.deepcopy(model.model.mean_module)
+            self.covar_module = _kernel()
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(
+                self.mean_module(x), self.covar_module(x)
+            )
+
+    natural = NaturalSVGP()
+    likelihood = GaussianLikelihood().to(Z)
+    likelihood.noise = NOISE
+    elbo = VariationalELBO(likelihood, natural, num_data=40)
+    optimizer = gpytorch.optim.NGD(
+        natural.variational_parameters(), num_data=40, lr=1.0
+    )
+    natural.train()
+    optimizer.zero_grad()
+    (-elbo(natural(X), Y.squeeze(-1))).backward()
+    optimizer.step()
+    natural.eval()
+    X_test = torch.rand(9, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(4))
+    expected = natural(X_test)
+    posterior = model.posterior(X_test)
+    torch.testing.assert_close(
+        posterior.mean.squeeze(-1), expected.mean, atol=1e-8, rtol=0
+    )
+    torch.testing.assert_close(
+        posterior.covariance_matrix, expected.covariance_matrix, atol=1e-8, rtol=0
+    )
+
+
+@pytest.mark.parametrize("transforms", [False, True])
+def test_all_distinct_points_recover_exact_gp(transforms):
+    X, Y = _data(n=25, scale=3.0 if transforms else 1.0)
+    lengthscale = 0.3 if transforms else 0.3
+    kwargs = {}
+    if transforms:
+        kwargs = {"input_transform": Normalize(2), "outcome_transform": Standardize(1)}
+    with gpytorch.settings.variational_cholesky_jitter(double_value=1e-10):
+        model = DecomposedSamplingSVGP(
+            X,
+            Y,
+            num_inducing=40,
+            covar_module=_kernel(lengthscale),
+            noise_variance=NOISE,
+            **copy.deepcopy(kwargs),
+        )
+        assert model.inducing_points.shape[0] == 25
+        exact = SingleTaskGP(
+            X,
+            Y,
+            train_Yvar=torch.full_like(Y, NOISE),
+            covar_module=_kernel(lengthscale),
+            mean_module=ConstantMean().to(DTYPE),
+            outcome_transform=kwargs.get("outcome_transform"),
+            input_transform=kwargs.get("input_transform"),
+        ).eval()
+        X_test = torch.rand(
+            8, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(5)
+        )
+        X_test = X_test * (3.0 if transforms else 1.0)
+        ours, theirs = model.posterior(X_test), exact.posterior(X_test)
+    torch.testing.assert_close(ours.mean, theirs.mean, atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        ours.covariance_matrix, theirs.covariance_matrix, atol=1e-6, rtol=0
+    )
+
+
+def test_collapsed_bound_matches_dense_formula_and_elbo():
+    X, Y = _data(n=30)
+    model = DecomposedSamplingSVGP(
+        X, Y, num_inducing=8, covar_module=_kernel(), noise_variance=NOISE
+    )
+    inner = model.model
+    Z, jitter = model.inducing_points, inner.variational_strategy.jitter_val
+    y = inner.train_targets
+    with torch.no_grad():
+        mean = inner.mean_module(X)
+        bound = collapsed_titsias_bound(
+            inner.covar_module, X, y - mean, Z, model.likelihood.noise, jitter
+        )
+    K_zz = _dense(inner.covar_module, Z) + jitter * torch.eye(8, dtype=DTYPE)
+    K_zx, K_xx = _dense(inner.covar_module, Z, X), _dense(inner.covar_module, X)
+    Q = K_zx.T @ torch.linalg.solve(K_zz, K_zx)
+    gaussian = torch.distributions.MultivariateNormal(
+        mean, Q + NOISE * torch.eye(30, dtype=DTYPE)
+    )
+    expected = gaussian.log_prob(y) - (K_xx - Q).trace() / (2 * NOISE)
+    torch.testing.assert_close(bound, expected, rtol=1e-10, atol=1e-9)
+    # The uncollapsed ELBO at the closed-form q(u) attains the collapsed bound; GPyTorch
+    # adds the strategy's jitter to every predictive variance: -n jitter / (2 noise).
+    inner.train()
+    likelihood = model.likelihood.train()
+    with torch.no_grad():
+        elbo = VariationalELBO(likelihood, inner, num_data=30)(inner(X), y) * 30
+    torch.testing.assert_close(
+        elbo, bound - 30 * jitter / (2 * NOISE), rtol=0, atol=1e-8
+    )
+
+
+def test_collapsed_bound_with_all_points_is_exact_marginal_likelihood():
+    X, Y = _data(n=20)
+    with gpytorch.settings.variational_cholesky_jitter(double_value=1e-10):
+        model = DecomposedSamplingSVGP(
+            X, Y, num_inducing=20, covar_module=_kernel(), noise_variance=NOISE
+        )
+        bound = CollapsedTitsiasBound(model)()
+    exact = SingleTaskGP(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, NOISE),
+        covar_module=_kernel(),
+        mean_module=ConstantMean().to(DTYPE),
+        outcome_transform=None,
+    )
+    mll = ExactMarginalLogLikelihood(exact.likelihood, exact)
+    value = mll(exact(X), Y.squeeze(-1))  # per data point, no priors in either model
+    torch.testing.assert_close(bound, value, atol=1e-7, rtol=0)
+
+
+def test_fit_gpytorch_mll_on_collapsed_bound_then_refresh():
+    X, Y = _data(n=60, seed=2)
+    model = DecomposedSamplingSVGP(X, Y, num_inducing=10, covar_module=_kernel(1.0))
+    mll = CollapsedTitsiasBound(model)
+    with torch.no_grad():
+        before = float(mll())
+    fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": 30}})
+    with torch.no_grad():
+        after = float(mll())
+    assert after > before + 0.1
+    assert not any(p.requires_grad for p in model.model.variational_parameters())
+    X_test = torch.rand(5, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(6))
+    posterior = model.posterior(X_test)
+    # A fresh model with the fitted hyperparameters: Z and q(u) must have been redone.
+    fresh = DecomposedSamplingSVGP(
+        X,
+        Y,
+        num_inducing=10,
+        covar_module=copy.deepcopy(model.model.covar_module),
+        mean_module=copy.deepcopy(model.model.mean_module),
+        likelihood=copy.deepcopy(model.likelihood),
+    )
+    torch.testing.assert_close(model.inducing_points, fresh.inducing_points)
+    torch.testing.assert_close(posterior.mean, fresh.posterior(X_test).mean)
+
+
+def test_fixed_noise_is_not_fitted():
+    X, Y = _data(n=30, seed=3)
+    model = DecomposedSamplingSVGP(
+        X, Y, num_inducing=8, covar_module=_kernel(), noise_variance=NOISE
+    )
+    fit_gpytorch_mll(
+        CollapsedTitsiasBound(model), optimizer_kwargs={"options": {"maxiter": 10}}
+    )
+    assert float(model.likelihood.noise) == pytest.approx(NOISE, rel=1e-12)
+
+
+def test_update_equals_model_built_on_all_data():
+    X, Y = _data(n=70, seed=4, scale=2.0)
+
+    def build(X_, Y_):
+        return DecomposedSamplingSVGP(
+            X_,
+            Y_,
+            num_inducing=12,
+            covar_module=_kernel(0.2),
+            noise_variance=NOISE,
+            input_transform=Normalize(2),
+            outcome_transform=Standardize(1),
+        )
+
+    model = build(X[:50], Y[:50])
+    model.update(X[50:], Y[50:])
+    fresh = build(X, Y)
+    assert model.train_X.shape == (70, 2)
+    torch.testing.assert_close(model.inducing_points, fresh.inducing_points)
+    X_test = 2 * torch.rand(
+        6, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(7)
+    )
+    a, b = model.posterior(X_test), fresh.posterior(X_test)
+    torch.testing.assert_close(a.mean, b.mean)
+    torch.testing.assert_close(a.variance, b.variance)
+
+
+def test_hyperparameter_change_triggers_refresh():
+    X, Y = _data(n=40, seed=5)
+    model = DecomposedSamplingSVGP(X, Y, num_inducing=10, covar_module=_kernel(0.3))
+    X_test = torch.rand(4, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(8))
+    model.posterior(X_test)
+    model.model.covar_module.base_kernel.lengthscale = 0.15
+    fresh = DecomposedSamplingSVGP(X, Y, num_inducing=10, covar_module=_kernel(0.15))
+    torch.testing.assert_close(
+        model.posterior(X_test).mean, fresh.posterior(X_test).mean
+    )
+    torch.testing.assert_close(model.inducing_points, fresh.inducing_points)
+
+
+def test_repeated_points_give_distinct_inducing_points():
+    X, Y = _data(n=10, seed=6)
+    X, Y = X.repeat(5, 1), Y.repeat(5, 1)
+    model = DecomposedSamplingSVGP(X, Y, num_inducing=30, covar_module=_kernel(0.2))
+    Z = model.inducing_points
+    assert Z.shape[0] == 10
+    assert len(torch.unique(Z, dim=0)) == 10
+    assert torch.isfinite(model.posterior(X[:3]).variance).all()
+
+
+def test_randomized_selection_is_reproducible():
+    X, Y = _data(n=50, seed=7)
+
+    def build(seed):
+        return DecomposedSamplingSVGP(
+            X,
+            Y,
+            num_inducing=10,
+            covar_module=_kernel(),
+            randomized_selection=True,
+            generator=torch.Generator().manual_seed(seed),
+        )
+
+    assert torch.equal(build(0).inducing_points, build(0).inducing_points)
+    assert not torch.equal(build(0).inducing_points, build(1).inducing_points)
+
+
+def test_float32_does_not_crash():
+    X, Y = _data(n=40, dtype=torch.float32)
+    model = DecomposedSamplingSVGP(
+        X, Y, num_inducing=10, outcome_transform=Standardize(1), noise_variance=NOISE
+    )
+    model.update(X[:5] + 0.01, Y[:5])
+    posterior = model.posterior(torch.rand(3, 4, 2))
+    assert posterior.mean.shape == (3, 4, 1) and posterior.mean.dtype == torch.float32
+    assert torch.isfinite(posterior.variance).all()
+    with torch.no_grad():
+        value = CollapsedTitsiasBound(model)()
+    assert value.dtype == torch.float32 and math.isfinite(float(value))
+
+
+def test_bad_inputs_raise_before_state_changes():
+    X, Y = _data(n=20)
+    bad = X.clone()
+    bad[2, 1] = float("inf")
+    with pytest.raises(ValueError, match="train_X"):
+        DecomposedSamplingSVGP(bad, Y)
+    with pytest.raises(ValueError, match="train_Y"):
+        DecomposedSamplingSVGP(X, Y.squeeze(-1))
+    with pytest.raises(ValueError, match="same number of rows"):
+        DecomposedSamplingSVGP(X, Y[:-1])
+    with pytest.raises(ValueError, match="num_inducing"):
+        DecomposedSamplingSVGP(X, Y, num_inducing=0)
+    with pytest.raises(TypeError, match="likelihood"):
+        DecomposedSamplingSVGP(X, Y, likelihood=BernoulliLikelihood())
+    with pytest.raises(ValueError, match="noise_variance"):
+        DecomposedSamplingSVGP(X, Y, noise_variance=-1.0)
+    with pytest.raises(TypeError, match="CollapsedTitsiasBound|DecomposedSamplingSVGP"):
+        CollapsedTitsiasBound(SingleTaskGP(X, Y))
+    model = DecomposedSamplingSVGP(X, Y, num_inducing=5, covar_module=_kernel())
+    Z = model.inducing_points.clone()
+    with pytest.raises(ValueError, match="X"):
+        model.update(torch.rand(3, 3, dtype=DTYPE), torch.rand(3, 1, dtype=DTYPE))
+    with pytest.raises(ValueError, match="Y"):
+        model.update(torch.rand(3, 2, dtype=DTYPE), torch.full((3, 1), float("nan")))
+    with pytest.raises(TypeError, match="dtype"):
+        model.update(torch.rand(3, 2), torch.rand(3, 1))
+    assert model.train_X.shape == (20, 2)
+    assert torch.equal(model.inducing_points, Z)
