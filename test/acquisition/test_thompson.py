@@ -1,0 +1,281 @@
+import math
+
+import pytest
+import torch
+from botorch.models import GenericDeterministicModel, SingleTaskGP
+from botorch.models.transforms import Normalize, Standardize
+from botorch.optim import optimize_acqf
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from botorch_sketch.acquisition.thompson import (
+    AlphaSchedule,
+    ScaledPathThompsonSampling,
+    ScaledSamplePaths,
+    draw_scaled_paths,
+    resolve_alpha,
+)
+from botorch_sketch.models.variational import DecomposedSamplingSVGP
+
+DTYPE = torch.float64
+NOISE = 0.05
+
+
+def _data(n=60, d=2, seed=0, dtype=DTYPE, scale=2.0):
+    g = torch.Generator().manual_seed(seed)
+    X = scale * torch.rand(n, d, generator=g, dtype=dtype)
+    Y = 3.0 + torch.sin(4 * X / scale).sum(-1, keepdim=True)
+    return X, Y + 0.2 * torch.randn(n, 1, generator=g, dtype=dtype)
+
+
+def _kernel(dtype=DTYPE, lengthscale=0.25):
+    kernel = ScaleKernel(RBFKernel())
+    kernel.base_kernel.lengthscale = lengthscale
+    kernel.outputscale = 1.2
+    return kernel.to(dtype)
+
+
+def _svgp(dtype=DTYPE, n=60, d=2):
+    X, Y = _data(n=n, d=d, dtype=dtype)
+    return DecomposedSamplingSVGP(
+        X,
+        Y,
+        num_inducing=15,
+        covar_module=_kernel(dtype),
+        noise_variance=NOISE,
+        input_transform=Normalize(d),
+        outcome_transform=Standardize(1),
+    )
+
+
+def _exact(dtype=DTYPE):
+    X, Y = _data(dtype=dtype)
+    model = SingleTaskGP(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, NOISE),
+        covar_module=_kernel(dtype),
+        input_transform=Normalize(2),
+        outcome_transform=Standardize(1),
+    )
+    return model.eval()
+
+
+MODELS = {"svgp": _svgp, "exact": _exact}
+
+
+def _test_points(n=5, dtype=DTYPE, seed=11):
+    return 2.0 * torch.rand(
+        n, 2, dtype=dtype, generator=torch.Generator().manual_seed(seed)
+    )
+
+
+def _seeded(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_alpha_zero_paths_are_the_posterior_mean(name):
+    model = MODELS[name]()
+    X = _test_points()
+    paths = draw_scaled_paths(
+        model, 3, num_features=64, alpha=0.0, generator=_seeded(0)
+    )
+    with torch.no_grad():
+        mean = model.posterior(X).mean.squeeze(-1)
+        values = paths(X)
+    assert values.shape == (3, 5)
+    torch.testing.assert_close(values, mean.expand(3, -1), atol=1e-8, rtol=0)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_paths_are_affine_in_alpha(name):
+    model = MODELS[name]()
+    X = _test_points()
+    with torch.no_grad():
+        mean = model.posterior(X).mean.squeeze(-1)
+        unit = draw_scaled_paths(model, 4, alpha=1.0, generator=_seeded(3))(X)
+        scaled = draw_scaled_paths(model, 4, alpha=2.5, generator=_seeded(3))(X)
+    assert (unit - mean).abs().max() > 1e-2  # the draws are not degenerate
+    torch.testing.assert_close(scaled - mean, 2.5 * (unit - mean), atol=1e-8, rtol=0)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_empirical_moments_match_scaled_posterior(name):
+    # 4000 paths over 200 independent feature bases (20 paths each): the random
+    # Fourier error averages out across bases. Standard errors: mean ~ 1.6% of
+    # alpha * sigma, variance ratio ~ 2.5%; tolerances are 4 standard errors, far from
+    # the ratio alpha^2 = 2.89 a missing or doubled scaling would give.
+    model, alpha, num_paths = MODELS[name](), 1.7, 4000
+    X = _test_points()
+    paths = draw_scaled_paths(
+        model,
+        num_paths,
+        num_features=128,
+        alpha=alpha,
+        generator=_seeded(5),
+        paths_per_basis=20,
+    )
+    with torch.no_grad():
+        posterior = model.posterior(X)
+        values = paths(X)
+    mean = posterior.mean.squeeze(-1)
+    sd = posterior.variance.squeeze(-1).sqrt()
+    z = (values.mean(0) - mean) / (alpha * sd / math.sqrt(num_paths))
+    assert z.abs().max() < 4.0
+    ratio = values.var(0) / (alpha**2 * sd**2)
+    assert (ratio - 1).abs().max() < 0.1
+    correlation = torch.corrcoef(values.T)
+    covariance = posterior.covariance_matrix
+    expected = covariance / (sd.unsqueeze(-1) * sd)
+    assert (correlation - expected).abs().max() < 0.08
+
+
+def test_paired_is_the_diagonal_and_differentiable():
+    model = _svgp()
+    paths = draw_scaled_paths(model, 3, num_features=128, generator=_seeded(1))
+    X = _test_points(12).reshape(4, 3, 2).requires_grad_(True)
+    paired = paths.paired(X)
+    full = paths(X)  # 3 x 4 x 3
+    expected = torch.diagonal(full, dim1=0, dim2=-1)
+    torch.testing.assert_close(paired, expected, atol=1e-10, rtol=0)
+    paired.sum().backward()
+    assert (
+        X.grad is not None and torch.isfinite(X.grad).all() and X.grad.abs().sum() > 0
+    )
+    with pytest.raises(ValueError, match="one point per path"):
+        paths.paired(X[:, :2].detach())
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_chunked_topk_equals_brute_force(name):
+    model = MODELS[name]()
+    paths = draw_scaled_paths(model, 5, num_features=256, generator=_seeded(2))
+    choices = _test_points(3001, seed=12)
+    values, index = paths.topk(choices, k=3, chunk_size=457)
+    with torch.no_grad():
+        brute_values, brute_index = paths(choices).topk(3, dim=-1)
+    assert torch.equal(index, brute_index)
+    torch.testing.assert_close(values, brute_values, atol=1e-10, rtol=0)
+
+
+def test_generator_makes_draws_reproducible():
+    model = _svgp()
+    X = _test_points()
+    with torch.no_grad():
+        a = draw_scaled_paths(model, 2, generator=_seeded(9), paths_per_basis=1)(X)
+        b = draw_scaled_paths(model, 2, generator=_seeded(9), paths_per_basis=1)(X)
+        c = draw_scaled_paths(model, 2, generator=_seeded(10), paths_per_basis=1)(X)
+    assert torch.equal(a, b)
+    assert not torch.allclose(a, c)
+
+
+def test_model_sample_paths_method():
+    model = _svgp()
+    paths = model.sample_paths(6, num_features=64, alpha=2.0, generator=_seeded(4))
+    assert isinstance(paths, ScaledSamplePaths)
+    assert paths.num_paths == 6 and paths.alpha == 2.0
+    assert paths(_test_points()).shape == (6, 5)
+
+
+def test_alpha_schedule_hand_computed():
+    schedule = AlphaSchedule(
+        scale=0.5, rkhs_norm=2.0, noise_scale=0.3, tau=0.25, offset=0.1
+    )
+    # 1 + 0.5 * (2 + 0.3 * sqrt(2 * ln(100) / 0.25) + 0.1) = 2.960456...
+    assert schedule(10) == pytest.approx(2.960456, abs=1e-6)
+    assert schedule(1) == pytest.approx(1 + 0.5 * 2.1)
+    assert schedule(1000) > schedule(10)
+    assert AlphaSchedule(scale=0.0)(50) == 1.0
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="t"):
+            schedule(bad)
+    with pytest.raises(ValueError, match="tau"):
+        AlphaSchedule(tau=0.0)
+    with pytest.raises(ValueError, match="scale"):
+        AlphaSchedule(scale=-1.0)
+
+
+def test_resolve_alpha():
+    assert resolve_alpha(1.5, 7) == 1.5
+    assert resolve_alpha(lambda t: 0.1 * t, 7) == pytest.approx(0.7)
+    with pytest.raises(ValueError, match="alpha"):
+        resolve_alpha(-0.1, 1)
+    with pytest.raises(ValueError, match="alpha"):
+        resolve_alpha(lambda t: float("nan"), 1)
+
+
+def test_acquisition_sums_paths_over_the_q_batch():
+    model = _svgp()
+    acqf = ScaledPathThompsonSampling(model, num_paths=3, generator=_seeded(6))
+    X = _test_points(12).reshape(4, 3, 2)
+    with torch.no_grad():
+        values = acqf(X)
+        assert values.shape == (4,)
+        torch.testing.assert_close(values, acqf.paths.paired(X).sum(-1))
+        assert acqf(X[0]).shape == (1,)
+    with pytest.raises(ValueError, match="one point per path"):
+        acqf(X[:, :2])
+
+
+def test_acquisition_with_optimize_acqf_finds_the_path_maximum():
+    X, Y = _data(n=40, d=1, scale=1.0)
+    model = DecomposedSamplingSVGP(
+        X,
+        Y,
+        num_inducing=10,
+        covar_module=_kernel(lengthscale=0.1),
+        noise_variance=NOISE,
+    )
+    acqf = ScaledPathThompsonSampling(model, num_features=512, generator=_seeded(7))
+    bounds = torch.tensor([[0.0], [1.0]], dtype=DTYPE)
+    candidate, value = optimize_acqf(acqf, bounds, q=1, num_restarts=6, raw_samples=256)
+    grid = torch.linspace(0, 1, 20001, dtype=DTYPE).unsqueeze(-1)
+    with torch.no_grad():
+        grid_values = acqf.paths(grid).squeeze(0)
+    assert float(value) >= float(grid_values.max()) - 1e-6
+    assert abs(float(candidate) - float(grid[grid_values.argmax()])) < 1e-3
+    before = acqf.paths(grid[:50])
+    acqf.redraw()
+    assert not torch.allclose(before, acqf.paths(grid[:50]))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_float32_does_not_crash(name):
+    model = MODELS[name](dtype=torch.float32)
+    paths = draw_scaled_paths(model, 3, num_features=64, generator=_seeded(8))
+    X = _test_points(6, dtype=torch.float32).reshape(2, 3, 2).requires_grad_(True)
+    values = paths.paired(X)
+    values.sum().backward()
+    assert values.dtype == torch.float32 and torch.isfinite(X.grad).all()
+    top_values, _ = paths.topk(_test_points(100, dtype=torch.float32), k=2)
+    assert torch.isfinite(top_values).all()
+
+
+def test_bad_inputs_raise():
+    model = _svgp()
+    with pytest.raises(ValueError, match="num_features"):
+        draw_scaled_paths(model, 2, num_features=63)
+    with pytest.raises(ValueError, match="num_paths"):
+        draw_scaled_paths(model, 0)
+    with pytest.raises(TypeError, match="num_paths"):
+        draw_scaled_paths(model, 2.0)
+    with pytest.raises(ValueError, match="alpha"):
+        draw_scaled_paths(model, 2, alpha=-1.0)
+    with pytest.raises(ValueError, match="paths_per_basis"):
+        draw_scaled_paths(model, 2, paths_per_basis=0)
+    with pytest.raises(TypeError, match="generator"):
+        draw_scaled_paths(model, 2, generator=0)
+    deterministic = GenericDeterministicModel(lambda X: X.sum(-1, keepdim=True))
+    with pytest.raises(TypeError, match="model"):
+        draw_scaled_paths(deterministic, 2)
+    X, Y = _data()
+    two_outputs = SingleTaskGP(X, torch.cat([Y, -Y], dim=-1))
+    with pytest.raises(ValueError, match="single output"):
+        draw_scaled_paths(two_outputs, 2)
+    paths = draw_scaled_paths(model, 2, num_features=64)
+    with pytest.raises(ValueError, match="k"):
+        paths.topk(_test_points(3), k=4)
+    with pytest.raises(ValueError, match="choices"):
+        paths.topk(torch.full((3, 2), float("nan"), dtype=DTYPE))
+    with pytest.raises(TypeError, match="paths"):
+        ScaledPathThompsonSampling(model, paths="not paths")

@@ -1,0 +1,168 @@
+import pytest
+import torch
+from botorch.models import SingleTaskGP
+from botorch.models.transforms import Normalize, Standardize
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from botorch_sketch.acquisition.thompson import AlphaSchedule, draw_scaled_paths
+from botorch_sketch.generation.thompson import gen_thompson_candidates
+from botorch_sketch.models.variational import DecomposedSamplingSVGP
+
+DTYPE = torch.float64
+NOISE = 0.05
+BOUNDS = torch.tensor([[0.0, 0.0], [2.0, 2.0]], dtype=DTYPE)
+
+
+def _data(n=50, dtype=DTYPE):
+    g = torch.Generator().manual_seed(0)
+    X = 2.0 * torch.rand(n, 2, generator=g, dtype=dtype)
+    Y = torch.sin(2 * X).sum(-1, keepdim=True)
+    return X, Y + 0.2 * torch.randn(n, 1, generator=g, dtype=dtype)
+
+
+def _kernel(dtype=DTYPE):
+    kernel = ScaleKernel(RBFKernel())
+    kernel.base_kernel.lengthscale = 0.25
+    return kernel.to(dtype)
+
+
+def _svgp(dtype=DTYPE):
+    X, Y = _data(dtype=dtype)
+    return DecomposedSamplingSVGP(
+        X,
+        Y,
+        num_inducing=12,
+        covar_module=_kernel(dtype),
+        noise_variance=NOISE,
+        input_transform=Normalize(2),
+        outcome_transform=Standardize(1),
+    )
+
+
+def _exact(dtype=DTYPE):
+    X, Y = _data(dtype=dtype)
+    model = SingleTaskGP(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, NOISE),
+        covar_module=_kernel(dtype),
+        input_transform=Normalize(2),
+        outcome_transform=Standardize(1),
+    )
+    return model.eval()
+
+
+MODELS = {"svgp": _svgp, "exact": _exact}
+
+
+def _seeded(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def _choices(n=5000, dtype=DTYPE, seed=3):
+    return 2.0 * torch.rand(n, 2, dtype=dtype, generator=_seeded(seed))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_discrete_chunked_argmax_equals_brute_force(name):
+    model, choices = MODELS[name](), _choices()
+    result = gen_thompson_candidates(
+        model,
+        4,
+        choices=choices,
+        num_features=256,
+        generator=_seeded(1),
+        chunk_size=333,
+    )
+    paths = draw_scaled_paths(model, 4, num_features=256, generator=_seeded(1))
+    with torch.no_grad():
+        brute_values, brute_index = paths(choices).max(dim=-1)
+    assert torch.equal(result.indices, brute_index)
+    assert torch.equal(result.candidates, choices[brute_index])
+    torch.testing.assert_close(result.values, brute_values, atol=1e-10, rtol=0)
+
+
+def test_alpha_zero_picks_the_posterior_mean_argmax():
+    model, choices = _svgp(), _choices()
+    result = gen_thompson_candidates(model, 3, choices=choices, alpha=0.0)
+    with torch.no_grad():
+        best = model.posterior(choices).mean.squeeze(-1).argmax()
+    assert result.indices.tolist() == [int(best)] * 3
+
+
+def test_alpha_schedule_is_evaluated_at_the_next_step():
+    model, seen = _svgp(), []
+
+    def schedule(t):
+        seen.append(t)
+        return AlphaSchedule(scale=0.1)(t)
+
+    gen_thompson_candidates(model, 2, choices=_choices(100), alpha=schedule)
+    assert seen == [51]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_box_candidates_maximize_each_path(name):
+    model = MODELS[name]()
+    result = gen_thompson_candidates(
+        model,
+        3,
+        bounds=BOUNDS,
+        num_features=256,
+        generator=_seeded(2),
+        raw_samples=1024,
+        num_restarts=5,
+    )
+    assert result.indices is None and result.candidates.shape == (3, 2)
+    assert ((result.candidates >= 0) & (result.candidates <= 2)).all()
+    paths = draw_scaled_paths(model, 3, num_features=256, generator=_seeded(2))
+    grid = torch.linspace(0, 2, 201, dtype=DTYPE)
+    grid = torch.cartesian_prod(grid, grid)
+    with torch.no_grad():
+        grid_best = paths(grid).max(dim=-1).values
+        at_candidates = paths.paired(result.candidates.unsqueeze(0)).squeeze(0)
+    torch.testing.assert_close(result.values, at_candidates, atol=1e-10, rtol=0)
+    assert (result.values >= grid_best - 1e-6).all()
+
+
+@pytest.mark.filterwarnings("ignore::botorch.exceptions.warnings.OptimizationWarning")
+def test_float32_does_not_crash():
+    model = _svgp(dtype=torch.float32)
+    result = gen_thompson_candidates(
+        model, 2, choices=_choices(500, dtype=torch.float32), num_features=64
+    )
+    assert result.candidates.dtype == torch.float32
+    result = gen_thompson_candidates(
+        model,
+        2,
+        bounds=BOUNDS.float(),
+        num_features=64,
+        raw_samples=256,
+        num_restarts=2,
+        options={"maxiter": 20},
+    )
+    assert torch.isfinite(result.values).all()
+
+
+def test_bad_inputs_raise():
+    model, choices = _svgp(), _choices(20)
+    with pytest.raises(ValueError, match="exactly one"):
+        gen_thompson_candidates(model, 1)
+    with pytest.raises(ValueError, match="exactly one"):
+        gen_thompson_candidates(model, 1, choices=choices, bounds=BOUNDS)
+    with pytest.raises(ValueError, match="q"):
+        gen_thompson_candidates(model, 0, choices=choices)
+    with pytest.raises(ValueError, match="choices"):
+        gen_thompson_candidates(model, 1, choices=torch.rand(5, 3, dtype=DTYPE))
+    with pytest.raises(ValueError, match="choices"):
+        gen_thompson_candidates(model, 1, choices=choices[:0])
+    with pytest.raises(ValueError, match="bounds"):
+        gen_thompson_candidates(model, 1, bounds=BOUNDS.flip(0))
+    with pytest.raises(ValueError, match="bounds"):
+        gen_thompson_candidates(model, 1, bounds=torch.zeros(2, 3, dtype=DTYPE))
+    with pytest.raises(ValueError, match="raw_samples"):
+        gen_thompson_candidates(model, 1, bounds=BOUNDS, raw_samples=0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        gen_thompson_candidates(model, 1, choices=choices, chunk_size=0)
+    with pytest.raises(ValueError, match="alpha"):
+        gen_thompson_candidates(model, 1, choices=choices, alpha=-2.0)
