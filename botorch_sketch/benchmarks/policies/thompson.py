@@ -1,0 +1,256 @@
+r"""Thompson-sampling policies: S-GP-TS and exact GP-TS.
+
+- :class:`SGPTSPolicy` (``"sgpts"``): S-GP-TS (Vakili et al., NeurIPS 2021) with a
+  :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP` (``m`` inducing
+  points re-selected at every update, closed-form ``q(u)``), updated with one call per
+  batch, ``O(n m^2)``.
+- :class:`ExactGPTSPolicy` (``"exact-ts"``): GP-TS on an exact BoTorch ``SingleTaskGP``
+  rebuilt on all data after every batch (the plain BoTorch loop), ``O(n^3)`` per
+  batch for the pathwise update.
+
+Both draw one scaled sample path per batch element with ``M`` random Fourier features
+and maximize it with :func:`~botorch_sketch.generation.thompson.gen_thompson_candidates`
+(in chunks over the arms of a finite problem, by multi-start L-BFGS-B on a box), so
+they differ only in the model. Both use the fixed kernel and noise of
+:meth:`~.common.KernelHyperparameters.from_problem` on the problem's coordinates and a
+zero prior mean (as the other GP baselines). The first ``num_initial`` points are
+uniformly random.
+"""
+
+from __future__ import annotations
+
+import warnings
+from abc import abstractmethod
+from collections.abc import Callable
+
+import torch
+from botorch.exceptions.warnings import InputDataWarning
+from botorch.models import SingleTaskGP
+from botorch.models.model import Model
+from gpytorch.means import ZeroMean
+from torch import Tensor
+
+from botorch_sketch.benchmarks.policies.base import Policy, Problem
+from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
+from botorch_sketch.generation.thompson import gen_thompson_candidates
+from botorch_sketch.models.variational import DecomposedSamplingSVGP
+
+
+def _check_count(value: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+    return value
+
+
+class _ThompsonPolicy(Policy):
+    r"""Shared ask/tell loop of the Thompson-sampling policies."""
+
+    supports_finite = True
+    supports_box = True
+
+    def __init__(
+        self,
+        batch_size: int = 1,
+        num_initial: int = 1,
+        num_features: int = 1000,
+        alpha: float | Callable[[int], float] = 1.0,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+        raw_samples: int | None = None,
+        num_restarts: int = 10,
+        chunk_size: int = 4096,
+    ) -> None:
+        r"""Args:
+        batch_size: Points per ``ask()`` (one sample path each).
+        num_initial: Uniformly random points of the first ``ask()``.
+        num_features: Random Fourier features ``M`` per path (even).
+        alpha: Exploration scale: a constant or a schedule ``t -> alpha_t`` (e.g.
+            :class:`~botorch_sketch.acquisition.thompson.AlphaSchedule`).
+        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
+        outputscale: Override of the kernel variance.
+        noise_variance: Override of the noise variance (default
+            ``problem.noise_std ** 2``).
+        raw_samples: Box problems: Sobol points scored per path (default ``1000 d``).
+        num_restarts: Box problems: L-BFGS-B starts per path.
+        chunk_size: Arms evaluated at once.
+        """
+        self.batch_size = _check_count(batch_size, "batch_size")
+        self.num_initial = _check_count(num_initial, "num_initial")
+        self.num_features = _check_count(num_features, "num_features")
+        if num_features % 2:
+            raise ValueError(f"`num_features` must be even, got {num_features}.")
+        if not callable(alpha) and (
+            isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0
+        ):
+            raise ValueError(
+                f"`alpha` must be a number >= 0 or a schedule, got {alpha!r}."
+            )
+        self.alpha = alpha
+        if raw_samples is not None:
+            _check_count(raw_samples, "raw_samples")
+        self.raw_samples = raw_samples
+        self.num_restarts = _check_count(num_restarts, "num_restarts")
+        self.chunk_size = _check_count(chunk_size, "chunk_size")
+        self._overrides = {
+            "lengthscale": lengthscale,
+            "outputscale": outputscale,
+            "noise_variance": noise_variance,
+        }
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        self.problem = problem
+        self.generator = generator
+        self.hyperparameters = KernelHyperparameters.from_problem(
+            problem, **self._overrides
+        )
+        self.model: Model | None = None
+
+    def ask(self) -> Tensor:
+        problem = self.problem
+        if self.model is None:
+            return self._initial_design()
+        result = gen_thompson_candidates(
+            self.model,
+            self.batch_size,
+            choices=problem.arms,
+            bounds=None if problem.is_finite else problem.bounds,
+            num_features=self.num_features,
+            alpha=self.alpha,
+            generator=self.generator,
+            chunk_size=self.chunk_size,
+            raw_samples=self.raw_samples,
+            num_restarts=self.num_restarts,
+        )
+        return result.indices if problem.is_finite else result.candidates
+
+    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        problem = self.problem
+        X = problem.arms[chosen] if problem.is_finite else chosen
+        Y = rewards.detach().to(X).reshape(-1, 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InputDataWarning)  # raw rewards by design
+            self.model = self._observe(X.detach(), Y)
+
+    def _initial_design(self) -> Tensor:
+        problem = self.problem
+        if problem.is_finite:
+            index = torch.randint(
+                problem.arms.shape[0], (self.num_initial,), generator=self.generator
+            )
+            return index.to(problem.arms.device)
+        unit = torch.rand(self.num_initial, problem.dim, generator=self.generator)
+        low, high = problem.bounds
+        return low + unit.to(problem.bounds) * (high - low)
+
+    def _kernel(self, like: Tensor):
+        return self.hyperparameters.kernel(dtype=like.dtype, device=like.device)
+
+    @abstractmethod
+    def _observe(self, X: Tensor, Y: Tensor) -> Model:
+        r"""Return the model conditioned on all data after adding ``(X, Y)``."""
+
+
+class SGPTSPolicy(_ThompsonPolicy):
+    r"""S-GP-TS: Thompson sampling on a decomposed-sampling SVGP.
+
+    After every batch the model is updated in one call: the inducing points (at most
+    ``num_inducing``) are re-selected from all observed points and ``q(u)`` is set to
+    Titsias' optimum, ``O(n m^2)``; sampling and maximizing a path over ``N`` arms
+    costs ``O((m + M) N)``. The paper's setting is ``num_inducing=100``,
+    ``num_features=1000``, ``alpha=1``.
+
+    Example:
+        >>> policy = SGPTSPolicy(num_inducing=100, num_features=1000, batch_size=10)
+    """
+
+    name = "sgpts"
+
+    def __init__(
+        self,
+        num_inducing: int = 100,
+        batch_size: int = 1,
+        num_initial: int = 1,
+        num_features: int = 1000,
+        alpha: float | Callable[[int], float] = 1.0,
+        randomized_selection: bool = False,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+        raw_samples: int | None = None,
+        num_restarts: int = 10,
+        chunk_size: int = 4096,
+    ) -> None:
+        r"""Args:
+        num_inducing: Maximal number ``m`` of inducing points.
+        randomized_selection: Randomized (instead of greedy) inducing selection.
+        Other arguments: as :class:`ExactGPTSPolicy`.
+        """
+        super().__init__(
+            batch_size=batch_size,
+            num_initial=num_initial,
+            num_features=num_features,
+            alpha=alpha,
+            lengthscale=lengthscale,
+            outputscale=outputscale,
+            noise_variance=noise_variance,
+            raw_samples=raw_samples,
+            num_restarts=num_restarts,
+            chunk_size=chunk_size,
+        )
+        self.num_inducing = _check_count(num_inducing, "num_inducing")
+        self.randomized_selection = bool(randomized_selection)
+
+    def _observe(self, X: Tensor, Y: Tensor) -> Model:
+        if self.model is not None:
+            self.model.update(X, Y)
+            return self.model
+        return DecomposedSamplingSVGP(
+            X,
+            Y,
+            self.num_inducing,
+            covar_module=self._kernel(X),
+            mean_module=ZeroMean(),
+            noise_variance=self.hyperparameters.noise_variance,
+            randomized_selection=self.randomized_selection,
+            generator=self.generator,
+        )
+
+    def diagnostics(self) -> dict[str, float]:
+        if self.model is None:
+            return {}
+        return {"num_inducing": float(self.model.inducing_points.shape[-2])}
+
+
+class ExactGPTSPolicy(_ThompsonPolicy):
+    r"""Exact GP-TS as a plain BoTorch loop: ``SingleTaskGP`` + pathwise sampling.
+
+    After every batch a ``SingleTaskGP`` with the fixed kernel, zero mean and fixed
+    noise is built on all observations; paths use the exact pathwise update (a
+    Cholesky factorization of the ``n x n`` kernel matrix, ``O(n^3)``) and the same
+    random Fourier feature prior and maximization as :class:`SGPTSPolicy`.
+
+    Example:
+        >>> policy = ExactGPTSPolicy(num_features=1000, batch_size=10)
+    """
+
+    name = "exact-ts"
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        super().reset(problem, horizon, generator)
+        self._X: Tensor | None = None
+        self._Y: Tensor | None = None
+
+    def _observe(self, X: Tensor, Y: Tensor) -> Model:
+        if self._X is not None:
+            X, Y = torch.cat([self._X, X]), torch.cat([self._Y, Y])
+        self._X, self._Y = X, Y
+        model = SingleTaskGP(
+            X,
+            Y,
+            train_Yvar=torch.full_like(Y, self.hyperparameters.noise_variance),
+            covar_module=self._kernel(X),
+            mean_module=ZeroMean(),
+            outcome_transform=None,
+        )
+        return model.eval()
