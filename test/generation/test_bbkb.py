@@ -1,0 +1,286 @@
+r"""BBKB batches against recomputation from scratch, brute-force argmax and BKB."""
+
+from __future__ import annotations
+
+from copy import deepcopy
+
+import pytest
+import torch
+from botorch.optim import optimize_acqf_discrete
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from botorch_sketch import (
+    BKBUpperConfidenceBound,
+    NystromGP,
+    gen_bbkb_batch,
+    gen_bbkb_batch_continuous,
+    gen_uncertainty_warmup,
+    update_bbkb_model,
+)
+from botorch_sketch.generation.bbkb import GlobalRule, LocalRule
+from botorch_sketch.generation.variance_tracking import (
+    CandidateGeometry,
+    FrozenDictionaryTracker,
+    ResidualDirectionTracker,
+)
+
+DTYPE = torch.float64
+
+
+def objective(X):
+    return -((X - 0.3) ** 2).sum(-1, keepdim=True)
+
+
+def make_problem(n_arms=300, d=3, n_obs=40, seed=0, noise=0.5, lengthscale=0.4):
+    gen = torch.Generator().manual_seed(seed)
+    arms = torch.rand(n_arms, d, generator=gen, dtype=DTYPE)
+    X = arms[torch.randint(0, n_arms, (n_obs,), generator=gen)]
+    Y = objective(X) + 0.05 * torch.randn(n_obs, 1, generator=gen, dtype=DTYPE)
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    kernel.base_kernel.lengthscale = lengthscale
+    model = NystromGP(X, Y, covar_module=kernel, noise=noise, qbar=1.0, generator=gen)
+    return arms, model
+
+
+def hallucinated_variances(model, arms, indices):
+    r"""Papers'-scale variances after conditioning on ``arms[indices]`` from scratch
+    (same frozen dictionary; outcomes irrelevant to the variance)."""
+    if not indices:
+        return model.scaled_variance(arms)
+    X = arms[torch.tensor(indices)]
+    updated = model.condition_on_observations(
+        X, torch.zeros(len(indices), 1, dtype=DTYPE)
+    )
+    return updated.scaled_variance(arms)
+
+
+def test_frozen_tracker_equals_recomputation():
+    arms, model = make_problem()
+    geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
+    torch.testing.assert_close(geometry.scaled_variance, model.scaled_variance(arms))
+    tracker = FrozenDictionaryTracker(geometry)
+    chosen = [5, 17, 5, 200, 42]
+    for i in chosen:
+        tracker.add(i)
+    refreshed = tracker.refresh(torch.arange(arms.shape[0]))
+    torch.testing.assert_close(
+        refreshed, hallucinated_variances(model, arms, chosen), atol=1e-9, rtol=0
+    )
+
+
+def test_residual_tracker_equals_dense_augmented_dictionary():
+    r"""Dense oracle: dictionary S + batch points; old data with zero components on
+    the new coordinates; the batch points hallucinated with their full embedding."""
+    arms, model = make_problem(lengthscale=0.2)
+    geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
+    tracker = ResidualDirectionTracker(geometry)
+    chosen = [3, 250, 3, 120]
+    for i in chosen:
+        tracker.add(i)
+    with torch.no_grad():
+        kernel, lam = model.covar_module, model.noise
+        S = torch.cat([model.dictionary, arms[[3, 250, 120]]])
+        L = torch.linalg.cholesky(kernel(S).to_dense() + 1e-10 * torch.eye(S.shape[0]))
+
+        def embed(X):
+            K = kernel(S, X).to_dense()
+            return torch.linalg.solve_triangular(L, K, upper=False).mT
+
+        m = model.dictionary_size
+        state = model.dtc_state
+        V = torch.block_diag(state.gram, lam * torch.eye(3, dtype=DTYPE))
+        Zb = embed(arms[chosen])
+        V = V + Zb.mT @ Zb
+        Z = embed(arms)
+        residual = kernel(arms, diag=True) - Z.square().sum(-1)
+        expected = residual / lam + (Z * torch.linalg.solve(V, Z.mT).mT).sum(-1)
+    assert m > 0
+    torch.testing.assert_close(tracker.variance, expected, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("residual_update", [False, True])
+def test_lazy_argmax_equals_brute_force(residual_update):
+    arms, model = make_problem(n_arms=400)
+    beta = 2.0
+    batch = gen_bbkb_batch(
+        model,
+        arms,
+        ratio_threshold=1e9,
+        beta=beta,
+        max_batch_size=12,
+        residual_update=residual_update,
+    )
+    assert batch.batch_size == 12
+    mean = model.posterior(arms.unsqueeze(-2)).mean.squeeze()
+    chosen: list[int] = []
+    for step in range(12):
+        if residual_update:
+            break  # brute force for the frozen tracker only; see next test
+        variance = hallucinated_variances(model, arms, chosen)
+        brute = int((mean + beta * variance.sqrt()).argmax())
+        assert int(batch.indices[step]) == brute
+        chosen.append(brute)
+    if residual_update:
+        geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
+        tracker = ResidualDirectionTracker(geometry)
+        for step in range(12):
+            brute = int((geometry.mean + beta * tracker.variance.sqrt()).argmax())
+            assert int(batch.indices[step]) == brute
+            tracker.add(brute)
+
+
+def test_ratio_threshold_one_reproduces_bkb_step_for_step():
+    arms, model = make_problem(n_arms=200, n_obs=10)
+    bkb_model, bbkb_model = deepcopy(model), deepcopy(model)
+    bkb_gen, bbkb_gen = (
+        torch.Generator().manual_seed(3),
+        torch.Generator().manual_seed(3),
+    )
+    noise_gen = torch.Generator().manual_seed(9)
+    for _ in range(15):
+        acqf = BKBUpperConfidenceBound(bkb_model, beta=1.0)
+        x_bkb, _ = optimize_acqf_discrete(acqf, q=1, choices=arms)
+        batch = gen_bbkb_batch(bbkb_model, arms, ratio_threshold=1.0, beta=1.0)
+        assert batch.batch_size == 1
+        torch.testing.assert_close(batch.candidates, x_bkb)
+        y = objective(x_bkb) + 0.05 * torch.randn(
+            1, 1, generator=noise_gen, dtype=DTYPE
+        )
+        bkb_model = bkb_model.condition_on_observations(
+            x_bkb, y, resparsify=True, generator=bkb_gen
+        )
+        bbkb_model = update_bbkb_model(bbkb_model, batch.candidates, y, bbkb_gen)
+        torch.testing.assert_close(bkb_model.dictionary, bbkb_model.dictionary)
+
+
+def test_local_bound_never_exceeds_global_bound():
+    arms, model = make_problem(noise=2.0)
+    geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
+    global_rule, local_rule = GlobalRule(geometry), LocalRule(geometry)
+    for i in [4, 90, 4, 33]:
+        global_rule.add(i)
+        local_rule.add(i)
+    for j in [0, 10, 150, 299]:
+        per_candidate = local_rule.per_candidate_bound_with(j)
+        assert (per_candidate <= global_rule.bound_with(j) + 1e-9).all()
+    # the per-candidate local bound by hand for one candidate
+    x = 7
+    k = torch.stack([geometry.scaled_covariance(i)[x] for i in [4, 90, 4, 33, 10]])
+    by_hand = 1 + (k.square() / geometry.scaled_variance[x]).sum()
+    torch.testing.assert_close(local_rule.per_candidate_bound_with(10)[x], by_hand)
+
+
+def test_global_rule_bound_and_local_batches_at_least_as_large():
+    arms, model = make_problem(noise=2.0, n_obs=80)
+    glob = gen_bbkb_batch(model, arms, ratio_threshold=1.5, rule="global", beta=0.5)
+    local = gen_bbkb_batch(model, arms, ratio_threshold=1.5, rule="local", beta=0.5)
+    both = gen_bbkb_batch(
+        model, arms, ratio_threshold=1.5, rule="global+local", beta=0.5
+    )
+    # global: the accepted sum is within C~ and adding the next choice would exceed it
+    assert glob.bound == pytest.approx(1 + float(glob.start_variances.sum()))
+    assert glob.batch_size == 1 or glob.bound <= 1.5
+    assert local.batch_size >= glob.batch_size
+    assert torch.equal(both.indices, local.indices)
+
+
+def test_batch_sizes_grow_along_a_run_on_8d():
+    gen = torch.Generator().manual_seed(0)
+    arms = torch.rand(1000, 8, generator=gen, dtype=DTYPE)
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    kernel.base_kernel.lengthscale = 1.0
+    X = arms[:2]
+    model = NystromGP(X, objective(X), covar_module=kernel, noise=1.0, generator=gen)
+    sizes, t = [], 2
+    while t < 300:
+        batch = gen_bbkb_batch(model, arms, ratio_threshold=2.0, beta=0.5)
+        Y = objective(batch.candidates) + 0.01 * torch.randn(
+            batch.batch_size, 1, generator=gen, dtype=DTYPE
+        )
+        model = update_bbkb_model(model, batch.candidates, Y, gen)
+        sizes.append(batch.batch_size)
+        t += batch.batch_size
+    assert model.train_inputs[0].shape[0] == t  # no observation lost
+    first, last = sizes[:10], sizes[-10:]
+    assert max(first) <= 2
+    # batch sizes oscillate (resparsification), but their average grows
+    assert sum(last) / len(last) > 5 * sum(first) / len(first)
+
+
+def test_min_and_max_batch_size():
+    arms, model = make_problem()
+    forced = gen_bbkb_batch(model, arms, ratio_threshold=1.0, min_batch_size=4)
+    assert forced.batch_size == 4
+    capped = gen_bbkb_batch(model, arms, ratio_threshold=1e9, max_batch_size=3)
+    assert capped.batch_size == 3
+
+
+def test_uncertainty_warmup_reaches_target_variance():
+    arms, model = make_problem(n_arms=150, lengthscale=0.5)
+    warmup = gen_uncertainty_warmup(model, arms, min_batch_size=4, ratio_threshold=2.0)
+    assert warmup.shape[0] > 0
+    # after the warm-up the (residual-aware) hallucinated variances are all <= 1/4
+    geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
+    tracker = ResidualDirectionTracker(geometry)
+    index = {tuple(row.tolist()): i for i, row in enumerate(arms)}
+    for row in warmup:
+        tracker.add(index[tuple(row.tolist())])
+    assert float(tracker.variance.max()) <= 0.25
+
+
+def test_residual_update_avoids_repeated_copies():
+    r"""A dictionary far from the promising region: the frozen update keeps picking
+    the same arm (its variance lies outside the dictionary's span), the residual
+    update spreads the batch."""
+    gen = torch.Generator().manual_seed(0)
+    arms = torch.rand(300, 2, generator=gen, dtype=DTYPE)
+    far = torch.tensor([[5.0, 5.0]], dtype=DTYPE)
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    kernel.base_kernel.lengthscale = 0.1
+    model = NystromGP(
+        far,
+        torch.zeros(1, 1, dtype=DTYPE),
+        covar_module=kernel,
+        noise=1.0,
+        dictionary=far,
+    )
+    frozen = gen_bbkb_batch(model, arms, ratio_threshold=1e9, max_batch_size=6)
+    residual = gen_bbkb_batch(
+        model, arms, ratio_threshold=1e9, max_batch_size=6, residual_update=True
+    )
+    assert frozen.indices.unique().numel() == 1
+    assert residual.indices.unique().numel() == 6
+
+
+def test_continuous_batch_uses_global_rule():
+    arms, model = make_problem(noise=2.0, n_obs=80)
+    bounds = torch.tensor([[0.0] * 3, [1.0] * 3], dtype=DTYPE)
+    batch = gen_bbkb_batch_continuous(
+        model, bounds, ratio_threshold=1.5, beta=0.5, num_restarts=2, raw_samples=64
+    )
+    assert 1 <= batch.shape[0] <= 32
+    total = 1 + float(model.scaled_variance(batch).sum())
+    assert batch.shape[0] == 1 or total <= 1.5
+    assert ((batch >= 0) & (batch <= 1)).all()
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"choices": torch.zeros(0, 3, dtype=DTYPE)}, "choices"),
+        ({"choices": torch.zeros(5, 2, dtype=DTYPE)}, "choices"),
+        ({"choices": torch.full((5, 3), float("nan"), dtype=DTYPE)}, "choices"),
+        ({"ratio_threshold": 0.5}, "ratio_threshold"),
+        ({"rule": "median"}, "rule"),
+        ({"beta": -1.0}, "beta"),
+        ({"min_batch_size": 0}, "min_batch_size"),
+        ({"max_batch_size": 2.5}, "max_batch_size"),
+    ],
+)
+def test_bad_inputs(kwargs, match):
+    arms, model = make_problem()
+    args = {"choices": arms}
+    args.update(kwargs)
+    choices = args.pop("choices")
+    with pytest.raises((ValueError, TypeError), match=match):
+        gen_bbkb_batch(model, choices, **args)
