@@ -1,0 +1,122 @@
+r"""BKB-UCB against BoTorch's UCB, a hand-computed radius and recomputation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from botorch.acquisition import UpperConfidenceBound
+from botorch.models.transforms import Standardize
+from botorch.optim import optimize_acqf, optimize_acqf_discrete
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from botorch_sketch import BKBUpperConfidenceBound, NystromGP, TheoryRadius
+
+DTYPE = torch.float64
+
+
+@pytest.fixture
+def model():
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(50, 2, generator=gen, dtype=DTYPE)
+    Y = torch.sin(5 * X).sum(-1, keepdim=True)
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    kernel.base_kernel.lengthscale = 0.3
+    return NystromGP(
+        X,
+        10 * Y + 3,
+        covar_module=kernel,
+        noise=0.2,
+        outcome_transform=Standardize(m=1),
+        generator=gen,
+    )
+
+
+def test_theory_radius_by_hand():
+    radius = TheoryRadius(noise_std=0.1, rkhs_bound=2.0, delta=0.01, noise=4.0)
+    radius.observe(torch.tensor([0.5, 1.0], dtype=DTYPE))
+    radius.observe(torch.tensor([0.25], dtype=DTYPE))
+    total = math.log(2.5) + math.log(4.0) + math.log(1.75) + math.log(100)
+    expected = 2 * 0.1 * math.sqrt(total) + (1 + math.sqrt(2)) * 2.0 * 2.0
+    assert radius.value == pytest.approx(expected, rel=1e-12)
+    radius.ratio_threshold = 4.0
+    assert radius.batch_value() == pytest.approx(2 * expected, rel=1e-12)
+    restored = TheoryRadius(noise_std=0.1, rkhs_bound=2.0, delta=0.01, noise=4.0)
+    restored.load_state_dict(radius.state_dict())
+    assert restored.value == pytest.approx(expected, rel=1e-12)
+
+
+def test_equals_botorch_ucb_with_rescaled_beta(model):
+    X = torch.rand(30, 1, 2, dtype=DTYPE)
+    ours = BKBUpperConfidenceBound(model, beta=1.5)(X)
+    botorch_ucb = UpperConfidenceBound(model, beta=1.5**2 / float(model.noise))(X)
+    torch.testing.assert_close(ours, botorch_ucb)
+    radius = TheoryRadius(noise_std=0.1, rkhs_bound=1.0, delta=0.1, noise=0.2)
+    theory = BKBUpperConfidenceBound(model, beta=radius)(X)
+    expected = UpperConfidenceBound(model, beta=radius.value**2 / 0.2)(X)
+    torch.testing.assert_close(theory, expected)
+    minimized = BKBUpperConfidenceBound(model, beta=1.5, maximize=False)(X)
+    mean = model.posterior(X).mean.squeeze()
+    torch.testing.assert_close(minimized - ours, -2 * mean)
+
+
+def test_x_pending_freezes_mean_and_conditions_variance(model):
+    pending = torch.rand(4, 2, dtype=DTYPE)
+    X = torch.rand(25, 1, 2, dtype=DTYPE)
+    acqf = BKBUpperConfidenceBound(model, beta=2.0, X_pending=pending)
+    conditioned = model.condition_on_observations(
+        pending, torch.zeros(4, 1, dtype=DTYPE)
+    )
+    mean = model.posterior(X).mean.squeeze()
+    sigma = conditioned.posterior(X).variance.sqrt().squeeze()
+    expected = mean + 2.0 / float(model.noise) ** 0.5 * sigma
+    torch.testing.assert_close(acqf(X), expected)
+    assert (acqf(X) <= BKBUpperConfidenceBound(model, beta=2.0)(X) + 1e-12).all()
+    acqf.set_X_pending(None)
+    torch.testing.assert_close(acqf(X), BKBUpperConfidenceBound(model, beta=2.0)(X))
+
+
+def test_works_with_botorch_optimizers(model):
+    choices = torch.rand(300, 2, dtype=DTYPE)
+    acqf = BKBUpperConfidenceBound(model, beta=1.0)
+    best, value = optimize_acqf_discrete(acqf, q=1, choices=choices)
+    torch.testing.assert_close(value.squeeze(), acqf(choices.unsqueeze(-2)).max())
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
+    candidate, box_value = optimize_acqf(
+        acqf, bounds=bounds, q=1, num_restarts=2, raw_samples=64
+    )
+    assert candidate.shape == (1, 2)
+    assert float(box_value) >= float(value) - 1e-3  # the box contains every choice
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"beta": -0.5}, ValueError, "beta"),
+        ({"beta": "theory"}, TypeError, "beta"),
+        (
+            {"X_pending": torch.full((2, 2), float("nan"), dtype=DTYPE)},
+            ValueError,
+            "X_pending",
+        ),
+        ({"X_pending": torch.zeros(2, 1, 2, dtype=DTYPE)}, ValueError, "X_pending"),
+    ],
+)
+def test_bad_inputs(model, kwargs, error, match):
+    args = {"beta": 1.0}
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        BKBUpperConfidenceBound(model, **args)
+
+
+def test_theory_radius_bad_inputs():
+    with pytest.raises(ValueError, match="delta"):
+        TheoryRadius(noise_std=0.1, rkhs_bound=1.0, delta=1.5, noise=1.0)
+    with pytest.raises(ValueError, match="ratio_threshold"):
+        TheoryRadius(
+            noise_std=0.1, rkhs_bound=1.0, delta=0.1, noise=1.0, ratio_threshold=0.5
+        )
+    radius = TheoryRadius(noise_std=0.1, rkhs_bound=1.0, delta=0.1, noise=1.0)
+    with pytest.raises(ValueError, match="scaled_variances"):
+        radius.observe(torch.tensor([-1.0]))
