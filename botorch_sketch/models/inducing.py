@@ -16,6 +16,8 @@ than indices and has no randomized variant, hence this module.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from gpytorch import settings
 from gpytorch.kernels import Kernel
@@ -82,11 +84,12 @@ def select_inducing_indices(
 
     n = X.shape[0]
     max_pivots = min(num_inducing, n)
-    with torch.no_grad():
+    # Eager kernel evaluation halves the per-pivot overhead of GPyTorch's lazy tensors.
+    with torch.no_grad(), settings.lazily_evaluate_kernels(False):
         residual = kernel(X, diag=True).to(X).clone()
-        threshold = rel_tol * float(residual.max())
         if not float(residual.max()) > 0.0:
             raise ValueError("`kernel` has zero prior variance at every point of `X`.")
+        threshold = rel_tol * float(residual.max())
         factor = X.new_empty(max_pivots, n)  # rows of L_S^{-1} K_SX
         pivots: list[int] = []
         for j in range(max_pivots):
@@ -98,8 +101,8 @@ def select_inducing_indices(
             row = row / residual[pivot].sqrt()
             factor[j] = row
             residual = residual - row.square()
+            residual[pivot] = -math.inf  # spanned exactly; never eligible again
             pivots.append(pivot)
-            residual[pivots] = 0.0  # exactly spanned; guards against round-off
     return torch.tensor(pivots, dtype=torch.long, device=X.device)
 
 
@@ -110,12 +113,12 @@ def _next_pivot(
     generator: torch.Generator | None,
 ) -> int | None:
     r"""Index of the next pivot, or None when no residual exceeds ``threshold``."""
-    eligible = residual > threshold
-    if not bool(eligible.any()):
-        return None
     if not randomized:
-        return int(torch.where(eligible, residual, -1.0).argmax())
-    weights = torch.where(eligible, residual, 0.0)
+        pivot = int(residual.argmax())
+        return pivot if float(residual[pivot]) > threshold else None
+    weights = torch.where(residual > threshold, residual, 0.0)
+    if not float(weights.sum()) > 0.0:
+        return None
     device = generator.device if generator is not None else weights.device
     draw = torch.multinomial(weights.to(device), 1, generator=generator)
     return int(draw)
