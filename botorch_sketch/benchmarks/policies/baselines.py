@@ -1,0 +1,416 @@
+r"""Baseline policies: uniform, epsilon-greedy, exact GP-UCB (twice) and GP-BUCB.
+
+- :class:`UniformPolicy` (``"uniform"``): uniformly random arms or points.
+- :class:`EpsilonGreedyPolicy` (``"epsilon-greedy"``): explore uniformly with
+  probability ``epsilon``, else play the best empirical mean.
+- :class:`BoTorchUCBPolicy` (``"botorch-ucb"``): the plain BoTorch loop a typical user
+  writes: a fresh ``SingleTaskGP`` (fixed kernel and noise) on all data and an analytic
+  ``UpperConfidenceBound`` over all arms at every step, ``O(t^3 + A t^2)`` per step.
+- :class:`ExactUCBPolicy` (``"exact-ucb"``): the same exact GP-UCB with the posterior of
+  every arm updated by one rank-one step per observation
+  (:class:`~.common.IncrementalExactPosterior`), ``O(A t)`` per step.
+- :class:`ExactBUCBPolicy` (``"exact-bucb"``): GP-BUCB (Desautels et al., JMLR 2014) on
+  that posterior: within a batch the mean is frozen and the variance conditions on the
+  batch's points without their rewards; batches have a fixed size or end by the
+  variance-ratio (mutual information) rule.
+
+The GP policies share fixed hyperparameters through
+:meth:`~.common.KernelHyperparameters.from_problem` and a radius schedule from
+:func:`~.common.make_radius_schedule` (constant on the Bayesian scale by default).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+from botorch.acquisition import UpperConfidenceBound
+from botorch.models import SingleTaskGP
+from gpytorch.means import ZeroMean
+from torch import Tensor
+
+from botorch_sketch.benchmarks.policies.base import Policy, Problem
+from botorch_sketch.benchmarks.policies.common import (
+    DEFAULT_RADIUS,
+    IncrementalExactPosterior,
+    KernelHyperparameters,
+    make_radius_schedule,
+)
+from botorch_sketch.utils.validation import check_at_least
+
+
+def _check_batch_size(value: int | None, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+    return value
+
+
+def _random_arm(num_arms: int, generator: torch.Generator) -> int:
+    r"""A uniformly random arm index (the first pick, when all scores tie)."""
+    return int(torch.randint(num_arms, (1,), generator=generator))
+
+
+class UniformPolicy(Policy):
+    r"""Uniformly random arms (finite problems) or points (box problems).
+
+    Example:
+        >>> policy = UniformPolicy(batch_size=4)
+    """
+
+    name = "uniform"
+    supports_box = True
+
+    def __init__(self, batch_size: int = 1) -> None:
+        r"""Args:
+        batch_size: Points per ``ask()``.
+        """
+        self.batch_size = _check_batch_size(batch_size, "batch_size")
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        self.problem = problem
+        self.generator = generator
+
+    def ask(self) -> Tensor:
+        problem = self.problem
+        if problem.is_finite:
+            indices = torch.randint(
+                problem.arms.shape[0], (self.batch_size,), generator=self.generator
+            )
+            return indices.to(problem.arms.device)
+        unit = torch.rand(self.batch_size, problem.dim, generator=self.generator)
+        low, high = problem.bounds
+        return low + unit.to(problem.bounds) * (high - low)
+
+    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        r"""Uniform sampling ignores rewards."""
+
+
+class EpsilonGreedyPolicy(Policy):
+    r"""Epsilon-greedy on empirical means.
+
+    With probability ``epsilon`` (independently per batch element) play a uniformly
+    random arm/point, otherwise the arm with the best empirical mean so far (box
+    problems: the observed point with the best reward). Before any observation
+    every choice is random.
+
+    Example:
+        >>> policy = EpsilonGreedyPolicy(epsilon=0.05)
+    """
+
+    name = "epsilon-greedy"
+    supports_box = True
+
+    def __init__(self, epsilon: float = 0.1, batch_size: int = 1) -> None:
+        r"""Args:
+        epsilon: Exploration probability in ``[0, 1]``.
+        batch_size: Points per ``ask()``.
+        """
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+            raise TypeError(
+                f"`epsilon` must be a number, got {type(epsilon).__name__}."
+            )
+        if not 0.0 <= epsilon <= 1.0:
+            raise ValueError(f"`epsilon` must lie in [0, 1], got {epsilon}.")
+        self.epsilon = float(epsilon)
+        self.batch_size = _check_batch_size(batch_size, "batch_size")
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        self.problem = problem
+        self.generator = generator
+        self._uniform = UniformPolicy(self.batch_size)
+        self._uniform.reset(problem, horizon, generator)
+        if problem.is_finite:
+            num_arms = problem.arms.shape[0]
+            self._sums = torch.zeros(num_arms, dtype=torch.float64)
+            self._counts = torch.zeros(num_arms, dtype=torch.float64)
+        else:
+            self._best_point: Tensor | None = None
+            self._best_reward = -math.inf
+
+    def _greedy(self) -> Tensor | None:
+        if self.problem.is_finite:
+            if not self._counts.any():
+                return None
+            means = torch.where(
+                self._counts > 0, self._sums / self._counts.clamp(min=1), -math.inf
+            )
+            return means.argmax().to(self.problem.arms.device)
+        return self._best_point
+
+    def ask(self) -> Tensor:
+        chosen = self._uniform.ask()
+        greedy = self._greedy()
+        if greedy is not None:
+            exploit = torch.rand(self.batch_size, generator=self.generator)
+            exploit = (exploit >= self.epsilon).to(chosen.device)
+            if self.problem.is_finite:
+                chosen = torch.where(exploit, greedy, chosen)
+            else:
+                chosen = torch.where(exploit.unsqueeze(-1), greedy, chosen)
+        return chosen
+
+    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        rewards = rewards.detach().to(device="cpu", dtype=torch.float64)
+        if self.problem.is_finite:
+            chosen = chosen.cpu()
+            self._sums.index_add_(0, chosen, rewards)
+            self._counts.index_add_(0, chosen, torch.ones_like(rewards))
+            return
+        best = int(rewards.argmax())
+        if float(rewards[best]) > self._best_reward:
+            self._best_reward = float(rewards[best])
+            self._best_point = chosen[best].clone()
+
+
+class _ExactGPPolicy(Policy):
+    r"""Shared settings of the exact GP policies (finite arm sets only)."""
+
+    supports_box = False
+
+    def __init__(
+        self,
+        radius: float | str = DEFAULT_RADIUS,
+        delta: float = 0.05,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+    ) -> None:
+        # Validate now (num_arms is only known at reset).
+        make_radius_schedule(radius, num_arms=1, delta=delta)
+        self.radius = radius
+        self.delta = delta
+        self._overrides = {
+            "lengthscale": lengthscale,
+            "outputscale": outputscale,
+            "noise_variance": noise_variance,
+        }
+
+    def _setup(self, problem: Problem, generator: torch.Generator) -> None:
+        if not problem.is_finite:
+            raise ValueError(f"`{self.name}` needs a finite problem (arms).")
+        self.problem = problem
+        self.generator = generator
+        self.hyperparameters = KernelHyperparameters.from_problem(
+            problem, **self._overrides
+        )
+        self.schedule = make_radius_schedule(
+            self.radius, num_arms=problem.arms.shape[0], delta=self.delta
+        )
+
+
+class ExactUCBPolicy(_ExactGPPolicy):
+    r"""Exact GP-UCB with ``O(A t)`` incremental posterior updates.
+
+    Plays ``argmax_x mean_t(x) + radius_t * sd_t(x)`` over all arms, where the exact
+    posterior (fixed kernel, noise variance ``s2``) is kept by
+    :class:`~.common.IncrementalExactPosterior`. The first arm is uniformly random.
+    Memory: ``A x T`` numbers.
+
+    Example:
+        >>> policy = ExactUCBPolicy(radius=2.0)
+    """
+
+    name = "exact-ucb"
+
+    def __init__(
+        self,
+        radius: float | str = DEFAULT_RADIUS,
+        delta: float = 0.05,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+    ) -> None:
+        r"""Args:
+        radius: Constant radius (Bayesian scale) or ``"srinivas"``.
+        delta: Confidence level of the ``"srinivas"`` schedule.
+        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
+        outputscale: Override of the kernel variance.
+        noise_variance: Override of the model noise variance
+            (default ``problem.noise_std ** 2``).
+        """
+        super().__init__(radius, delta, lengthscale, outputscale, noise_variance)
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        self._setup(problem, generator)
+        self.posterior = IncrementalExactPosterior(
+            problem.arms, self.hyperparameters, capacity=horizon
+        )
+
+    def _ucb_argmax(self) -> int:
+        post = self.posterior
+        radius = self.schedule(post.num_observations + 1)
+        return int((post.mean + radius * post.variance.sqrt()).argmax())
+
+    def ask(self) -> Tensor:
+        if self.posterior.num_observations == 0:
+            index = _random_arm(self.problem.arms.shape[0], self.generator)
+        else:
+            index = self._ucb_argmax()
+        return torch.tensor([index], device=self.problem.arms.device)
+
+    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        for index in chosen.tolist():
+            self.posterior.append(index)
+        self.posterior.set_rewards(rewards)
+
+
+class ExactBUCBPolicy(ExactUCBPolicy):
+    r"""Exact GP-BUCB / GP-AUCB (Desautels, Krause, Burdick, JMLR 2014).
+
+    At the start of a batch the posterior mean is frozen. Each batch element maximizes
+    ``mean_fb(x) + radius * sd_t(x)`` where ``sd_t`` conditions on the batch's earlier
+    points without their rewards (hallucination). With ``batch_size`` set, batches
+    have that size. Otherwise (GP-AUCB) the batch grows while its conditional mutual
+    information stays below ``log(max_variance_ratio) / 2``, i.e. while
+
+        sum_{s in batch} log(1 + sd_{s-1}^2(x_s) / s2) <= log(max_variance_ratio),
+
+    which bounds every arm's variance ratio ``sd_fb^2 / sd_t^2`` by
+    ``max_variance_ratio`` (the paper's Proposition with ``C = log(ratio) / 2``).
+    The candidate that would break the bound starts the next batch.
+
+    Example:
+        >>> policy = ExactBUCBPolicy(radius=1.0, max_variance_ratio=2.0)
+    """
+
+    name = "exact-bucb"
+
+    def __init__(
+        self,
+        radius: float | str = DEFAULT_RADIUS,
+        batch_size: int | None = None,
+        max_variance_ratio: float = 2.0,
+        max_batch_size: int | None = None,
+        delta: float = 0.05,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+    ) -> None:
+        r"""Args:
+        radius: Constant radius (Bayesian scale) or ``"srinivas"``.
+        batch_size: Fixed batch size; None for the adaptive rule.
+        max_variance_ratio: Bound ``C > 1`` of the adaptive rule.
+        max_batch_size: Cap on adaptive batches (None: no cap).
+        delta: Confidence level of the ``"srinivas"`` schedule.
+        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
+        outputscale: Override of the kernel variance.
+        noise_variance: Override of the model noise variance.
+        """
+        _check_batch_size(batch_size, "batch_size")
+        _check_batch_size(max_batch_size, "max_batch_size")
+        check_at_least(max_variance_ratio, "max_variance_ratio", 1.0)
+        super().__init__(radius, delta, lengthscale, outputscale, noise_variance)
+        self.batch_size = batch_size
+        self.max_variance_ratio = float(max_variance_ratio)
+        self.max_batch_size = max_batch_size
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        super().reset(problem, horizon, generator)
+        self.horizon = horizon
+
+    def ask(self) -> Tensor:
+        post = self.posterior
+        room = self.horizon - post.num_observations
+        limit = self.batch_size or self.max_batch_size or room
+        limit = min(limit, room)
+        budget = math.log(self.max_variance_ratio)
+        noise = self.hyperparameters.noise_variance
+        radius = self.schedule(post.num_observations + 1)
+        chosen: list[int] = []
+        spent = 0.0
+        while len(chosen) < limit:
+            if post.num_rewarded == 0 and not chosen:
+                index = _random_arm(self.problem.arms.shape[0], self.generator)
+            else:
+                scores = post.mean + radius * post.variance.sqrt()
+                index = int(scores.argmax())
+            if self.batch_size is None:
+                spent += math.log1p(float(post.variance[index]) / noise)
+                if chosen and spent > budget:
+                    break
+            post.append(index)
+            chosen.append(index)
+        return torch.tensor(chosen, device=self.problem.arms.device)
+
+    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        self.posterior.set_rewards(rewards)
+        self.posterior.discard_pending()
+
+
+class BoTorchUCBPolicy(_ExactGPPolicy):
+    r"""Exact GP-UCB written as a plain BoTorch loop (the reference user code).
+
+    Every ``ask()`` builds a ``SingleTaskGP`` on all observations with the fixed
+    kernel, zero mean, fixed noise and no transforms, then evaluates the analytic
+    ``UpperConfidenceBound(beta=radius^2)`` on all arms (in chunks, as
+    ``optimize_acqf_discrete`` does) and plays the argmax: ``O(t^3 + A t^2)`` per
+    step. It makes the same choices as :class:`ExactUCBPolicy`.
+
+    Example:
+        >>> policy = BoTorchUCBPolicy(radius=2.0)
+    """
+
+    name = "botorch-ucb"
+
+    def __init__(
+        self,
+        radius: float | str = DEFAULT_RADIUS,
+        delta: float = 0.05,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+        chunk_size: int = 2048,
+    ) -> None:
+        r"""Args:
+        radius: Constant radius (Bayesian scale) or ``"srinivas"``.
+        delta: Confidence level of the ``"srinivas"`` schedule.
+        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
+        outputscale: Override of the kernel variance.
+        noise_variance: Override of the model noise variance.
+        chunk_size: Arms per acquisition evaluation.
+        """
+        super().__init__(radius, delta, lengthscale, outputscale, noise_variance)
+        self.chunk_size = _check_batch_size(chunk_size, "chunk_size")
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        self._setup(problem, generator)
+        self._indices: list[int] = []
+        self._rewards: list[float] = []
+
+    def ask(self) -> Tensor:
+        arms = self.problem.arms
+        if not self._indices:
+            index = _random_arm(arms.shape[0], self.generator)
+            return torch.tensor([index], device=arms.device)
+        train_X = arms[self._indices]
+        train_Y = torch.tensor(self._rewards, dtype=arms.dtype, device=arms.device)
+        train_Y = train_Y.unsqueeze(-1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # unstandardized data is intended here
+            model = SingleTaskGP(
+                train_X,
+                train_Y,
+                train_Yvar=torch.full_like(
+                    train_Y, self.hyperparameters.noise_variance
+                ),
+                covar_module=self.hyperparameters.kernel(
+                    dtype=arms.dtype, device=arms.device
+                ),
+                mean_module=ZeroMean(),
+                outcome_transform=None,
+            )
+        model.eval()
+        radius = self.schedule(len(self._indices) + 1)
+        acqf = UpperConfidenceBound(model, beta=radius**2)
+        with torch.no_grad():
+            values = torch.cat(
+                [acqf(chunk.unsqueeze(-2)) for chunk in arms.split(self.chunk_size)]
+            )
+        return values.argmax().reshape(1)
+
+    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        self._indices.extend(chosen.tolist())
+        self._rewards.extend(rewards.tolist())

@@ -1,0 +1,278 @@
+import math
+
+import pytest
+import torch
+from botorch.models import SingleTaskGP
+from gpytorch.means import ZeroMean
+
+from botorch_sketch.benchmarks.policies.baselines import (
+    BoTorchUCBPolicy,
+    EpsilonGreedyPolicy,
+    ExactBUCBPolicy,
+    ExactUCBPolicy,
+    UniformPolicy,
+)
+from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
+from botorch_sketch.benchmarks.problems import make_synthetic_problem
+
+
+@pytest.fixture(autouse=True)
+def single_thread():
+    r"""Brute-force oracles do many tiny solves; on a shared, oversubscribed machine
+    two OpenMP threads make each ~100x slower. Results do not depend on it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return make_synthetic_problem("ackley", dim=3, num_arms=150, noise_std=0.05, seed=3)
+
+
+@pytest.fixture(scope="module")
+def box():
+    return make_synthetic_problem("branin")
+
+
+def _generator(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def _drive(problem, policy, horizon, seed=0):
+    r"""Minimal ask/tell loop; returns the list of batches (arm index lists)."""
+    policy.reset(problem, horizon, _generator(seed))
+    noise = _generator(seed + 100)
+    batches, count = [], 0
+    while count < horizon:
+        chosen = policy.ask()[: horizon - count]
+        rewards = problem.arm_values[chosen] + problem.noise_std * torch.randn(
+            len(chosen), generator=noise, dtype=torch.float64
+        )
+        policy.tell(chosen, rewards)
+        batches.append(chosen.tolist())
+        count += len(chosen)
+    return batches
+
+
+def _exact_scores(problem, hp, indices, rewards, radius, hallucinated=()):
+    r"""Brute force: mean from (indices, rewards), sd also conditioned on the
+    hallucinated arms, both from SingleTaskGP models built from scratch."""
+
+    def posterior(idx, y):
+        train_Y = y.unsqueeze(-1)
+        model = SingleTaskGP(
+            problem.arms[idx],
+            train_Y,
+            train_Yvar=torch.full_like(train_Y, hp.noise_variance),
+            covar_module=hp.kernel(dtype=torch.float64),
+            mean_module=ZeroMean(),
+            outcome_transform=None,
+        ).eval()
+        with torch.no_grad():
+            post = model.posterior(problem.arms)
+        return post.mean.squeeze(-1), post.variance.squeeze(-1)
+
+    mean, _ = posterior(torch.tensor(indices), torch.tensor(rewards).double())
+    all_idx = torch.tensor(list(indices) + list(hallucinated))
+    dummy = torch.zeros(len(all_idx), dtype=torch.float64)  # variance ignores y
+    _, variance = posterior(all_idx, dummy)
+    return mean + radius * variance.clamp(min=0).sqrt()
+
+
+def test_uniform_finite_and_box(problem, box):
+    policy = UniformPolicy(batch_size=4)
+    policy.reset(problem, 10, _generator())
+    chosen = policy.ask()
+    assert chosen.dtype == torch.long and chosen.shape == (4,)
+    counts = torch.zeros(150)
+    policy = UniformPolicy(batch_size=1000)
+    policy.reset(problem, 10**5, _generator(1))
+    for _ in range(30):
+        counts += torch.bincount(policy.ask(), minlength=150)
+    # 200 expected draws per arm; chi-square with 149 dof stays far below 250.
+    chi2 = ((counts - 200) ** 2 / 200).sum()
+    assert chi2 < 250
+    policy = UniformPolicy(batch_size=500)
+    policy.reset(box, 10, _generator())
+    points = policy.ask()
+    assert points.shape == (500, 2)
+    assert (points >= box.bounds[0]).all() and (points <= box.bounds[1]).all()
+    assert abs(points.mean().item() - 0.5) < 0.05
+    with pytest.raises(ValueError, match="batch_size"):
+        UniformPolicy(batch_size=0)
+
+
+def test_epsilon_greedy_exploits_best_empirical_mean(problem, box):
+    policy = EpsilonGreedyPolicy(epsilon=0.0, batch_size=3)
+    policy.reset(problem, 10, _generator())
+    first = policy.ask()  # nothing observed yet: random
+    assert first.shape == (3,)
+    # arm 5: mean 0.6 over two pulls; arm 9: mean 0.55; arm 2: 0.1
+    policy.tell(torch.tensor([5, 9, 2]), torch.tensor([0.7, 0.55, 0.1]).double())
+    policy.tell(torch.tensor([5]), torch.tensor([0.5]).double())
+    assert policy.ask().tolist() == [5, 5, 5]
+    policy.tell(torch.tensor([5]), torch.tensor([-1.0]).double())  # mean now 0.0667
+    assert policy.ask().tolist() == [9, 9, 9]
+    policy = EpsilonGreedyPolicy(epsilon=0.0)
+    policy.reset(box, 10, _generator())
+    points = torch.tensor([[0.1, 0.2], [0.3, 0.4]], dtype=torch.float64)
+    policy.tell(points, torch.tensor([0.2, 0.9]).double())
+    torch.testing.assert_close(policy.ask(), points[1:])
+    policy = EpsilonGreedyPolicy(epsilon=1.0, batch_size=200)
+    policy.reset(problem, 10, _generator())
+    policy.tell(torch.tensor([5]), torch.tensor([1.0]).double())
+    assert len(set(policy.ask().tolist())) > 50  # always exploring
+    with pytest.raises(ValueError, match="epsilon"):
+        EpsilonGreedyPolicy(epsilon=1.5)
+    with pytest.raises(TypeError, match="epsilon"):
+        EpsilonGreedyPolicy(epsilon="0.1")
+
+
+def test_exact_ucb_matches_brute_force(problem):
+    policy = ExactUCBPolicy(radius=1.5)
+    hp = KernelHyperparameters.from_problem(problem)
+    indices = [b[0] for b in _drive(problem, policy, 8)]
+    # Replay: each choice after the first is the brute-force UCB argmax.
+    policy.reset(problem, 8, _generator())
+    noise = _generator(100)
+    seen, ys = [], []
+    for t in range(8):
+        chosen = policy.ask()
+        if t > 0:
+            scores = _exact_scores(problem, hp, seen, ys, 1.5)
+            assert int(chosen) == int(scores.argmax())
+        y = problem.arm_values[chosen] + problem.noise_std * torch.randn(
+            1, generator=noise, dtype=torch.float64
+        )
+        policy.tell(chosen, y)
+        seen.append(int(chosen))
+        ys.append(float(y))
+    assert seen == indices
+
+
+def test_botorch_loop_makes_the_same_choices(problem):
+    smart = _drive(problem, ExactUCBPolicy(radius=2.0), 15, seed=4)
+    plain = _drive(problem, BoTorchUCBPolicy(radius=2.0, chunk_size=64), 15, seed=4)
+    assert smart == plain
+
+
+def test_srinivas_schedule_is_used(problem):
+    batches = _drive(problem, ExactUCBPolicy(radius="srinivas", delta=0.1), 6)
+    assert len(batches) == 6
+    with pytest.raises(ValueError, match="radius"):
+        ExactUCBPolicy(radius=0.0)
+
+
+def test_bucb_batch_size_one_is_ucb(problem):
+    ucb = _drive(problem, ExactUCBPolicy(radius=1.0), 20, seed=2)
+    bucb = _drive(problem, ExactBUCBPolicy(radius=1.0, batch_size=1), 20, seed=2)
+    assert ucb == bucb
+
+
+def test_bucb_fixed_batches_match_brute_force(problem):
+    hp = KernelHyperparameters.from_problem(problem)
+    policy = ExactBUCBPolicy(radius=1.0, batch_size=3)
+    policy.reset(problem, 9, _generator())
+    seen, ys = [], []
+    noise = _generator(7)
+    for _ in range(3):
+        batch = policy.ask().tolist()
+        assert len(batch) == 3
+        if seen:
+            for j, index in enumerate(batch):
+                scores = _exact_scores(problem, hp, seen, ys, 1.0, batch[:j])
+                assert index == int(scores.argmax())
+        y = problem.arm_values[batch] + 0.05 * torch.randn(
+            3, generator=noise, dtype=torch.float64
+        )
+        policy.tell(torch.tensor(batch), y)
+        seen += batch
+        ys += y.tolist()
+
+
+def test_bucb_adaptive_rule(problem):
+    hp = KernelHyperparameters.from_problem(problem, noise_variance=0.05)
+    ratio = 4.0
+    policy = ExactBUCBPolicy(radius=1.0, max_variance_ratio=ratio, noise_variance=0.05)
+    sizes = [len(b) for b in _drive(problem, policy, 60)]
+    assert sum(sizes) == 60 and max(sizes) > 1
+    # Replay and check the rule on every complete batch from scratch.
+    policy.reset(problem, 60, _generator())
+    noise = _generator(100)
+    seen, ys = [], []
+    while len(seen) < 50:
+        batch = policy.ask().tolist()
+        info = 0.0
+        for j, index in enumerate(batch):
+            var = _posterior_variance(problem, hp, seen + batch[:j])[index]
+            info += math.log1p(var / hp.noise_variance)
+            assert j == 0 or info <= math.log(ratio) + 1e-9
+        # The next pick would have broken the bound (unless the horizon cut it).
+        scores_next = policy.posterior.mean + policy.posterior.variance.sqrt()
+        nxt = int(scores_next.argmax())
+        var = _posterior_variance(problem, hp, seen + batch)[nxt]
+        assert info + math.log1p(var / hp.noise_variance) > math.log(ratio) - 1e-9
+        y = problem.arm_values[batch] + problem.noise_std * torch.randn(
+            len(batch), generator=noise, dtype=torch.float64
+        )
+        policy.tell(torch.tensor(batch), y)
+        seen += batch
+        ys += y.tolist()
+
+
+def _posterior_variance(problem, hp, indices):
+    r"""Exact GP variance of every arm by the textbook formula (RBF by hand)."""
+
+    def k(A, B):
+        return hp.outputscale * torch.exp(
+            -torch.cdist(A, B).square() / (2 * hp.lengthscale**2)
+        )
+
+    prior = torch.full((problem.arms.shape[0],), hp.outputscale, dtype=torch.float64)
+    if not indices:
+        return prior
+    X = problem.arms[indices]
+    K = k(X, X) + hp.noise_variance * torch.eye(len(indices), dtype=torch.float64)
+    cross = k(problem.arms, X)
+    return prior - (cross * torch.linalg.solve(K, cross.T).T).sum(-1)
+
+
+def test_bucb_truncated_batch_is_forgotten(problem):
+    policy = ExactBUCBPolicy(radius=1.0, batch_size=4)
+    policy.reset(problem, 10, _generator())
+    first = policy.ask()
+    policy.tell(first, problem.arm_values[first])
+    batch = policy.ask()
+    assert policy.posterior.num_observations == 8
+    policy.tell(batch[:2], problem.arm_values[batch[:2]])
+    assert policy.posterior.num_observations == policy.posterior.num_rewarded == 6
+    hp = KernelHyperparameters.from_problem(problem)
+    expected = _posterior_variance(problem, hp, first.tolist() + batch[:2].tolist())
+    torch.testing.assert_close(
+        policy.posterior.variance, expected.clamp(min=0), rtol=1e-6, atol=1e-9
+    )
+    assert len(policy.ask()) == 4  # room = 10 - 6
+
+
+def test_exact_policies_reject_box_and_bad_options(box):
+    for policy in (ExactUCBPolicy(), ExactBUCBPolicy(), BoTorchUCBPolicy()):
+        assert not policy.supports_box
+        with pytest.raises(ValueError, match="finite"):
+            policy.reset(box, 5, _generator())
+    with pytest.raises(ValueError, match="max_variance_ratio"):
+        ExactBUCBPolicy(max_variance_ratio=0.5)
+    with pytest.raises(ValueError, match="batch_size"):
+        ExactBUCBPolicy(batch_size=0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        BoTorchUCBPolicy(chunk_size=0)
+
+
+def test_float32_runs(problem):
+    problem32 = make_synthetic_problem(
+        "ackley", dim=3, num_arms=150, noise_std=0.05, seed=3, dtype=torch.float32
+    )
+    for policy in (ExactUCBPolicy(), ExactBUCBPolicy(batch_size=2), BoTorchUCBPolicy()):
+        batches = _drive(problem32, policy, 8)
+        assert sum(len(b) for b in batches) == 8
