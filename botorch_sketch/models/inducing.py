@@ -5,7 +5,9 @@ matrix ``K_XX`` that stops after ``m`` pivots: the next pivot is the point with 
 largest variance conditioned on the pivots chosen so far (Burt, Rasmussen, van der Wilk,
 ICML 2019 / JMLR 2020; Chen, Zhang, Zhou, NeurIPS 2018). The randomized variant draws
 the next pivot with probability proportional to that residual variance, a cheap
-approximate k-DPP sample.
+approximate k-DPP sample. Optional per-point quality weights ``q_i`` turn the rule into
+the quality-diversity DPP of Moss, Ober, Picheny (AISTATS 2023) that BoTorch's
+``GreedyImprovementReduction`` uses: score ``q_i^2 r_i`` instead of ``r_i``.
 
 Only one kernel column ``k(X, x_p)`` is evaluated per pivot and the factor is kept as
 ``m x n`` rows, so time is ``O(n m^2)`` and memory ``O(n m)``: the ``n x n`` kernel
@@ -23,7 +25,7 @@ from gpytorch import settings
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from botorch_sketch.utils.validation import check_matrix
+from botorch_sketch.utils.validation import check_finite, check_matrix
 
 
 def select_inducing_indices(
@@ -34,16 +36,18 @@ def select_inducing_indices(
     randomized: bool = False,
     generator: torch.Generator | None = None,
     rel_tol: float | None = None,
+    quality: Tensor | None = None,
 ) -> Tensor:
     r"""Pick up to ``num_inducing`` rows of ``X`` by conditional variance.
 
     Let ``r_i`` be the prior variance ``k(x_i, x_i)`` conditioned on the pivots chosen
     so far (``r = diag(K_XX - K_XS K_SS^{-1} K_SX)``). Greedy selection takes
-    ``argmax_i r_i``; randomized selection draws ``i`` with probability
-    ``r_i / sum_j r_j``. Selection stops early once every residual is below
-    ``rel_tol * max_i k(x_i, x_i)``: the remaining points are (numerically) spanned by
-    the pivots, so with fewer distinct points than ``num_inducing`` all distinct points
-    are returned and repeats never are.
+    ``argmax_i s_i``; randomized selection draws ``i`` with probability
+    ``s_i / sum_j s_j``, where the score is ``s_i = r_i`` or, with quality weights,
+    ``s_i = q_i^2 r_i``. Only points with ``r_i > rel_tol * max_j k(x_j, x_j)`` are
+    eligible and selection stops when none with a positive score is left: the others
+    are (numerically) spanned by the pivots, so with fewer distinct points than
+    ``num_inducing`` all distinct points are returned and repeats never are.
 
     Args:
         X: ``n x d`` candidate points (e.g. the transformed training inputs).
@@ -55,6 +59,7 @@ def select_inducing_indices(
         rel_tol: Relative variance threshold; default GPyTorch's variational Cholesky
             jitter for the dtype (1e-6 for float64, 1e-4 for float32), the level below
             which the variational strategy cannot resolve a pivot anyway.
+        quality: Optional ``n`` non-negative quality weights ``q``.
 
     Returns:
         A LongTensor of ``m_t <= min(m, n)`` distinct row indices in selection order.
@@ -81,6 +86,10 @@ def select_inducing_indices(
         rel_tol = settings.variational_cholesky_jitter.value(dtype=X.dtype)
     if not 0.0 <= rel_tol < 1.0:
         raise ValueError(f"`rel_tol` must lie in [0, 1), got {rel_tol}.")
+    if quality is not None:
+        check_finite(quality, "quality")
+        if quality.shape != X.shape[:1] or bool((quality < 0).any()):
+            raise ValueError(f"`quality` must hold {X.shape[0]} non-negative weights.")
 
     n = X.shape[0]
     max_pivots = min(num_inducing, n)
@@ -93,7 +102,7 @@ def select_inducing_indices(
         factor = X.new_empty(max_pivots, n)  # rows of L_S^{-1} K_SX
         pivots: list[int] = []
         for j in range(max_pivots):
-            pivot = _next_pivot(residual, threshold, randomized, generator)
+            pivot = _next_pivot(residual, threshold, quality, randomized, generator)
             if pivot is None:
                 break
             column = kernel(X, X[pivot : pivot + 1]).to_dense().squeeze(-1)
@@ -109,16 +118,21 @@ def select_inducing_indices(
 def _next_pivot(
     residual: Tensor,
     threshold: float,
+    quality: Tensor | None,
     randomized: bool,
     generator: torch.Generator | None,
 ) -> int | None:
-    r"""Index of the next pivot, or None when no residual exceeds ``threshold``."""
-    if not randomized:
+    r"""Index of the next pivot, or None when no eligible point has a positive score."""
+    if quality is None and not randomized:
         pivot = int(residual.argmax())
         return pivot if float(residual[pivot]) > threshold else None
-    weights = torch.where(residual > threshold, residual, 0.0)
-    if not float(weights.sum()) > 0.0:
+    scores = torch.where(residual > threshold, residual, 0.0)
+    if quality is not None:
+        scores = scores * quality.square()
+    if not float(scores.max()) > 0.0:
         return None
-    device = generator.device if generator is not None else weights.device
-    draw = torch.multinomial(weights.to(device), 1, generator=generator)
+    if not randomized:
+        return int(scores.argmax())
+    device = generator.device if generator is not None else scores.device
+    draw = torch.multinomial(scores.to(device), 1, generator=generator)
     return int(draw)

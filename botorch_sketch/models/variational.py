@@ -28,6 +28,9 @@ from botorch.exceptions.warnings import UserInputWarning
 from botorch.models import SingleTaskVariationalGP
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.models.utils.inducing_point_allocators import (
+    ExpectedImprovementQualityFunction,
+)
 from botorch.posteriors import Posterior
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import Kernel
@@ -182,6 +185,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         likelihood: GaussianLikelihood | None = None,
         noise_variance: float | None = None,
         randomized_selection: bool = False,
+        inducing_quality: str = "variance",
         generator: torch.Generator | None = None,
         outcome_transform: OutcomeTransform | None = None,
         input_transform: InputTransform | None = None,
@@ -200,6 +204,12 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
                 ``train_Y`` (converted by the outcome transform); None to learn it.
             randomized_selection: Draw inducing points with probability proportional
                 to their conditional variance instead of greedily.
+            inducing_quality: ``"variance"``: pure conditional-variance selection
+                (Burt et al.); ``"improvement"``: weight each point by its expected
+                improvement under the model before the update (quality-diversity
+                DPP of Moss et al., AISTATS 2023, via BoTorch's
+                ``ExpectedImprovementQualityFunction``), which keeps inducing points
+                where the search concentrates.
             generator: Random number generator of the randomized selection.
             outcome_transform: E.g. ``Standardize(m=1)``, re-fitted at each update.
             input_transform: E.g. ``Normalize(d)``, re-fitted at each update.
@@ -217,6 +227,11 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             noise_variance = check_positive(noise_variance, "noise_variance")
             if likelihood is None:
                 likelihood = GaussianLikelihood(noise_constraint=GreaterThan(0.0))
+        if inducing_quality not in ("variance", "improvement"):
+            raise ValueError(
+                "`inducing_quality` must be 'variance' or 'improvement', got "
+                f"{inducing_quality!r}."
+            )
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(
                 f"`generator` must be a torch.Generator, got {type(generator)}."
@@ -240,6 +255,8 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             )
         self.num_inducing = num_inducing
         self.randomized_selection = bool(randomized_selection)
+        self.inducing_quality = inducing_quality
+        self._quality: Tensor | None = None  # weights of the current data, if any
         self._generator = generator
         self._noise_variance = noise_variance
         if noise_variance is not None:
@@ -325,6 +342,9 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
     def _set_data(self, X: Tensor, Y: Tensor) -> None:
         r"""Store all data, re-fit the transforms, refresh ``Z`` and ``q(u)``."""
         with torch.no_grad():
+            if self.inducing_quality == "improvement" and hasattr(self, "_train_X"):
+                # Expected improvement under the model before this update, O(n m^2).
+                self._quality = ExpectedImprovementQualityFunction(self, True)(X)
             X_t = X
             input_transform = getattr(self, "input_transform", None)
             if input_transform is not None:
@@ -378,6 +398,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             self.num_inducing,
             randomized=self.randomized_selection,
             generator=self._generator,
+            quality=self._quality,
         )
         Z = X[index]
         distribution = CholeskyVariationalDistribution(Z.shape[-2]).to(Z)

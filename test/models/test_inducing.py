@@ -28,9 +28,10 @@ class ShapeRecordingRBF(RBFKernel):
         return super().forward(x1, x2, diag=diag, **params)
 
 
-def _dense_greedy(X, kernel, m):
+def _dense_greedy(X, kernel, m, quality=None):
     r"""Reference: recompute every conditional variance from the dense kernel matrix."""
-    K = kernel(X).to_dense()
+    with torch.no_grad():
+        K = kernel(X).to_dense()
     chosen = []
     for _ in range(m):
         if chosen:
@@ -41,8 +42,9 @@ def _dense_greedy(X, kernel, m):
             )
         else:
             residual = K.diagonal().clone()
-        residual[chosen] = -1.0
-        chosen.append(int(residual.argmax()))
+        score = residual if quality is None else residual * quality**2
+        score[chosen] = -1.0
+        chosen.append(int(score.argmax()))
     return chosen
 
 
@@ -52,6 +54,19 @@ def test_greedy_matches_dense_recomputation():
     index = select_inducing_indices(X, kernel, 12)
     assert index.dtype == torch.long
     assert index.tolist() == _dense_greedy(X, kernel, 12)
+
+
+def test_quality_weighted_greedy_matches_dense_recomputation():
+    g = torch.Generator().manual_seed(10)
+    X = torch.rand(60, 3, dtype=DTYPE, generator=g)
+    quality = torch.rand(60, dtype=DTYPE, generator=g)
+    quality[:20] = 0.0  # never eligible
+    kernel = _kernel()
+    index = select_inducing_indices(X, kernel, 12, quality=quality)
+    assert index.tolist() == _dense_greedy(X, kernel, 12, quality)
+    assert index.min() >= 20
+    # All positive-quality points spanned or chosen: at most 40 pivots.
+    assert len(select_inducing_indices(X, kernel, 60, quality=quality)) == 40
 
 
 def test_fewer_distinct_points_than_m_returns_each_once():
@@ -157,3 +172,7 @@ def test_bad_inputs_raise():
         select_inducing_indices(X, kernel, 2, rel_tol=1.5)
     with pytest.raises(TypeError, match="generator"):
         select_inducing_indices(X, kernel, 2, randomized=True, generator=3)
+    with pytest.raises(ValueError, match="quality"):
+        select_inducing_indices(X, kernel, 2, quality=-torch.ones(10, dtype=DTYPE))
+    with pytest.raises(ValueError, match="quality"):
+        select_inducing_indices(X, kernel, 2, quality=torch.ones(9, dtype=DTYPE))

@@ -7,11 +7,15 @@ import torch
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
+from botorch.models.utils.inducing_point_allocators import (
+    ExpectedImprovementQualityFunction,
+)
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from gpytorch.likelihoods import BernoulliLikelihood, GaussianLikelihood
 from gpytorch.means import ConstantMean
 from gpytorch.mlls import ExactMarginalLogLikelihood, VariationalELBO
 
+from botorch_sketch.models.inducing import select_inducing_indices
 from botorch_sketch.models.variational import (
     CollapsedTitsiasBound,
     DecomposedSamplingSVGP,
@@ -313,6 +317,55 @@ def test_hyperparameter_change_triggers_refresh():
     torch.testing.assert_close(model.inducing_points, fresh.inducing_points)
 
 
+def test_improvement_quality_uses_the_model_before_the_update():
+    X, Y = _data(n=80, seed=8)
+    model = DecomposedSamplingSVGP(
+        X[:50],
+        Y[:50],
+        num_inducing=10,
+        covar_module=_kernel(0.2),
+        noise_variance=NOISE,
+        inducing_quality="improvement",
+        outcome_transform=Standardize(1),
+    )
+    with torch.no_grad():
+        quality = ExpectedImprovementQualityFunction(model, maximize=True)(X)
+    model.update(X[50:], Y[50:])
+    expected = select_inducing_indices(X, model.model.covar_module, 10, quality=quality)
+    torch.testing.assert_close(model.inducing_points, X[expected])
+    plain = DecomposedSamplingSVGP(
+        X, Y, num_inducing=10, covar_module=_kernel(0.2), noise_variance=NOISE
+    )
+    assert not torch.equal(plain.inducing_points, model.inducing_points)
+
+
+class ShapeRecordingRBF(RBFKernel):
+    r"""RBF kernel that records the shape of every kernel block it evaluates."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.blocks = []
+
+    def forward(self, x1, x2, diag=False, **params):
+        self.blocks.append((x1.shape[-2], 1 if diag else x2.shape[-2]))
+        return super().forward(x1, x2, diag=diag, **params)
+
+
+@pytest.mark.parametrize("quality", ["variance", "improvement"])
+def test_updates_and_variances_never_build_n_by_n_blocks(quality):
+    X, Y = _data(n=400, seed=9)
+    base = ShapeRecordingRBF()
+    kernel = ScaleKernel(base).to(DTYPE)
+    model = DecomposedSamplingSVGP(
+        X[:300], Y[:300], num_inducing=20, covar_module=kernel, inducing_quality=quality
+    )
+    base.blocks.clear()
+    model.update(X[300:], Y[300:])
+    variance = model.posterior(X).variance
+    assert torch.isfinite(variance).all()
+    assert max(rows * cols for rows, cols in base.blocks) == 20 * 400
+
+
 def test_repeated_points_give_distinct_inducing_points():
     X, Y = _data(n=10, seed=6)
     X, Y = X.repeat(5, 1), Y.repeat(5, 1)
@@ -370,6 +423,8 @@ def test_bad_inputs_raise_before_state_changes():
         DecomposedSamplingSVGP(X, Y, likelihood=BernoulliLikelihood())
     with pytest.raises(ValueError, match="noise_variance"):
         DecomposedSamplingSVGP(X, Y, noise_variance=-1.0)
+    with pytest.raises(ValueError, match="inducing_quality"):
+        DecomposedSamplingSVGP(X, Y, inducing_quality="ei")
     with pytest.raises(TypeError, match="CollapsedTitsiasBound|DecomposedSamplingSVGP"):
         CollapsedTitsiasBound(SingleTaskGP(X, Y))
     model = DecomposedSamplingSVGP(X, Y, num_inducing=5, covar_module=_kernel())

@@ -4,9 +4,9 @@ r"""Thompson-sampling policies: S-GP-TS and exact GP-TS.
   :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP` (``m`` inducing
   points re-selected at every update, closed-form ``q(u)``), updated with one call per
   batch, ``O(n m^2)``.
-- :class:`ExactGPTSPolicy` (``"exact-ts"``): GP-TS on an exact BoTorch ``SingleTaskGP``
-  rebuilt on all data after every batch (the plain BoTorch loop), ``O(n^3)`` per
-  batch for the pathwise update.
+- :class:`ExactGPTSPolicy` (``"exact-gpts"``): GP-TS on an exact BoTorch
+  ``SingleTaskGP`` rebuilt on all data after every batch (the plain BoTorch loop),
+  ``O(n^3)`` per batch for the pathwise update.
 
 Both draw one scaled sample path per batch element with ``M`` random Fourier features
 and maximize it with :func:`~botorch_sketch.generation.thompson.gen_thompson_candidates`
@@ -174,6 +174,7 @@ class SGPTSPolicy(_ThompsonPolicy):
         num_features: int = 1000,
         alpha: float | Callable[[int], float] = 1.0,
         randomized_selection: bool = False,
+        inducing_quality: str = "variance",
         lengthscale: float | None = None,
         outputscale: float | None = None,
         noise_variance: float | None = None,
@@ -184,6 +185,8 @@ class SGPTSPolicy(_ThompsonPolicy):
         r"""Args:
         num_inducing: Maximal number ``m`` of inducing points.
         randomized_selection: Randomized (instead of greedy) inducing selection.
+        inducing_quality: ``"variance"`` (the paper's) or ``"improvement"`` (see
+            :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP`).
         Other arguments: as :class:`ExactGPTSPolicy`.
         """
         super().__init__(
@@ -200,6 +203,12 @@ class SGPTSPolicy(_ThompsonPolicy):
         )
         self.num_inducing = _check_count(num_inducing, "num_inducing")
         self.randomized_selection = bool(randomized_selection)
+        if inducing_quality not in ("variance", "improvement"):
+            raise ValueError(
+                "`inducing_quality` must be 'variance' or 'improvement', got "
+                f"{inducing_quality!r}."
+            )
+        self.inducing_quality = inducing_quality
 
     def _observe(self, X: Tensor, Y: Tensor) -> Model:
         if self.model is not None:
@@ -213,6 +222,7 @@ class SGPTSPolicy(_ThompsonPolicy):
             mean_module=ZeroMean(),
             noise_variance=self.hyperparameters.noise_variance,
             randomized_selection=self.randomized_selection,
+            inducing_quality=self.inducing_quality,
             generator=self.generator,
         )
 
@@ -234,7 +244,7 @@ class ExactGPTSPolicy(_ThompsonPolicy):
         >>> policy = ExactGPTSPolicy(num_features=1000, batch_size=10)
     """
 
-    name = "exact-ts"
+    name = "exact-gpts"
 
     def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
         super().reset(problem, horizon, generator)

@@ -104,12 +104,14 @@ def test_same_seed_same_choices(name):
     assert not torch.equal(torch.cat(first), torch.cat(other))
 
 
-def test_alpha_schedule_and_randomized_selection_are_accepted():
+@pytest.mark.parametrize("quality", ["variance", "improvement"])
+def test_alpha_schedule_and_selection_options_are_accepted(quality):
     policy = SGPTSPolicy(
         num_inducing=10,
         num_features=64,
         alpha=AlphaSchedule(scale=0.05),
         randomized_selection=True,
+        inducing_quality=quality,
     )
     chosen, _ = _run(policy, _problem(), horizon=8)
     assert sum(len(c) for c in chosen) == 8
@@ -128,6 +130,8 @@ def test_bad_arguments_raise():
         ExactGPTSPolicy(num_initial=0)
     with pytest.raises(ValueError, match="raw_samples"):
         SGPTSPolicy(raw_samples=0)
+    with pytest.raises(ValueError, match="inducing_quality"):
+        SGPTSPolicy(inducing_quality="best")
     problem = _problem()
     problem.hyperparameters = {}
     with pytest.raises(ValueError, match="lengthscale"):
