@@ -8,11 +8,13 @@ from botorch_sketch.generation.bbkb import (
     gen_uncertainty_warmup,
     update_bbkb_model,
 )
+from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BBKB",
     "BBKBBatch",
     "BKBUpperConfidenceBound",
     "NystromGP",

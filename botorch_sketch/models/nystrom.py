@@ -37,6 +37,11 @@ from botorch_sketch.utils.validation import (
 _INITIAL_PREFIX = 64
 
 
+def default_covar_module(d: int) -> ScaleKernel:
+    r"""NystromGP's default kernel: ``ScaleKernel(RBFKernel(ard_num_dims=d))``."""
+    return ScaleKernel(RBFKernel(ard_num_dims=d))
+
+
 class NystromGP(GPyTorchModel, GP, FantasizeMixin):
     r"""Single-output GP with the DTC Nystrom posterior of BKB.
 
@@ -131,9 +136,7 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
             outcome_transform.eval()
             self.outcome_transform = outcome_transform
         self.covar_module = (
-            covar_module
-            if covar_module is not None
-            else ScaleKernel(RBFKernel(ard_num_dims=d))
+            covar_module if covar_module is not None else default_covar_module(d)
         ).to(**tkwargs)
         if noise is None:
             self.likelihood = get_gaussian_likelihood_with_lognormal_prior().to(
