@@ -1,0 +1,378 @@
+r"""Ax integration: BKB-UCB and S-GP-TS as Ax generation strategies.
+
+Needs the optional dependency ax-platform (``pip install "botorch-sketch[ax]"``).
+Importing this module registers the package's models, fitting routines, acquisition
+input constructors and storage entries with Ax and BoTorch
+(:mod:`~botorch_sketch.integrations.ax_registry`); import it before loading an
+experiment that uses them.
+
+- :func:`bkb_generation_strategy`: center point and Sobol initialization, then a
+  BoTorch modular generator with :class:`~botorch_sketch.models.nystrom.NystromGP` and
+  :class:`~botorch_sketch.acquisition.bkb.BKBUpperConfidenceBound`. Ax's running
+  trials and the arms already chosen for a batch enter as ``X_pending``: BBKB's
+  hallucinated variance.
+- :func:`sgpts_generation_strategy`: the same initialization, then
+  :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP` and
+  :class:`~botorch_sketch.integrations.ax_thompson.AxScaledPathThompsonSampling` (a
+  fresh scaled sample path per arm).
+- :func:`next_bbkb_batch_size`: how many trials BBKB's adaptive batch rule admits
+  next, to pass to ``Client.get_next_trials(max_trials=...)``.
+
+Example:
+    >>> from ax.api.client import Client
+    >>> from ax.api.configs import RangeParameterConfig
+    >>> client = Client(random_seed=0)
+    >>> client.configure_experiment(parameters=[
+    ...     RangeParameterConfig(name="x1", parameter_type="float", bounds=(-5, 10)),
+    ...     RangeParameterConfig(name="x2", parameter_type="float", bounds=(0, 15)),
+    ... ])
+    >>> client.configure_optimization(objective="-branin")
+    >>> strategy = bkb_generation_strategy(beta=0.2, noise=1e-2)
+    >>> client.set_generation_strategy(strategy)
+    >>> for _ in range(10):
+    ...     size = next_bbkb_batch_size(strategy, ratio_threshold=2.0)
+    ...     for index, parameters in client.get_next_trials(max_trials=size).items():
+    ...         client.complete_trial(index, raw_data={"branin": branin(parameters)})
+"""
+
+from __future__ import annotations
+
+try:
+    import ax  # noqa: F401
+except ImportError as error:  # pragma: no cover - exercised without ax installed
+    from botorch_sketch.integrations.ax_guard import AX_INSTALL_HINT
+
+    raise ImportError(AX_INSTALL_HINT) from error
+
+from typing import Any
+
+from ax.api.utils.generation_strategy_dispatch import choose_generation_strategy
+from ax.api.utils.structs import GenerationStrategyDispatchStruct
+from ax.core.trial_status import TrialStatus
+from ax.generation_strategy.generation_strategy import GenerationStrategy
+from ax.generators.torch.botorch_modular.generator import BoTorchGenerator
+from ax.generators.torch.botorch_modular.utils import ModelConfig
+from botorch.acquisition.acquisition import AcquisitionFunction
+from botorch.utils.sampling import draw_sobol_samples
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
+from botorch_sketch.generation.bbkb import RULES, gen_bbkb_batch
+from botorch_sketch.integrations import ax_registry  # noqa: F401 (registers)
+from botorch_sketch.integrations.ax_thompson import AxScaledPathThompsonSampling
+from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
+from botorch_sketch.models.variational import (
+    CollapsedTitsiasBound,
+    DecomposedSamplingSVGP,
+)
+from botorch_sketch.utils.validation import check_at_least, check_positive
+
+__all__ = [
+    "AxScaledPathThompsonSampling",
+    "bkb_generation_strategy",
+    "next_bbkb_batch_size",
+    "sgpts_generation_strategy",
+]
+
+#: Name of the model-based node in the strategies built here (Ax's convention).
+MODEL_NODE = "MBM"
+
+
+def _strategy(
+    model_config: ModelConfig,
+    acqf_class: type[AcquisitionFunction],
+    acqf_options: dict[str, Any],
+    optimizer_options: dict[str, Any] | None,
+    dispatch_options: dict[str, Any],
+) -> GenerationStrategy:
+    r"""Ax's own center + Sobol + model-based strategy, with our model and
+    acquisition (and its options) in the model-based node."""
+    struct = GenerationStrategyDispatchStruct(method="custom", **dispatch_options)
+    strategy = choose_generation_strategy(
+        struct, model_config=model_config, botorch_acqf_class=acqf_class
+    )
+    spec = strategy.nodes_by_name[MODEL_NODE].generator_specs[0]
+    spec.generator_kwargs["botorch_acqf_options"] = acqf_options
+    if optimizer_options is not None:
+        spec.generator_gen_kwargs["model_gen_options"] = {
+            "optimizer_kwargs": dict(optimizer_options)
+        }
+    return strategy
+
+
+def bkb_generation_strategy(
+    *,
+    beta: float = 0.2,
+    noise: float | None = 1e-2,
+    qbar: float = 2.0,
+    covar_module_class: type[Kernel] | None = None,
+    covar_module_options: dict[str, Any] | None = None,
+    optimizer_options: dict[str, Any] | None = None,
+    initialization_budget: int | None = None,
+    initialization_random_seed: int | None = None,
+    initialize_with_center: bool = True,
+    **dispatch_options: Any,
+) -> GenerationStrategy:
+    r"""An Ax ``GenerationStrategy``: initialization, then BKB-UCB on a ``NystromGP``.
+
+    The model-based node refits a ``NystromGP`` on all (Ax-standardized) data at each
+    generation, on its collapsed bound, and maximizes
+    ``mu(x) + (beta~ / sqrt(lambda)) sigma(x)`` with BoTorch's ``optimize_acqf``,
+    one arm at a time with the pending arms as ``X_pending``. Inputs are normalized
+    to the unit cube by Ax's default ``Normalize`` input transform.
+
+    Args:
+        beta: The papers'-scale radius ``beta~ >= 0`` (a constant: Ax stores it as
+            JSON; the theory radius is not available from Ax). The default with the
+            default ``noise`` gives ``mu + 2 sigma``.
+        noise: Fixed regularization ``lambda`` in Ax's standardized outcome units
+            (default ``1e-2``); None learns it (or, when every observation has a
+            reported sem, uses their mean variance). A learned ``lambda`` is often
+            tiny for deterministic objectives, which inflates ``beta~ / sqrt(lambda)``:
+            lower ``beta`` accordingly.
+        qbar: Oversampling factor of the dictionary.
+        covar_module_class: Kernel class (e.g. Ax's ``DefaultRBFKernel`` or your own,
+            registered with ``ax.storage.botorch_modular_registry.register_kernel``
+            for storage); None: ``NystromGP``'s default scaled ARD RBF kernel.
+        covar_module_options: Keyword arguments of the kernel class.
+        optimizer_options: ``optimize_acqf`` options (``num_restarts``,
+            ``raw_samples``, ``options``); None: Ax's defaults.
+        initialization_budget: Initialization trials, center point included (Ax's
+            default 5).
+        initialization_random_seed: Seed of the Sobol initialization.
+        initialize_with_center: Start with the center of the search space.
+        dispatch_options: Other fields of Ax's ``GenerationStrategyDispatchStruct``
+            (e.g. ``min_observed_initialization_trials``,
+            ``allow_exceeding_initialization_budget``, ``torch_device``).
+
+    Returns:
+        A strategy for ``Client.set_generation_strategy``.
+
+    Example:
+        >>> client.set_generation_strategy(bkb_generation_strategy(beta=0.2))
+    """
+    check_at_least(beta, "beta", 0.0)
+    model_options: dict[str, Any] = {"qbar": check_at_least(qbar, "qbar", 1.0)}
+    if noise is not None:
+        model_options["noise"] = check_positive(noise, "noise")
+    model_config = ModelConfig(
+        botorch_model_class=NystromGP,
+        model_options=model_options,
+        mll_class=NystromMarginalLogLikelihood,
+        covar_module_class=covar_module_class,
+        covar_module_options=dict(covar_module_options or {}),
+        name="NystromGP",
+    )
+    return _strategy(
+        model_config,
+        BKBUpperConfidenceBound,
+        {"beta": float(beta)},
+        optimizer_options,
+        {
+            "initialization_budget": initialization_budget,
+            "initialization_random_seed": initialization_random_seed,
+            "initialize_with_center": initialize_with_center,
+            **dispatch_options,
+        },
+    )
+
+
+def sgpts_generation_strategy(
+    *,
+    num_inducing: int = 100,
+    alpha: float = 1.0,
+    num_features: int = 1024,
+    noise_variance: float | None = None,
+    randomized_selection: bool = False,
+    covar_module_class: type[Kernel] | None = None,
+    covar_module_options: dict[str, Any] | None = None,
+    optimizer_options: dict[str, Any] | None = None,
+    initialization_budget: int | None = None,
+    initialization_random_seed: int | None = None,
+    initialize_with_center: bool = True,
+    **dispatch_options: Any,
+) -> GenerationStrategy:
+    r"""An Ax ``GenerationStrategy``: initialization, then S-GP-TS.
+
+    The model-based node refits a ``DecomposedSamplingSVGP`` (at most
+    ``num_inducing`` inducing points chosen from the data, closed-form ``q(u)``) on
+    its collapsed bound and gives every arm the maximizer of a fresh scaled sample
+    path ``mu + alpha (f - mu)`` (``num_features`` random Fourier features).
+
+    Args:
+        num_inducing: Maximal number ``m`` of inducing points.
+        alpha: Exploration scale ``>= 0`` (a constant, stored as JSON).
+        num_features: Random Fourier features per path (even).
+        noise_variance: Fixed noise variance in standardized units; None learns it
+            (or uses the reported observation noise).
+        randomized_selection: Randomized instead of greedy inducing selection.
+        covar_module_class: Kernel class; None: the model's default.
+        covar_module_options: Keyword arguments of the kernel class.
+        optimizer_options: ``optimize_acqf`` options; None: Ax's defaults.
+        initialization_budget: Initialization trials, center point included.
+        initialization_random_seed: Seed of the Sobol initialization.
+        initialize_with_center: Start with the center of the search space.
+        dispatch_options: Other fields of Ax's ``GenerationStrategyDispatchStruct``.
+
+    Returns:
+        A strategy for ``Client.set_generation_strategy``.
+
+    Example:
+        >>> client.set_generation_strategy(sgpts_generation_strategy(num_inducing=50))
+    """
+    if isinstance(num_inducing, bool) or not isinstance(num_inducing, int):
+        raise TypeError(f"`num_inducing` must be an int, got {num_inducing!r}.")
+    if num_inducing < 1:
+        raise ValueError(f"`num_inducing` must be >= 1, got {num_inducing}.")
+    if isinstance(num_features, bool) or not isinstance(num_features, int):
+        raise TypeError(f"`num_features` must be an int, got {num_features!r}.")
+    if num_features < 2 or num_features % 2:
+        raise ValueError(f"`num_features` must be even and >= 2, got {num_features}.")
+    model_options: dict[str, Any] = {
+        "num_inducing": num_inducing,
+        "randomized_selection": bool(randomized_selection),
+    }
+    if noise_variance is not None:
+        model_options["noise_variance"] = check_positive(
+            noise_variance, "noise_variance"
+        )
+    model_config = ModelConfig(
+        botorch_model_class=DecomposedSamplingSVGP,
+        model_options=model_options,
+        mll_class=CollapsedTitsiasBound,
+        covar_module_class=covar_module_class,
+        covar_module_options=dict(covar_module_options or {}),
+        name="DecomposedSamplingSVGP",
+    )
+    return _strategy(
+        model_config,
+        AxScaledPathThompsonSampling,
+        {
+            "alpha": check_at_least(alpha, "alpha", 0.0),
+            "num_features": num_features,
+        },
+        optimizer_options,
+        {
+            "initialization_budget": initialization_budget,
+            "initialization_random_seed": initialization_random_seed,
+            "initialize_with_center": initialize_with_center,
+            **dispatch_options,
+        },
+    )
+
+
+def next_bbkb_batch_size(
+    generation_strategy: GenerationStrategy,
+    *,
+    ratio_threshold: float = 2.0,
+    rule: str = "global",
+    num_candidates: int = 1024,
+    max_batch_size: int | None = None,
+    seed: int | None = None,
+) -> int:
+    r"""How many trials to request next so that they form one BBKB adaptive batch.
+
+    In the initialization phase this is the number of initialization trials Ax can
+    still generate. In the BKB phase the strategy's ``NystromGP`` is fitted to all
+    data (``GenerationStrategy.fit``; the following ``get_next_trials`` reuses the
+    fit) and :func:`~botorch_sketch.generation.bbkb.gen_bbkb_batch` runs BBKB's greedy
+    batch with the strategy's ``beta`` on ``num_candidates`` scrambled Sobol points of
+    the search space; its size is returned. Ax then picks that many arms itself with
+    BKB-UCB and the batch so far as ``X_pending``: the same greedy batch, optimized
+    over the continuous space instead of the Sobol points, so the size is an
+    estimate from the candidate set.
+
+    BBKB batches are synchronous: no trial may be running (complete, fail or
+    abandon them first).
+
+    Args:
+        generation_strategy: A strategy from :func:`bkb_generation_strategy` that has
+            generated at least one trial (so it knows its experiment).
+        ratio_threshold: BBKB's ``C~ >= 1`` (1: batches of one, BKB).
+        rule: ``"global"``, ``"local"`` or ``"global+local"``.
+        num_candidates: Size of the Sobol candidate set.
+        max_batch_size: Cap on the returned size.
+        seed: Seed of the Sobol candidates.
+
+    Returns:
+        The number of trials to request (``>= 1``; 0 only when the strategy is
+        complete).
+
+    Example:
+        >>> size = next_bbkb_batch_size(strategy, ratio_threshold=2.0)
+        >>> trials = client.get_next_trials(max_trials=size)
+    """
+    check_at_least(ratio_threshold, "ratio_threshold", 1.0)
+    if rule not in RULES:
+        raise ValueError(f"`rule` must be one of {RULES}, got {rule!r}.")
+    for name, value in (
+        ("num_candidates", num_candidates),
+        ("max_batch_size", max_batch_size),
+    ):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+    if not isinstance(generation_strategy, GenerationStrategy):
+        raise TypeError(
+            "`generation_strategy` must be an Ax GenerationStrategy, got "
+            f"{type(generation_strategy).__name__}."
+        )
+    try:
+        experiment = generation_strategy.experiment
+    except ValueError as error:
+        raise ValueError(
+            "`generation_strategy` has no experiment yet: request the first "
+            "(initialization) trials with Client.get_next_trials before sizing a "
+            "BBKB batch."
+        ) from error
+    running = experiment.trial_indices_by_status[TrialStatus.RUNNING]
+    if running:
+        raise ValueError(
+            f"BBKB batches are synchronous but trials {sorted(running)} are still "
+            "running: complete, fail or abandon them before sizing the next batch."
+        )
+    limit, complete = generation_strategy.current_generator_run_limit()
+    if complete:
+        return 0
+    cap = [size for size in (limit, max_batch_size) if size is not None and size > 0]
+    if generation_strategy.current_node_name != MODEL_NODE:
+        return min(cap) if cap else 1
+    generator = _fitted_botorch_generator(generation_strategy)
+    model = generator.surrogate.model
+    if not isinstance(model, NystromGP):
+        raise TypeError(
+            "`generation_strategy` must use a single NystromGP "
+            f"(bkb_generation_strategy), got {type(model).__name__}."
+        )
+    bounds = _bounds_tensor(generator, model)
+    candidates = draw_sobol_samples(bounds, n=num_candidates, q=1, seed=seed)
+    spec = generation_strategy.nodes_by_name[MODEL_NODE].generator_specs[0]
+    beta = spec.generator_kwargs.get("botorch_acqf_options", {}).get("beta", 1.0)
+    batch = gen_bbkb_batch(
+        model,
+        candidates.squeeze(-2),
+        ratio_threshold=ratio_threshold,
+        rule=rule,
+        beta=beta,
+        max_batch_size=min(cap) if cap else None,
+    )
+    return batch.batch_size
+
+
+def _fitted_botorch_generator(strategy: GenerationStrategy) -> BoTorchGenerator:
+    adapter = strategy.fit(experiment=strategy.experiment)
+    generator = None if adapter is None else adapter.generator
+    if not isinstance(generator, BoTorchGenerator):
+        raise TypeError(
+            "The strategy's model-based node must use Ax's BoTorch modular generator."
+        )
+    return generator
+
+
+def _bounds_tensor(generator: BoTorchGenerator, model: NystromGP) -> Tensor:
+    r"""``2 x d`` box of the model's (untransformed) input space."""
+    train_X = model.train_inputs[0]
+    bounds = generator.search_space_digest.bounds
+    return train_X.new_tensor(bounds).transpose(0, 1)

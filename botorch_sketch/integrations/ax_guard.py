@@ -1,0 +1,14 @@
+r"""The message raised by the Ax integration modules when ax-platform is missing.
+
+Each of them starts with::
+
+    try:
+        import ax  # noqa: F401
+    except ImportError as error:
+        raise ImportError(AX_INSTALL_HINT) from error
+"""
+
+AX_INSTALL_HINT = (
+    "botorch_sketch.integrations.ax needs the optional dependency ax-platform. "
+    'Install it with: pip install "botorch-sketch[ax]"'
+)
