@@ -1,0 +1,147 @@
+r"""BKB and BBKB as benchmark policies (finite arm sets), on the
+:class:`~botorch_sketch.BBKB` ask/tell loop with the problem's fixed kernel.
+
+Radii follow the benchmark's convention, the Bayesian scale ``mu + radius * sigma``
+(as the exact baselines); the papers' radius is ``beta~ = radius * sqrt(lambda)``.
+``radius="theory"`` uses BBKB's Theorem 2 value (:class:`~botorch_sketch.TheoryRadius`)
+with ``delta = 1 / T`` unless given.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from botorch_sketch.acquisition.bkb import TheoryRadius
+from botorch_sketch.benchmarks.policies.base import Policy, Problem
+from botorch_sketch.benchmarks.policies.common import (
+    DEFAULT_RADIUS,
+    KernelHyperparameters,
+)
+from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.utils.validation import check_positive
+
+
+class BBKBPolicy(Policy):
+    r"""BBKB adaptive batches with resparsification at every batch end.
+
+    Example:
+        >>> policy = BBKBPolicy(radius=1.0, ratio_threshold=2.0, noise_variance=1.0)
+    """
+
+    name = "bbkb"
+
+    def __init__(
+        self,
+        radius: float | str = DEFAULT_RADIUS,
+        ratio_threshold: float = 2.0,
+        rule: str = "global",
+        qbar: float = 2.0,
+        residual_update: bool = False,
+        max_batch_size: int | None = None,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+        rkhs_bound: float = 1.0,
+        delta: float | None = None,
+    ) -> None:
+        r"""
+        Args:
+            radius: Constant radius (Bayesian scale) or ``"theory"``.
+            ratio_threshold: ``C~ >= 1`` of the batch rule.
+            rule: ``"global"``, ``"local"`` or ``"global+local"``.
+            qbar: Dictionary oversampling.
+            residual_update: In-batch updates along residual directions too.
+            max_batch_size: Optional cap on batch sizes.
+            lengthscale: Override of the problem's kernel lengthscale.
+            outputscale: Override of the kernel variance.
+            noise_variance: The regularization ``lambda`` (default: the problem's).
+            rkhs_bound: ``F`` of the theory radius.
+            delta: Confidence of the theory radius (default ``1 / T``).
+        """
+        if radius != "theory":
+            check_positive(radius, "radius")
+        self.radius = radius
+        self.options = {
+            "ratio_threshold": ratio_threshold,
+            "rule": rule,
+            "qbar": qbar,
+            "residual_update": residual_update,
+            "max_batch_size": max_batch_size,
+        }
+        self.overrides = {
+            "lengthscale": lengthscale,
+            "outputscale": outputscale,
+            "noise_variance": noise_variance,
+        }
+        self.rkhs_bound = rkhs_bound
+        self.delta = delta
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        if not problem.is_finite:
+            raise ValueError(f"`{self.name}` needs a finite problem (arms).")
+        hp = KernelHyperparameters.from_problem(problem, **self.overrides)
+        noise = hp.noise_variance
+        if self.radius == "theory":
+            beta: float | TheoryRadius = TheoryRadius(
+                noise_std=problem.noise_std,
+                rkhs_bound=self.rkhs_bound,
+                delta=self.delta if self.delta is not None else 1.0 / horizon,
+                noise=noise,
+                ratio_threshold=self.options["ratio_threshold"],
+            )
+        else:
+            beta = float(self.radius) * math.sqrt(noise)
+        seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
+        self.loop = BBKB(
+            problem.arms,
+            covar_module=hp.kernel(
+                dtype=problem.arms.dtype, device=problem.arms.device
+            ),
+            noise=noise,
+            beta=beta,
+            seed=seed,
+            **self.options,
+        )
+
+    def ask(self) -> Tensor:
+        return self.loop.ask()
+
+    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        self.loop.tell(chosen, rewards)
+
+    def diagnostics(self) -> dict[str, float]:
+        return self.loop.diagnostics()
+
+
+class BKBPolicy(BBKBPolicy):
+    r"""BKB: BBKB with ``C~ = 1`` (one arm per step, resparsified at every step).
+
+    Example:
+        >>> policy = BKBPolicy(radius=1.0, noise_variance=1.0)
+    """
+
+    name = "bkb"
+
+    def __init__(
+        self,
+        radius: float | str = DEFAULT_RADIUS,
+        qbar: float = 2.0,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+        rkhs_bound: float = 1.0,
+        delta: float | None = None,
+    ) -> None:
+        super().__init__(
+            radius=radius,
+            ratio_threshold=1.0,
+            qbar=qbar,
+            lengthscale=lengthscale,
+            outputscale=outputscale,
+            noise_variance=noise_variance,
+            rkhs_bound=rkhs_bound,
+            delta=delta,
+        )
