@@ -1,0 +1,618 @@
+r"""Benchmark problems: BoTorch test functions, regression datasets, paper setups.
+
+All problems are *maximization* problems (:class:`~.policies.base.Problem`):
+
+- :func:`make_synthetic_problem`: a ``botorch.test_functions`` function, negated when it
+  is a minimization problem, on the unit cube ``[0, 1]^d`` (mapped affinely to the
+  function's native box), either on a seeded random finite arm set or on the box.
+  By default values are rescaled affinely to ``[0, 1]`` (over the arms, or over the box
+  with its known optimum and a Monte Carlo minimum) so that one noise level and kernel
+  scale fit every function.
+- :func:`make_dataset_problem`: a regression CSV, one arm per row, standardized
+  features, target rescaled to ``[0, 1]``, Gaussian noise (std 0.01 by default, as in
+  Calandriello et al., ICML 2020).
+- :func:`make_threds_problem`: GP-ThreDS's rescaled Branin / Rosenbrock on ``[0, 1]^2``
+  (Salgia et al., NeurIPS 2021), noise variance 0.01.
+- :func:`make_sgpts_hartmann6`: S-GP-TS's Hartmann-6 (Vakili et al., NeurIPS 2021),
+  noise variance 0.5.
+
+:func:`make_problem` builds any of them from a short text spec such as
+``"levy:dim=8:arms=20000"`` (used by the CLI and the presets).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from botorch.test_functions import synthetic
+from botorch.test_functions.synthetic import SyntheticTestFunction
+from torch import Tensor
+
+from botorch_sketch.benchmarks.policies.base import Problem
+from botorch_sketch.utils.validation import check_positive
+
+#: Lower-case names accepted by :func:`make_synthetic_problem`.
+SYNTHETIC_FUNCTIONS: dict[str, type[SyntheticTestFunction]] = {
+    cls.__name__.lower(): cls
+    for cls in (
+        synthetic.Ackley,
+        synthetic.Beale,
+        synthetic.Branin,
+        synthetic.Bukin,
+        synthetic.Cosine8,
+        synthetic.DixonPrice,
+        synthetic.DropWave,
+        synthetic.EggHolder,
+        synthetic.Griewank,
+        synthetic.Hartmann,
+        synthetic.HolderTable,
+        synthetic.Levy,
+        synthetic.Michalewicz,
+        synthetic.Powell,
+        synthetic.Rastrigin,
+        synthetic.Rosenbrock,
+        synthetic.Shekel,
+        synthetic.SixHumpCamel,
+        synthetic.StyblinskiTang,
+        synthetic.ThreeHumpCamel,
+    )
+}
+
+#: Dataset names resolved to ``<data_dir>/<name>.csv`` by :func:`make_problem`.
+KNOWN_DATASETS = ("abalone", "cadata")
+
+#: Paper problems built by :func:`make_problem`.
+PAPER_PROBLEMS = ("threds_branin", "threds_rosenbrock", "sgpts_hartmann6")
+
+_MC_SAMPLES = 2**14
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(int(seed))
+
+
+def _unit_cube(dim: int, dtype: torch.dtype, device: torch.device | None) -> Tensor:
+    bounds = torch.zeros(2, dim, dtype=dtype, device=device)
+    bounds[1] = 1.0
+    return bounds
+
+
+def _uniform(num: int, bounds: Tensor, seed: int, *, offset: int = 0) -> Tensor:
+    r"""``num`` seeded uniform points in ``bounds`` (drawn on the CPU, then moved)."""
+    unit = torch.rand(num, bounds.shape[-1], generator=_generator(seed + offset))
+    unit = unit.to(bounds)
+    return bounds[0] + unit * (bounds[1] - bounds[0])
+
+
+def _check_count(value: int | None, name: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int or None, got {value!r}.")
+
+
+def _finalize(
+    *,
+    name: str,
+    bounds: Tensor,
+    objective: Callable[[Tensor], Tensor],
+    noise_std: float,
+    box_optimum: float | None,
+    num_arms: int | None,
+    seed: int,
+    hyperparameters: dict[str, float],
+) -> Problem:
+    r"""Build the finite (``num_arms`` seeded uniform arms) or box version."""
+    if num_arms is None:
+        if box_optimum is None:
+            raise ValueError(
+                f"`{name}` has no known optimum on the box; pass `num_arms`."
+            )
+        return Problem(
+            name=name,
+            bounds=bounds,
+            objective=objective,
+            noise_std=noise_std,
+            optimum=float(box_optimum),
+            hyperparameters=hyperparameters,
+        )
+    arms = _uniform(num_arms, bounds, seed)
+    values = objective(arms)
+    return Problem(
+        name=name,
+        bounds=bounds,
+        objective=objective,
+        noise_std=noise_std,
+        optimum=float(values.max()),
+        arms=arms,
+        arm_values=values,
+        hyperparameters=hyperparameters,
+    )
+
+
+def _on_unit_cube(test_function: SyntheticTestFunction) -> Callable[[Tensor], Tensor]:
+    r"""``x in [0, 1]^d -> f(lb + x (ub - lb))``, noiseless and with ``negate``.
+
+    Points are clamped to the native box first, so points within rounding error of
+    the unit cube (which the runner accepts) do not fail BoTorch's bounds check.
+    """
+    native = test_function.bounds
+
+    def objective(X: Tensor) -> Tensor:
+        point = (native[0] + X * (native[1] - native[0])).clamp(native[0], native[1])
+        # forward() applies `negate` (evaluate_true does not); noise_std is None.
+        return test_function(point)
+
+    return objective
+
+
+def make_synthetic_problem(
+    function: str,
+    *,
+    dim: int | None = None,
+    num_arms: int | None = None,
+    noise_std: float = 0.01,
+    rescale: bool = True,
+    lengthscale: float | None = None,
+    outputscale: float | None = None,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+    name: str | None = None,
+) -> Problem:
+    r"""A BoTorch test function as a maximization problem on ``[0, 1]^d``.
+
+    Points ``x`` in the unit cube map to ``lb + x (ub - lb)`` in the function's native
+    box. With ``rescale``, values ``v`` become ``(v - lo) / (hi - lo)`` where
+    ``[lo, hi]`` is the range over the arms (finite) or ``[MC minimum, optimum]``
+    over the box, so arm values lie in ``[0, 1]``.
+
+    Args:
+        function: A key of :data:`SYNTHETIC_FUNCTIONS` (e.g. ``"levy"``).
+        dim: Input dimension for functions of any dimension (default: the
+            function's own default).
+        num_arms: Size ``A`` of a seeded uniform arm set; None for the box.
+        noise_std: Reward noise standard deviation (on the rescaled scale).
+        rescale: Rescale values to ``[0, 1]`` (see above).
+        lengthscale: Suggested RBF lengthscale (unit-cube coordinates); default
+            ``0.5 sqrt(d)``.
+        outputscale: Suggested kernel variance; default 1 when rescaled, else the
+            empirical variance of the values.
+        seed: Seed of the arm set (and of the Monte Carlo range estimate).
+        dtype: Floating dtype of all tensors.
+        device: Device of all tensors.
+        name: Name in tables; default e.g. ``"levy8_20000"``.
+
+    Returns:
+        The problem (``hyperparameters`` holds the suggested ``lengthscale`` and
+        ``outputscale``).
+
+    Example:
+        >>> problem = make_synthetic_problem("levy", dim=8, num_arms=20_000)
+        >>> problem.arms.shape
+        torch.Size([20000, 8])
+    """
+    key = function.lower()
+    if key not in SYNTHETIC_FUNCTIONS:
+        raise ValueError(
+            f"`function` must be one of {sorted(SYNTHETIC_FUNCTIONS)}, "
+            f"got {function!r}."
+        )
+    _check_count(num_arms, "num_arms")
+    _check_count(dim, "dim")
+    check_positive(noise_std, "noise_std")
+    cls = SYNTHETIC_FUNCTIONS[key]
+    kwargs: dict[str, object] = {"negate": cls._is_minimization_by_default}
+    if dim is not None:
+        if "dim" not in inspect.signature(cls.__init__).parameters:
+            if dim != cls.dim:
+                raise ValueError(f"`{function}` is {cls.dim}-dimensional, got {dim=}.")
+        else:
+            kwargs["dim"] = dim
+    test_function = cls(**kwargs).to(dtype=dtype, device=device)
+    d = test_function.bounds.shape[-1]
+    bounds = _unit_cube(d, dtype, test_function.bounds.device)
+    raw = _on_unit_cube(test_function)
+
+    try:
+        box_optimum: float | None = float(test_function.optimal_value)
+    except (NotImplementedError, TypeError):
+        box_optimum = None
+    if num_arms is not None:
+        sample = raw(_uniform(num_arms, bounds, seed))
+    else:
+        sample = raw(_uniform(_MC_SAMPLES, bounds, seed, offset=1))
+    low = float(sample.min())
+    high = float(sample.max()) if num_arms is not None else box_optimum
+    if rescale and high is None:
+        raise ValueError(
+            f"`{function}` has no known optimum on the box; pass num_arms."
+        )
+    if rescale:
+        span = high - low
+
+        def objective(X: Tensor) -> Tensor:
+            return (raw(X) - low) / span
+
+        if box_optimum is not None:
+            box_optimum = (box_optimum - low) / span
+        default_outputscale = 1.0
+    else:
+        objective = raw
+        default_outputscale = float(sample.var())
+    hyperparameters = {
+        "lengthscale": 0.5 * math.sqrt(d) if lengthscale is None else lengthscale,
+        "outputscale": default_outputscale if outputscale is None else outputscale,
+    }
+    if name is None:
+        stem = key if key.endswith(str(d)) else f"{key}{d}"
+        name = stem + ("" if num_arms is None else f"_{num_arms}")
+    return _finalize(
+        name=name,
+        bounds=bounds,
+        objective=objective,
+        noise_std=noise_std,
+        box_optimum=box_optimum,
+        num_arms=num_arms,
+        seed=seed,
+        hyperparameters=hyperparameters,
+    )
+
+
+def load_csv(path: str | Path, target: int | str = -1) -> tuple[Tensor, Tensor]:
+    r"""Read a numeric CSV (optional header row) into features and a target.
+
+    Args:
+        path: File path.
+        target: Target column, as an index (negative counts from the end) or a header
+            name; every other column is a feature.
+
+    Returns:
+        ``n x d`` features and ``n`` targets, float64.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"`path` {str(path)!r} is not a file.")
+    with path.open() as handle:
+        first = handle.readline().strip().split(",")
+    try:
+        [float(cell) for cell in first]
+        header = None
+    except ValueError:
+        header = [cell.strip() for cell in first]
+    data = np.loadtxt(path, delimiter=",", skiprows=0 if header is None else 1, ndmin=2)
+    if data.shape[0] == 0 or data.shape[1] < 2:
+        raise ValueError(f"`path` needs >= 1 row and >= 2 columns, got {data.shape}.")
+    if not np.isfinite(data).all():
+        raise ValueError(f"`path` {str(path)!r} holds NaN or infinite values.")
+    if isinstance(target, str):
+        if header is None or target not in header:
+            raise ValueError(f"`target` column {target!r} not in the header {header}.")
+        column = header.index(target)
+    else:
+        if not -data.shape[1] <= target < data.shape[1]:
+            raise ValueError(f"`target` index {target} out of range.")
+        column = target % data.shape[1]
+    features = np.delete(data, column, axis=1)
+    return torch.from_numpy(features), torch.from_numpy(data[:, column].copy())
+
+
+def make_dataset_problem(
+    path: str | Path,
+    *,
+    target: int | str = -1,
+    noise_std: float = 0.01,
+    lengthscale: float | None = None,
+    outputscale: float = 1.0,
+    max_rows: int | None = None,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+    name: str | None = None,
+) -> Problem:
+    r"""A regression dataset as a finite bandit (Calandriello et al., ICML 2020).
+
+    Each row is an arm. Features are standardized (zero mean, unit standard
+    deviation per column; constant columns become 0) and the target is rescaled to
+    ``[0, 1]``, so arm values lie in ``[0, 1]``; rewards add ``N(0, noise_std^2)``.
+    ``objective`` maps points to the value of the nearest arm.
+
+    Args:
+        path: CSV file (numbers only, optional header row).
+        target: Target column (index or header name); default the last.
+        noise_std: Reward noise standard deviation.
+        lengthscale: Suggested RBF lengthscale; default ``sqrt(d)``.
+        outputscale: Suggested kernel variance.
+        max_rows: Keep a seeded random subset of this many rows (None: all).
+        seed: Seed of that subset.
+        dtype: Floating dtype of all tensors.
+        device: Device of all tensors.
+        name: Name in tables; default the file's stem.
+
+    Returns:
+        The problem.
+
+    Example:
+        >>> problem = make_dataset_problem("cadata.csv", lengthscale=3.0)
+    """
+    check_positive(noise_std, "noise_std")
+    check_positive(outputscale, "outputscale")
+    _check_count(max_rows, "max_rows")
+    features, values = load_csv(path, target)
+    if max_rows is not None and max_rows < features.shape[0]:
+        keep = torch.randperm(features.shape[0], generator=_generator(seed))[:max_rows]
+        features, values = features[keep], values[keep]
+    spread = values.max() - values.min()
+    if not spread > 0:
+        raise ValueError(f"The target of {str(path)!r} is constant; cannot rescale.")
+    values = (values - values.min()) / spread
+    std = features.std(dim=0, unbiased=False)
+    arms = (features - features.mean(dim=0)) / torch.where(std > 0, std, 1.0)
+    arms = arms.to(dtype=dtype, device=device)
+    values = values.to(dtype=dtype, device=device)
+    bounds = torch.stack([arms.min(dim=0).values, arms.max(dim=0).values])
+    flat = bounds[0] == bounds[1]
+    bounds[0, flat] -= 0.5
+    bounds[1, flat] += 0.5
+
+    def objective(X: Tensor) -> Tensor:
+        nearest = torch.cdist(X.to(arms), arms).argmin(dim=-1)
+        return values[nearest]
+
+    d = arms.shape[-1]
+    return Problem(
+        name=Path(path).stem if name is None else name,
+        bounds=bounds,
+        objective=objective,
+        noise_std=float(noise_std),
+        optimum=float(values.max()),
+        arms=arms,
+        arm_values=values,
+        hyperparameters={
+            "lengthscale": math.sqrt(d) if lengthscale is None else lengthscale,
+            "outputscale": outputscale,
+        },
+    )
+
+
+def threds_branin(X: Tensor) -> Tensor:
+    r"""GP-ThreDS's Branin on ``[0, 1]^2`` (max 1.047394 at three points)."""
+    u = 15.0 * X[..., 0] - 5.0
+    v = 15.0 * X[..., 1]
+    inner = v - 5.1 * u**2 / (4.0 * math.pi**2) + 5.0 * u / math.pi - 6.0
+    value = inner**2 + 10.0 * (1.0 - 1.0 / (8.0 * math.pi)) * torch.cos(u) - 44.81
+    return -value / 51.95
+
+
+def threds_rosenbrock(X: Tensor) -> Tensor:
+    r"""GP-ThreDS's Rosenbrock on ``[0, 1]^2`` (max 10 at ``(2/3, 2/3)``)."""
+    z = 0.8 + 0.3 * X
+    return 10.0 - 100.0 * (z[..., 1] - z[..., 0] ** 2) ** 2 - (1.0 - z[..., 0]) ** 2
+
+
+# Branin's minimum 0.397887 (Dixon and Szego) minus 10 + 44.81, negated and scaled.
+_THREDS = {
+    "branin": (threds_branin, (54.81 - 0.39788735772973816) / 51.95),
+    "rosenbrock": (threds_rosenbrock, 10.0),
+}
+
+
+def make_threds_problem(
+    function: str,
+    *,
+    num_arms: int | None = None,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> Problem:
+    r"""GP-ThreDS's benchmark (Salgia et al., NeurIPS 2021, spec section 7).
+
+    Branin or Rosenbrock rescaled to ``[0, 1]^2`` (exact formulas of the spec),
+    reward noise variance 0.01, SE kernel lengthscale 0.2, outputscale 1.
+
+    Args:
+        function: ``"branin"`` or ``"rosenbrock"``.
+        num_arms: Seeded uniform arm set size, or None for the box (the paper's).
+        seed: Seed of the arm set.
+        dtype: Floating dtype.
+        device: Device.
+
+    Returns:
+        The problem, named ``"threds_<function>"``.
+    """
+    if function not in _THREDS:
+        raise ValueError(
+            f"`function` must be 'branin' or 'rosenbrock', got {function!r}."
+        )
+    _check_count(num_arms, "num_arms")
+    objective, optimum = _THREDS[function]
+    return _finalize(
+        name=f"threds_{function}",
+        bounds=_unit_cube(2, dtype, torch.device(device) if device else None),
+        objective=objective,
+        noise_std=0.1,
+        box_optimum=optimum,
+        num_arms=num_arms,
+        seed=seed,
+        hyperparameters={
+            "lengthscale": 0.2,
+            "outputscale": 1.0,
+            "noise_variance": 0.01,
+        },
+    )
+
+
+def make_sgpts_hartmann6(
+    *,
+    num_arms: int | None = None,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> Problem:
+    r"""S-GP-TS's Hartmann-6 (Vakili et al., NeurIPS 2021; spec section 4).
+
+    Negated Hartmann-6 on ``[0, 1]^6`` (max 3.32237), noise variance 0.5, SE kernel
+    with lengthscale 0.2 and variance ``Var(f)`` over a seeded uniform sample.
+
+    Args:
+        num_arms: Seeded uniform arm set size, or None for the box (the paper's).
+        seed: Seed of the arm set and of the variance estimate.
+        dtype: Floating dtype.
+        device: Device.
+
+    Returns:
+        The problem, named ``"sgpts_hartmann6"``.
+    """
+    _check_count(num_arms, "num_arms")
+    hartmann = synthetic.Hartmann(dim=6, negate=True).to(dtype=dtype, device=device)
+    bounds = _unit_cube(6, dtype, torch.device(device) if device else None)
+    objective = _on_unit_cube(hartmann)
+    sample = objective(_uniform(_MC_SAMPLES, bounds, seed, offset=1))
+    return _finalize(
+        name="sgpts_hartmann6",
+        bounds=bounds,
+        objective=objective,
+        noise_std=math.sqrt(0.5),
+        box_optimum=float(hartmann.optimal_value),
+        num_arms=num_arms,
+        seed=seed,
+        hyperparameters={
+            "lengthscale": 0.2,
+            "outputscale": float(sample.var()),
+            "noise_variance": 0.5,
+        },
+    )
+
+
+_SPEC_KEYS = {
+    "dim": int,
+    "arms": int,
+    "noise_std": float,
+    "lengthscale": float,
+    "outputscale": float,
+    "rescale": lambda text: _parse_bool(text, "rescale"),
+    "seed": int,
+    "target": lambda text: int(text) if text.lstrip("-").isdigit() else text,
+    "rows": int,
+}
+
+
+def _parse_bool(text: str, name: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"`{name}` must be a boolean, got {text!r}.")
+
+
+def parse_problem_spec(spec: str) -> tuple[str, dict[str, object]]:
+    r"""Split ``"name:key=value:..."`` into the name and typed settings.
+
+    Keys: ``dim``, ``arms`` (``0`` or ``none`` for the box), ``noise_std``,
+    ``lengthscale``, ``outputscale``, ``rescale``, ``seed``, ``target``, ``rows``.
+    """
+    name, *parts = spec.split(":")
+    if not name:
+        raise ValueError(f"Problem spec {spec!r} has no name.")
+    settings: dict[str, object] = {}
+    for part in parts:
+        key, sep, text = part.partition("=")
+        if not sep or key not in _SPEC_KEYS:
+            raise ValueError(
+                f"Problem spec {spec!r}: {part!r} is not key=value with key in "
+                f"{sorted(_SPEC_KEYS)}."
+            )
+        if key == "arms" and text.lower() in ("0", "none", "box"):
+            settings[key] = None
+            continue
+        try:
+            settings[key] = _SPEC_KEYS[key](text)
+        except ValueError as error:
+            raise ValueError(
+                f"Problem spec {spec!r}: bad value for {key}: {error}"
+            ) from error
+    return name, settings
+
+
+def make_problem(
+    spec: str,
+    *,
+    data_dir: str | Path | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+    **overrides: object,
+) -> Problem:
+    r"""Build a problem from a spec string (see :func:`parse_problem_spec`).
+
+    Names: a key of :data:`SYNTHETIC_FUNCTIONS` (finite when ``arms`` is given),
+    ``abalone`` / ``cadata`` (read from ``data_dir``), any path ending in ``.csv``,
+    ``threds_branin``, ``threds_rosenbrock``, ``sgpts_hartmann6``.
+
+    Args:
+        spec: E.g. ``"levy:dim=8:arms=20000"`` or ``"cadata:lengthscale=12.5"``.
+        data_dir: Folder holding ``abalone.csv`` / ``cadata.csv``.
+        dtype: Floating dtype.
+        device: Device.
+        overrides: Settings applied on top of the spec (same keys).
+
+    Returns:
+        The problem.
+
+    Example:
+        >>> make_problem("threds_branin").optimum
+        1.0473...
+    """
+    name, settings = parse_problem_spec(spec)
+    unknown = set(overrides) - set(_SPEC_KEYS)
+    if unknown:
+        raise ValueError(f"Unknown problem settings {sorted(unknown)}.")
+    settings.update(overrides)
+    common = {"dtype": dtype, "device": device}
+
+    def take(*allowed: str) -> dict[str, object]:
+        extra = set(settings) - set(allowed)
+        if extra:
+            raise ValueError(f"Problem {name!r} does not accept {sorted(extra)}.")
+        return settings
+
+    if name.lower() in SYNTHETIC_FUNCTIONS:
+        s = take(
+            "dim", "arms", "noise_std", "lengthscale", "outputscale", "rescale", "seed"
+        )
+        return make_synthetic_problem(name, num_arms=s.pop("arms", None), **s, **common)
+    if name in KNOWN_DATASETS or name.endswith(".csv"):
+        path = Path(name)
+        if name in KNOWN_DATASETS:
+            if data_dir is None:
+                raise ValueError(
+                    f"Problem {name!r} needs `data_dir` (its CSV's folder)."
+                )
+            path = Path(data_dir) / f"{name}.csv"
+        if not path.is_file():
+            raise ValueError(f"Dataset file {str(path)!r} not found.")
+        s = take("noise_std", "lengthscale", "outputscale", "target", "rows", "seed")
+        return make_dataset_problem(
+            path,
+            max_rows=s.pop("rows", None),
+            name=name if name in KNOWN_DATASETS else None,
+            **s,
+            **common,
+        )
+    if name in ("threds_branin", "threds_rosenbrock"):
+        s = take("arms", "seed")
+        return make_threds_problem(
+            name.removeprefix("threds_"), num_arms=s.pop("arms", None), **s, **common
+        )
+    if name == "sgpts_hartmann6":
+        s = take("arms", "seed")
+        return make_sgpts_hartmann6(num_arms=s.pop("arms", None), **s, **common)
+    raise ValueError(
+        f"Unknown problem {name!r}: use one of {sorted(SYNTHETIC_FUNCTIONS)}, "
+        f"{list(KNOWN_DATASETS)}, a .csv path, or {list(PAPER_PROBLEMS)}."
+    )
