@@ -404,9 +404,7 @@ fit_botorch_model.register(NystromGP)(fit_nystrom_gp)
 fit_botorch_model.register(DecomposedSamplingSVGP)(fit_decomposed_sampling_svgp)
 acqf_input_constructor(BKBUpperConfidenceBound)(construct_inputs_bkb_ucb)
 acqf_input_constructor(ScaledPathThompsonSampling)(construct_inputs_scaled_path_ts)
-acqf_input_constructor(AxScaledPathThompsonSampling)(
-    construct_inputs_ax_scaled_path_ts
-)
+acqf_input_constructor(AxScaledPathThompsonSampling)(construct_inputs_ax_scaled_path_ts)
 for _model_class in (NystromGP, DecomposedSamplingSVGP):
     register_model(_model_class)
 for _mll_class in (NystromMarginalLogLikelihood, CollapsedTitsiasBound):

@@ -1,0 +1,684 @@
+r"""Tests of botorch_sketch.integrations.ax: real Ax ``Client`` loops (Branin on its
+native box [-5, 10] x [0, 15]) with each strategy, parallel pending trials, JSON
+save/load, a user kernel, the BBKB batch-size helper against a brute-force BBKB batch,
+and the registrations one by one."""
+
+import importlib
+import logging
+import sys
+from copy import deepcopy
+
+import pytest
+
+pytest.importorskip("ax")
+
+import torch
+from ax.adapter.cross_validation import cross_validate
+from ax.api.client import Client
+from ax.api.configs import RangeParameterConfig
+from ax.core.search_space import SearchSpaceDigest
+from ax.generators.torch.botorch_modular.surrogate import (
+    submodel_input_constructor,
+)
+from ax.generators.torch.botorch_modular.utils import ModelConfig
+from ax.storage.botorch_modular_registry import (
+    CLASS_TO_REVERSE_REGISTRY,
+    register_kernel,
+)
+from ax.utils.common.logger import set_ax_logger_levels
+from botorch.acquisition.input_constructors import (
+    ACQF_INPUT_CONSTRUCTOR_REGISTRY,
+    get_acqf_input_constructor,
+)
+from botorch.acquisition.objective import ScalarizedPosteriorTransform
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.transforms.input import Normalize
+from botorch.optim import optimize_acqf
+from botorch.test_functions import Branin
+from botorch.utils.datasets import SupervisedDataset
+from botorch.utils.sampling import draw_sobol_samples
+from gpytorch.kernels import MaternKernel, ScaleKernel
+from gpytorch.likelihoods import GaussianLikelihood
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
+from botorch_sketch.acquisition.thompson import (
+    ScaledPathThompsonSampling,
+)
+from botorch_sketch.integrations.ax import (
+    AxScaledPathThompsonSampling,
+    bkb_generation_strategy,
+    next_bbkb_batch_size,
+    sgpts_generation_strategy,
+)
+from botorch_sketch.integrations.ax_guard import AX_INSTALL_HINT
+from botorch_sketch.integrations.ax_registry import (
+    fit_decomposed_sampling_svgp,
+    fit_nystrom_gp,
+    known_noise_variance,
+)
+from botorch_sketch.models.nystrom import (
+    NystromGP,
+    NystromMarginalLogLikelihood,
+)
+from botorch_sketch.models.variational import (
+    CollapsedTitsiasBound,
+    DecomposedSamplingSVGP,
+)
+
+DTYPE = torch.float64
+BOUNDS = [(-5.0, 10.0), (0.0, 15.0)]  # Branin's box: not the unit cube
+FAST_OPTIMIZER = {"num_restarts": 2, "raw_samples": 64}
+INITIALIZATION = 5  # center + 4 Sobol points
+BRANIN = Branin()
+
+# Ax (pandas 3) deprecation noise is not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quiet_ax():
+    set_ax_logger_levels(logging.WARNING)
+    yield
+    set_ax_logger_levels(logging.INFO)
+
+
+class UserMatern(ScaleKernel):
+    r"""A user's own kernel class, passed through Ax by class and options."""
+
+    def __init__(self, ard_num_dims: int | None = None, nu: float = 2.5) -> None:
+        super().__init__(MaternKernel(nu=nu, ard_num_dims=ard_num_dims))
+
+
+register_kernel(UserMatern)
+
+
+def branin(parameters):
+    x = torch.tensor([[parameters["x1"], parameters["x2"]]], dtype=DTYPE)
+    return float(BRANIN(x))
+
+
+def make_client(strategy):
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name=f"x{i + 1}", parameter_type="float", bounds=b)
+            for i, b in enumerate(BOUNDS)
+        ]
+    )
+    client.configure_optimization(objective="-branin")
+    client.set_generation_strategy(strategy)
+    return client
+
+
+def run_trials(client, max_trials):
+    r"""Request up to ``max_trials`` trials, evaluate and complete them all."""
+    trials = client.get_next_trials(max_trials=max_trials)
+    for index, parameters in trials.items():
+        client.complete_trial(index, raw_data={"branin": branin(parameters)})
+    return trials
+
+
+def run_loop(client, num_trials, parallel):
+    r"""Sequential trials up to ``num_trials - parallel``, then ``parallel`` at once
+    (all pending while the later ones are generated)."""
+    trials = {}
+    while len(trials) < num_trials - parallel:
+        trials.update(run_trials(client, 1))
+    batch = run_trials(client, parallel)
+    trials.update(batch)
+    return trials, batch
+
+
+def fitted_model(strategy):
+    return strategy.adapter.generator.surrogate.model
+
+
+@pytest.fixture(scope="module")
+def bkb_run(tmp_path_factory):
+    r"""One BKB loop of 15 trials (the last 3 generated while pending), recording the
+    ``X_pending`` the acquisition received, then saved to JSON."""
+    strategy = bkb_generation_strategy(
+        optimizer_options=FAST_OPTIMIZER, initialization_budget=INITIALIZATION
+    )
+    client = make_client(strategy)
+    pending_sizes = []
+    constructor = ACQF_INPUT_CONSTRUCTOR_REGISTRY[BKBUpperConfidenceBound]
+
+    def recording_constructor(**kwargs):
+        X_pending = kwargs.get("X_pending")
+        pending_sizes.append(0 if X_pending is None else X_pending.shape[0])
+        return constructor(**kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(
+            ACQF_INPUT_CONSTRUCTOR_REGISTRY,
+            BKBUpperConfidenceBound,
+            recording_constructor,
+        )
+        trials, batch = run_loop(client, num_trials=15, parallel=3)
+    path = tmp_path_factory.mktemp("ax") / "bkb.json"
+    client.save_to_json_file(str(path))
+    return {
+        "client": client,
+        "strategy": strategy,
+        "trials": trials,
+        "batch": batch,
+        "pending_sizes": pending_sizes,
+        "path": path,
+    }
+
+
+# ----------------------------------------------------------------- import guard
+def test_import_without_ax_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ax", None)
+    for name in list(sys.modules):
+        if name.startswith("botorch_sketch.integrations.ax"):
+            monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(ImportError, match=r'pip install "botorch-sketch\[ax\]"'):
+        importlib.import_module("botorch_sketch.integrations.ax")
+    assert "botorch-sketch[ax]" in AX_INSTALL_HINT
+
+
+# --------------------------------------------------------------- client loops
+def test_bkb_loop_uses_nystrom_gp_on_the_normalized_box(bkb_run):
+    strategy, trials = bkb_run["strategy"], bkb_run["trials"]
+    assert len(trials) == 15
+    assert strategy.current_node_name == "MBM"
+    model = fitted_model(strategy)
+    assert isinstance(model, NystromGP)
+    assert float(model.noise) == pytest.approx(1e-2)
+    # Ax's default input transform maps Branin's box onto the unit cube.
+    assert isinstance(model.input_transform, Normalize)
+    corners = torch.tensor(BOUNDS, dtype=DTYPE).T
+    expected = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
+    assert torch.allclose(model.input_transform(corners), expected)
+    for parameters in trials.values():
+        for i, (low, high) in enumerate(BOUNDS):
+            assert low <= parameters[f"x{i + 1}"] <= high
+    # The model saw every completed trial but the last batch.
+    assert model.train_inputs[0].shape[0] == 15 - 3
+
+
+def test_bkb_pending_trials_reach_the_acquisition(bkb_run):
+    # One acquisition per model-based trial; the last three trials were generated
+    # while the earlier ones of their batch were pending.
+    sizes = bkb_run["pending_sizes"]
+    assert sizes[-3:] == [0, 1, 2]
+    assert all(size == 0 for size in sizes[:-3])
+    points = torch.tensor(
+        [[p["x1"], p["x2"]] for p in bkb_run["batch"].values()], dtype=DTYPE
+    )
+    assert torch.pdist(points).min() > 1e-6  # three distinct arms
+
+
+def test_bkb_save_load_round_trip_continues(bkb_run):
+    loaded = Client.load_from_json_file(str(bkb_run["path"]))
+    strategy = loaded._generation_strategy
+    assert strategy.name == bkb_run["strategy"].name
+    spec = strategy.nodes_by_name["MBM"].generator_specs[0]
+    assert spec.generator_kwargs["botorch_acqf_class"] is BKBUpperConfidenceBound
+    assert spec.generator_kwargs["botorch_acqf_options"] == {"beta": 0.2}
+    config = spec.generator_kwargs["surrogate_spec"].model_configs[0]
+    assert config.botorch_model_class is NystromGP
+    assert config.mll_class is NystromMarginalLogLikelihood
+    assert config.model_options == {"qbar": 2.0, "noise": 1e-2}
+    trials = run_trials(loaded, 2)
+    assert len(trials) == 2
+    assert strategy.current_node_name == "MBM"
+    assert isinstance(fitted_model(strategy), NystromGP)
+
+
+@pytest.fixture(scope="module")
+def sgpts_run():
+    r"""One S-GP-TS loop of 12 trials, the last 3 generated while pending."""
+    strategy = sgpts_generation_strategy(
+        num_inducing=8,
+        num_features=256,
+        optimizer_options=FAST_OPTIMIZER,
+        initialization_budget=INITIALIZATION,
+    )
+    client = make_client(strategy)
+    trials, batch = run_loop(client, num_trials=12, parallel=3)
+    return {"client": client, "strategy": strategy, "trials": trials, "batch": batch}
+
+
+def test_sgpts_loop_with_pending_trials_and_save_load(sgpts_run, tmp_path):
+    strategy, trials = sgpts_run["strategy"], sgpts_run["trials"]
+    assert len(trials) == 12
+    assert strategy.current_node_name == "MBM"
+    model = fitted_model(strategy)
+    assert isinstance(model, DecomposedSamplingSVGP)
+    assert isinstance(model.input_transform, Normalize)
+    assert model.inducing_points.shape[0] <= 8
+    points = torch.tensor(
+        [[p["x1"], p["x2"]] for p in sgpts_run["batch"].values()], dtype=DTYPE
+    )
+    assert torch.pdist(points).min() > 1e-6  # three independent samples
+    path = tmp_path / "sgpts.json"
+    sgpts_run["client"].save_to_json_file(str(path))
+    loaded = Client.load_from_json_file(str(path))
+    spec = loaded._generation_strategy.nodes_by_name["MBM"].generator_specs[0]
+    assert spec.generator_kwargs["botorch_acqf_class"] is AxScaledPathThompsonSampling
+    assert spec.generator_kwargs["botorch_acqf_options"] == {
+        "alpha": 1.0,
+        "num_features": 256,
+    }
+    config = spec.generator_kwargs["surrogate_spec"].model_configs[0]
+    assert config.botorch_model_class is DecomposedSamplingSVGP
+    assert config.mll_class is CollapsedTitsiasBound
+    assert len(run_trials(loaded, 1)) == 1
+    assert isinstance(fitted_model(loaded._generation_strategy), DecomposedSamplingSVGP)
+
+
+def test_user_kernel_passes_through_and_is_stored(tmp_path):
+    strategy = bkb_generation_strategy(
+        covar_module_class=UserMatern,
+        covar_module_options={"ard_num_dims": 2, "nu": 1.5},
+        optimizer_options=FAST_OPTIMIZER,
+        initialization_budget=3,
+        min_observed_initialization_trials=3,
+    )
+    client = make_client(strategy)
+    for _ in range(4):
+        run_trials(client, 1)
+    kernel = fitted_model(strategy).covar_module
+    assert isinstance(kernel, UserMatern)
+    assert kernel.base_kernel.nu == 1.5
+    assert kernel.base_kernel.lengthscale.shape[-1] == 2
+    path = tmp_path / "kernel.json"
+    client.save_to_json_file(str(path))
+    loaded = Client.load_from_json_file(str(path))
+    config = (
+        loaded._generation_strategy.nodes_by_name["MBM"]
+        .generator_specs[0]
+        .generator_kwargs["surrogate_spec"]
+        .model_configs[0]
+    )
+    assert config.covar_module_class is UserMatern
+    assert config.covar_module_options == {"ard_num_dims": 2, "nu": 1.5}
+    run_trials(loaded, 1)
+    assert isinstance(
+        fitted_model(loaded._generation_strategy).covar_module, UserMatern
+    )
+
+
+def test_ax_cross_validation_with_nystrom_gp(bkb_run):
+    results = cross_validate(bkb_run["strategy"].adapter)
+    assert len(results) == 15 - 3
+    for result in results:
+        assert torch.isfinite(torch.tensor(result.predicted.means)).all()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="DecomposedSamplingSVGP.load_state_dict fails (BoTorch's "
+    "GPyTorchModel.load_state_dict reads train_targets) and its state_dict holds "
+    "data-sized inducing points, so Ax's cross-validation cannot reload it.",
+)
+def test_ax_cross_validation_with_decomposed_sampling_svgp(sgpts_run):
+    results = cross_validate(sgpts_run["strategy"].adapter)
+    assert len(results) == 12 - 3
+
+
+# ------------------------------------------------------------- BBKB batch size
+def brute_force_bbkb_batch(model, choices, beta, ratio_threshold):
+    r"""BBKB's greedy batch with the global rule, recomputed from scratch at every
+    step with BKB-UCB and the batch so far as ``X_pending``."""
+    with torch.no_grad():
+        start = model.posterior(choices.unsqueeze(-2)).variance.squeeze() / model.noise
+    chosen, total = [], 1.0
+    while True:
+        pending = choices[chosen] if chosen else None
+        acqf = BKBUpperConfidenceBound(model, beta=beta, X_pending=pending)
+        with torch.no_grad():
+            index = int(acqf(choices.unsqueeze(-2)).argmax())
+        if chosen and total + float(start[index]) > ratio_threshold:
+            return chosen
+        total += float(start[index])
+        chosen.append(index)
+
+
+def test_next_bbkb_batch_size_matches_brute_force_and_sizes_the_request(bkb_run):
+    client = Client.load_from_json_file(str(bkb_run["path"]))
+    strategy = client._generation_strategy
+    (running,) = client.get_next_trials(max_trials=1)
+    with pytest.raises(ValueError, match=rf"trials \[{running}\] are still running"):
+        next_bbkb_batch_size(strategy)
+    client.mark_trial_abandoned(running)
+    ratio_threshold = 40.0
+    size = next_bbkb_batch_size(
+        strategy, ratio_threshold=ratio_threshold, num_candidates=256, seed=3
+    )
+    model = fitted_model(strategy)
+    bounds = torch.tensor(BOUNDS, dtype=DTYPE).T
+    choices = draw_sobol_samples(bounds, n=256, q=1, seed=3).squeeze(-2)
+    expected = brute_force_bbkb_batch(model, choices, 0.2, ratio_threshold)
+    assert size == len(expected)
+    assert size > 1  # the threshold is loose enough for a real batch
+    assert next_bbkb_batch_size(strategy, ratio_threshold=1.0) == 1  # C~ = 1: BKB
+    capped = next_bbkb_batch_size(
+        strategy, ratio_threshold=ratio_threshold, max_batch_size=2, seed=3
+    )
+    assert capped == 2
+    trials = client.get_next_trials(max_trials=size)
+    assert len(trials) == size
+
+
+def test_next_bbkb_batch_size_in_initialization_and_bad_input():
+    strategy = bkb_generation_strategy(initialization_budget=INITIALIZATION)
+    with pytest.raises(ValueError, match="no experiment yet"):
+        next_bbkb_batch_size(strategy)
+    client = make_client(strategy)
+    assert next_bbkb_batch_size(strategy) == 1  # the center point
+    run_trials(client, 1)
+    assert next_bbkb_batch_size(strategy) == INITIALIZATION - 1  # the Sobol points
+    assert next_bbkb_batch_size(strategy, max_batch_size=2) == 2
+    run_trials(client, 2)
+    assert next_bbkb_batch_size(strategy) == INITIALIZATION - 3
+    with pytest.raises(ValueError, match="ratio_threshold"):
+        next_bbkb_batch_size(strategy, ratio_threshold=0.5)
+    with pytest.raises(ValueError, match="rule"):
+        next_bbkb_batch_size(strategy, rule="nearest")
+    with pytest.raises(ValueError, match="num_candidates"):
+        next_bbkb_batch_size(strategy, num_candidates=0)
+    with pytest.raises(TypeError, match="GenerationStrategy"):
+        next_bbkb_batch_size(client)
+
+
+def test_strategy_arguments_are_checked():
+    with pytest.raises(ValueError, match="beta"):
+        bkb_generation_strategy(beta=-1.0)
+    with pytest.raises(ValueError, match="noise"):
+        bkb_generation_strategy(noise=0.0)
+    with pytest.raises(ValueError, match="qbar"):
+        bkb_generation_strategy(qbar=0.5)
+    with pytest.raises(ValueError, match="num_inducing"):
+        sgpts_generation_strategy(num_inducing=0)
+    with pytest.raises(ValueError, match="num_features"):
+        sgpts_generation_strategy(num_features=3)
+    with pytest.raises(ValueError, match="alpha"):
+        sgpts_generation_strategy(alpha=-0.1)
+
+
+# ------------------------------------------------------------ model inputs
+def _dataset(n=12, Yvar=None, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    low, high = torch.tensor(BOUNDS, dtype=DTYPE).T
+    X = low + (high - low) * torch.rand(n, 2, generator=g, dtype=DTYPE)
+    Y = torch.sin(X / 3).sum(-1, keepdim=True)
+    return SupervisedDataset(
+        X, Y, Yvar=Yvar, feature_names=["x1", "x2"], outcome_names=["y"]
+    )
+
+
+def _digest(**fields):
+    return SearchSpaceDigest(feature_names=["x1", "x2"], bounds=BOUNDS, **fields)
+
+
+def _model_inputs(model_class, config, dataset, digest=None):
+    return submodel_input_constructor(
+        model_class,
+        model_config=config,
+        dataset=dataset,
+        search_space_digest=digest or _digest(),
+        surrogate=None,
+    )
+
+
+@pytest.mark.parametrize("model_class", [NystromGP, DecomposedSamplingSVGP])
+def test_model_inputs_normalize_the_box_and_build_the_model(model_class):
+    dataset = _dataset()
+    inputs = _model_inputs(model_class, ModelConfig(), dataset)
+    assert inputs["train_X"] is dataset.X and inputs["train_Y"] is dataset.Y
+    transform = inputs["input_transform"]
+    assert isinstance(transform, Normalize)
+    corners = torch.tensor(BOUNDS, dtype=DTYPE).T
+    assert torch.allclose(
+        transform(corners), torch.tensor([[0.0, 0.0], [1.0, 1.0]]).to(DTYPE)
+    )
+    assert "outcome_transform" not in inputs
+    assert isinstance(model_class(**inputs), model_class)
+
+
+def test_model_inputs_use_known_noise_unless_fixed():
+    Yvar = torch.full((12, 1), 0.04, dtype=DTYPE)
+    Yvar[0] = 0.08
+    inputs = _model_inputs(NystromGP, ModelConfig(), _dataset(Yvar=Yvar))
+    assert inputs["noise"] == pytest.approx(float(Yvar.mean()))
+    fixed = ModelConfig(model_options={"noise": 0.5})
+    assert _model_inputs(NystromGP, fixed, _dataset(Yvar=Yvar))["noise"] == 0.5
+    svgp = _model_inputs(DecomposedSamplingSVGP, ModelConfig(), _dataset(Yvar=Yvar))
+    assert svgp["noise_variance"] == pytest.approx(float(Yvar.mean()))
+    with pytest.raises(ValueError, match="noiseless"):
+        _model_inputs(NystromGP, ModelConfig(), _dataset(Yvar=torch.zeros(12, 1)))
+
+
+def test_model_inputs_pass_kernel_likelihood_and_options_through():
+    config = ModelConfig(
+        model_options={"num_inducing": 5},
+        covar_module_class=UserMatern,
+        covar_module_options={"nu": 0.5, "ard_num_dims": 2},
+        likelihood_class=GaussianLikelihood,
+        input_transform_classes=None,
+    )
+    inputs = _model_inputs(DecomposedSamplingSVGP, config, _dataset())
+    assert isinstance(inputs["covar_module"], UserMatern)
+    assert inputs["covar_module"].base_kernel.nu == 0.5
+    assert isinstance(inputs["likelihood"], GaussianLikelihood)
+    assert inputs["num_inducing"] == 5
+    assert "input_transform" not in inputs
+    model = DecomposedSamplingSVGP(**inputs)
+    assert model.inducing_points.shape[0] <= 5
+
+
+def test_model_inputs_reject_what_the_models_cannot_do():
+    with pytest.raises(ValueError, match="likelihood"):
+        _model_inputs(
+            NystromGP, ModelConfig(likelihood_class=GaussianLikelihood), _dataset()
+        )
+    with pytest.raises(ValueError, match="task"):
+        _model_inputs(NystromGP, ModelConfig(), _dataset(), _digest(task_features=[1]))
+    with pytest.raises(ValueError, match="fidelity"):
+        _model_inputs(
+            NystromGP,
+            ModelConfig(),
+            _dataset(),
+            _digest(fidelity_features=[1], target_values={1: 15.0}),
+        )
+
+
+def test_known_noise_variance_checks_its_input():
+    assert known_noise_variance(torch.tensor([[0.1], [0.3]]), "M", "noise") == (
+        pytest.approx(0.2)
+    )
+    with pytest.raises(ValueError, match="non-negative"):
+        known_noise_variance(torch.tensor([[-0.1], [0.3]]), "M", "noise")
+    with pytest.raises(ValueError, match="finite"):
+        known_noise_variance(torch.tensor([[float("nan")]]), "M", "noise")
+
+
+# ---------------------------------------------------------------- fitting
+def test_fit_nystrom_gp_uses_its_own_bound_then_resparsifies():
+    dataset = _dataset(n=15)
+    config = ModelConfig(model_options={"noise": 1e-2})
+    inputs = _model_inputs(NystromGP, config, dataset)
+    torch.manual_seed(0)
+    model = NystromGP(**inputs)
+    reference = deepcopy(model)
+    torch.manual_seed(1)
+    fit_nystrom_gp(model, ExactMarginalLogLikelihood)  # Ax's default mll class
+    torch.manual_seed(1)
+    fit_gpytorch_mll(NystromMarginalLogLikelihood(reference.likelihood, reference))
+    reference.resparsify()
+    for (name, value), (_, expected) in zip(
+        model.named_parameters(), reference.named_parameters(), strict=True
+    ):
+        assert torch.allclose(value, expected), name
+    assert torch.equal(model.dictionary, reference.dictionary)
+    assert not model.training
+
+
+def test_fit_decomposed_sampling_svgp_uses_the_collapsed_bound():
+    dataset = _dataset(n=15)
+    inputs = _model_inputs(
+        DecomposedSamplingSVGP, ModelConfig(model_options={"num_inducing": 10}), dataset
+    )
+    model = DecomposedSamplingSVGP(**inputs)
+    reference = deepcopy(model)
+    fit_decomposed_sampling_svgp(model, ExactMarginalLogLikelihood)
+    fit_gpytorch_mll(CollapsedTitsiasBound(reference))
+    for (name, value), (_, expected) in zip(
+        model.named_parameters(), reference.named_parameters(), strict=True
+    ):
+        assert torch.allclose(value, expected), name
+    X = dataset.X[:5]
+    assert torch.allclose(
+        model.posterior(X).mean, reference.posterior(X).mean, atol=1e-10
+    )
+
+
+# ----------------------------------------------------------- acquisitions
+def _small_nystrom(n=20, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 2, generator=g, dtype=DTYPE)
+    Y = torch.sin(5 * X).sum(-1, keepdim=True)
+    return NystromGP(X, Y, noise=1e-2, generator=g)
+
+
+def test_bkb_input_constructor():
+    constructor = get_acqf_input_constructor(BKBUpperConfidenceBound)
+    model = _small_nystrom()
+    X_pending = torch.rand(2, 2, dtype=DTYPE)
+    transform = ScalarizedPosteriorTransform(torch.tensor([-1.0], dtype=DTYPE))
+    inputs = constructor(
+        model=model,
+        beta=0.3,
+        X_pending=X_pending,
+        posterior_transform=transform,
+        training_data=_dataset(),  # Ax passes these; they are ignored
+        X_baseline=X_pending,
+        bounds=BOUNDS,
+    )
+    assert inputs == {
+        "model": model,
+        "beta": 0.3,
+        "posterior_transform": transform,
+        "maximize": True,
+        "X_pending": X_pending,
+    }
+    acqf = BKBUpperConfidenceBound(**inputs)
+    assert torch.equal(acqf.X_pending, X_pending)
+    with pytest.raises(ValueError, match="outcome constraints"):
+        constructor(model=model, constraints_tuple=(torch.ones(1, 1), torch.ones(1, 1)))
+    with pytest.raises(TypeError, match="NystromGP"):
+        constructor(model=SingleTaskGP(torch.rand(5, 2), torch.rand(5, 1)))
+
+
+def _exact_gp(n=15, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 2, generator=g, dtype=DTYPE)
+    Y = torch.cos(4 * X).sum(-1, keepdim=True)
+    model = SingleTaskGP(X, Y)
+    model.eval()
+    return model
+
+
+def test_ax_thompson_sampling_scalarizes_its_path():
+    model = _exact_gp()
+    transform = ScalarizedPosteriorTransform(
+        torch.tensor([-2.0], dtype=DTYPE), offset=0.5
+    )
+    acqf = AxScaledPathThompsonSampling(
+        model,
+        transform,
+        num_features=128,
+        generator=torch.Generator().manual_seed(0),
+    )
+    X = torch.rand(7, 1, 2, dtype=DTYPE)
+    with torch.no_grad():
+        expected = -2.0 * acqf.paths(X)[0, :, 0] + 0.5
+        assert torch.allclose(acqf(X), expected)
+    # With the sign of a minimized objective, the best grid point is the path's
+    # minimizer.
+    grid = torch.stack(
+        torch.meshgrid(*[torch.linspace(0, 1, 21, dtype=DTYPE)] * 2, indexing="ij"), -1
+    ).reshape(-1, 1, 2)
+    with torch.no_grad():
+        assert int(acqf(grid).argmax()) == int(acqf.paths(grid)[0, :, 0].argmin())
+    with pytest.raises(ValueError, match="single outcome"):
+        AxScaledPathThompsonSampling(
+            model, ScalarizedPosteriorTransform(torch.ones(2, dtype=DTYPE))
+        )
+
+
+def test_ax_thompson_sampling_gives_a_fresh_path_per_sequential_candidate():
+    model = _exact_gp()
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
+    acqf = AxScaledPathThompsonSampling(
+        model, num_features=128, generator=torch.Generator().manual_seed(0)
+    )
+    X = torch.rand(5, 1, 2, dtype=DTYPE)
+    with torch.no_grad():
+        before = acqf(X)
+        acqf.set_X_pending(X[0])
+        after = acqf(X)
+    assert torch.equal(acqf.X_pending, X[0])
+    assert not torch.allclose(before, after)
+    options = {"num_restarts": 2, "raw_samples": 64}
+    torch.manual_seed(0)
+    fresh, _ = optimize_acqf(acqf, bounds, q=3, sequential=True, **options)
+    assert torch.pdist(fresh).min() > 1e-4
+    # Without the redraw, one fixed path gives the same point again.
+    plain = ScaledPathThompsonSampling(
+        model, num_features=128, generator=torch.Generator().manual_seed(0)
+    )
+    repeated = [optimize_acqf(plain, bounds, q=1, **options)[0] for _ in range(2)]
+    assert torch.allclose(repeated[0], repeated[1])
+
+
+def test_thompson_input_constructors():
+    model = _exact_gp()
+    dataset = _dataset(n=15)
+    plain = get_acqf_input_constructor(ScaledPathThompsonSampling)
+    inputs = plain(
+        model=model,
+        training_data=dataset,
+        alpha=lambda t: float(t),  # a schedule, evaluated at t = n + 1
+        num_features=64,
+        X_pending=torch.rand(1, 2, dtype=DTYPE),
+    )
+    assert inputs["alpha"] == 16.0 and inputs["num_paths"] == 1
+    assert isinstance(ScaledPathThompsonSampling(**inputs), ScaledPathThompsonSampling)
+    minimize = ScalarizedPosteriorTransform(torch.tensor([-1.0], dtype=DTYPE))
+    with pytest.raises(ValueError, match="AxScaledPathThompsonSampling"):
+        plain(model=model, posterior_transform=minimize)
+    with pytest.raises(ValueError, match="training_data"):
+        plain(model=model, alpha=lambda t: 1.0)
+    adapted = get_acqf_input_constructor(AxScaledPathThompsonSampling)
+    inputs = adapted(model=model, posterior_transform=minimize, num_features=64)
+    acqf = AxScaledPathThompsonSampling(**inputs)
+    assert acqf.weight == -1.0
+    with pytest.raises(ValueError, match="outcome constraints"):
+        adapted(model=model, constraints_tuple=(torch.ones(1, 1), torch.ones(1, 1)))
+
+
+def test_storage_registries_know_the_classes():
+    from botorch.acquisition.acquisition import AcquisitionFunction
+    from botorch.models.model import Model
+    from gpytorch.mlls import MarginalLogLikelihood
+
+    models = CLASS_TO_REVERSE_REGISTRY[Model]
+    assert models["NystromGP"] is NystromGP
+    assert models["DecomposedSamplingSVGP"] is DecomposedSamplingSVGP
+    mlls = CLASS_TO_REVERSE_REGISTRY[MarginalLogLikelihood]
+    assert mlls["NystromMarginalLogLikelihood"] is NystromMarginalLogLikelihood
+    assert mlls["CollapsedTitsiasBound"] is CollapsedTitsiasBound
+    acqfs = CLASS_TO_REVERSE_REGISTRY[AcquisitionFunction]
+    for acqf_class in (
+        BKBUpperConfidenceBound,
+        ScaledPathThompsonSampling,
+        AxScaledPathThompsonSampling,
+    ):
+        assert acqfs[acqf_class.__name__] is acqf_class
