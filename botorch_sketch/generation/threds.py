@@ -1,0 +1,412 @@
+r"""GP-ThreDS: domain-shrinking Bayesian optimization (Salgia, Vakili and Zhao, 2021).
+
+GP-ThreDS maximizes a noisy function over a box, mapped to the unit cube ``[0, 1]^d``.
+It runs in epochs. Epoch ``k`` holds a set of cubes of edge ``2^{1-k}`` (initially the
+whole cube) and a threshold ``tau``; local sequential tests
+(:mod:`~botorch_sketch.generation.threds_local`), each with its own small exact GP,
+classify the ``2^d`` sub-cubes (*leaves*) of every cube as high-performing (some point
+above ``tau``) or not. The declared leaves become the next epoch's cubes, so the
+search domain shrinks geometrically. The threshold follows a binary search on an
+interval ``[a, b]`` believed to contain ``max f``: see :class:`ThresholdSearch`.
+
+Mode ``"cube"`` (default) tests each cube once per epoch; mode ``"rwt"`` finds the
+high-performing leaves with the paper's random walk on the tree
+(:mod:`~botorch_sketch.generation.threds_walk`).
+
+Extension (not in the paper, off by default): domain shrinking is irreversible, so a
+leaf declared by mistake while ``tau`` exceeds ``max f`` can trap the run in a
+sub-optimal region. With ``readmit_after=m``, ``m`` failed epochs in a row restore the
+cubes of the epoch before the last refinement (one level up).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Generator
+
+import torch
+from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
+from torch import Tensor
+
+from botorch_sketch.generation.threds_geometry import (
+    cube_grid,
+    first_query_index,
+    sub_cubes,
+)
+from botorch_sketch.generation.threds_local import LocalTest, threds_beta
+from botorch_sketch.generation.threds_walk import WalkRequest, random_walk
+from botorch_sketch.utils.validation import (
+    check_at_least,
+    check_bounds,
+    check_finite,
+    check_positive,
+    check_tensor,
+)
+
+
+class ThresholdSearch:
+    r"""The threshold search of GP-ThreDS over an interval ``[a, b]``.
+
+    Start: ``[a, b] = f_range``, ``W0 = b - a``, ``k = 1``; always
+    ``tau = (a + b) / 2``.
+    After an epoch that declared a leaf (success): ``a <- tau - c 2^{-k} W0`` and
+    ``k <- k + 1``. After one that declared nothing (``tau`` too high):
+    ``[a, b] <- [a - (b - a) / 2, tau]``, i.e. the interval slides down by half its
+    width, and ``k`` stays.
+
+    Example:
+        >>> search = ThresholdSearch((0.5, 1.2), c_coef=0.4)
+        >>> search.update(success=True)
+        >>> search.threshold  # 0.955
+    """
+
+    def __init__(self, f_range: tuple[float, float], c_coef: float) -> None:
+        self.lower, self.upper = (float(v) for v in f_range)
+        self.initial_width = self.upper - self.lower
+        self.c_coef = float(c_coef)
+        self.epoch = 1
+
+    @property
+    def threshold(self) -> float:
+        return 0.5 * (self.lower + self.upper)
+
+    def update(self, success: bool) -> None:
+        r"""Move the interval after an epoch that succeeded (or not)."""
+        tau = self.threshold
+        if success:
+            self.lower = tau - self.c_coef * 2.0**-self.epoch * self.initial_width
+            self.epoch += 1
+        else:
+            self.lower -= 0.5 * (self.upper - self.lower)
+            self.upper = tau
+
+
+def default_threds_kernel(
+    lengthscale: float = 0.2, outputscale: float = 1.0
+) -> ScaleKernel:
+    r"""A fixed-hyperparameter ``ScaleKernel(RBFKernel())`` (defaults: the paper's)."""
+    kernel = ScaleKernel(RBFKernel())
+    kernel.base_kernel.lengthscale = lengthscale
+    kernel.outputscale = outputscale
+    return kernel.requires_grad_(False)
+
+
+class GPThreDS:
+    r"""Ask/tell generator for GP-ThreDS over a box.
+
+    Each :meth:`ask` returns one point; :meth:`tell` feeds back its noisy value. The
+    generator is lazy: the tree is never built beyond the current cubes, and nothing is
+    queried that was not asked for, so a run of ``T`` asks makes exactly ``T`` queries
+    (the budget may end a test midway). The kernel acts on unit-cube coordinates, so a
+    lengthscale is a fraction of the box's width.
+
+    State (read-only): :attr:`epoch` ``k``, :attr:`threshold` ``tau``,
+    :attr:`interval` ``[a, b]``, :attr:`cubes` (in the user's bounds), :attr:`level`
+    (cubes have edge ``2^{-level}`` of the box) and :attr:`current_test`.
+
+    Example:
+        >>> bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+        >>> gen = GPThreDS(bounds, f_range=(0.5, 1.2))
+        >>> X, Y = gen.run(noisy_branin, 1000)
+        >>> gen.epoch, gen.threshold, gen.cubes.shape
+    """
+
+    def __init__(
+        self,
+        bounds: Tensor,
+        *,
+        f_range: tuple[float, float] | None = None,
+        kernel: Kernel | None = None,
+        noise: float = 0.01,
+        B: float = 0.5,
+        R: float = 0.1,
+        delta0: float = 1e-3,
+        gamma: Callable[[int], float] = math.log,
+        grid_points: int = 20,
+        cap: int = 50,
+        tol_coef: float = 0.2,
+        c_coef: float = 0.4,
+        max_depth: int | None = None,
+        mode: str = "cube",
+        walk_delta: float = 0.25,
+        readmit_after: int | None = None,
+    ) -> None:
+        r"""Set up the first epoch (the whole box, ``tau`` the middle of ``f_range``).
+
+        Args:
+            bounds: ``2 x d`` box, lower < upper; its dtype and device are used.
+            f_range: ``(a, b)``, an interval believed to contain ``max f``. Required:
+                there is no safe default, since the threshold search starts from it.
+            kernel: GPyTorch kernel of the local GPs (copied; hyperparameters fixed).
+                Default ``ScaleKernel(RBFKernel())``, lengthscale 0.2, outputscale 1.
+            noise: Noise variance of the local GPs (the ridge term ``lambda``).
+            B: RKHS-norm bound in ``beta``.
+            R: Sub-Gaussian noise scale in ``beta``.
+            delta0: Confidence parameter in ``beta``, in ``(0, 1)``.
+            gamma: ``n -> gamma(n)``, stand-in for the information gain in ``beta``
+                (``math.log``; ``math.sqrt`` suits Matern-like kernels).
+            grid_points: Points per dimension of a local test's grid (``>= 2``).
+            cap: Queries without a decision before the leaf with the largest LCB is
+                declared anyway (``>= 1``).
+            tol_coef: Negative-stop tolerance, a multiple of the tested edge.
+            c_coef: The threshold's lower end after a success is
+                ``tau - c_coef 2^{-k} (b_1 - a_1)``.
+            max_depth: Deepest level of the cubes (edge ``2^{-max_depth}``); at that
+                level a cube with a declared leaf stays as it is. None: unlimited.
+            mode: ``"cube"`` (every cube tested once per epoch; the paper's
+                experiments) or ``"rwt"`` (random walk on the tree, reconstructed from
+                the paper's text; it spends many more queries per epoch).
+            walk_delta: Mode ``"rwt"`` only: the confidence parameter of the walk's
+                low-confidence tests at inner nodes, in ``(0, 1)``.
+            readmit_after: Extension (see the module docstring): after this many
+                failed epochs in a row, restore the previous level's cubes. None
+                (default): never, as in the paper.
+        """
+        check_bounds(bounds, "bounds")
+        if f_range is None:
+            raise ValueError(
+                "`f_range` is required: give an interval (a, b) believed to contain "
+                "the maximum of f. There is no safe default; the threshold search "
+                "starts at its middle and can only slide down by halves."
+            )
+        if len(f_range) != 2 or not all(math.isfinite(v) for v in f_range):
+            raise ValueError(f"`f_range` must be two finite numbers, got {f_range}.")
+        if not f_range[0] < f_range[1]:
+            raise ValueError(f"`f_range` must satisfy a < b, got {f_range}.")
+        if kernel is not None and not isinstance(kernel, Kernel):
+            raise TypeError("`kernel` must be a gpytorch.kernels.Kernel.")
+        check_positive(noise, "noise")
+        check_at_least(B, "B", 0.0)
+        check_at_least(R, "R", 0.0)
+        for value, name in ((delta0, "delta0"), (walk_delta, "walk_delta")):
+            check_positive(value, name)
+            if value >= 1:
+                raise ValueError(f"`{name}` must lie in (0, 1), got {value}.")
+        if not callable(gamma):
+            raise TypeError("`gamma` must be a callable n -> float.")
+        _check_int(grid_points, "grid_points", 2)
+        _check_int(cap, "cap", 1)
+        check_at_least(tol_coef, "tol_coef", 0.0)
+        check_at_least(c_coef, "c_coef", 0.0)
+        if max_depth is not None:
+            _check_int(max_depth, "max_depth", 0)
+        if readmit_after is not None:
+            _check_int(readmit_after, "readmit_after", 1)
+        if mode not in ("cube", "rwt"):
+            raise ValueError(f"`mode` must be 'cube' or 'rwt', got {mode!r}.")
+
+        self.bounds = bounds
+        self.dim = bounds.shape[-1]
+        self.kernel = copy.deepcopy(kernel or default_threds_kernel())
+        self.kernel.requires_grad_(False).to(dtype=bounds.dtype, device=bounds.device)
+        self.noise, self.B, self.R = float(noise), float(B), float(R)
+        self.delta0, self.walk_delta, self.gamma = delta0, walk_delta, gamma
+        self.grid_points, self.cap = grid_points, cap
+        self.tol_coef, self.max_depth, self.mode = float(tol_coef), max_depth, mode
+        self.readmit_after = readmit_after
+        self._previous_cubes: list[Tensor] = []  # one set per refinement
+        self._failures = 0
+        self._search = ThresholdSearch(f_range, c_coef)
+        self._cubes = torch.stack(
+            [bounds.new_zeros(self.dim), bounds.new_ones(self.dim)]
+        )
+        self._cubes = self._cubes.unsqueeze(0)
+        self.level = 0
+        self.num_queries = 0
+        self._start_epoch()
+
+    # ----------------------------------------------------------------- inspection
+    @property
+    def epoch(self) -> int:
+        return self._search.epoch
+
+    @property
+    def threshold(self) -> float:
+        return self._search.threshold
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return self._search.lower, self._search.upper
+
+    @property
+    def cubes(self) -> Tensor:
+        r"""The current cubes, ``m x 2 x d`` in the user's bounds."""
+        return self._to_user(self._cubes)
+
+    @property
+    def current_test(self) -> LocalTest:
+        r"""The test in progress (its grid and boxes are in unit-cube coordinates)."""
+        return self._test
+
+    # ------------------------------------------------------------------ ask/tell
+    def ask(self) -> Tensor:
+        r"""Return the next query, ``1 x d`` in the user's bounds."""
+        return self._to_user(self._test.next_point)
+
+    def tell(self, X: Tensor, Y: Tensor) -> None:
+        r"""Feed back the noisy value ``Y`` observed at ``X = ask()``.
+
+        Args:
+            X: ``1 x d``, the point returned by the last :meth:`ask`.
+            Y: Its observation: one finite value (shape ``()``, ``1`` or ``1 x 1``).
+        """
+        check_tensor(X, "X")
+        check_tensor(Y, "Y")
+        if X.shape != (1, self.dim):
+            raise ValueError(
+                f"`X` must have shape 1 x {self.dim}, got {tuple(X.shape)}."
+            )
+        if Y.numel() != 1 or Y.dim() > 2:
+            raise ValueError(f"`Y` must hold one value, got shape {tuple(Y.shape)}.")
+        check_finite(Y, "Y")
+        expected = self.ask()
+        width = self.bounds[1] - self.bounds[0]
+        slack = 1e-6 * width + 8 * torch.finfo(X.dtype).eps * expected.abs()
+        if not ((X.to(expected) - expected).abs() <= slack).all():
+            raise ValueError("`X` must be the point returned by the last ask().")
+        self._test.observe(float(Y))
+        self.num_queries += 1
+        if self._test.finished:
+            self._next_test()
+
+    def run(self, f: Callable[[Tensor], Tensor], T: int) -> tuple[Tensor, Tensor]:
+        r"""Make exactly ``T`` more queries of ``f``.
+
+        Args:
+            f: Maps a ``1 x d`` point to one noisy value (a tensor or a float).
+            T: Number of queries (``>= 1``).
+
+        Returns:
+            ``(X, Y)``: the ``T x d`` queries and their ``T`` observations.
+        """
+        _check_int(T, "T", 1)
+        X = self.bounds.new_empty(T, self.dim)
+        Y = self.bounds.new_empty(T)
+        for t in range(T):
+            x = self.ask()
+            y = torch.as_tensor(f(x), dtype=X.dtype, device=X.device)
+            self.tell(x, y)
+            X[t], Y[t] = x[0], y.reshape(())
+        return X, Y
+
+    # ------------------------------------------------------------------ epochs
+    def _start_epoch(self) -> None:
+        epoch = self._cube_epoch() if self.mode == "cube" else self._walk_epoch()
+        self._epoch_tests = epoch
+        self._test = next(epoch)
+
+    def _next_test(self) -> None:
+        try:
+            self._test = next(self._epoch_tests)
+        except StopIteration as stop:
+            self._end_epoch(*stop.value)
+            self._start_epoch()
+
+    def _end_epoch(self, leaves: Tensor, parents: Tensor) -> None:
+        r"""Update the cubes and the threshold from the declared leaves.
+
+        Args:
+            leaves: ``j x 2 x d`` declared leaves, in order of declaration.
+            parents: ``j`` indices of their cubes in the current cubes.
+        """
+        success = leaves.shape[0] > 0
+        self._failures = 0 if success else self._failures + 1
+        if success:
+            if self.max_depth is None or self.level < self.max_depth:
+                if self.readmit_after is not None:
+                    self._previous_cubes.append(self._cubes)
+                self._cubes, self.level = leaves, self.level + 1
+            else:
+                keep = torch.zeros(self._cubes.shape[0], dtype=torch.bool)
+                keep[parents] = True
+                self._cubes = self._cubes[keep.to(self._cubes.device)]
+        elif self._previous_cubes and self._failures == self.readmit_after:
+            self._cubes, self.level = self._previous_cubes.pop(), self.level - 1
+            self._failures = 0
+        self._search.update(success)
+
+    def _cube_epoch(self) -> Generator[LocalTest, None, tuple[Tensor, Tensor]]:
+        r"""Mode "cube": one test per cube; returns the declared leaves and parents."""
+        declared, parents = [], []
+        first = first_query_index(self.grid_points, self.dim)
+        for i, cube in enumerate(self._cubes):
+            grid, leaf = cube_grid(cube, self.grid_points)
+            test = self._make_test(grid, leaf, 2**self.dim, cube, first, self.delta0)
+            yield test
+            leaves = sub_cubes(cube.unsqueeze(0))[0]
+            declared += [leaves[j] for j in test.declared]
+            parents += [i] * len(test.declared)
+        return self._stack(declared), torch.tensor(parents, dtype=torch.long)
+
+    def _walk_epoch(self) -> Generator[LocalTest, None, tuple[Tensor, Tensor]]:
+        r"""Mode "rwt": the random walk; returns the declared leaves and parents."""
+        num_leaves = 2**self.dim
+        leaves = sub_cubes(self._cubes).reshape(-1, 2, self.dim)
+        grids = [cube_grid(cube, self.grid_points) for cube in self._cubes]
+        points = torch.cat([grid for grid, _ in grids])
+        point_leaf = torch.cat(
+            [leaf + i * num_leaves for i, (_, leaf) in enumerate(grids)]
+        )
+        walk = random_walk(leaves)
+        try:
+            request = next(walk)
+            while True:
+                test = self._walk_test(request, points, point_leaf)
+                yield test
+                request = walk.send(not test.stopped)
+        except StopIteration as stop:
+            chosen = stop.value.nonzero().squeeze(-1).cpu()
+        return leaves[chosen.to(leaves.device)], chosen // num_leaves
+
+    def _walk_test(
+        self, request: WalkRequest, points: Tensor, point_leaf: Tensor
+    ) -> LocalTest:
+        grid = points[request.leaves[point_leaf]]
+        centre = 0.5 * (request.box[0] + request.box[1])
+        first = int((grid - centre).norm(dim=-1).argmin())
+        delta = self.walk_delta if request.kind == "child" else self.delta0
+        group = torch.zeros(grid.shape[0], dtype=torch.long, device=grid.device)
+        return self._make_test(grid, group, 1, request.box, first, delta)
+
+    def _make_test(
+        self,
+        grid: Tensor,
+        group: Tensor,
+        num_groups: int,
+        box: Tensor,
+        first_index: int,
+        delta: float,
+    ) -> LocalTest:
+        B, R, gamma = self.B, self.R, self.gamma
+        return LocalTest(
+            grid,
+            group,
+            num_groups,
+            box,
+            threshold=self.threshold,
+            tolerance=self.tol_coef * float((box[1] - box[0]).max()),
+            beta=lambda n: threds_beta(n, B, R, delta, gamma),
+            kernel=self.kernel,
+            noise=self.noise,
+            cap=self.cap,
+            first_index=first_index,
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def _to_user(self, unit: Tensor) -> Tensor:
+        return self.bounds[0] + unit * (self.bounds[1] - self.bounds[0])
+
+    def _stack(self, boxes: list[Tensor]) -> Tensor:
+        if boxes:
+            return torch.stack(boxes)
+        return self.bounds.new_empty(0, 2, self.dim)
+
+
+def _check_int(value: object, name: str, minimum: int) -> int:
+    r"""Raise unless ``value`` is an ``int >= minimum`` (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
+    if value < minimum:
+        raise ValueError(f"`{name}` must be >= {minimum}, got {value}.")
+    return value

@@ -1,0 +1,220 @@
+r"""The local sequential test of GP-ThreDS.
+
+A test scores a fixed grid whose points are split into *groups* (the ``2^d`` leaves of a
+cube in mode ``"cube"``, a single group in mode ``"rwt"``). It fits an exact GP to its
+own observations only and, after each one, compares the confidence bounds
+
+    UCB = mu + beta_n sigma,     LCB = mu - beta_n sigma,
+    beta_n = B + R sqrt(2 (gamma(n) + 1 + log(1 / delta)))
+
+(``n`` observations so far) on the points of groups not yet declared with the
+threshold ``tau``: a negative stop if ``max UCB < tau - tolerance``, else the group of
+``argmax LCB`` is declared when ``max LCB > tau`` (positive) or when ``cap`` queries
+passed since the last declaration (the asymmetric default: inconclusive groups are
+kept). The next query is the ``argmax UCB`` point.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from botorch_sketch.generation.threds_gp import IncrementalGridGP
+
+
+def threds_beta(
+    n: int,
+    B: float,
+    R: float,
+    delta: float,
+    gamma: Callable[[int], float] = math.log,
+) -> float:
+    r"""Confidence width ``beta_n = B + R sqrt(2 (gamma(n) + 1 + log(1/delta)))``.
+
+    Args:
+        n: Number of observations of the test so far (``>= 1``).
+        B: Bound on the RKHS norm of the objective.
+        R: Sub-Gaussian scale of the noise.
+        delta: Confidence parameter in ``(0, 1)``.
+        gamma: Stand-in for the maximal information gain, ``n -> gamma(n)``.
+
+    Returns:
+        ``beta_n``; e.g. ``0.8977`` for ``n = 1`` and the defaults
+        ``B = 0.5, R = 0.1, delta = 1e-3, gamma = log``.
+    """
+    return B + R * math.sqrt(2.0 * (gamma(n) + 1.0 + math.log(1.0 / delta)))
+
+
+@dataclass(frozen=True)
+class Decision:
+    r"""Outcome of one step of a local test.
+
+    Attributes:
+        kind: ``"stop"`` (negative stop), ``"positive"`` (``max LCB > tau``),
+            ``"cap"`` (declaration forced by the cap) or ``"continue"``.
+        group: The declared group for ``"positive"`` and ``"cap"``, else None.
+        next_index: Grid index of ``max UCB`` (the next query).
+    """
+
+    kind: str
+    group: int | None
+    next_index: int
+
+
+def decide(
+    ucb: Tensor,
+    lcb: Tensor,
+    group: Tensor,
+    open_points: Tensor,
+    threshold: float,
+    tolerance: float,
+    since_declaration: int,
+    cap: int,
+) -> Decision:
+    r"""Apply the three stopping rules, in order, to one posterior of a test.
+
+    Args:
+        ucb: ``A`` upper confidence bounds on the grid.
+        lcb: ``A`` lower confidence bounds on the grid.
+        group: ``A`` group indices of the grid points.
+        open_points: ``A`` booleans, True for points of groups not yet declared (at
+            least one).
+        threshold: ``tau``.
+        tolerance: Negative-stop tolerance (``tol_coef`` times the tested edge).
+        since_declaration: Queries since the last declaration (or the start),
+            counting the one just observed.
+        cap: Queries without a declaration after which one is forced.
+
+    Returns:
+        The :class:`Decision`.
+    """
+    ucb = ucb.masked_fill(~open_points, -math.inf)
+    lcb = lcb.masked_fill(~open_points, -math.inf)
+    best_ucb = int(ucb.argmax())
+    best_lcb = int(lcb.argmax())
+    if float(ucb[best_ucb]) < threshold - tolerance:
+        return Decision("stop", None, best_ucb)
+    if float(lcb[best_lcb]) > threshold:
+        return Decision("positive", int(group[best_lcb]), best_ucb)
+    if since_declaration >= cap:
+        return Decision("cap", int(group[best_lcb]), best_ucb)
+    return Decision("continue", None, best_ucb)
+
+
+class LocalTest:
+    r"""One local sequential test, driven one observation at a time.
+
+    Attributes:
+        grid: ``A x d`` grid in the unit cube.
+        group: ``A`` group indices in ``[0, num_groups)``.
+        box: ``2 x d`` box tested (for inspection).
+        threshold: ``tau`` of the test.
+        declared: Groups declared so far, in order.
+        decisions: Kind of every declaration (``"positive"`` or ``"cap"``), in order.
+        stopped: True once a negative stop ended the test.
+        finished: True once the test is over (negative stop or every group declared).
+
+    Example:
+        >>> test = LocalTest(grid, group, 4, box, threshold=0.85, tolerance=0.2,
+        ...                  beta=lambda n: threds_beta(n, 0.5, 0.1, 1e-3),
+        ...                  kernel=kernel, noise=0.01, cap=50, first_index=189)
+        >>> while not test.finished:
+        ...     test.observe(float(f(test.next_point)))
+    """
+
+    def __init__(
+        self,
+        grid: Tensor,
+        group: Tensor,
+        num_groups: int,
+        box: Tensor,
+        *,
+        threshold: float,
+        tolerance: float,
+        beta: Callable[[int], float],
+        kernel: Kernel,
+        noise: float,
+        cap: int,
+        first_index: int,
+    ) -> None:
+        r"""Start a test at the prior; its first query is ``grid[first_index]``.
+
+        Args:
+            grid: ``A x d`` grid points.
+            group: ``A`` group indices; every group in ``[0, num_groups)`` non-empty.
+            num_groups: Number of groups.
+            box: ``2 x d`` box tested.
+            threshold: ``tau``.
+            tolerance: Negative-stop tolerance.
+            beta: ``n -> beta_n``.
+            kernel: GPyTorch kernel with fixed hyperparameters.
+            noise: Noise variance of the test's GP.
+            cap: Queries without a declaration after which one is forced.
+            first_index: Grid index of the first query.
+        """
+        self.grid = grid
+        self.group = group
+        self.num_groups = num_groups
+        self.box = box
+        self.threshold = threshold
+        self.tolerance = tolerance
+        self.beta = beta
+        self.cap = cap
+        self.gp = IncrementalGridGP(grid, kernel, noise)
+        self.open_points = torch.ones_like(group, dtype=torch.bool)
+        self.next_index = first_index
+        self.since_declaration = 0
+        self.declared: list[int] = []
+        self.decisions: list[str] = []
+        self.stopped = False
+        self.finished = False
+
+    @property
+    def next_point(self) -> Tensor:
+        r"""The next query, ``1 x d`` (unit-cube coordinates)."""
+        return self.grid[self.next_index : self.next_index + 1]
+
+    @property
+    def num_observations(self) -> int:
+        return self.gp.num_observations
+
+    def observe(self, y: float) -> Decision:
+        r"""Feed the observation at :attr:`next_point` and apply the stopping rules.
+
+        Args:
+            y: Noisy value observed at :attr:`next_point`.
+
+        Returns:
+            The :class:`Decision` taken.
+        """
+        if self.finished:
+            raise RuntimeError("This local test is finished; start a new one.")
+        self.gp.observe(self.next_index, y)
+        self.since_declaration += 1
+        mean, variance = self.gp.posterior()
+        width = self.beta(self.num_observations) * variance.sqrt()
+        decision = decide(
+            mean + width,
+            mean - width,
+            self.group,
+            self.open_points,
+            self.threshold,
+            self.tolerance,
+            self.since_declaration,
+            self.cap,
+        )
+        self.next_index = decision.next_index
+        if decision.kind == "stop":
+            self.stopped = self.finished = True
+        elif decision.group is not None:
+            self.declared.append(decision.group)
+            self.decisions.append(decision.kind)
+            self.open_points &= self.group != decision.group
+            self.since_declaration = 0
+            self.finished = len(self.declared) == self.num_groups
+        return decision

@@ -1,0 +1,243 @@
+import math
+
+import pytest
+import torch
+
+from botorch_sketch.generation.threds import (
+    GPThreDS,
+    ThresholdSearch,
+    default_threds_kernel,
+)
+from botorch_sketch.generation.threds_geometry import sub_cubes
+
+DTYPE = torch.float64
+UNIT = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
+USER = torch.tensor([[-1.0, 2.0], [1.0, 6.0]], dtype=DTYPE)
+PATTERN = [True, True, True, False, True, True, False, True]  # S S S F S S F S
+THRESHOLDS = [
+    0.85, 0.955, 1.0425, 1.10375, 1.0075, 1.046875, 1.0709375, 1.038125, 1.05234375,
+]  # fmt: skip
+
+
+def branin(X):
+    u = 15 * X[..., 0] - 5
+    v = 15 * X[..., 1]
+    inner = v - 5.1 * u**2 / (4 * math.pi**2) + 5 * u / math.pi - 6
+    return -(inner**2 + 10 * (1 - 1 / (8 * math.pi)) * torch.cos(u) - 44.81) / 51.95
+
+
+def noisy(f, seed):
+    gen = torch.Generator().manual_seed(seed)
+
+    def observe(X):
+        return f(X) + 0.1 * torch.randn(X.shape[0], generator=gen, dtype=X.dtype)
+
+    return observe
+
+
+def test_threshold_search_follows_the_spec_sequence():
+    search = ThresholdSearch((0.5, 1.2), c_coef=0.4)
+    thresholds, epochs = [search.threshold], [search.epoch]
+    for success in PATTERN:
+        search.update(success)
+        thresholds.append(search.threshold)
+        epochs.append(search.epoch)
+    assert thresholds == pytest.approx(THRESHOLDS, abs=1e-12)
+    assert epochs == [1, 2, 3, 4, 4, 5, 6, 6, 7]
+    # A failure halves [a, b] downwards: [a - (b - a) / 2, tau].
+    search = ThresholdSearch((0.0, 1.0), c_coef=0.4)
+    search.update(False)
+    assert (search.lower, search.upper) == (-0.5, 0.5)
+
+
+def test_generator_threshold_sequence_from_real_tests():
+    # max_depth=0 keeps testing the root; observations far above tau make every leaf
+    # pass (success), far below make the test stop negative (failure).
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2), max_depth=0)
+    thresholds, epochs = [gen.threshold], [gen.epoch]
+    for success in PATTERN:
+        drive_epochs(gen, [success])
+        thresholds.append(gen.threshold)
+        epochs.append(gen.epoch)
+        assert gen.level == 0 and torch.equal(gen.cubes, UNIT.unsqueeze(0))
+    assert thresholds == pytest.approx(THRESHOLDS, abs=1e-12)
+    assert epochs == [1, 2, 3, 4, 4, 5, 6, 6, 7]
+
+
+def test_first_query_and_user_bounds():
+    gen = GPThreDS(USER, f_range=(0.5, 1.2))
+    expected = USER[0] + 9 / 19 * (USER[1] - USER[0])  # grid index ceil(20 / 2)
+    torch.testing.assert_close(gen.ask(), expected.unsqueeze(0))
+    gen = GPThreDS(USER, f_range=(0.5, 1.2), grid_points=21)
+    torch.testing.assert_close(gen.ask(), USER.mean(dim=0, keepdim=True))
+    assert gen.epoch == 1 and gen.threshold == pytest.approx(0.85)
+    assert gen.interval == (0.5, 1.2)
+    torch.testing.assert_close(gen.cubes, USER.unsqueeze(0))
+    assert gen.current_test.num_observations == 0
+
+
+def test_successful_epoch_refines_to_the_declared_leaves():
+    gen = GPThreDS(USER, f_range=(0.5, 1.2))
+    for _ in range(4):  # far above tau: one leaf declared per query
+        gen.tell(gen.ask(), torch.tensor([5.0], dtype=DTYPE))
+    assert gen.epoch == 2 and gen.level == 1 and gen.num_queries == 4
+    assert gen.interval == pytest.approx((0.85 - 0.4 * 0.5 * 0.7, 1.2))
+    leaves = sub_cubes(UNIT.unsqueeze(0))[0]
+    expected = USER[0] + leaves * (USER[1] - USER[0])
+    assert sorted(map(str, gen.cubes.tolist())) == sorted(map(str, expected.tolist()))
+    assert gen.cubes.tolist()[0] == expected[0].tolist()  # leaf 0 is declared first
+    # The next test is on the first new cube, with the same first-query rule.
+    cube = gen.current_test.box
+    torch.testing.assert_close(gen.current_test.next_point[0], cube[0] + 9 / 19 * 0.5)
+
+
+def test_max_depth_keeps_the_deepest_cubes():
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2), max_depth=1)
+    for _ in range(4 + 16 + 16):
+        gen.tell(gen.ask(), torch.tensor(gen.threshold + 5.0, dtype=DTYPE))
+    assert gen.epoch == 4 and gen.level == 1
+    assert gen.cubes.shape == (4, 2, 2)
+    assert ((gen.cubes[:, 1] - gen.cubes[:, 0]) == 0.5).all()
+
+
+def drive_epochs(gen, pattern):
+    r"""Observe far above (success) or below (failure) tau until each epoch ends."""
+    for success in pattern:
+        epoch, interval = gen.epoch, gen.interval
+        while gen.epoch == epoch and gen.interval == interval:
+            value = gen.threshold + (5.0 if success else -10.0)
+            gen.tell(gen.ask(), torch.tensor(value, dtype=DTYPE))
+
+
+@pytest.mark.parametrize("readmit_after", [None, 2])
+def test_readmission_guard_extension(readmit_after):
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2), readmit_after=readmit_after)
+    drive_epochs(gen, [True, True, False])
+    assert gen.level == 2 and gen.cubes.shape[0] == 16
+    drive_epochs(gen, [False])
+    if readmit_after is None:  # the paper: shrinking is irreversible
+        assert gen.level == 2 and gen.cubes.shape[0] == 16
+    else:  # two failures in a row: back to the 4 cubes of level 1
+        assert gen.level == 1
+        assert torch.equal(gen.cubes, sub_cubes(UNIT.unsqueeze(0))[0])
+        drive_epochs(gen, [False, False])  # and then to the root
+        assert gen.level == 0 and torch.equal(gen.cubes, UNIT.unsqueeze(0))
+        drive_epochs(gen, [False, False])  # nothing above the root
+        assert gen.level == 0
+    assert gen.epoch == 3  # failures never move k
+
+
+@pytest.mark.parametrize("mode", ["cube", "rwt"])
+@pytest.mark.parametrize("T", [1, 137])
+def test_run_makes_exactly_T_queries(mode, T):
+    calls = []
+    f = noisy(branin, 0)
+
+    def counted(X):
+        calls.append(X)
+        return f(X)
+
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2), mode=mode)
+    X, Y = gen.run(counted, T)
+    assert len(calls) == T and gen.num_queries == T
+    assert X.shape == (T, 2) and Y.shape == (T,)
+    assert torch.equal(X, torch.cat(calls))
+    assert ((X >= 0) & (X <= 1)).all()
+
+
+def test_budget_can_end_a_test_midway():
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2))
+    gen.run(noisy(branin, 1), 3)
+    assert gen.current_test.num_observations == 3 and not gen.current_test.finished
+
+
+@pytest.mark.parametrize("mode", ["cube", "rwt"])
+def test_deterministic_under_a_seed(mode):
+    runs = []
+    for seed in (5, 5, 6):
+        gen = GPThreDS(UNIT, f_range=(0.5, 1.2), mode=mode)
+        runs.append(gen.run(noisy(branin, seed), 100))
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+    assert not torch.equal(runs[0][0], runs[2][0])
+
+
+def test_branin_run_shrinks_towards_a_maximizer():
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2))
+    X, _ = gen.run(noisy(branin, 2), 600)
+    # The cubes cover at most a quarter of the box ...
+    assert gen.level >= 3 and gen.cubes.shape[0] <= 4**gen.level / 4
+    # Branin's three maximizers (value 1.0474) in unit coordinates.
+    maximizers = torch.tensor(
+        [[(5 - math.pi) / 15, 12.275 / 15], [(5 + math.pi) / 15, 2.275 / 15],
+         [(5 + 9.42478) / 15, 2.475 / 15]], dtype=DTYPE,
+    )  # fmt: skip
+    lower, upper = gen.cubes[:, 0].unsqueeze(1), gen.cubes[:, 1].unsqueeze(1)
+    inside = ((maximizers >= lower) & (maximizers <= upper)).all(dim=-1)
+    assert inside.any()  # ... and hold a maximizer; late queries are good ones.
+    assert float(branin(X[-100:]).mean()) > 0.9
+
+
+def test_float32_does_not_crash():
+    gen = GPThreDS(UNIT.float(), f_range=(0.5, 1.2))
+    X, Y = gen.run(noisy(branin, 0), 150)
+    assert X.dtype == torch.float32 and torch.isfinite(Y).all()
+
+
+def test_custom_kernel_is_copied():
+    kernel = default_threds_kernel(0.3, 2.0)
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2), kernel=kernel)
+    gen.run(noisy(branin, 0), 5)
+    assert gen.kernel is not kernel
+    assert float(gen.kernel.outputscale) == pytest.approx(2.0)
+    assert gen.kernel.outputscale.dtype == DTYPE and kernel.outputscale.dtype != DTYPE
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"bounds": torch.tensor([[0.0, 1.0], [1.0, 1.0]], dtype=DTYPE)}, ValueError,
+         "lower < upper"),
+        ({"bounds": torch.tensor([[0.0, 0.0], [1.0, float("nan")]])}, ValueError,
+         "bounds"),
+        ({"f_range": None}, ValueError, "no safe default"),
+        ({"f_range": (1.0, 1.0)}, ValueError, "f_range"),
+        ({"f_range": (0.0, math.inf)}, ValueError, "f_range"),
+        ({"noise": 0.0}, ValueError, "noise"),
+        ({"delta0": 1.0}, ValueError, "delta0"),
+        ({"grid_points": 1}, ValueError, "grid_points"),
+        ({"cap": 0}, ValueError, "cap"),
+        ({"cap": 2.5}, TypeError, "cap"),
+        ({"max_depth": -1}, ValueError, "max_depth"),
+        ({"mode": "walk"}, ValueError, "mode"),
+        ({"kernel": "rbf"}, TypeError, "kernel"),
+        ({"gamma": 3.0}, TypeError, "gamma"),
+        ({"B": -1.0}, ValueError, "B"),
+        ({"readmit_after": 0}, ValueError, "readmit_after"),
+    ],
+)  # fmt: skip
+def test_bad_arguments(kwargs, error, match):
+    arguments = {"bounds": UNIT, "f_range": (0.5, 1.2)} | kwargs
+    bounds = arguments.pop("bounds")
+    with pytest.raises(error, match=match):
+        GPThreDS(bounds, **arguments)
+
+
+def test_bad_observations_change_nothing():
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2))
+    gen.run(noisy(branin, 0), 2)
+    x = gen.ask()
+    bad = [
+        (x, torch.tensor([float("nan")], dtype=DTYPE), ValueError, "Y"),
+        (x, torch.tensor([math.inf], dtype=DTYPE), ValueError, "Y"),
+        (x, torch.tensor([1.0, 2.0], dtype=DTYPE), ValueError, "Y"),
+        (x, torch.tensor([1]), TypeError, "Y"),
+        (x[0], torch.tensor([1.0], dtype=DTYPE), ValueError, "X"),
+        (x + 0.01, torch.tensor([1.0], dtype=DTYPE), ValueError, "ask"),
+    ]
+    for X, Y, error, match in bad:
+        with pytest.raises(error, match=match):
+            gen.tell(X, Y)
+    assert gen.num_queries == 2 and gen.current_test.num_observations == 2
+    assert torch.equal(gen.ask(), x)
+    with pytest.raises(ValueError, match="T"):
+        gen.run(noisy(branin, 0), 0)

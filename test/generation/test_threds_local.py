@@ -1,0 +1,178 @@
+import math
+
+import pytest
+import torch
+from botorch.models import SingleTaskGP
+from gpytorch.means import ZeroMean
+
+from botorch_sketch.generation.threds import default_threds_kernel
+from botorch_sketch.generation.threds_geometry import cube_grid, first_query_index
+from botorch_sketch.generation.threds_local import LocalTest, decide, threds_beta
+
+DTYPE = torch.float64
+GROUP = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+ALL_OPEN = torch.ones(8, dtype=torch.bool)
+
+
+def test_beta_values():
+    # beta_1 for the defaults: 0.5 + 0.1 sqrt(2 (0 + 1 + log 1000)).
+    assert threds_beta(1, 0.5, 0.1, 1e-3) == pytest.approx(0.8977, abs=5e-5)
+    assert threds_beta(10, 0.5, 0.1, 1e-3) == pytest.approx(
+        0.5 + 0.1 * math.sqrt(2 * (math.log(10) + 1 + math.log(1000)))
+    )
+    # Rosenbrock's B = 2; gamma = sqrt (Matern-like kernels).
+    assert threds_beta(4, 2.0, 0.1, 1e-3, math.sqrt) == pytest.approx(
+        2.0 + 0.1 * math.sqrt(2 * (2 + 1 + math.log(1000)))
+    )
+
+
+def bounds(ucb, lcb):
+    return torch.tensor(ucb, dtype=DTYPE), torch.tensor(lcb, dtype=DTYPE)
+
+
+def test_negative_stop_comes_first():
+    # max UCB 0.7 < tau - tol = 0.75: stop, even with the cap reached.
+    ucb, lcb = bounds([0.1, 0.7, 0.2, 0.3, 0.0, 0.0, 0.6, 0.1], [-1.0] * 8)
+    decision = decide(ucb, lcb, GROUP, ALL_OPEN, 1.0, 0.25, 50, 50)
+    assert (decision.kind, decision.group, decision.next_index) == ("stop", None, 1)
+    # Strict inequality: max UCB exactly tau - tol does not stop.
+    ucb[1] = 0.75
+    assert decide(ucb, lcb, GROUP, ALL_OPEN, 1.0, 0.25, 1, 50).kind == "continue"
+
+
+def test_positive_declares_the_leaf_of_the_max_lcb():
+    ucb, lcb = bounds(
+        [2.0, 3.0, 1.5, 1.5, 2.5, 2.9, 1.0, 1.0],
+        [0.5, 0.9, 0.8, 0.2, 1.2, 1.4, 0.1, 0.0],
+    )
+    decision = decide(ucb, lcb, GROUP, ALL_OPEN, 1.0, 0.25, 3, 50)
+    # max LCB 1.4 at point 5 (leaf 2); the next query is the max UCB point 1.
+    assert (decision.kind, decision.group, decision.next_index) == ("positive", 2, 1)
+    # Strict inequality: max LCB exactly tau is not positive.
+    lcb = torch.where(lcb > 1.0, torch.ones_like(lcb), lcb)
+    assert decide(ucb, lcb, GROUP, ALL_OPEN, 1.0, 0.25, 3, 50).kind == "continue"
+
+
+def test_declared_leaves_are_ignored():
+    ucb, lcb = bounds(
+        [2.0, 3.0, 1.5, 1.5, 2.5, 2.9, 1.0, 1.0],
+        [0.5, 0.9, 0.8, 0.2, 1.2, 1.4, 0.1, 0.0],
+    )
+    open_points = GROUP != 2
+    decision = decide(ucb, lcb, GROUP, open_points, 1.0, 0.25, 3, 50)
+    assert (decision.kind, decision.group, decision.next_index) == ("continue", None, 1)
+    open_points &= GROUP != 0  # now the max UCB is 1.5 at point 2 (lowest index)
+    decision = decide(ucb, lcb, GROUP, open_points, 1.0, 0.25, 50, 50)
+    # Cap: the leaf of the max LCB among open points (0.8 at point 2, leaf 1).
+    assert (decision.kind, decision.group, decision.next_index) == ("cap", 1, 2)
+    # Only leaf 3 left, its UCB 1.0 is not below 0.75.
+    open_points = GROUP == 3
+    decision = decide(ucb, lcb, GROUP, open_points, 1.0, 0.25, 49, 50)
+    assert (decision.kind, decision.next_index) == ("continue", 6)
+    assert decide(ucb, lcb, GROUP, open_points, 1.3, 0.25, 49, 50).kind == "stop"
+
+
+def test_cap_declares_the_leaf_of_the_max_lcb():
+    ucb, lcb = bounds([1.9] * 8, [0.1, 0.2, 0.3, 0.9, 0.4, 0.5, 0.6, 0.7])
+    assert decide(ucb, lcb, GROUP, ALL_OPEN, 1.0, 0.25, 49, 50).kind == "continue"
+    decision = decide(ucb, lcb, GROUP, ALL_OPEN, 1.0, 0.25, 50, 50)
+    # Ties of the max UCB go to the lowest index.
+    assert (decision.kind, decision.group, decision.next_index) == ("cap", 1, 0)
+
+
+def reference_bounds(grid, X, y, kernel, beta):
+    model = SingleTaskGP(
+        X,
+        y.unsqueeze(-1),
+        train_Yvar=torch.full((len(y), 1), 0.01, dtype=DTYPE),
+        covar_module=kernel,
+        mean_module=ZeroMean(),
+        outcome_transform=None,
+    )
+    with torch.no_grad():
+        posterior = model.posterior(grid)
+    mean = posterior.mean.squeeze(-1).tolist()
+    sd = posterior.variance.squeeze(-1).sqrt().tolist()
+    pairs = list(zip(mean, sd, strict=True))
+    return [m + beta * s for m, s in pairs], [m - beta * s for m, s in pairs]
+
+
+def test_local_test_replays_the_rules_against_an_exact_gp():
+    kernel = default_threds_kernel().to(DTYPE)
+    cube = torch.tensor([[0.0, 0.0], [0.5, 0.5]], dtype=DTYPE)
+    grid, leaf = cube_grid(cube, 6)
+    tau, tol, cap = 0.8, 0.05, 4
+    test = LocalTest(
+        grid, leaf, 4, cube, threshold=tau, tolerance=tol,
+        beta=lambda n: threds_beta(n, 0.5, 0.1, 1e-3), kernel=kernel, noise=0.01,
+        cap=cap, first_index=first_query_index(6, 2),
+    )  # fmt: skip
+
+    peak = torch.tensor([0.4, 0.1], dtype=DTYPE)
+
+    def f(x):
+        return 1.0 - 4.0 * float(((x - peak) ** 2).sum())
+
+    gen = torch.Generator().manual_seed(1)
+    X, Y, declared, since, kinds = [], [], [], 0, set()
+    expected_next = first_query_index(6, 2)
+    while not test.finished:
+        assert test.next_index == expected_next
+        x = test.next_point
+        y = f(x[0]) + 0.1 * float(torch.randn(1, generator=gen))
+        decision = test.observe(y)
+        X.append(x[0])
+        Y.append(y)
+        since += 1
+        # Brute force from scratch, python loops over the grid.
+        ucb, lcb = reference_bounds(
+            grid, torch.stack(X), torch.tensor(Y, dtype=DTYPE), kernel,
+            threds_beta(len(Y), 0.5, 0.1, 1e-3),
+        )  # fmt: skip
+        open_idx = [i for i in range(len(grid)) if int(leaf[i]) not in declared]
+        u_best = max(open_idx, key=lambda i: (ucb[i], -i))
+        l_best = max(open_idx, key=lambda i: (lcb[i], -i))
+        if ucb[u_best] < tau - tol:
+            kind = "stop"
+        elif lcb[l_best] > tau:
+            kind = "positive"
+        elif since == cap:
+            kind = "cap"
+        else:
+            kind = "continue"
+        assert decision.kind == kind
+        assert decision.next_index == u_best
+        kinds.add(kind)
+        if kind in ("positive", "cap"):
+            assert decision.group == int(leaf[l_best])
+            declared.append(int(leaf[l_best]))
+            since = 0
+        expected_next = u_best
+    assert test.declared == declared
+    assert test.num_observations == len(Y)
+    # The replay went through every rule (the far leaf is dropped at the end).
+    assert kinds == {"continue", "positive", "cap", "stop"}
+    assert test.stopped and len(declared) == 3 and test.decisions.count("cap") == 2
+    with pytest.raises(RuntimeError, match="finished"):
+        test.observe(0.0)
+
+
+@pytest.mark.parametrize(("value", "stopped"), [(-10.0, True), (5.0, False)])
+def test_constant_functions(value, stopped):
+    cube = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
+    grid, leaf = cube_grid(cube, 20)
+    test = LocalTest(
+        grid, leaf, 4, cube, threshold=0.85, tolerance=0.2,
+        beta=lambda n: threds_beta(n, 0.5, 0.1, 1e-3),
+        kernel=default_threds_kernel().to(DTYPE), noise=0.01, cap=50,
+        first_index=first_query_index(20, 2),
+    )  # fmt: skip
+    while not test.finished:
+        test.observe(value)
+    assert test.stopped == stopped
+    if stopped:  # far below tau: nothing declared, long before the cap
+        assert test.declared == [] and test.num_observations < 50
+    else:  # far above tau: one positive declaration per query
+        assert sorted(test.declared) == [0, 1, 2, 3]
+        assert test.decisions == ["positive"] * 4 and test.num_observations == 4
+        assert test.declared[0] == 0  # the first query (9/19, 9/19) lies in leaf 0
