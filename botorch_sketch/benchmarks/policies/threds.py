@@ -1,0 +1,296 @@
+r"""GP-ThreDS and its baseline IGP-UCB on a growing grid, as benchmark box policies.
+
+Both follow the setup of Salgia, Vakili and Zhao (NeurIPS 2021; spec section 7). Their
+settings are resolved per problem, in this order: the policy's own arguments, then
+:data:`PAPER_SETTINGS` for the paper's problems (``f_range``, ``B``, the grid sizes),
+then generic defaults; ``R`` defaults to ``problem.noise_std``. The fixed kernel
+hyperparameters are the benchmark's shared ones
+(:class:`~botorch_sketch.benchmarks.policies.common.KernelHyperparameters`). Both
+policies work in unit-cube coordinates of ``problem.bounds``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from botorch_sketch.benchmarks.policies.base import Policy, Problem
+from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
+from botorch_sketch.generation.threds import GPThreDS
+from botorch_sketch.generation.threds_local import threds_beta
+
+#: Settings of the paper's experiments, by problem name.
+PAPER_SETTINGS: dict[str, dict[str, Any]] = {
+    "threds_branin": {
+        "f_range": (0.5, 1.2),
+        "B": 0.5,
+        "grid_points": 20,
+        "grid_max": 80,
+    },
+    "threds_rosenbrock": {
+        "f_range": (3.0, 12.0),
+        "B": 2.0,
+        "grid_points": 21,
+        "grid_max": 50,
+    },
+}
+
+
+def resolve_settings(problem: Problem, **given: Any) -> dict[str, Any]:
+    r"""Merge the policy's GP-ThreDS settings (non-None win) over the problem's.
+
+    Args:
+        problem: The benchmark problem.
+        **given: Setting names (``f_range``, ``B``, ``R``, ``grid_points``,
+            ``grid_max``) with values or None (None: not given).
+
+    Returns:
+        The settings: everything given, then :data:`PAPER_SETTINGS` for the problem,
+        then ``R = problem.noise_std``.
+    """
+    settings: dict[str, Any] = {"R": problem.noise_std}
+    settings.update(PAPER_SETTINGS.get(problem.name, {}))
+    settings.update({key: value for key, value in given.items() if value is not None})
+    return settings
+
+
+def exact_posterior(
+    X: Tensor, y: Tensor, grid: Tensor, kernel: Kernel, noise_variance: float
+) -> tuple[Tensor, Tensor]:
+    r"""Exact zero-mean GP posterior on ``grid``, computed from scratch.
+
+    With ``K + s2 I = L L^T`` and ``V = L^{-1} K(X, grid)``:
+    ``mean = V^T L^{-1} y`` and ``variance = k(x, x) - colsum(V^2)``; the same values
+    as BoTorch's ``SingleTaskGP`` (zero mean, fixed kernel and noise) without its
+    ``A x A`` test covariance. Cost ``O(n^3 + A n^2)``, memory ``O(A n)``.
+
+    Args:
+        X: ``n x d`` observed points.
+        y: ``n`` observations.
+        grid: ``A x d`` points to score.
+        kernel: GPyTorch kernel with fixed hyperparameters.
+        noise_variance: ``s2 > 0``.
+
+    Returns:
+        ``(mean, variance)``, each of shape ``A``.
+    """
+    with torch.no_grad():
+        gram = kernel(X, X).to_dense()
+        cross = kernel(X, grid).to_dense()
+        prior_variance = kernel(grid, diag=True)
+    gram = gram + noise_variance * torch.eye(X.shape[0], dtype=X.dtype, device=X.device)
+    chol = torch.linalg.cholesky(gram)
+    V = torch.linalg.solve_triangular(chol, cross, upper=False)
+    a = torch.linalg.solve_triangular(chol, y.unsqueeze(-1), upper=False).squeeze(-1)
+    variance = (prior_variance - V.square().sum(dim=0)).clamp_min(0.0)
+    return a @ V, variance
+
+
+def _check_box(problem: Problem) -> None:
+    if problem.is_finite:
+        raise ValueError(
+            f"Problem `{problem.name}` is finite; this policy needs a box."
+        )
+
+
+class GPThreDSPolicy(Policy):
+    r"""GP-ThreDS (:class:`~botorch_sketch.generation.threds.GPThreDS`) as a policy.
+
+    GP-ThreDS makes no random choice, so the runner's generator is not used.
+
+    Example:
+        >>> policy = GPThreDSPolicy()  # the paper's settings on threds_branin
+        >>> policy.reset(make_problem("threds_branin"), 1000, torch.Generator())
+    """
+
+    supports_finite = False
+    supports_box = True
+
+    def __init__(
+        self,
+        *,
+        mode: str = "cube",
+        f_range: tuple[float, float] | None = None,
+        B: float | None = None,
+        R: float | None = None,
+        grid_points: int | None = None,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+        **options: Any,
+    ) -> None:
+        r"""Store the settings; the generator is built by :meth:`reset`.
+
+        Args:
+            mode: ``"cube"`` or ``"rwt"`` (the policy is named ``gp_threds`` or
+                ``gp_threds_rwt``).
+            f_range: Interval believed to contain the maximum (required unless the
+                problem is in :data:`PAPER_SETTINGS`).
+            B: RKHS-norm bound in ``beta`` (default 0.5).
+            R: Sub-Gaussian noise scale in ``beta`` (default ``problem.noise_std``).
+            grid_points: Points per dimension of a local test's grid (default 20).
+            lengthscale: Override of the problem's RBF lengthscale.
+            outputscale: Override of the problem's outputscale.
+            noise_variance: Override of the problem's noise variance.
+            **options: Further :class:`GPThreDS` arguments (``cap``, ``max_depth``,
+                ``delta0``, ``gamma``, ``tol_coef``, ``c_coef``, ``walk_delta``).
+        """
+        if mode not in ("cube", "rwt"):
+            raise ValueError(f"`mode` must be 'cube' or 'rwt', got {mode!r}.")
+        self.name = "gp_threds" if mode == "cube" else "gp_threds_rwt"
+        self.mode = mode
+        self._given = {"f_range": f_range, "B": B, "R": R, "grid_points": grid_points}
+        self._kernel_given = {
+            "lengthscale": lengthscale,
+            "outputscale": outputscale,
+            "noise_variance": noise_variance,
+        }
+        self.options = options
+        self.threds: GPThreDS | None = None
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        _check_box(problem)
+        s = resolve_settings(problem, **self._given)
+        if "f_range" not in s:
+            raise ValueError(
+                f"Problem `{problem.name}` has no known f_range; pass `f_range` to "
+                "GPThreDSPolicy (GP-ThreDS has no safe default for it)."
+            )
+        hyper = KernelHyperparameters.from_problem(problem, **self._kernel_given)
+        bounds = problem.bounds
+        self.threds = GPThreDS(
+            bounds,
+            f_range=s["f_range"],
+            kernel=hyper.kernel(dtype=bounds.dtype, device=bounds.device),
+            noise=hyper.noise_variance,
+            B=s.get("B", 0.5),
+            R=s["R"],
+            grid_points=s.get("grid_points", 20),
+            mode=self.mode,
+            **self.options,
+        )
+
+    def ask(self) -> Tensor:
+        return self.threds.ask()
+
+    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        self.threds.tell(chosen, rewards)
+
+    def diagnostics(self) -> dict[str, float]:
+        return {
+            "epoch": self.threds.epoch,
+            "threshold": self.threds.threshold,
+            "num_cubes": self.threds.cubes.shape[0],
+            "cube_level": self.threds.level,
+        }
+
+
+class IGPUCBGridPolicy(Policy):
+    r"""IGP-UCB on a growing grid: the baseline of the GP-ThreDS paper.
+
+    The first query is a uniformly random point of the ``grid_start^d`` grid. After
+    ``t`` observations, an exact GP (BoTorch ``SingleTaskGP``: zero mean, fixed kernel
+    and noise) is refit on all of them and the next query maximizes
+    ``mu + beta_t sigma`` over the ``n_t^d`` grid, ``n_t = min(grid_start + t,
+    grid_max)`` points per dimension (end points included), with
+    ``beta_t = B + R sqrt(2 (gamma(t) + 1 + log(1/delta0)))``. Each step refactors
+    the kernel matrix and costs ``O(t^3 + n_t^d t^2)`` (:func:`exact_posterior`): the
+    plain loop of the paper, not an incremental one.
+
+    Example:
+        >>> policy = IGPUCBGridPolicy()
+        >>> policy.reset(make_problem("threds_rosenbrock"), 1000, torch.Generator())
+    """
+
+    name = "igp_ucb_grid"
+    supports_finite = False
+    supports_box = True
+
+    def __init__(
+        self,
+        *,
+        B: float | None = None,
+        R: float | None = None,
+        delta0: float = 1e-3,
+        gamma: Callable[[int], float] = math.log,
+        grid_start: int = 20,
+        grid_max: int | None = None,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+    ) -> None:
+        r"""Store the settings.
+
+        Args:
+            B: RKHS-norm bound in ``beta`` (default 0.5 or the paper's).
+            R: Sub-Gaussian noise scale in ``beta`` (default ``problem.noise_std``).
+            delta0: Confidence parameter in ``(0, 1)``.
+            gamma: ``t -> gamma(t)`` in ``beta``.
+            grid_start: Points per dimension of the first grid (``>= 2``).
+            grid_max: Largest points per dimension (default 80 or the paper's).
+            lengthscale: Override of the problem's RBF lengthscale.
+            outputscale: Override of the problem's outputscale.
+            noise_variance: Override of the problem's noise variance.
+        """
+        if not 0.0 < delta0 < 1.0:
+            raise ValueError(f"`delta0` must lie in (0, 1), got {delta0}.")
+        if isinstance(grid_start, bool) or not isinstance(grid_start, int):
+            raise TypeError("`grid_start` must be an int.")
+        if grid_start < 2:
+            raise ValueError(f"`grid_start` must be >= 2, got {grid_start}.")
+        self.delta0, self.gamma, self.grid_start = delta0, gamma, grid_start
+        self._given = {"B": B, "R": R, "grid_max": grid_max}
+        self._kernel_given = {
+            "lengthscale": lengthscale,
+            "outputscale": outputscale,
+            "noise_variance": noise_variance,
+        }
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        _check_box(problem)
+        s = resolve_settings(problem, **self._given)
+        self.grid_max = max(int(s.get("grid_max", 80)), self.grid_start)
+        self.B, self.R = float(s.get("B", 0.5)), float(s["R"])
+        hyper = KernelHyperparameters.from_problem(problem, **self._kernel_given)
+        self.noise_variance = hyper.noise_variance
+        self.bounds = problem.bounds
+        factory = {"dtype": problem.bounds.dtype, "device": problem.bounds.device}
+        self.kernel = hyper.kernel(**factory)
+        self._X = torch.empty(horizon, problem.dim, **factory)
+        self._Y = torch.empty(horizon, 1, **factory)
+        self.num_observations = 0
+        first = torch.randint(self.grid_start, (problem.dim,), generator=generator)
+        self._first = first.to(**factory).unsqueeze(0) / (self.grid_start - 1)
+        self.grid_size = self.grid_start
+
+    def ask(self) -> Tensor:
+        t = self.num_observations
+        if t == 0:
+            return self._to_user(self._first)
+        self.grid_size = min(self.grid_start + t, self.grid_max)
+        axis = torch.linspace(0, 1, self.grid_size, dtype=self._X.dtype)
+        grid = torch.cartesian_prod(*([axis.to(self._X.device)] * self._X.shape[1]))
+        grid = grid.reshape(-1, self._X.shape[1])
+        mean, variance = exact_posterior(
+            self._X[:t], self._Y[:t, 0], grid, self.kernel, self.noise_variance
+        )
+        beta = threds_beta(t, self.B, self.R, self.delta0, self.gamma)
+        ucb = mean + beta * variance.sqrt()
+        return self._to_user(grid[ucb.argmax()].unsqueeze(0))
+
+    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        t = self.num_observations
+        self._X[t] = (chosen[0] - self.bounds[0]) / (self.bounds[1] - self.bounds[0])
+        self._Y[t] = rewards.reshape(())
+        self.num_observations = t + 1
+
+    def diagnostics(self) -> dict[str, float]:
+        return {"grid_points": self.grid_size ** self._X.shape[1]}
+
+    def _to_user(self, unit: Tensor) -> Tensor:
+        return self.bounds[0] + unit * (self.bounds[1] - self.bounds[0])

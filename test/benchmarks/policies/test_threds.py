@@ -1,0 +1,178 @@
+import math
+
+import pytest
+import torch
+from botorch.models import SingleTaskGP
+from gpytorch.means import ZeroMean
+
+from botorch_sketch.benchmarks.policies.base import Problem
+from botorch_sketch.benchmarks.policies.threds import (
+    PAPER_SETTINGS,
+    GPThreDSPolicy,
+    IGPUCBGridPolicy,
+    exact_posterior,
+    resolve_settings,
+)
+from botorch_sketch.generation.threds import GPThreDS, default_threds_kernel
+from botorch_sketch.generation.threds_local import threds_beta
+
+DTYPE = torch.float64
+
+
+def rosenbrock(X):
+    z = 0.8 + 0.3 * X
+    return 10 - 100 * (z[..., 1] - z[..., 0] ** 2) ** 2 - (1 - z[..., 0]) ** 2
+
+
+def make_problem(name="threds_rosenbrock", bounds=None, hyperparameters=None):
+    if bounds is None:
+        bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
+    return Problem(
+        name=name,
+        bounds=bounds,
+        objective=rosenbrock,
+        noise_std=0.1,
+        optimum=10.0,
+        hyperparameters=hyperparameters
+        or {"lengthscale": 0.2, "outputscale": 1.0, "noise_variance": 0.01},
+    )
+
+
+def drive(policy, problem, steps, seed=0):
+    noise = torch.Generator().manual_seed(seed)
+    policy.reset(problem, steps, torch.Generator().manual_seed(seed))
+    X = []
+    for _ in range(steps):
+        x = policy.ask()
+        assert x.shape == (1, problem.dim)
+        y = problem.objective(x) + 0.1 * torch.randn(1, generator=noise, dtype=DTYPE)
+        policy.tell(x, y)
+        X.append(x)
+    return torch.cat(X)
+
+
+def test_settings_precedence():
+    settings = resolve_settings(make_problem(), B=3.0, grid_points=None)
+    assert settings["B"] == 3.0  # given beats the paper's 2.0
+    assert settings["grid_points"] == 21 and settings["f_range"] == (3.0, 12.0)
+    assert settings["R"] == 0.1  # the problem's noise_std
+    assert "f_range" not in resolve_settings(make_problem(name="other"))
+
+
+def test_kernel_hyperparameters_come_from_the_problem():
+    problem = make_problem(hyperparameters={"lengthscale": 0.3})
+    policy = GPThreDSPolicy(outputscale=2.0)
+    policy.reset(problem, 10, torch.Generator())
+    kernel = policy.threds.kernel
+    assert float(kernel.base_kernel.lengthscale) == pytest.approx(0.3)
+    assert float(kernel.outputscale) == pytest.approx(2.0)
+    assert policy.threds.noise == pytest.approx(0.01)  # noise_std ** 2
+    igp = IGPUCBGridPolicy(noise_variance=0.02)
+    igp.reset(problem, 10, torch.Generator())
+    assert igp.noise_variance == 0.02
+    assert float(igp.kernel.base_kernel.lengthscale) == pytest.approx(0.3)
+
+
+def test_gp_threds_policy_matches_the_generator():
+    problem = make_problem()
+    policy = GPThreDSPolicy()
+    X = drive(policy, problem, 60)
+    # Same queries as the generator with the paper's Rosenbrock settings.
+    noise = torch.Generator().manual_seed(0)
+    gen = GPThreDS(problem.bounds, f_range=(3.0, 12.0), B=2.0, grid_points=21)
+
+    def f(x):
+        return rosenbrock(x) + 0.1 * torch.randn(1, generator=noise, dtype=DTYPE)
+
+    X_ref, _ = gen.run(f, 60)
+    assert torch.equal(X, X_ref)
+    assert policy.name == "gp_threds" and policy.supports_box
+    assert not policy.supports_finite
+    diagnostics = policy.diagnostics()
+    assert (
+        diagnostics["epoch"] == gen.epoch and diagnostics["threshold"] == gen.threshold
+    )
+
+
+def test_gp_threds_policy_options_and_errors():
+    policy = GPThreDSPolicy(mode="rwt", f_range=(0.0, 20.0), cap=10, max_depth=2)
+    policy.reset(make_problem(name="other"), 20, torch.Generator())
+    assert policy.name == "gp_threds_rwt" and policy.threds.mode == "rwt"
+    assert policy.threds.cap == 10 and policy.threds.max_depth == 2
+    assert policy.threds.interval == (0.0, 20.0) and policy.threds.B == 0.5
+    drive(policy, make_problem(name="other"), 20)
+    assert policy.threds.num_queries == 20
+    with pytest.raises(ValueError, match="f_range"):
+        GPThreDSPolicy().reset(make_problem(name="other"), 10, torch.Generator())
+    with pytest.raises(ValueError, match="mode"):
+        GPThreDSPolicy(mode="tree")
+    finite = make_problem()
+    finite.arms = torch.rand(5, 2, dtype=DTYPE)
+    with pytest.raises(ValueError, match="finite"):
+        GPThreDSPolicy().reset(finite, 10, torch.Generator())
+
+
+def test_exact_posterior_matches_single_task_gp():
+    gen = torch.Generator().manual_seed(1)
+    X = torch.rand(30, 2, generator=gen, dtype=DTYPE)
+    y = torch.randn(30, generator=gen, dtype=DTYPE)
+    grid = torch.rand(50, 2, generator=gen, dtype=DTYPE)
+    kernel = default_threds_kernel(0.2, 1.5).to(DTYPE)
+    mean, variance = exact_posterior(X, y, grid, kernel, 0.01)
+    model = SingleTaskGP(
+        X,
+        y.unsqueeze(-1),
+        train_Yvar=torch.full((30, 1), 0.01, dtype=DTYPE),
+        covar_module=kernel,
+        mean_module=ZeroMean(),
+        outcome_transform=None,
+    )
+    with torch.no_grad():
+        posterior = model.posterior(grid)
+    torch.testing.assert_close(mean, posterior.mean.squeeze(-1), rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(
+        variance, posterior.variance.squeeze(-1), rtol=1e-6, atol=1e-8
+    )
+
+
+def test_igp_ucb_grid_steps_by_brute_force():
+    bounds = torch.tensor([[-1.0, 0.0], [1.0, 3.0]], dtype=DTYPE)
+    problem = make_problem(name="other", bounds=bounds)
+    policy = IGPUCBGridPolicy(grid_start=4, grid_max=6, B=0.5)
+    X = drive(policy, problem, 5, seed=3)
+    unit = (X - bounds[0]) / (bounds[1] - bounds[0])
+    # The first query lies on the 4 x 4 grid, drawn with the runner's generator.
+    first = torch.randint(4, (2,), generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(unit[0], first.to(DTYPE) / 3)
+    # Later queries: argmax of the UCB over the min(4 + t, 6)^2 grid, by brute force.
+    kernel = default_threds_kernel().to(DTYPE)
+    noise = torch.Generator().manual_seed(3)
+    Y = problem.objective(X) + 0.1 * torch.randn(5, generator=noise, dtype=DTYPE)
+    for t in range(1, 5):
+        n = min(4 + t, 6)
+        axis = torch.linspace(0, 1, n, dtype=DTYPE)
+        grid = torch.cartesian_prod(axis, axis)
+        beta = threds_beta(t, 0.5, 0.1, 1e-3)
+        best, best_ucb = None, -math.inf
+        for point in grid:  # one exact posterior per point, from scratch
+            mean, variance = exact_posterior(
+                unit[:t], Y[:t], point.unsqueeze(0), kernel, 0.01
+            )
+            ucb = float(mean + beta * variance.sqrt())
+            if ucb > best_ucb:
+                best, best_ucb = point, ucb
+        torch.testing.assert_close(unit[t], best)
+    assert policy.diagnostics() == {"grid_points": 36}
+
+
+def test_igp_ucb_grid_paper_settings_and_seed():
+    problem = make_problem()
+    policy = IGPUCBGridPolicy()
+    first = drive(policy, problem, 3, seed=7)
+    assert policy.grid_max == PAPER_SETTINGS["threds_rosenbrock"]["grid_max"]
+    assert policy.B == 2.0 and policy.diagnostics() == {"grid_points": 22**2}
+    assert torch.equal(first, drive(IGPUCBGridPolicy(), problem, 3, seed=7))
+    with pytest.raises(ValueError, match="delta0"):
+        IGPUCBGridPolicy(delta0=0.0)
+    with pytest.raises(ValueError, match="grid_start"):
+        IGPUCBGridPolicy(grid_start=1)
