@@ -110,7 +110,7 @@ def cube_grid(cube: Tensor, grid_points: int) -> tuple[Tensor, Tensor]:
     points = centre + fraction * edge
     upper_half = (2 * index > grid_points - 1).long()
     weights = 2 ** torch.arange(dim - 1, -1, -1, device=cube.device)
-    return points, upper_half @ weights
+    return points, (upper_half * weights).sum(dim=-1)  # no integer matmul on CUDA
 
 
 def first_query_index(grid_points: int, dim: int) -> int:
