@@ -78,10 +78,15 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def quiet_ax():
+def quiet_single_threaded_ax():
+    r"""Ax logs every trial; and the small matrices here run faster on one thread
+    (and much faster on a busy shared machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     set_ax_logger_levels(logging.WARNING)
     yield
     set_ax_logger_levels(logging.INFO)
+    torch.set_num_threads(threads)
 
 
 class UserMatern(ScaleKernel):
