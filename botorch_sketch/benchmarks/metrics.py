@@ -1,0 +1,490 @@
+r"""Benchmark metrics: per-run traces, seed aggregation, result files, probes.
+
+A :class:`RunTrace` stores what one run of one policy produced, per evaluation
+``t = 1..T``: the noiseless value of the evaluated point, the time spent in ``ask()``
+(selection; booked at the batch's first evaluation) and ``tell()`` (model update; booked
+at the batch's last evaluation), the batch each evaluation belongs to, and the
+policy's diagnostics after each batch. Derived curves:
+
+- cumulative regret ``R_t = sum_{s<=t} (f* - f(x_s))``;
+- regret ratio ``R_t / (t r_unif)`` (Calandriello et al., ICML 2020), with ``r_unif``
+  the expected per-step regret of uniform sampling (:func:`expected_uniform_regret`);
+- simple regret ``f* - max_{s<=t} f(x_s)`` (best point evaluated so far);
+- cumulative selection / update / total wall time (the total includes the policy's
+  ``reset``), batch size, diagnostics.
+
+Across seeds, curves are summarized by their mean and a Student-t 95% interval
+(:func:`mean_interval`). :class:`PeakMemoryMonitor` measures peak memory and
+:func:`measure_matmul_gflops` the machine's matrix-multiply throughput.
+"""
+
+from __future__ import annotations
+
+import csv
+import ctypes
+import json
+import math
+import os
+import resource
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.stats import t as student_t
+
+from botorch_sketch.benchmarks.policies.base import Problem
+
+#: Curves every trace provides, by name.
+CURVES = (
+    "cumulative_regret",
+    "regret_ratio",
+    "simple_regret",
+    "cumulative_ask_time",
+    "cumulative_tell_time",
+    "cumulative_time",
+    "batch_size",
+)
+
+
+def expected_uniform_regret(
+    problem: Problem, num_samples: int = 2**16, seed: int = 0
+) -> float:
+    r"""Expected per-step regret of uniform sampling.
+
+    Finite problems: the closed form ``f* - mean(arm_values)``. Box problems: a Monte
+    Carlo estimate ``f* - mean f(U)`` over ``num_samples`` seeded uniform points.
+
+    Args:
+        problem: The problem.
+        num_samples: Monte Carlo sample size (box problems).
+        seed: Monte Carlo seed (box problems).
+
+    Returns:
+        The expected regret per evaluation (positive unless ``f`` is constant).
+    """
+    if problem.is_finite:
+        return problem.optimum - float(problem.arm_values.double().mean())
+    generator = torch.Generator().manual_seed(seed)
+    unit = torch.rand(num_samples, problem.dim, generator=generator)
+    low, high = problem.bounds
+    points = low + unit.to(problem.bounds) * (high - low)
+    return problem.optimum - float(problem.objective(points).double().mean())
+
+
+@dataclass
+class RunTrace:
+    r"""Everything one run recorded, per evaluation (arrays of length ``T``).
+
+    Attributes:
+        problem: Problem name.
+        policy: Policy label.
+        seed: Run seed.
+        optimum: ``f*`` of the problem.
+        uniform_regret: Expected per-step regret of uniform sampling.
+        values: Noiseless value ``f(x_t)`` of each evaluated point.
+        ask_seconds: Selection time, booked at the first evaluation of each batch.
+        tell_seconds: Update time, booked at the last evaluation of each batch.
+        batch_index: Index (from 0) of the batch holding each evaluation.
+        diagnostics: Policy diagnostics after the batch holding each evaluation
+            (NaN where the policy did not report the key).
+        setup_seconds: Time of ``policy.reset`` (counted in the total time).
+        peak_memory_mb: Peak memory growth during the run.
+        memory_method: How it was measured (:class:`PeakMemoryMonitor`).
+    """
+
+    problem: str
+    policy: str
+    seed: int
+    optimum: float
+    uniform_regret: float
+    values: np.ndarray
+    ask_seconds: np.ndarray
+    tell_seconds: np.ndarray
+    batch_index: np.ndarray
+    diagnostics: dict[str, np.ndarray] = field(default_factory=dict)
+    setup_seconds: float = 0.0
+    peak_memory_mb: float = math.nan
+    memory_method: str = ""
+
+    @property
+    def horizon(self) -> int:
+        return len(self.values)
+
+    @property
+    def num_batches(self) -> int:
+        return int(self.batch_index[-1]) + 1 if self.horizon else 0
+
+    def curve(self, name: str) -> np.ndarray:
+        r"""The named curve (``T`` values): one of :data:`CURVES` or a diagnostic."""
+        if name in self.diagnostics:
+            return self.diagnostics[name]
+        steps = np.arange(1, self.horizon + 1)
+        if name == "cumulative_regret":
+            return np.cumsum(self.optimum - self.values)
+        if name == "regret_ratio":
+            if not self.uniform_regret > 0:
+                return np.full(self.horizon, math.nan)
+            return self.curve("cumulative_regret") / (steps * self.uniform_regret)
+        if name == "simple_regret":
+            return self.optimum - np.maximum.accumulate(self.values)
+        if name == "cumulative_ask_time":
+            return np.cumsum(self.ask_seconds)
+        if name == "cumulative_tell_time":
+            return np.cumsum(self.tell_seconds)
+        if name == "cumulative_time":
+            return self.setup_seconds + np.cumsum(self.ask_seconds + self.tell_seconds)
+        if name == "batch_size":
+            return np.bincount(self.batch_index)[self.batch_index].astype(float)
+        raise ValueError(f"Unknown curve {name!r}; known: {self.curve_names()}.")
+
+    def curve_names(self) -> list[str]:
+        return list(CURVES) + sorted(self.diagnostics)
+
+    def summary(self) -> dict[str, float]:
+        r"""Final values: regrets, times, batches, last diagnostics, memory."""
+        sizes = np.bincount(self.batch_index)
+        result = {
+            "horizon": self.horizon,
+            "cumulative_regret": float(self.curve("cumulative_regret")[-1]),
+            "regret_ratio": float(self.curve("regret_ratio")[-1]),
+            "simple_regret": float(self.curve("simple_regret")[-1]),
+            "ask_seconds": float(self.ask_seconds.sum()),
+            "tell_seconds": float(self.tell_seconds.sum()),
+            "setup_seconds": self.setup_seconds,
+            "total_seconds": float(self.curve("cumulative_time")[-1]),
+            "num_batches": self.num_batches,
+            "max_batch_size": int(sizes.max()),
+            "peak_memory_mb": self.peak_memory_mb,
+        }
+        for key, values in sorted(self.diagnostics.items()):
+            result[key] = float(values[-1])
+        return result
+
+
+def mean_interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, ...]:
+    r"""Mean and Student-t confidence interval over the first axis (the seeds).
+
+    Args:
+        samples: ``n x ...`` values, one row per seed.
+        level: Coverage of the interval.
+
+    Returns:
+        ``(mean, low, high)``; with one seed the interval collapses to the mean.
+    """
+    samples = np.asarray(samples, dtype=float)
+    n = samples.shape[0]
+    mean = samples.mean(axis=0)
+    if n < 2:
+        return mean, mean.copy(), mean.copy()
+    half = student_t.ppf(0.5 + level / 2, n - 1) * samples.std(axis=0, ddof=1)
+    half = half / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def group_traces(traces: Iterable[RunTrace]) -> dict[tuple[str, str], list[RunTrace]]:
+    r"""Group traces by ``(problem, policy)``, keeping first-seen order."""
+    groups: dict[tuple[str, str], list[RunTrace]] = {}
+    for trace in traces:
+        groups.setdefault((trace.problem, trace.policy), []).append(trace)
+    return groups
+
+
+def aggregate_curve(traces: Sequence[RunTrace], name: str) -> tuple[np.ndarray, ...]:
+    r"""``(t, mean, low, high)`` of a curve over seeds (common horizon)."""
+    horizon = min(trace.horizon for trace in traces)
+    stacked = np.stack([trace.curve(name)[:horizon] for trace in traces])
+    return (np.arange(1, horizon + 1), *mean_interval(stacked))
+
+
+_SUMMARY_KEYS = (
+    "cumulative_regret",
+    "regret_ratio",
+    "simple_regret",
+    "ask_seconds",
+    "tell_seconds",
+    "setup_seconds",
+    "total_seconds",
+    "num_batches",
+    "max_batch_size",
+    "peak_memory_mb",
+)
+
+
+def summarize(traces: Iterable[RunTrace]) -> list[dict[str, object]]:
+    r"""One row per ``(problem, policy)``: mean and 95% interval of final values."""
+    rows = []
+    for (problem, policy), group in group_traces(traces).items():
+        finals = [trace.summary() for trace in group]
+        keys = list(_SUMMARY_KEYS) + sorted(
+            {key for final in finals for key in final}
+            - set(_SUMMARY_KEYS)
+            - {"horizon"}
+        )
+        row: dict[str, object] = {
+            "problem": problem,
+            "policy": policy,
+            "horizon": min(final["horizon"] for final in finals),
+            "seeds": len(group),
+        }
+        for key in keys:
+            values = np.array([final.get(key, math.nan) for final in finals])
+            mean, low, high = mean_interval(values)
+            row[key] = float(mean)
+            row[f"{key}_low"] = float(low)
+            row[f"{key}_high"] = float(high)
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: Sequence[dict[str, object]]) -> str:
+    r"""A fixed-width text table of :func:`summarize` rows (mean +- half interval)."""
+    columns = [
+        ("problem", "problem", "{}"),
+        ("policy", "policy", "{}"),
+        ("horizon", "T", "{}"),
+        ("seeds", "seeds", "{}"),
+        ("cumulative_regret", "cum. regret", "{:.4g}"),
+        ("regret_ratio", "regret ratio", "{:.4f}"),
+        ("simple_regret", "simple regret", "{:.4f}"),
+        ("ask_seconds", "select s", "{:.2f}"),
+        ("tell_seconds", "update s", "{:.2f}"),
+        ("total_seconds", "total s", "{:.2f}"),
+        ("max_batch_size", "max batch", "{:.0f}"),
+        ("dictionary_size", "dict size", "{:.0f}"),
+        ("peak_memory_mb", "peak MiB", "{:.0f}"),
+    ]
+    interval_keys = {
+        "cumulative_regret",
+        "regret_ratio",
+        "simple_regret",
+        "total_seconds",
+    }
+    cells = []
+    for row in rows:
+        line = []
+        for key, _, fmt in columns:
+            value = row.get(key)
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                line.append("-")
+                continue
+            text = fmt.format(value)
+            if key in interval_keys and row["seeds"] > 1:
+                text += " +- " + fmt.format(
+                    (row[f"{key}_high"] - row[f"{key}_low"]) / 2
+                )
+            line.append(text)
+        cells.append(line)
+    headers = [header for _, header, _ in columns]
+    widths = [
+        max(len(headers[i]), *(len(line[i]) for line in cells)) if cells else len(h)
+        for i, h in enumerate(headers)
+    ]
+
+    def render(line: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True))
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([render(headers), rule, *(render(line) for line in cells)])
+
+
+def checkpoints(horizon: int, max_points: int = 500) -> np.ndarray:
+    r"""At most ``max_points`` evenly spaced steps in ``1..horizon``, both included."""
+    return np.unique(np.linspace(1, horizon, min(horizon, max_points)).round()).astype(
+        int
+    )
+
+
+def write_results(
+    traces: Sequence[RunTrace],
+    output_dir: str | Path,
+    metadata: dict[str, object],
+    max_points: int = 500,
+) -> list[Path]:
+    r"""Write ``summary.csv``, ``curves.csv`` and ``results.json`` to ``output_dir``.
+
+    ``curves.csv`` (long format: problem, policy, seed, t, one column per curve) and
+    the per-run curves in ``results.json`` keep at most ``max_points`` checkpoints per
+    run (:func:`checkpoints`), always including ``t = 1`` and ``t = T``.
+
+    Returns:
+        The written paths.
+    """
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    rows = summarize(traces)
+    summary_path = output_dir / "summary.csv"
+    fieldnames = list(dict.fromkeys(key for row in rows for key in row))
+    with summary_path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fieldnames, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    names = list(dict.fromkeys(n for trace in traces for n in trace.curve_names()))
+    runs = []
+    curves_path = output_dir / "curves.csv"
+    with curves_path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["problem", "policy", "seed", "t", *names])
+        for trace in traces:
+            steps = checkpoints(trace.horizon, max_points)
+            curves = {
+                name: (
+                    trace.curve(name)[steps - 1]
+                    if name in trace.curve_names()
+                    else np.full(len(steps), math.nan)
+                )
+                for name in names
+            }
+            for i, step in enumerate(steps):
+                writer.writerow(
+                    [trace.problem, trace.policy, trace.seed, int(step)]
+                    + [repr(float(curves[name][i])) for name in names]
+                )
+            runs.append(
+                {
+                    "problem": trace.problem,
+                    "policy": trace.policy,
+                    "seed": trace.seed,
+                    "memory_method": trace.memory_method,
+                    "summary": trace.summary(),
+                    "curves": {"t": steps.tolist()}
+                    | {name: _finite_list(curves[name]) for name in names},
+                }
+            )
+    results_path = output_dir / "results.json"
+    payload = {"metadata": metadata, "summary": rows, "runs": runs}
+    results_path.write_text(json.dumps(_json_safe(payload), indent=1))
+    return [summary_path, curves_path, results_path]
+
+
+def _finite_list(values: np.ndarray) -> list[float | None]:
+    return [float(v) if math.isfinite(v) else None for v in values]
+
+
+def _json_safe(value: object) -> object:
+    r"""Replace NaN/inf floats by None (strict JSON)."""
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _current_rss_bytes() -> int | None:
+    r"""Resident set size from ``/proc/self/statm`` (None where unavailable)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _max_rss_bytes() -> int:
+    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB elsewhere
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+def _release_free_heap() -> None:
+    r"""Return freed heap pages to the OS (glibc only) so baselines are not inflated."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+class PeakMemoryMonitor:
+    r"""Peak memory growth of the process during a ``with`` block, in MiB.
+
+    CPU: a background thread samples the resident set size (``/proc/self/statm``)
+    every ``interval`` seconds; the result is the highest sample minus the RSS at
+    entry (after asking glibc to return freed heap pages). Tensors allocated before
+    the block (the problem's data) are not counted, and an allocation living shorter
+    than ``interval`` can be missed. Where ``/proc`` is unavailable the growth of
+    ``getrusage`` max RSS is used, a lower bound (it only moves past the earlier
+    process peak); ``method`` says which was used. CUDA devices: the growth of
+    ``torch.cuda.max_memory_allocated``, exact for tensors.
+
+    Example:
+        >>> with PeakMemoryMonitor() as monitor:
+        ...     x = torch.ones(10**7)
+        >>> monitor.peak_mb  # about 38
+    """
+
+    def __init__(
+        self, device: torch.device | str | None = None, interval: float = 0.005
+    ):
+        self.device = (
+            torch.device(device) if device is not None else torch.device("cpu")
+        )
+        self.interval = interval
+        self.peak_mb = math.nan
+        self.method = ""
+
+    def __enter__(self) -> PeakMemoryMonitor:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._baseline = torch.cuda.memory_allocated(self.device)
+            self.method = "cuda max_memory_allocated growth"
+            return self
+        _release_free_heap()
+        self._baseline = _current_rss_bytes()
+        if self._baseline is None:
+            self._baseline = _max_rss_bytes()
+            self.method = "ru_maxrss growth (lower bound)"
+            return self
+        self.method = f"sampled RSS growth (every {self.interval * 1e3:g} ms)"
+        self._peak = self._baseline
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self._peak = max(self._peak, _current_rss_bytes() or 0)
+            time.sleep(self.interval)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            peak = torch.cuda.max_memory_allocated(self.device)
+        elif self.method.startswith("ru_maxrss"):
+            peak = _max_rss_bytes()
+        else:
+            self._stop.set()
+            self._thread.join()
+            peak = max(self._peak, _current_rss_bytes() or 0)
+        self.peak_mb = max(peak - self._baseline, 0) / 2**20
+
+
+def measure_matmul_gflops(
+    size: int = 1024,
+    repeats: int = 3,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> float:
+    r"""Best-of-``repeats`` throughput of a ``size x size`` matrix product, GFLOP/s.
+
+    Counts ``2 size^3`` floating-point operations per product, measured now on the
+    given dtype and device (after one warm-up product).
+    """
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(size, size, generator=generator).to(dtype=dtype, device=device)
+    b = torch.randn(size, size, generator=generator).to(dtype=dtype, device=device)
+    sync = torch.cuda.synchronize if a.is_cuda else (lambda: None)
+    a @ b
+    sync()
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size**3 / best / 1e9

@@ -1,0 +1,189 @@
+r"""Named benchmark presets: the built-in comparison and the papers' setups.
+
+Each :class:`Preset` lists problem specs (:func:`~.problems.make_problem`), policies
+with their options, the horizon ``T`` and the seeds, plus a *smoke* variant (reduced
+``T``, one seed, smaller problems and cheaper policy options) that runs in seconds for
+CI. Presets:
+
+- ``default``: BBKB vs BKB vs exact GP-UCB vs uniform on Rosenbrock-8 (negated,
+  rescaled to ``[0, 1]``, lengthscale ``0.5 sqrt(8)`` on the unit cube) over 20,000
+  seeded random arms, ``T = 400``, 2 seeds.
+- ``bbkb-abalone`` / ``bbkb-cadata``: Calandriello et al. (ICML 2020), Appendix D:
+  regression datasets as arm sets, Gaussian kernel bandwidth 17.5 / 12.5 (taken as
+  the RBF lengthscale on standardized features), ``F = 1``, ``delta = 1/T``,
+  ``qbar = 2``, ``T = 10^4``, noise std 0.01. They need ``data_dir``.
+- ``threds-branin`` / ``threds-rosenbrock``: Salgia et al. (NeurIPS 2021): GP-ThreDS
+  vs IGP-UCB on the rescaled 2-d functions, noise variance 0.01, ``T = 1000``,
+  10 seeds (the policies read the paper's per-problem settings from the problem name).
+- ``sgpts-hartmann6``: Vakili et al. (NeurIPS 2021): Hartmann-6, noise variance 0.5,
+  250 initial points then 40 batches of 100 (``T = 4250``), ``m = 100`` inducing
+  points, ``M = 1000`` random features.
+
+Policy option names follow the policies' constructors; the BBKB/BKB options are
+``qbar``, ``rkhs_bound`` and ``delta``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from botorch_sketch.benchmarks.registry import PerHorizon, PolicyConfig
+
+ONE_OVER_T = PerHorizon(lambda horizon: 1.0 / horizon, "1/T")
+
+
+@dataclass(frozen=True)
+class Preset:
+    r"""A reproducible benchmark configuration.
+
+    Attributes:
+        name: Preset name.
+        description: One line for ``--list``.
+        problems: Problem specs.
+        policies: Policies with their options.
+        horizon: Evaluations per run.
+        seeds: Run seeds.
+        smoke_horizon: ``T`` of the smoke variant.
+        smoke_problem_settings: Problem settings applied in the smoke variant
+            (e.g. fewer arms).
+        smoke_options: Extra policy options of the smoke variant, by policy label.
+        needs_data: Whether the problems read CSV files from ``data_dir``.
+    """
+
+    name: str
+    description: str
+    problems: tuple[str, ...]
+    policies: tuple[PolicyConfig, ...]
+    horizon: int
+    seeds: tuple[int, ...]
+    smoke_horizon: int
+    smoke_problem_settings: Mapping[str, object] = field(default_factory=dict)
+    smoke_options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    needs_data: bool = False
+
+    def variant(
+        self, smoke: bool
+    ) -> tuple[tuple[PolicyConfig, ...], int, tuple[int, ...], dict[str, object]]:
+        r"""``(policies, horizon, seeds, problem settings)`` of the full/smoke run."""
+        if not smoke:
+            return self.policies, self.horizon, self.seeds, {}
+        policies = tuple(
+            config.with_options(self.smoke_options.get(config.label, {}))
+            for config in self.policies
+        )
+        return (
+            policies,
+            self.smoke_horizon,
+            self.seeds[:1],
+            dict(self.smoke_problem_settings),
+        )
+
+
+_BBKB_OPTIONS = {"qbar": 2.0, "rkhs_bound": 1.0, "delta": ONE_OVER_T}
+
+
+def _bbkb_paper(dataset: str, bandwidth: float) -> Preset:
+    return Preset(
+        name=f"bbkb-{dataset}",
+        description=f"BBKB paper (ICML 2020, App. D) on {dataset}: bandwidth "
+        f"{bandwidth}, noise std 0.01, T = 10^4",
+        problems=(f"{dataset}:lengthscale={bandwidth}:noise_std=0.01",),
+        policies=(
+            PolicyConfig("bbkb", options=_BBKB_OPTIONS),
+            PolicyConfig("bkb", options=_BBKB_OPTIONS),
+            PolicyConfig("exact-ucb"),
+            PolicyConfig("exact-bucb"),
+            PolicyConfig("epsilon-greedy"),
+            PolicyConfig("uniform"),
+        ),
+        horizon=10_000,
+        seeds=(0, 1, 2),
+        smoke_horizon=40,
+        smoke_problem_settings={"rows": 2000},
+        needs_data=True,
+    )
+
+
+def _threds_paper(function: str) -> Preset:
+    return Preset(
+        name=f"threds-{function}",
+        description=f"GP-ThreDS paper (NeurIPS 2021) on rescaled {function}: noise "
+        "variance 0.01, T = 1000, 10 seeds",
+        problems=(f"threds_{function}",),
+        policies=(
+            PolicyConfig("gp-threds"),
+            PolicyConfig("igp-ucb"),
+            PolicyConfig("epsilon-greedy"),
+            PolicyConfig("uniform"),
+        ),
+        horizon=1000,
+        seeds=tuple(range(10)),
+        smoke_horizon=30,
+    )
+
+
+_SGPTS_OPTIONS = {
+    "batch_size": 100,
+    "num_initial": 250,
+    "num_features": 1000,
+}
+_SGPTS_SMOKE = {
+    "batch_size": 10,
+    "num_initial": 10,
+    "num_features": 128,
+    "raw_samples": 256,
+    "num_restarts": 2,
+}
+
+PRESETS: dict[str, Preset] = {
+    preset.name: preset
+    for preset in (
+        Preset(
+            name="default",
+            description="BBKB vs BKB vs exact GP-UCB vs uniform, Rosenbrock-8 on "
+            "20,000 arms, T = 400, 2 seeds",
+            problems=("rosenbrock:dim=8:arms=20000",),
+            policies=(
+                PolicyConfig("bbkb"),
+                PolicyConfig("bkb"),
+                PolicyConfig("exact-ucb"),
+                PolicyConfig("uniform"),
+            ),
+            horizon=400,
+            seeds=(0, 1),
+            smoke_horizon=40,
+            smoke_problem_settings={"arms": 2000},
+        ),
+        _bbkb_paper("abalone", 17.5),
+        _bbkb_paper("cadata", 12.5),
+        _threds_paper("branin"),
+        _threds_paper("rosenbrock"),
+        Preset(
+            name="sgpts-hartmann6",
+            description="S-GP-TS paper (NeurIPS 2021): Hartmann-6, noise variance 0.5, "
+            "250 initial points + 40 batches of 100",
+            problems=("sgpts_hartmann6",),
+            policies=(
+                PolicyConfig("sgpts", options=_SGPTS_OPTIONS | {"num_inducing": 100}),
+                PolicyConfig("exact-gpts", options=_SGPTS_OPTIONS),
+                PolicyConfig("uniform", options={"batch_size": 100}),
+            ),
+            horizon=4250,
+            seeds=(0, 1, 2),
+            smoke_horizon=30,
+            smoke_options={
+                "sgpts": _SGPTS_SMOKE | {"num_inducing": 10},
+                "exact-gpts": _SGPTS_SMOKE,
+                "uniform": {"batch_size": 10},
+            },
+        ),
+    )
+}
+
+
+def get_preset(name: str) -> Preset:
+    r"""Return the preset ``name`` (ValueError listing the known ones otherwise)."""
+    if name not in PRESETS:
+        raise ValueError(f"Unknown preset {name!r}; known: {sorted(PRESETS)}.")
+    return PRESETS[name]

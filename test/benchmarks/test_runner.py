@@ -1,0 +1,185 @@
+import numpy as np
+import pytest
+import torch
+
+from botorch_sketch.benchmarks import registry
+from botorch_sketch.benchmarks.policies.base import Policy
+from botorch_sketch.benchmarks.problems import make_synthetic_problem
+from botorch_sketch.benchmarks.registry import PolicyConfig, register_policy
+from botorch_sketch.benchmarks.runner import (
+    environment_metadata,
+    run_benchmark,
+    run_policy,
+)
+
+
+class ScriptedPolicy(Policy):
+    r"""Plays arms 0, 1, 2, ... in batches of ``size``; records what it was told."""
+
+    name = "scripted"
+    supports_box = True
+
+    def __init__(self, size=3, chosen=None):
+        self.size = size
+        self.fixed = chosen
+
+    def reset(self, problem, horizon, generator):
+        self.problem = problem
+        self.next = 0
+        self.told = []
+        self.first_draw = int(torch.randint(10**6, (1,), generator=generator))
+
+    def ask(self):
+        if self.fixed is not None:
+            return self.fixed
+        if not self.problem.is_finite:
+            return torch.full((self.size, self.problem.dim), 0.5, dtype=torch.float64)
+        batch = torch.arange(self.next, self.next + self.size)
+        self.next += self.size
+        return batch
+
+    def tell(self, chosen, rewards):
+        self.told.append((chosen.clone(), rewards.clone()))
+
+    def diagnostics(self):
+        return {"told": float(len(self.told))}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return make_synthetic_problem("ackley", dim=2, num_arms=40, noise_std=0.5)
+
+
+def test_exact_horizon_truncation_and_records(problem):
+    policy = ScriptedPolicy(size=3)
+    trace = run_policy(problem, policy, horizon=10, seed=1, progress=False)
+    assert trace.horizon == 10 and trace.policy == "scripted"
+    assert [len(c) for c, _ in policy.told] == [3, 3, 3, 1]  # last batch truncated
+    assert torch.cat([c for c, _ in policy.told]).tolist() == list(range(10))
+    np.testing.assert_allclose(trace.values, problem.arm_values[:10].numpy())
+    assert trace.batch_index.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]
+    assert trace.curve("batch_size").tolist() == [3] * 9 + [1]
+    assert trace.diagnostics["told"].tolist() == [1] * 3 + [2] * 3 + [3] * 3 + [4]
+    assert (trace.ask_seconds[[1, 2, 4, 5, 7, 8]] == 0).all()
+    assert (trace.tell_seconds[[0, 1, 3, 4, 6, 7]] == 0).all()
+    assert trace.setup_seconds >= 0 and trace.memory_method
+    assert trace.uniform_regret == pytest.approx(
+        problem.optimum - float(problem.arm_values.mean())
+    )
+
+
+def test_noise_and_seeds(problem):
+    policy = ScriptedPolicy(size=40, chosen=torch.arange(40))
+    run_policy(problem, policy, horizon=4000, seed=3, progress=False)
+    noise = torch.cat([r - problem.arm_values[c] for c, r in policy.told])
+    assert abs(noise.mean().item()) < 0.03 and abs(noise.std().item() - 0.5) < 0.02
+    again = ScriptedPolicy(size=40, chosen=torch.arange(40))
+    run_policy(problem, again, horizon=4000, seed=3, progress=False)
+    other = ScriptedPolicy(size=40, chosen=torch.arange(40))
+    run_policy(problem, other, horizon=4000, seed=4, progress=False)
+    # Same seed: same rewards and policy randomness; another seed: different ones.
+    assert torch.equal(policy.told[5][1], again.told[5][1])
+    assert policy.first_draw == again.first_draw != other.first_draw
+    assert not torch.equal(policy.told[5][1], other.told[5][1])
+
+
+def test_box_problem_uses_the_objective():
+    box = make_synthetic_problem("branin")
+    trace = run_policy(box, ScriptedPolicy(size=2), horizon=3, progress=False)
+    centre = box.objective(torch.full((1, 2), 0.5, dtype=torch.float64)).item()
+    np.testing.assert_allclose(trace.values, [centre] * 3)
+
+
+@pytest.mark.parametrize(
+    "chosen, match",
+    [
+        (torch.tensor([0, 40]), "outside"),
+        (torch.tensor([[0, 1]]), "1-d LongTensor"),
+        (torch.tensor([0.0]), "LongTensor"),
+        (torch.tensor([], dtype=torch.long), "non-empty"),
+        ([0, 1], "tensor"),
+    ],
+)
+def test_invalid_batches_raise(problem, chosen, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        run_policy(problem, ScriptedPolicy(chosen=chosen), 5, progress=False)
+
+
+def test_invalid_box_points_and_arguments(problem):
+    box = make_synthetic_problem("branin")
+    outside = torch.tensor([[0.5, 1.5]], dtype=torch.float64)
+    with pytest.raises(ValueError, match="bounds"):
+        run_policy(box, ScriptedPolicy(chosen=outside), 5, progress=False)
+    with pytest.raises(ValueError, match="b x 2"):
+        run_policy(box, ScriptedPolicy(chosen=torch.zeros(1, 3)), 5, progress=False)
+    with pytest.raises(ValueError, match="horizon"):
+        run_policy(problem, ScriptedPolicy(), 0, progress=False)
+    with pytest.raises(ValueError, match="seed"):
+        run_policy(problem, ScriptedPolicy(), 5, seed=-1, progress=False)
+    finite_only = ScriptedPolicy()
+    finite_only.supports_box = False
+    with pytest.raises(ValueError, match="box"):
+        run_policy(box, finite_only, 5, progress=False)
+
+
+@pytest.fixture
+def fake_registry(monkeypatch):
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    register_policy("scripted", __name__, "ScriptedPolicy", "test policy")
+    register_policy("ghost", "botorch_sketch.benchmarks.policies.ghost", "G", "none")
+
+
+def test_run_benchmark_skips_with_notes(problem, fake_registry):
+    box = make_synthetic_problem("branin")
+    lines = []
+    traces, notes = run_benchmark(
+        [problem, box],
+        [
+            PolicyConfig("scripted", options={"size": 2}),
+            PolicyConfig("ghost"),
+            PolicyConfig("exact-ucb"),
+        ],
+        horizon=6,
+        seeds=[0, 1],
+        progress=False,
+        log=lines.append,
+    )
+    runs = [(t.problem, t.policy, t.seed) for t in traces]
+    assert runs == [
+        ("ackley2_40", "scripted", 0),
+        ("ackley2_40", "scripted", 1),
+        ("ackley2_40", "exact-ucb", 0),
+        ("ackley2_40", "exact-ucb", 1),
+        ("branin2", "scripted", 0),
+        ("branin2", "scripted", 1),
+    ]
+    assert len(notes) == 2 and "ghost" in notes[0] and "does not exist" in notes[0]
+    assert "exact-ucb on branin2" in notes[1]
+    assert lines == [f"note: {note}" for note in notes]
+
+
+def test_run_benchmark_validates_before_running(problem, fake_registry):
+    with pytest.raises(ValueError, match="no option"):
+        run_benchmark(
+            [problem],
+            [PolicyConfig("scripted"), PolicyConfig("uniform", options={"typo": 1})],
+            horizon=3,
+            seeds=[0],
+            progress=False,
+        )
+    with pytest.raises(ValueError, match="unique"):
+        run_benchmark(
+            [problem],
+            [PolicyConfig("uniform"), PolicyConfig("uniform")],
+            horizon=3,
+            seeds=[0],
+            progress=False,
+        )
+    with pytest.raises(ValueError, match="seeds"):
+        run_benchmark([problem], [PolicyConfig("uniform")], 3, [], progress=False)
+
+
+def test_environment_metadata():
+    metadata = environment_metadata(torch.float64)
+    assert metadata["matmul_gflops"] > 0 and metadata["dtype"] == "float64"
+    assert metadata["torch_threads"] == torch.get_num_threads()
