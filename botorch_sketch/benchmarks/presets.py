@@ -7,11 +7,16 @@ CI. Presets:
 
 - ``default``: BBKB vs BKB vs exact GP-UCB vs uniform on Rosenbrock-8 (negated,
   rescaled to ``[0, 1]``, lengthscale ``0.5 sqrt(8)`` on the unit cube) over 20,000
-  seeded random arms, ``T = 400``, 2 seeds.
+  seeded random arms, ``T = 400``, 2 seeds. All GP policies share the model noise
+  (ridge) ``lambda = 1`` (BBKB's regime: with ``lambda = noise_std^2 = 1e-4`` the
+  dictionary keeps every pulled arm and batches stay at one point) and the constant
+  radius 1 on the Bayesian scale.
 - ``bbkb-abalone`` / ``bbkb-cadata``: Calandriello et al. (ICML 2020), Appendix D:
   regression datasets as arm sets, Gaussian kernel bandwidth 17.5 / 12.5 (taken as
   the RBF lengthscale on standardized features), ``F = 1``, ``delta = 1/T``,
-  ``qbar = 2``, ``T = 10^4``, noise std 0.01. They need ``data_dir``.
+  ``qbar = 2``, ``T = 10^4``, reward noise std 0.01, ``lambda = 1``. BBKB and BKB use
+  the theory radius (Theorem 2); ``bbkb-const`` is BBKB with the constant radius the
+  exact baselines use. They need ``data_dir``.
 - ``threds-branin`` / ``threds-rosenbrock``: Salgia et al. (NeurIPS 2021): GP-ThreDS
   vs IGP-UCB on the rescaled 2-d functions, noise variance 0.01, ``T = 1000``,
   10 seeds (the policies read the paper's per-problem settings from the problem name).
@@ -19,8 +24,7 @@ CI. Presets:
   250 initial points then 40 batches of 100 (``T = 4250``), ``m = 100`` inducing
   points, ``M = 1000`` random features.
 
-Policy option names follow the policies' constructors; the BBKB/BKB options are
-``qbar``, ``rkhs_bound`` and ``delta``.
+Policy option names follow the policies' constructors (checked when a run starts).
 """
 
 from __future__ import annotations
@@ -80,7 +84,12 @@ class Preset:
         )
 
 
-_BBKB_OPTIONS = {"qbar": 2.0, "rkhs_bound": 1.0, "delta": ONE_OVER_T}
+_BBKB_OPTIONS = {
+    "radius": "theory",
+    "qbar": 2.0,
+    "rkhs_bound": 1.0,
+    "delta": ONE_OVER_T,
+}
 
 
 def _bbkb_paper(dataset: str, bandwidth: float) -> Preset:
@@ -88,10 +97,13 @@ def _bbkb_paper(dataset: str, bandwidth: float) -> Preset:
         name=f"bbkb-{dataset}",
         description=f"BBKB paper (ICML 2020, App. D) on {dataset}: bandwidth "
         f"{bandwidth}, noise std 0.01, T = 10^4",
-        problems=(f"{dataset}:lengthscale={bandwidth}:noise_std=0.01",),
+        problems=(
+            f"{dataset}:lengthscale={bandwidth}:noise_std=0.01:noise_variance=1",
+        ),
         policies=(
             PolicyConfig("bbkb", options=_BBKB_OPTIONS),
             PolicyConfig("bkb", options=_BBKB_OPTIONS),
+            PolicyConfig("bbkb", "bbkb-const", options={"qbar": 2.0}),
             PolicyConfig("exact-ucb"),
             PolicyConfig("exact-bucb"),
             PolicyConfig("epsilon-greedy"),
@@ -99,8 +111,8 @@ def _bbkb_paper(dataset: str, bandwidth: float) -> Preset:
         ),
         horizon=10_000,
         seeds=(0, 1, 2),
-        smoke_horizon=40,
-        smoke_problem_settings={"rows": 2000},
+        smoke_horizon=30,
+        smoke_problem_settings={"rows": 1000},
         needs_data=True,
     )
 
@@ -143,7 +155,7 @@ PRESETS: dict[str, Preset] = {
             name="default",
             description="BBKB vs BKB vs exact GP-UCB vs uniform, Rosenbrock-8 on "
             "20,000 arms, T = 400, 2 seeds",
-            problems=("rosenbrock:dim=8:arms=20000",),
+            problems=("rosenbrock:dim=8:arms=20000:noise_variance=1",),
             policies=(
                 PolicyConfig("bbkb"),
                 PolicyConfig("bkb"),
@@ -152,8 +164,8 @@ PRESETS: dict[str, Preset] = {
             ),
             horizon=400,
             seeds=(0, 1),
-            smoke_horizon=40,
-            smoke_problem_settings={"arms": 2000},
+            smoke_horizon=30,
+            smoke_problem_settings={"arms": 1000},
         ),
         _bbkb_paper("abalone", 17.5),
         _bbkb_paper("cadata", 12.5),

@@ -89,6 +89,12 @@ def _uniform(num: int, bounds: Tensor, seed: int, *, offset: int = 0) -> Tensor:
     return bounds[0] + unit * (bounds[1] - bounds[0])
 
 
+def _suggest_noise(hyperparameters: dict[str, float], value: float | None) -> None:
+    r"""Record a suggested model noise variance (None: policies use noise_std^2)."""
+    if value is not None:
+        hyperparameters["noise_variance"] = check_positive(value, "noise_variance")
+
+
 def _check_count(value: int | None, name: str) -> None:
     if value is None:
         return
@@ -160,6 +166,7 @@ def make_synthetic_problem(
     rescale: bool = True,
     lengthscale: float | None = None,
     outputscale: float | None = None,
+    noise_variance: float | None = None,
     seed: int = 0,
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
@@ -183,6 +190,8 @@ def make_synthetic_problem(
             ``0.5 sqrt(d)``.
         outputscale: Suggested kernel variance; default 1 when rescaled, else the
             empirical variance of the values.
+        noise_variance: Suggested model noise variance (the ridge ``lambda``) shared
+            by the GP policies; default (None) ``noise_std ** 2``.
         seed: Seed of the arm set (and of the Monte Carlo range estimate).
         dtype: Floating dtype of all tensors.
         device: Device of all tensors.
@@ -249,6 +258,7 @@ def make_synthetic_problem(
         "lengthscale": 0.5 * math.sqrt(d) if lengthscale is None else lengthscale,
         "outputscale": default_outputscale if outputscale is None else outputscale,
     }
+    _suggest_noise(hyperparameters, noise_variance)
     if name is None:
         stem = key if key.endswith(str(d)) else f"{key}{d}"
         name = stem + ("" if num_arms is None else f"_{num_arms}")
@@ -309,6 +319,7 @@ def make_dataset_problem(
     noise_std: float = 0.01,
     lengthscale: float | None = None,
     outputscale: float = 1.0,
+    noise_variance: float | None = None,
     max_rows: int | None = None,
     seed: int = 0,
     dtype: torch.dtype = torch.float64,
@@ -328,6 +339,8 @@ def make_dataset_problem(
         noise_std: Reward noise standard deviation.
         lengthscale: Suggested RBF lengthscale; default ``sqrt(d)``.
         outputscale: Suggested kernel variance.
+        noise_variance: Suggested model noise variance (see
+            :func:`make_synthetic_problem`).
         max_rows: Keep a seeded random subset of this many rows (None: all).
         seed: Seed of that subset.
         dtype: Floating dtype of all tensors.
@@ -365,6 +378,11 @@ def make_dataset_problem(
         return values[nearest]
 
     d = arms.shape[-1]
+    hyperparameters = {
+        "lengthscale": math.sqrt(d) if lengthscale is None else lengthscale,
+        "outputscale": outputscale,
+    }
+    _suggest_noise(hyperparameters, noise_variance)
     return Problem(
         name=Path(path).stem if name is None else name,
         bounds=bounds,
@@ -373,10 +391,7 @@ def make_dataset_problem(
         optimum=float(values.max()),
         arms=arms,
         arm_values=values,
-        hyperparameters={
-            "lengthscale": math.sqrt(d) if lengthscale is None else lengthscale,
-            "outputscale": outputscale,
-        },
+        hyperparameters=hyperparameters,
     )
 
 
@@ -495,6 +510,7 @@ _SPEC_KEYS = {
     "noise_std": float,
     "lengthscale": float,
     "outputscale": float,
+    "noise_variance": float,
     "rescale": lambda text: _parse_bool(text, "rescale"),
     "seed": int,
     "target": lambda text: int(text) if text.lstrip("-").isdigit() else text,
@@ -515,7 +531,8 @@ def parse_problem_spec(spec: str) -> tuple[str, dict[str, object]]:
     r"""Split ``"name:key=value:..."`` into the name and typed settings.
 
     Keys: ``dim``, ``arms`` (``0`` or ``none`` for the box), ``noise_std``,
-    ``lengthscale``, ``outputscale``, ``rescale``, ``seed``, ``target``, ``rows``.
+    ``lengthscale``, ``outputscale``, ``noise_variance`` (suggested model noise),
+    ``rescale``, ``seed``, ``target``, ``rows``.
     """
     name, *parts = spec.split(":")
     if not name:
@@ -583,7 +600,14 @@ def make_problem(
 
     if name.lower() in SYNTHETIC_FUNCTIONS:
         s = take(
-            "dim", "arms", "noise_std", "lengthscale", "outputscale", "rescale", "seed"
+            "dim",
+            "arms",
+            "noise_std",
+            "lengthscale",
+            "outputscale",
+            "noise_variance",
+            "rescale",
+            "seed",
         )
         return make_synthetic_problem(name, num_arms=s.pop("arms", None), **s, **common)
     if name in KNOWN_DATASETS or name.endswith(".csv"):
@@ -596,7 +620,15 @@ def make_problem(
             path = Path(data_dir) / f"{name}.csv"
         if not path.is_file():
             raise ValueError(f"Dataset file {str(path)!r} not found.")
-        s = take("noise_std", "lengthscale", "outputscale", "target", "rows", "seed")
+        s = take(
+            "noise_std",
+            "lengthscale",
+            "outputscale",
+            "noise_variance",
+            "target",
+            "rows",
+            "seed",
+        )
         return make_dataset_problem(
             path,
             max_rows=s.pop("rows", None),
