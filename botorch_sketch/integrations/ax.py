@@ -273,15 +273,16 @@ def next_bbkb_batch_size(
 ) -> int:
     r"""How many trials to request next so that they form one BBKB adaptive batch.
 
-    In the initialization phase this is the number of initialization trials Ax can
-    still generate. In the BKB phase the strategy's ``NystromGP`` is fitted to all
-    data (``GenerationStrategy.fit``; the following ``get_next_trials`` reuses the
-    fit) and :func:`~botorch_sketch.generation.bbkb.gen_bbkb_batch` runs BBKB's greedy
-    batch with the strategy's ``beta`` on ``num_candidates`` scrambled Sobol points of
-    the search space; its size is returned. Ax then picks that many arms itself with
+    In the initialization phase this is the number of initialization trials Ax
+    admits now (1 for the center point, or when Ax sets no limit). In the BKB phase
+    the strategy's ``NystromGP`` is fitted to all data (``GenerationStrategy.fit``;
+    the following ``get_next_trials`` reuses the fit) and
+    :func:`~botorch_sketch.generation.bbkb.gen_bbkb_batch` runs BBKB's greedy batch
+    with the strategy's ``beta`` on ``num_candidates`` scrambled Sobol points of the
+    search space; its size is returned. Ax then picks that many arms itself with
     BKB-UCB and the batch so far as ``X_pending``: the same greedy batch, optimized
-    over the continuous space instead of the Sobol points, so the size is an
-    estimate from the candidate set.
+    over the continuous space instead of the Sobol points, so the size is an estimate
+    from the candidate set.
 
     BBKB batches are synchronous: no trial may be running (complete, fail or
     abandon them first).
@@ -338,7 +339,12 @@ def next_bbkb_batch_size(
         return 0
     cap = [size for size in (limit, max_batch_size) if size is not None and size > 0]
     if generation_strategy.current_node_name != MODEL_NODE:
-        return min(cap) if cap else 1
+        initialization = limit if limit > 0 else 1
+        return (
+            initialization
+            if max_batch_size is None
+            else min(initialization, max_batch_size)
+        )
     generator = _fitted_botorch_generator(generation_strategy)
     model = generator.surrogate.model
     if not isinstance(model, NystromGP):
