@@ -254,7 +254,8 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         Args:
             X: ``batch x n' x d`` new inputs (in the original input space).
             Y: ``batch' x n' x 1`` new targets (original outcome space).
-            resparsify: Resample the copy's dictionary afterwards (unbatched only).
+            resparsify: Resample the copy's dictionary afterwards with this model's
+                (pre-update) variances, as BKB/BBKB do (unbatched only).
             generator: Random number generator for the resampling.
             kwargs: ``noise`` (heteroskedastic observation noise) is not supported.
 
@@ -270,7 +271,7 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         model = deepcopy(self)
         model._append(X_tf, y_tf)
         if resparsify:
-            model.resparsify(generator=generator)
+            model.resparsify(generator=generator, variance_model=self)
         return model
 
     def _transform_new_data(self, X: Tensor, Y: Tensor) -> tuple[Tensor, Tensor]:
@@ -311,24 +312,31 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         )
         self._state = state
 
-    def resparsify(self, generator: torch.Generator | None = None) -> NystromGP:
+    def resparsify(
+        self,
+        generator: torch.Generator | None = None,
+        variance_model: NystromGP | None = None,
+    ) -> NystromGP:
         r"""Redraw the dictionary from all observed points, in place.
 
         Each distinct observed point with ``c`` pulls is kept with probability
-        ``1 - (1 - min(1, qbar sigma~^2(x)))^c``, the variances computed with the
-        current dictionary and all observations; at least one point is kept. No
+        ``min(1, qbar c sigma~^2(x))``; at least one point is kept. No
         observation is dropped: only the dictionary changes.
 
         Args:
             generator: Random number generator for the Bernoulli draws.
+            variance_model: The model whose variances ``sigma~^2`` drive the draw:
+                by default this one; BKB/BBKB pass the model from before the last
+                update (``sigma~_{t-1}``, the start-of-batch ``sigma~_fb``).
 
         Returns:
             The model itself.
         """
+        reference = self if variance_model is None else variance_model
         U, counts, _ = distinct_rows(self._unbatched_inputs("resparsify"))
         with torch.no_grad():
             probabilities = inclusion_probabilities(
-                self.scaled_variance(U), counts, self.qbar
+                reference.scaled_variance(U), counts, self.qbar
             )
         self._set_dictionary(U[sample_dictionary(probabilities, generator)])
         return self

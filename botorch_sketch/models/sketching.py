@@ -1,11 +1,14 @@
 r"""Dictionary resampling by ridge leverage scores (BKB, Calandriello et al. 2019).
 
 Each distinct observed point ``x_i`` pulled ``c_i`` times enters the new dictionary
-with probability ``1 - (1 - p_i)^{c_i}``, where ``p_i = min(1, qbar * sigma~^2(x_i))``
-and ``sigma~^2`` is the posterior variance on the papers' scale (Bayesian variance
-divided by ``lambda``), i.e. an estimate of the ridge leverage score of ``x_i``. Each
-copy of the point is kept independently; the Nystrom projection only depends on which
-distinct points are kept, so copies need no weights.
+with probability ``p_i = min(1, qbar * c_i * sigma~^2(x_i))``: ``sigma~^2`` is the
+posterior variance on the papers' scale (Bayesian variance divided by ``lambda``), an
+estimate of the ridge leverage score of one copy, so ``c_i sigma~^2(x_i)`` is the
+leverage of the point with its multiplicity, and ``sum_i p_i / qbar`` estimates
+``d_eff`` (capped). The Nystrom projection only depends on which distinct points are
+kept, so kept points need no weights. (Drawing each copy independently instead would
+drop a well-pulled arm, ``c sigma~^2 ~ 1``, with probability ``~exp(-qbar)`` at every
+resampling, and its variance would jump back to the prior residual.)
 """
 
 from __future__ import annotations
@@ -25,10 +28,9 @@ def inclusion_probabilities(
         qbar: Oversampling factor ``>= 1``.
 
     Returns:
-        ``u`` probabilities ``1 - (1 - min(1, qbar sigma~^2))^{count}``.
+        ``u`` probabilities ``min(1, qbar count sigma~^2)``.
     """
-    p = (qbar * scaled_variances).clamp(0.0, 1.0)
-    return -torch.expm1(counts * torch.log1p(-p))
+    return (qbar * counts * scaled_variances).clamp(0.0, 1.0)
 
 
 def sample_dictionary(

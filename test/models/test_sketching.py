@@ -9,7 +9,8 @@ def test_inclusion_probabilities_by_hand():
     variances = torch.tensor([0.1, 0.3, 2.0, 0.05], dtype=torch.float64)
     counts = torch.tensor([1.0, 2.0, 1.0, 3.0], dtype=torch.float64)
     p = inclusion_probabilities(variances, counts, qbar=2.0)
-    expected = torch.tensor([0.2, 1 - 0.4**2, 1.0, 1 - 0.9**3], dtype=torch.float64)
+    # min(1, qbar * count * variance)
+    expected = torch.tensor([0.2, 1.0, 1.0, 0.3], dtype=torch.float64)
     torch.testing.assert_close(p, expected)
 
 
