@@ -131,6 +131,7 @@ class GPThreDS:
         mode: str = "cube",
         walk_delta: float = 0.25,
         readmit_after: int | None = None,
+        seed: int = 0,
     ) -> None:
         r"""Set up the first epoch (the whole box, ``tau`` the middle of ``f_range``).
 
@@ -162,6 +163,8 @@ class GPThreDS:
             readmit_after: Extension (see the module docstring): after this many
                 failed epochs in a row, restore the previous level's cubes. None
                 (default): never, as in the paper.
+            seed: Seeds the random first query of every test in mode ``"rwt"``
+                (mode ``"cube"`` makes no random choice).
         """
         check_bounds(bounds, "bounds")
         if f_range is None:
@@ -193,6 +196,7 @@ class GPThreDS:
             _check_int(max_depth, "max_depth", 0)
         if readmit_after is not None:
             _check_int(readmit_after, "readmit_after", 1)
+        _check_int(seed, "seed", 0)
         if mode not in ("cube", "rwt"):
             raise ValueError(f"`mode` must be 'cube' or 'rwt', got {mode!r}.")
 
@@ -205,6 +209,7 @@ class GPThreDS:
         self.grid_points, self.cap = grid_points, cap
         self.tol_coef, self.max_depth, self.mode = float(tol_coef), max_depth, mode
         self.readmit_after = readmit_after
+        self._generator = torch.Generator().manual_seed(seed)
         self._previous_cubes: list[Tensor] = []  # one set per refinement
         self._failures = 0
         self._search = ThresholdSearch(f_range, c_coef)
@@ -363,8 +368,9 @@ class GPThreDS:
         self, request: WalkRequest, points: Tensor, point_leaf: Tensor
     ) -> LocalTest:
         grid = points[request.leaves[point_leaf]]
-        centre = 0.5 * (request.box[0] + request.box[1])
-        first = int((grid - centre).norm(dim=-1).argmin())
+        # A random first query: a fixed one (e.g. the node's centre) decides most tests
+        # alone when the prior UCB is below tau, and the walk then cycles for ever.
+        first = int(torch.randint(grid.shape[0], (1,), generator=self._generator))
         delta = self.walk_delta if request.kind == "child" else self.delta0
         group = torch.zeros(grid.shape[0], dtype=torch.long, device=grid.device)
         return self._make_test(grid, group, 1, request.box, first, delta)

@@ -155,10 +155,13 @@ def test_budget_can_end_a_test_midway():
 def test_deterministic_under_a_seed(mode):
     runs = []
     for seed in (5, 5, 6):
-        gen = GPThreDS(UNIT, f_range=(0.5, 1.2), mode=mode)
+        gen = GPThreDS(UNIT, f_range=(0.5, 1.2), mode=mode, seed=seed)
         runs.append(gen.run(noisy(branin, seed), 100))
     assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
     assert not torch.equal(runs[0][0], runs[2][0])
+    if mode == "rwt":  # the seed alone changes the walk's first queries
+        gen = GPThreDS(UNIT, f_range=(0.5, 1.2), mode=mode, seed=6)
+        assert not torch.equal(gen.run(noisy(branin, 5), 100)[0], runs[0][0])
 
 
 def test_branin_run_shrinks_towards_a_maximizer():
@@ -213,6 +216,7 @@ def test_custom_kernel_is_copied():
         ({"gamma": 3.0}, TypeError, "gamma"),
         ({"B": -1.0}, ValueError, "B"),
         ({"readmit_after": 0}, ValueError, "readmit_after"),
+        ({"seed": -1}, ValueError, "seed"),
     ],
 )  # fmt: skip
 def test_bad_arguments(kwargs, error, match):

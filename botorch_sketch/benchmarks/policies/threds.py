@@ -101,7 +101,8 @@ def _check_box(problem: Problem) -> None:
 class GPThreDSPolicy(Policy):
     r"""GP-ThreDS (:class:`~botorch_sketch.generation.threds.GPThreDS`) as a policy.
 
-    GP-ThreDS makes no random choice, so the runner's generator is not used.
+    Mode ``"cube"`` makes no random choice; mode ``"rwt"`` seeds its random first
+    queries from the runner's generator.
 
     Example:
         >>> policy = GPThreDSPolicy()  # the paper's settings on threds_branin
@@ -172,6 +173,7 @@ class GPThreDSPolicy(Policy):
             R=s["R"],
             grid_points=s.get("grid_points", 20),
             mode=self.mode,
+            seed=int(torch.randint(2**31 - 1, (1,), generator=generator)),
             **self.options,
         )
 
