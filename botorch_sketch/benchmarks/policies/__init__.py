@@ -1,1 +1,1 @@
-r"""Bandit policies run by the benchmark: the package's algorithms and exact baselines."""
+r"""Bandit policies run by the benchmark: our algorithms and exact baselines."""

@@ -1,17 +1,17 @@
 r"""The ask/tell contract between the benchmark runner and a bandit policy.
 
-A :class:`Problem` is either *finite* (``arms`` is an ``A x d`` tensor and policies choose
-arm indices) or a *box* (``arms`` is None and policies choose points in ``bounds``).
-The runner calls ``policy.reset(problem, horizon, generator)`` once, then alternates
-``ask()`` and ``tell(...)`` until exactly ``horizon`` rewards were observed (it truncates
-the last batch if it would overrun the horizon).
+A :class:`Problem` is either *finite* (``arms`` is an ``A x d`` tensor and policies
+choose arm indices) or a *box* (``arms`` is None and policies choose points in
+``bounds``). The runner calls ``policy.reset(problem, horizon, generator)`` once, then
+alternates ``ask()`` and ``tell(...)`` until exactly ``horizon`` rewards were observed
+(it truncates the last batch if it would overrun the horizon).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 from torch import Tensor
