@@ -16,22 +16,28 @@ and step. Variances only decrease, which makes stale scores upper bounds.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from botorch_sketch.models.dtc import DTCState
+from botorch_sketch.models.dtc import DTCState, cross_covariance
 
 
 class CandidateGeometry:
-    r"""Start-of-batch quantities of ``n`` candidates, computed once in ``O(n m^2)``.
+    r"""Start-of-batch quantities of ``n`` candidates.
+
+    Construction costs one ``n x m`` kernel block and one ``n x m x m`` product
+    (mean and variances through :attr:`DTCState.variance_factor`); the embeddings
+    ``z(x)`` and whitened embeddings ``a(x)`` are formed only on demand: per row for
+    the lazily refreshed candidates, in full for the local rule and residual updates.
 
     Attributes:
         points: ``n x d`` candidates in the model's (transformed) input space.
-        embedding: ``n x m`` embeddings ``z(x)``.
-        whitened: ``n x m`` whitened embeddings ``a(x) = L_V^{-1} z(x)``.
+        cross_covariance: ``n x m`` kernel block ``k_S(x)``.
         mean: ``n`` frozen posterior means ``mu_fb(x)`` (model outcome space).
-        residual: ``n`` residuals ``r(x) = k(x, x) - ||z(x)||^2 >= 0``.
+        prior_variance: ``n`` prior variances ``k(x, x)``.
         scaled_variance: ``n`` start-of-batch variances ``sigma~^2_fb(x)``.
         noise: ``lambda``.
     """
@@ -39,19 +45,41 @@ class CandidateGeometry:
     @torch.no_grad()
     def __init__(self, kernel: Kernel, state: DTCState, points: Tensor) -> None:
         self.kernel = kernel
+        self.state = state
         self.points = points
         self.noise = state.noise
-        self.embedding = state.embed(kernel, points)
-        self.whitened = state.whiten(self.embedding)
-        self.mean = self.embedding @ state.weights
-        prior = kernel(points, diag=True)
-        self.residual = (prior - self.embedding.square().sum(-1)).clamp_min(0.0)
-        self.scaled_variance = self.residual / self.noise + self.whitened.square().sum(
-            -1
+        self.cross_covariance = cross_covariance(kernel, points, state.dictionary)
+        self.mean = self.cross_covariance @ state.mean_coefficients
+        self.prior_variance = kernel(points, diag=True)
+        explained = (self.cross_covariance @ state.variance_factor.mT).square().sum(-1)
+        bayes_variance = (self.prior_variance - explained).clamp_min(0.0)
+        self.scaled_variance = bayes_variance / self.noise
+        # a(x) = L_V^{-1} L_S^{-1} k_S(x)
+        self._whitening = torch.linalg.solve_triangular(
+            state.chol_gram, state.inverse_chol_dictionary, upper=False
         )
 
     def __len__(self) -> int:
         return self.points.shape[0]
+
+    def whitened_rows(self, indices: Tensor | int) -> Tensor:
+        r"""Whitened embeddings ``a(x)`` of some candidates, ``O(m^2)`` each."""
+        return self.cross_covariance[indices] @ self._whitening.mT
+
+    @cached_property
+    def embedding(self) -> Tensor:
+        r"""``n x m`` embeddings ``z(x) = L_S^{-1} k_S(x)`` (formed on first use)."""
+        return self.cross_covariance @ self.state.inverse_chol_dictionary.mT
+
+    @cached_property
+    def whitened(self) -> Tensor:
+        r"""``n x m`` whitened embeddings (formed on first use)."""
+        return self.whitened_rows(slice(None))
+
+    @cached_property
+    def residual(self) -> Tensor:
+        r"""``n`` residuals ``r(x) = k(x, x) - ||z(x)||^2 >= 0``."""
+        return (self.prior_variance - self.embedding.square().sum(-1)).clamp_min(0.0)
 
     @torch.no_grad()
     def residual_covariance(self, index: int) -> Tensor:
@@ -90,7 +118,7 @@ class FrozenDictionaryTracker:
         if stale.numel() > 0:
             H = torch.stack(self.directions, dim=-1)  # m x t
             den = torch.stack(self.denominators)
-            terms = (self.geometry.whitened[stale] @ H).square() / den
+            terms = (self.geometry.whitened_rows(stale) @ H).square() / den
             steps = torch.arange(self.step)
             terms = terms * (steps >= self.refreshed_at[stale].unsqueeze(-1))
             self.variance[stale] = (self.variance[stale] - terms.sum(-1)).clamp_min(0)
@@ -99,7 +127,7 @@ class FrozenDictionaryTracker:
 
     def add(self, index: int) -> None:
         r"""Hallucinate an observation at candidate ``index``."""
-        a = self.geometry.whitened[index]
+        a = self.geometry.whitened_rows(index)
         h = a.clone()
         for direction, den in zip(self.directions, self.denominators, strict=True):
             h = h - direction * (direction @ a) / den
@@ -140,7 +168,7 @@ class ResidualDirectionTracker:
         geometry = self.geometry
         scale = geometry.noise.sqrt()
         residual = self.residual[index]
-        prior = geometry.residual[index] + geometry.embedding[index].square().sum()
+        prior = geometry.prior_variance[index]
         if residual > self.tolerance * prior:
             numerator = geometry.residual_covariance(index)
             for column in self.extra:

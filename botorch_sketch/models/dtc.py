@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from gpytorch.kernels import Kernel
@@ -136,6 +137,33 @@ class DTCState:
             weights=weights,
         )
 
+    @cached_property
+    def mean_coefficients(self) -> Tensor:
+        r"""``alpha = L_S^{-T} w`` (``batch x m``), so ``mu(x) = k_S(x)^T alpha``."""
+        upper = self.chol_dictionary.mT
+        return torch.linalg.solve_triangular(
+            upper, self.weights.unsqueeze(-1), upper=True
+        ).squeeze(-1)
+
+    @cached_property
+    def variance_factor(self) -> Tensor:
+        r"""``Q`` (``batch x m x m``) with ``Sigma(x, x) = k(x, x) - ||Q k_S(x)||^2``.
+
+        ``z^T z - lambda z^T V^{-1} z = z^T (I - lambda V^{-1}) z`` and, with
+        ``V = U diag(v) U^T``, ``I - lambda V^{-1} = U diag(1 - lambda / v) U^T`` is
+        PSD, so ``Q = diag(sqrt(1 - lambda / v)) U^T L_S^{-1}``: scoring ``N`` points
+        is one ``N x m x m`` product.
+        """
+        eigenvalues, eigenvectors = torch.linalg.eigh(self.gram)
+        scale = (1 - self.noise / eigenvalues).clamp_min(0.0).sqrt()
+        return (scale.unsqueeze(-1) * eigenvectors.mT) @ self.inverse_chol_dictionary
+
+    @cached_property
+    def inverse_chol_dictionary(self) -> Tensor:
+        r"""``L_S^{-1}`` (``m x m``), so ``z(x) = L_S^{-1} k_S(x)``."""
+        eye = torch.eye(self.size, dtype=self.gram.dtype, device=self.gram.device)
+        return torch.linalg.solve_triangular(self.chol_dictionary, eye, upper=False)
+
     @property
     def size(self) -> int:
         r"""Number of dictionary points ``m``."""
@@ -169,18 +197,17 @@ class DTCState:
         return mean, covariance
 
     def mean_and_variance(self, kernel: Kernel, X: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Marginal DTC predictive at ``N x d`` points in ``O(N m^2)``, no ``N x N``.
+        r"""Marginal DTC predictive at ``N x d`` points: one ``N x m`` kernel block and
+        one ``N x m x m`` product (:attr:`variance_factor`), no ``N x N`` matrix.
 
         Returns:
             ``(mean, variance)``, each ``batch x N`` (Bayesian scale, no noise).
         """
-        Z = self.embed(kernel, X)
-        A = self.whiten(Z)
-        mean = Z @ self.weights.unsqueeze(-1)
-        prior = kernel(X, diag=True)
-        residual = (prior - Z.square().sum(-1)).clamp_min(0.0)
-        variance = residual + self.noise * A.square().sum(-1)
-        return mean.squeeze(-1), variance
+        K = cross_covariance(kernel, X, self.dictionary)
+        mean = (K @ self.mean_coefficients.unsqueeze(-1)).squeeze(-1)
+        explained = (K @ self.variance_factor.mT).square().sum(-1)
+        variance = (kernel(X, diag=True) - explained).clamp_min(0.0)
+        return mean, variance
 
     def updated(self, kernel: Kernel, X: Tensor, y: Tensor) -> DTCState:
         r"""The state after appending ``batch x n' x d`` points with ``batch x n'``
