@@ -44,21 +44,25 @@ except ImportError as error:  # pragma: no cover - exercised without ax installe
 
     raise ImportError(AX_INSTALL_HINT) from error
 
+import math
 from typing import Any
 
+import torch
 from ax.api.utils.generation_strategy_dispatch import choose_generation_strategy
 from ax.api.utils.structs import GenerationStrategyDispatchStruct
+from ax.core.experiment import Experiment
 from ax.core.trial_status import TrialStatus
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generators.torch.botorch_modular.generator import BoTorchGenerator
 from ax.generators.torch.botorch_modular.utils import ModelConfig
 from botorch.acquisition.acquisition import AcquisitionFunction
+from botorch.models.model import ModelList
 from botorch.utils.sampling import draw_sobol_samples
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
-from botorch_sketch.generation.bbkb import RULES, gen_bbkb_batch
+from botorch_sketch.generation.bbkb import RULES, BBKBBatch, gen_bbkb_batch
 from botorch_sketch.integrations import ax_registry  # noqa: F401 (registers)
 from botorch_sketch.integrations.ax_thompson import AxScaledPathThompsonSampling
 from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
@@ -70,6 +74,7 @@ from botorch_sketch.utils.validation import check_at_least, check_positive
 
 __all__ = [
     "AxScaledPathThompsonSampling",
+    "bbkb_batch_in_model_space",
     "bkb_generation_strategy",
     "next_bbkb_batch_size",
     "sgpts_generation_strategy",
@@ -345,40 +350,102 @@ def next_bbkb_batch_size(
             if max_batch_size is None
             else min(initialization, max_batch_size)
         )
-    generator = _fitted_botorch_generator(generation_strategy)
-    model = generator.surrogate.model
-    if not isinstance(model, NystromGP):
-        raise TypeError(
-            "`generation_strategy` must use a single NystromGP "
-            f"(bkb_generation_strategy), got {type(model).__name__}."
-        )
-    bounds = _bounds_tensor(generator, model)
-    candidates = draw_sobol_samples(bounds, n=num_candidates, q=1, seed=seed)
-    spec = generation_strategy.nodes_by_name[MODEL_NODE].generator_specs[0]
-    beta = spec.generator_kwargs.get("botorch_acqf_options", {}).get("beta", 1.0)
-    batch = gen_bbkb_batch(
-        model,
-        candidates.squeeze(-2),
+    batch, _ = bbkb_batch_in_model_space(
+        generation_strategy,
         ratio_threshold=ratio_threshold,
         rule=rule,
-        beta=beta,
+        num_candidates=num_candidates,
         max_batch_size=min(cap) if cap else None,
+        seed=seed,
     )
     return batch.batch_size
 
 
-def _fitted_botorch_generator(strategy: GenerationStrategy) -> BoTorchGenerator:
-    adapter = strategy.fit(experiment=strategy.experiment)
+def bbkb_batch_in_model_space(
+    generation_strategy: GenerationStrategy,
+    *,
+    ratio_threshold: float,
+    rule: str,
+    num_candidates: int,
+    max_batch_size: int | None,
+    seed: int | None,
+) -> tuple[BBKBBatch, Tensor]:
+    r"""The BBKB batch behind :func:`next_bbkb_batch_size` (BKB phase only).
+
+    The strategy's fitted ``NystromGP`` of the objective (the objective's model of a
+    model list) is re-expressed as a model of the maximized objective: the same
+    dictionary, kernel and ``lambda`` on its transformed inputs, targets times the
+    sign of the objective's weight (Ax minimizes by weight -1). ``gen_bbkb_batch`` then
+    runs on ``num_candidates`` Sobol points of Ax's (transformed) search space.
+
+    Args:
+        generation_strategy: A strategy in its BKB phase, with an experiment.
+        ratio_threshold: BBKB's ``C~``.
+        rule: The termination rule.
+        num_candidates: Number of Sobol candidates.
+        max_batch_size: Cap on the batch size.
+        seed: Seed of the Sobol candidates.
+
+    Returns:
+        ``(batch, candidates)``: the :class:`BBKBBatch` (indices into the candidates)
+        and the ``num_candidates x d`` candidates in Ax's model space.
+
+    Example:
+        >>> batch, candidates = bbkb_batch_in_model_space(
+        ...     strategy, ratio_threshold=2.0, rule="global", num_candidates=1024,
+        ...     max_batch_size=None, seed=0)
+    """
+    experiment = generation_strategy.experiment
+    adapter = generation_strategy.fit(experiment=experiment)
     generator = None if adapter is None else adapter.generator
     if not isinstance(generator, BoTorchGenerator):
         raise TypeError(
             "The strategy's model-based node must use Ax's BoTorch modular generator."
         )
-    return generator
-
-
-def _bounds_tensor(generator: BoTorchGenerator, model: NystromGP) -> Tensor:
-    r"""``2 x d`` box of the model's (untransformed) input space."""
+    model, sign = _objective_model(experiment, generator)
     train_X = model.train_inputs[0]
-    bounds = generator.search_space_digest.bounds
-    return train_X.new_tensor(bounds).transpose(0, 1)
+    bounds = train_X.new_tensor(generator.search_space_digest.bounds).transpose(0, 1)
+    candidates = draw_sobol_samples(bounds, n=num_candidates, q=1, seed=seed)
+    candidates = candidates.squeeze(-2)
+    maximized = NystromGP(
+        train_X,
+        sign * model.train_targets.unsqueeze(-1),
+        covar_module=model.covar_module,
+        noise=float(model.noise),
+        dictionary=model.dictionary,
+        qbar=model.qbar,
+    )
+    spec = generation_strategy.nodes_by_name[MODEL_NODE].generator_specs[0]
+    beta = spec.generator_kwargs.get("botorch_acqf_options", {}).get("beta", 1.0)
+    with torch.no_grad():
+        choices = model.transform_inputs(candidates)
+    batch = gen_bbkb_batch(
+        maximized,
+        choices,
+        ratio_threshold=ratio_threshold,
+        rule=rule,
+        beta=beta,
+        max_batch_size=max_batch_size,
+    )
+    return batch, candidates
+
+
+def _objective_model(
+    experiment: Experiment, generator: BoTorchGenerator
+) -> tuple[NystromGP, float]:
+    r"""The ``NystromGP`` of the single objective and the sign of its weight."""
+    if experiment.optimization_config is None:
+        raise ValueError("The experiment has no optimization config.")
+    objective = experiment.optimization_config.objective
+    if not objective.is_single_objective:
+        raise ValueError("BBKB batches need a single objective.")
+    ((signature, weight),) = objective.metric_weights
+    model = generator.surrogate.model
+    if isinstance(model, ModelList):
+        model = model.models[generator.surrogate.outcomes.index(signature)]
+    if not isinstance(model, NystromGP):
+        raise TypeError(
+            "`generation_strategy` must model the objective with a NystromGP "
+            f"(bkb_generation_strategy), got {type(model).__name__}."
+        )
+    return model, math.copysign(1.0, weight)

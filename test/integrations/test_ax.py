@@ -48,6 +48,7 @@ from botorch_sketch.acquisition.thompson import (
 )
 from botorch_sketch.integrations.ax import (
     AxScaledPathThompsonSampling,
+    bbkb_batch_in_model_space,
     bkb_generation_strategy,
     next_bbkb_batch_size,
     sgpts_generation_strategy,
@@ -328,21 +329,27 @@ def test_ax_cross_validation_with_decomposed_sampling_svgp(sgpts_run):
 
 
 # ------------------------------------------------------------- BBKB batch size
-def brute_force_bbkb_batch(model, choices, beta, ratio_threshold):
+def brute_force_bbkb_batch(model, choices, beta, ratio_threshold, maximize):
     r"""BBKB's greedy batch with the global rule, recomputed from scratch at every
-    step with BKB-UCB and the batch so far as ``X_pending``."""
+    step with BKB-UCB (minimizing or maximizing) and the batch so far as
+    ``X_pending``."""
     with torch.no_grad():
         start = model.posterior(choices.unsqueeze(-2)).variance.squeeze() / model.noise
     chosen, total = [], 1.0
     while True:
         pending = choices[chosen] if chosen else None
-        acqf = BKBUpperConfidenceBound(model, beta=beta, X_pending=pending)
+        acqf = BKBUpperConfidenceBound(
+            model, beta=beta, X_pending=pending, maximize=maximize
+        )
         with torch.no_grad():
             index = int(acqf(choices.unsqueeze(-2)).argmax())
         if chosen and total + float(start[index]) > ratio_threshold:
             return chosen
         total += float(start[index])
         chosen.append(index)
+
+
+BATCH_OPTIONS = {"rule": "global", "num_candidates": 256, "seed": 3}
 
 
 def test_next_bbkb_batch_size_matches_brute_force_and_sizes_the_request(bkb_run):
@@ -353,15 +360,22 @@ def test_next_bbkb_batch_size_matches_brute_force_and_sizes_the_request(bkb_run)
         next_bbkb_batch_size(strategy)
     client.mark_trial_abandoned(running)
     ratio_threshold = 40.0
-    size = next_bbkb_batch_size(
-        strategy, ratio_threshold=ratio_threshold, num_candidates=256, seed=3
+    batch, candidates = bbkb_batch_in_model_space(
+        strategy, ratio_threshold=ratio_threshold, max_batch_size=None, **BATCH_OPTIONS
     )
-    model = fitted_model(strategy)
+    # Float parameters: Ax's model space is the parameter box itself.
     bounds = torch.tensor(BOUNDS, dtype=DTYPE).T
-    choices = draw_sobol_samples(bounds, n=256, q=1, seed=3).squeeze(-2)
-    expected = brute_force_bbkb_batch(model, choices, 0.2, ratio_threshold)
-    assert size == len(expected)
-    assert size > 1  # the threshold is loose enough for a real batch
+    sobol = draw_sobol_samples(bounds, n=256, q=1, seed=3).squeeze(-2)
+    assert torch.equal(candidates, sobol)
+    model = fitted_model(strategy)
+    # "-branin": the objective is minimized.
+    expected = brute_force_bbkb_batch(model, candidates, 0.2, ratio_threshold, False)
+    assert batch.indices.tolist() == expected
+    assert batch.batch_size > 1  # the threshold is loose enough for a real batch
+    size = next_bbkb_batch_size(
+        strategy, ratio_threshold=ratio_threshold, **BATCH_OPTIONS
+    )
+    assert size == batch.batch_size
     assert next_bbkb_batch_size(strategy, ratio_threshold=1.0) == 1  # C~ = 1: BKB
     capped = next_bbkb_batch_size(
         strategy, ratio_threshold=ratio_threshold, max_batch_size=2, seed=3
@@ -369,6 +383,41 @@ def test_next_bbkb_batch_size_matches_brute_force_and_sizes_the_request(bkb_run)
     assert capped == 2
     trials = client.get_next_trials(max_trials=size)
     assert len(trials) == size
+
+
+def test_bbkb_batch_uses_the_objective_model_of_a_model_list():
+    strategy = bkb_generation_strategy(
+        optimizer_options=FAST_OPTIMIZER,
+        initialization_budget=4,
+        min_observed_initialization_trials=4,
+    )
+    client = Client(random_seed=1)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name=f"x{i + 1}", parameter_type="float", bounds=b)
+            for i, b in enumerate(BOUNDS)
+        ]
+    )
+    client.configure_optimization(objective="branin")  # maximized this time
+    client.configure_tracking_metrics(["x1_squared"])
+    client.set_generation_strategy(strategy)
+    for _ in range(5):
+        for index, parameters in client.get_next_trials(max_trials=1).items():
+            client.complete_trial(
+                index,
+                raw_data={
+                    "branin": branin(parameters),
+                    "x1_squared": parameters["x1"] ** 2,
+                },
+            )
+    batch, candidates = bbkb_batch_in_model_space(
+        strategy, ratio_threshold=40.0, max_batch_size=None, **BATCH_OPTIONS
+    )
+    surrogate = strategy.adapter.generator.surrogate
+    model = surrogate.model.models[surrogate.outcomes.index("branin")]
+    assert isinstance(model, NystromGP)
+    expected = brute_force_bbkb_batch(model, candidates, 0.2, 40.0, True)
+    assert batch.indices.tolist() == expected
 
 
 def test_next_bbkb_batch_size_in_initialization_and_bad_input():
