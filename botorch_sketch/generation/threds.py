@@ -83,12 +83,21 @@ class ThresholdSearch:
 
 
 def default_threds_kernel(
-    lengthscale: float = 0.2, outputscale: float = 1.0
+    lengthscale: float = 0.2,
+    outputscale: float = 1.0,
+    *,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | None = None,
 ) -> ScaleKernel:
-    r"""A fixed-hyperparameter ``ScaleKernel(RBFKernel())`` (defaults: the paper's)."""
-    kernel = ScaleKernel(RBFKernel())
-    kernel.base_kernel.lengthscale = lengthscale
-    kernel.outputscale = outputscale
+    r"""A fixed-hyperparameter ``ScaleKernel(RBFKernel())`` (defaults: the paper's).
+
+    The values are set as tensors of ``dtype`` (GPyTorch stores them through a
+    softplus, so a float32 round trip would perturb float64 values by ~1e-8).
+    """
+    factory = {"dtype": dtype, "device": device}
+    kernel = ScaleKernel(RBFKernel()).to(**factory)
+    kernel.base_kernel.lengthscale = torch.tensor(lengthscale, **factory)
+    kernel.outputscale = torch.tensor(outputscale, **factory)
     return kernel.requires_grad_(False)
 
 
@@ -202,8 +211,9 @@ class GPThreDS:
 
         self.bounds = bounds
         self.dim = bounds.shape[-1]
-        self.kernel = copy.deepcopy(kernel or default_threds_kernel())
-        self.kernel.requires_grad_(False).to(dtype=bounds.dtype, device=bounds.device)
+        factory = {"dtype": bounds.dtype, "device": bounds.device}
+        kernel = kernel if kernel is not None else default_threds_kernel(**factory)
+        self.kernel = copy.deepcopy(kernel).requires_grad_(False).to(**factory)
         self.noise, self.B, self.R = float(noise), float(B), float(R)
         self.delta0, self.walk_delta, self.gamma = delta0, walk_delta, gamma
         self.grid_points, self.cap = grid_points, cap

@@ -168,16 +168,12 @@ def test_branin_run_shrinks_towards_a_maximizer():
     gen = GPThreDS(UNIT, f_range=(0.5, 1.2))
     X, _ = gen.run(noisy(branin, 2), 600)
     # The cubes cover at most a quarter of the box ...
-    assert gen.level >= 3 and gen.cubes.shape[0] <= 4**gen.level / 4
-    # Branin's three maximizers (value 1.0474) in unit coordinates.
-    maximizers = torch.tensor(
-        [[(5 - math.pi) / 15, 12.275 / 15], [(5 + math.pi) / 15, 2.275 / 15],
-         [(5 + 9.42478) / 15, 2.475 / 15]], dtype=DTYPE,
-    )  # fmt: skip
-    lower, upper = gen.cubes[:, 0].unsqueeze(1), gen.cubes[:, 1].unsqueeze(1)
-    inside = ((maximizers >= lower) & (maximizers <= upper)).all(dim=-1)
-    assert inside.any()  # ... and hold a maximizer; late queries are good ones.
-    assert float(branin(X[-100:]).mean()) > 0.9
+    area = float((gen.cubes[:, 1] - gen.cubes[:, 0]).prod(dim=-1).sum())
+    assert gen.level >= 3 and area <= 0.25
+    # ... one of them is centred within 0.03 of Branin's maximum 1.0474, and late
+    # queries are good ones.
+    assert float(branin(gen.cubes.mean(dim=1)).max()) > 1.02
+    assert float(branin(X[-100:]).mean()) > 0.95
 
 
 def test_float32_does_not_crash():
@@ -186,13 +182,21 @@ def test_float32_does_not_crash():
     assert X.dtype == torch.float32 and torch.isfinite(Y).all()
 
 
+def test_default_kernel_values_are_exact():
+    kernel = default_threds_kernel(0.2, 1.0)
+    assert float(kernel.base_kernel.lengthscale) == 0.2
+    assert float(kernel.outputscale) == 1.0
+    assert not any(p.requires_grad for p in kernel.parameters())
+
+
 def test_custom_kernel_is_copied():
-    kernel = default_threds_kernel(0.3, 2.0)
+    kernel = default_threds_kernel(0.3, 2.0, dtype=torch.float32)
     gen = GPThreDS(UNIT, f_range=(0.5, 1.2), kernel=kernel)
     gen.run(noisy(branin, 0), 5)
     assert gen.kernel is not kernel
     assert float(gen.kernel.outputscale) == pytest.approx(2.0)
-    assert gen.kernel.outputscale.dtype == DTYPE and kernel.outputscale.dtype != DTYPE
+    assert gen.kernel.outputscale.dtype == DTYPE
+    assert kernel.outputscale.dtype == torch.float32
 
 
 @pytest.mark.parametrize(

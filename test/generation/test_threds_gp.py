@@ -32,7 +32,7 @@ def test_incremental_posterior_matches_single_task_gp(precompute, monkeypatch):
         monkeypatch.setattr(threds_gp, "MAX_PRECOMPUTED_ENTRIES", 0)
     gen = torch.Generator().manual_seed(0)
     grid = torch.rand(60, 2, generator=gen, dtype=torch.float64)
-    kernel = default_threds_kernel(0.2, 1.3).to(torch.float64)
+    kernel = default_threds_kernel(0.2, 1.3)
     # 40 observations (the buffer starts at 16 rows and grows), with repeats.
     indices = torch.randint(60, (40,), generator=gen)
     indices[5] = indices[4]
@@ -55,7 +55,7 @@ def test_incremental_posterior_matches_single_task_gp(precompute, monkeypatch):
 
 def test_prior_before_any_observation():
     grid = torch.rand(10, 3, dtype=torch.float64)
-    gp = IncrementalGridGP(grid, default_threds_kernel(0.2, 2.0).double(), NOISE)
+    gp = IncrementalGridGP(grid, default_threds_kernel(0.2, 2.0), NOISE)
     mean, variance = gp.posterior()
     assert torch.equal(mean, torch.zeros(10, dtype=torch.float64))
     torch.testing.assert_close(variance, torch.full((10,), 2.0, dtype=torch.float64))
@@ -63,7 +63,7 @@ def test_prior_before_any_observation():
 
 def test_float32_runs():
     grid = torch.rand(50, 2)
-    gp = IncrementalGridGP(grid, default_threds_kernel(), NOISE)
+    gp = IncrementalGridGP(grid, default_threds_kernel(dtype=torch.float32), NOISE)
     for index in range(30):
         gp.observe(index % 7, 0.5)
     mean, variance = gp.posterior()

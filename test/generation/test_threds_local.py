@@ -98,7 +98,7 @@ def reference_bounds(grid, X, y, kernel, beta):
 
 
 def test_local_test_replays_the_rules_against_an_exact_gp():
-    kernel = default_threds_kernel().to(DTYPE)
+    kernel = default_threds_kernel()
     cube = torch.tensor([[0.0, 0.0], [0.5, 0.5]], dtype=DTYPE)
     grid, leaf = cube_grid(cube, 6)
     tau, tol, cap = 0.8, 0.05, 4
@@ -164,7 +164,7 @@ def test_constant_functions(value, stopped):
     test = LocalTest(
         grid, leaf, 4, cube, threshold=0.85, tolerance=0.2,
         beta=lambda n: threds_beta(n, 0.5, 0.1, 1e-3),
-        kernel=default_threds_kernel().to(DTYPE), noise=0.01, cap=50,
+        kernel=default_threds_kernel(), noise=0.01, cap=50,
         first_index=first_query_index(20, 2),
     )  # fmt: skip
     while not test.finished:

@@ -117,7 +117,7 @@ def test_exact_posterior_matches_single_task_gp():
     X = torch.rand(30, 2, generator=gen, dtype=DTYPE)
     y = torch.randn(30, generator=gen, dtype=DTYPE)
     grid = torch.rand(50, 2, generator=gen, dtype=DTYPE)
-    kernel = default_threds_kernel(0.2, 1.5).to(DTYPE)
+    kernel = default_threds_kernel(0.2, 1.5)
     mean, variance = exact_posterior(X, y, grid, kernel, 0.01)
     model = SingleTaskGP(
         X,
@@ -145,7 +145,7 @@ def test_igp_ucb_grid_steps_by_brute_force():
     first = torch.randint(4, (2,), generator=torch.Generator().manual_seed(3))
     torch.testing.assert_close(unit[0], first.to(DTYPE) / 3)
     # Later queries: argmax of the UCB over the min(4 + t, 6)^2 grid, by brute force.
-    kernel = default_threds_kernel().to(DTYPE)
+    kernel = default_threds_kernel()
     noise = torch.Generator().manual_seed(3)
     Y = problem.objective(X) + 0.1 * torch.randn(5, generator=noise, dtype=DTYPE)
     for t in range(1, 5):
