@@ -63,6 +63,8 @@ def plot_problem(
     }
     if not groups:
         raise ValueError(f"No traces for problem {problem!r}.")
+    seeds = sorted({len(group) for group in groups.values()})
+    title = f"{problem}: mean, 95% t-interval over {'/'.join(map(str, seeds))} seeds"
     written = []
     for suffix, curve, ylabel, log_y in VIEWS:
         curves = {
@@ -76,12 +78,12 @@ def plot_problem(
         axes = figure.add_subplot()
         for policy, (steps, mean, low, high) in curves.items():
             (line,) = axes.plot(steps, mean, label=policy)
-            axes.fill_between(steps, low, high, color=line.get_color(), alpha=0.2)
+            axes.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
         if log_y:
             axes.set_yscale("log")
         axes.set_xlabel("evaluations t")
         axes.set_ylabel(ylabel)
-        axes.set_title(problem)
+        axes.set_title(title)
         axes.legend()
         written.append(_save(figure, output_dir / f"{_safe(problem)}_{suffix}.png"))
     figure = Figure(figsize=(6.4, 4.2), layout="constrained")
@@ -90,11 +92,11 @@ def plot_problem(
         _, seconds, _, _ = aggregate_curve(group, "cumulative_time")
         _, regret, low, high = aggregate_curve(group, "cumulative_regret")
         (line,) = axes.plot(seconds, regret, label=policy)
-        axes.fill_between(seconds, low, high, color=line.get_color(), alpha=0.2)
+        axes.fill_between(seconds, low, high, color=line.get_color(), alpha=0.15)
     axes.set_xscale("log")
     axes.set_xlabel("cumulative wall time [s] (mean over seeds)")
     axes.set_ylabel("cumulative regret")
-    axes.set_title(problem)
+    axes.set_title(title)
     axes.legend()
     written.append(_save(figure, output_dir / f"{_safe(problem)}_regret_vs_time.png"))
     return written

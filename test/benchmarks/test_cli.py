@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from botorch_sketch.benchmarks import __main__ as entry
 from botorch_sketch.benchmarks.cli import (
@@ -15,6 +16,14 @@ from botorch_sketch.benchmarks.presets import PRESETS, get_preset
 from botorch_sketch.benchmarks.registry import PolicyConfig
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+
+
+@pytest.fixture
+def restore_threads():
+    r"""``--threads`` changes torch's global thread count; put it back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 def test_parse_seeds():
@@ -112,7 +121,7 @@ def test_bad_arguments_exit_with_usage_error(argv, tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
-def test_every_preset_runs_in_smoke_mode(name, tmp_path):
+def test_every_preset_runs_in_smoke_mode(name, tmp_path, restore_threads):
     preset = get_preset(name)
     if preset.needs_data and not DATA.is_dir():
         pytest.skip("shared datasets not available")
@@ -125,9 +134,10 @@ def test_every_preset_runs_in_smoke_mode(name, tmp_path):
             "--output-dir", str(out_dir),
             "--no-progress",
             "--no-plots",
+            "--threads", "1",  # tiny problems: threads only add overhead
         ]
     )  # fmt: skip
-    assert code == 0
+    assert code == 0 and torch.get_num_threads() == 1
     payload = json.loads((out_dir / "results.json").read_text())
     ran = {row["policy"] for row in payload["summary"]}
     notes = " ".join(payload["metadata"]["notes"])
