@@ -215,8 +215,15 @@ _SUMMARY_KEYS = (
 )
 
 
-def summarize(traces: Iterable[RunTrace]) -> list[dict[str, object]]:
-    r"""One row per ``(problem, policy)``: mean and 95% interval of final values."""
+def summarize(
+    traces: Iterable[RunTrace], reference: str = "exact-ucb"
+) -> list[dict[str, object]]:
+    r"""One row per ``(problem, policy)``: mean and 95% interval of final values.
+
+    When the policy labelled ``reference`` ran on the same problem, each row also
+    gets ``time_vs_reference`` and ``regret_vs_reference``: the ratios of mean total
+    wall time and mean cumulative regret to the reference's, from the same run.
+    """
     rows = []
     for (problem, policy), group in group_traces(traces).items():
         finals = [trace.summary() for trace in group]
@@ -238,7 +245,21 @@ def summarize(traces: Iterable[RunTrace]) -> list[dict[str, object]]:
             row[f"{key}_low"] = float(low)
             row[f"{key}_high"] = float(high)
         rows.append(row)
+    references = {row["problem"]: row for row in rows if row["policy"] == reference}
+    for row in rows:
+        base = references.get(row["problem"])
+        if base is not None:
+            row["time_vs_reference"] = _ratio(
+                row["total_seconds"], base["total_seconds"]
+            )
+            row["regret_vs_reference"] = _ratio(
+                row["cumulative_regret"], base["cumulative_regret"]
+            )
     return rows
+
+
+def _ratio(value: float, base: float) -> float:
+    return value / base if base > 0 else math.nan
 
 
 def format_table(rows: Sequence[dict[str, object]]) -> str:
@@ -254,6 +275,7 @@ def format_table(rows: Sequence[dict[str, object]]) -> str:
         ("ask_seconds", "select s", "{:.2f}"),
         ("tell_seconds", "update s", "{:.2f}"),
         ("total_seconds", "total s", "{:.2f}"),
+        ("time_vs_reference", "time/exact", "{:.3g}"),
         ("max_batch_size", "max batch", "{:.0f}"),
         ("dictionary_size", "dict size", "{:.0f}"),
         ("peak_memory_mb", "peak MiB", "{:.0f}"),

@@ -96,12 +96,17 @@ def test_aggregate_and_summary_table():
     np.testing.assert_allclose(steps, [1, 2, 3, 4])
     np.testing.assert_allclose(mean, [0.25, 0.25, 0.75, 0.875])
     assert (low <= mean).all() and (high >= mean).all()
-    rows = summarize(traces)
+    rows = summarize(traces, reference="q")
     assert [(r["policy"], r["seeds"]) for r in rows] == [("p", 2), ("q", 1)]
+    # p: cumulative regret 0.875 (mean of 1.75 and 0) vs q: 1.75; equal times.
+    assert rows[0]["regret_vs_reference"] == pytest.approx(0.5)
+    assert rows[0]["time_vs_reference"] == pytest.approx(1.0)
+    assert "time_vs_reference" not in summarize(traces)[0]  # no exact-ucb here
     assert rows[0]["cumulative_regret"] == pytest.approx(0.875)
     assert rows[1]["regret_ratio"] == pytest.approx(0.875)
     table = format_table(rows)
-    assert "0.8750" in table and "dict size" in table and len(table.splitlines()) == 4
+    assert "0.8750" in table and "time/exact" in table
+    assert len(table.splitlines()) == 4
 
 
 def test_checkpoints():
