@@ -5,6 +5,7 @@ uniform on a 20,000-arm, 8-d problem), prints a table, and writes ``summary.csv`
 ``curves.csv``, ``results.json`` and PNG plots to ``./benchmark_results``. Flags pick
 another preset, override its problems, policies, horizon, seeds and policy options,
 and choose dtype, device, threads and output folder. ``--list`` shows what exists.
+Timings are single-threaded unless ``--threads`` says otherwise.
 """
 
 from __future__ import annotations
@@ -98,7 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--radius", help="shortcut for --option radius=R")
     parser.add_argument("--dtype", choices=sorted(_DTYPES), default="float64")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
-    parser.add_argument("--threads", type=int, help="torch CPU threads")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1: single-threaded timings are comparable "
+        "across methods and robust on shared machines; 0 keeps torch's default)",
+    )
     parser.add_argument(
         "--data-dir",
         default=os.environ.get("BOTORCH_SKETCH_DATA", "data"),
@@ -230,10 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.radius is not None:
             shortcuts.append(f"radius={args.radius}")
         policies = apply_options(policies, shortcuts + list(args.option))
-        if args.threads is not None:
-            if args.threads < 1:
-                raise ValueError("--threads must be >= 1.")
-            torch.set_num_threads(args.threads)
+        if args.threads < 0:
+            raise ValueError("--threads must be >= 0.")
         dtype = _DTYPES[args.dtype]
         device = torch.device(args.device)
         if args.problems:
@@ -253,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
     except (ValueError, RuntimeError) as error:
         parser.error(str(error))
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     output_dir = Path(args.output_dir)
     metadata = environment_metadata(dtype, device)
     print(

@@ -69,7 +69,9 @@ def test_list_and_entry_point(capsys):
     assert all(name in out for name in PRESETS) and "exact-ucb" in out
 
 
-def test_custom_run_writes_only_to_the_output_dir(tmp_path, monkeypatch, capsys):
+def test_custom_run_writes_only_to_the_output_dir(
+    tmp_path, monkeypatch, capsys, restore_threads
+):
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
@@ -83,6 +85,7 @@ def test_custom_run_writes_only_to_the_output_dir(tmp_path, monkeypatch, capsys)
             "--option", "exact-ucb:radius=2",
             "--batch-size", "4",
             "--dtype", "float32",
+            "--threads", "2",
             "--output-dir", str(out_dir),
             "--no-progress",
         ]
@@ -101,6 +104,7 @@ def test_custom_run_writes_only_to_the_output_dir(tmp_path, monkeypatch, capsys)
     assert rows["u"]["max_batch_size"] == "4.0" and rows["exact-bucb"]["seeds"] == "2"
     metadata = json.loads((out_dir / "results.json").read_text())["metadata"]
     assert metadata["matmul_gflops"] > 0 and metadata["dtype"] == "float32"
+    assert metadata["torch_threads"] == 2
     assert "exact-ucb (exact-ucb: radius=2)" in metadata["policies"]
 
 
@@ -111,7 +115,7 @@ def test_custom_run_writes_only_to_the_output_dir(tmp_path, monkeypatch, capsys)
         ["--option", "typo=1"],
         ["--problem", "levy:dim=x"],
         ["--seeds", "1", "--num-seeds", "2"],
-        ["--threads", "0"],
+        ["--threads", "-1"],
     ],
 )
 def test_bad_arguments_exit_with_usage_error(argv, tmp_path):
@@ -134,10 +138,9 @@ def test_every_preset_runs_in_smoke_mode(name, tmp_path, restore_threads):
             "--output-dir", str(out_dir),
             "--no-progress",
             "--no-plots",
-            "--threads", "1",  # tiny problems: threads only add overhead
         ]
     )  # fmt: skip
-    assert code == 0 and torch.get_num_threads() == 1
+    assert code == 0 and torch.get_num_threads() == 1  # the CLI's default
     payload = json.loads((out_dir / "results.json").read_text())
     ran = {row["policy"] for row in payload["summary"]}
     notes = " ".join(payload["metadata"]["notes"])
