@@ -328,6 +328,30 @@ def test_ax_cross_validation_with_decomposed_sampling_svgp(sgpts_run):
     assert len(results) == 12 - 3
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=torch.linalg.LinAlgError,
+    reason="NystromGP.forward builds MultivariateNormal from a dense covariance, "
+    "which torch factorizes eagerly: Ax's best_in_sample_point predicts jointly at all "
+    "observed arms and fails when two arms (nearly) coincide, as BKB-UCB's "
+    "parallel arms can.",
+)
+def test_bkb_loop_survives_nearly_repeated_arms():
+    strategy = bkb_generation_strategy(
+        optimizer_options=FAST_OPTIMIZER,
+        initialization_budget=3,
+        min_observed_initialization_trials=3,
+    )
+    client = make_client(strategy)
+    trials = run_trials(client, 3)
+    first = next(iter(trials.values()))
+    for shift in (1e-9, 2e-9):
+        nearby = {name: value + shift for name, value in first.items()}
+        index = client.attach_trial(parameters=nearby)
+        client.complete_trial(index, raw_data={"branin": branin(nearby)})
+    assert len(run_trials(client, 1)) == 1
+
+
 # ------------------------------------------------------------- BBKB batch size
 def brute_force_bbkb_batch(model, choices, beta, ratio_threshold, maximize):
     r"""BBKB's greedy batch with the global rule, recomputed from scratch at every
