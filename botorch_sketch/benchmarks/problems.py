@@ -567,7 +567,8 @@ def make_problem(
 ) -> Problem:
     r"""Build a problem from a spec string (see :func:`parse_problem_spec`).
 
-    Names: a key of :data:`SYNTHETIC_FUNCTIONS` (finite when ``arms`` is given),
+    Names: a key of :data:`SYNTHETIC_FUNCTIONS` (finite when ``arms`` is given;
+    a trailing number sets the dimension, e.g. ``hartmann6``),
     ``abalone`` / ``cadata`` (read from ``data_dir``), any path ending in ``.csv``,
     ``threds_branin``, ``threds_rosenbrock``, ``sgpts_hartmann6``.
 
@@ -598,6 +599,11 @@ def make_problem(
             raise ValueError(f"Problem {name!r} does not accept {sorted(extra)}.")
         return settings
 
+    stem = name.lower().rstrip("0123456789")
+    if name.lower() not in SYNTHETIC_FUNCTIONS and stem in SYNTHETIC_FUNCTIONS:
+        # "hartmann6", "levy8": the trailing digits give the dimension.
+        settings.setdefault("dim", int(name[len(stem) :]))
+        name = stem
     if name.lower() in SYNTHETIC_FUNCTIONS:
         s = take(
             "dim",

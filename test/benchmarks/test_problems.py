@@ -218,6 +218,9 @@ def test_spec_parsing_and_make_problem(tmp_path):
     path = _write_csv(tmp_path / "toy.csv")
     assert make_problem(f"{path}:target=0").arm_values.max() == 1.0
     assert make_problem("sgpts_hartmann6:arms=20").arms.shape == (20, 6)
+    hartmann = make_problem("hartmann6:arms=25")
+    assert hartmann.arms.shape == (25, 6) and hartmann.name == "hartmann6_25"
+    assert make_problem("levy3").dim == 3 and make_problem("cosine8").dim == 8
     with pytest.raises(ValueError, match="key=value"):
         parse_problem_spec("levy:dimension=3")
     with pytest.raises(ValueError, match="bad value"):
