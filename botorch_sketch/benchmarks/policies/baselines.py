@@ -292,7 +292,7 @@ class ExactBUCBPolicy(ExactUCBPolicy):
         r"""Args:
         radius: Constant radius (Bayesian scale) or ``"srinivas"``.
         batch_size: Fixed batch size; None for the adaptive rule.
-        max_variance_ratio: Bound ``C > 1`` of the adaptive rule.
+        max_variance_ratio: Bound ``C >= 1`` of the adaptive rule (1: GP-UCB).
         max_batch_size: Cap on adaptive batches (None: no cap).
         delta: Confidence level of the ``"srinivas"`` schedule.
         lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
