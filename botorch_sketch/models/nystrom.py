@@ -22,6 +22,7 @@ from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.models import GP
+from linear_operator.operators import DenseLinearOperator, DiagLinearOperator
 from torch import Tensor
 
 from botorch_sketch.models.dtc import DTCState, distinct_rows
@@ -222,10 +223,11 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
             )
             shape = X.shape[:-1]
             return MultivariateNormal(
-                mean.reshape(shape), torch.diag_embed(variance.reshape(shape))
+                mean.reshape(shape), DiagLinearOperator(variance.reshape(shape))
             )
         mean, covariance = state.mean_and_covariance(self.covar_module, X)
-        return MultivariateNormal(mean, covariance)
+        # lazy: factorized on demand with jitter (nearly repeated points are singular)
+        return MultivariateNormal(mean, DenseLinearOperator(covariance))
 
     def scaled_variance(self, X: Tensor) -> Tensor:
         r"""The BKB papers' variance ``sigma~^2(x) = Sigma(x, x) / lambda``.

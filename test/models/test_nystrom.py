@@ -384,6 +384,16 @@ def test_state_dict_and_pickle_round_trip():
     )
 
 
+def test_joint_posterior_at_nearly_repeated_points_samples():
+    X, Y = make_data(30, 2)
+    model = NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1, dictionary=X)
+    test_X = torch.cat([X[:2], X[:2] + 1e-9, X[:1]]).unsqueeze(0)  # singular joint
+    posterior = model.posterior(test_X)
+    samples = posterior.rsample(torch.Size([8]))
+    assert samples.shape == (8, 1, 5, 1)
+    assert torch.isfinite(samples).all()
+
+
 def test_float32_and_dtype_follow_inputs():
     X, Y = make_data(60, 2)
     X32, Y32 = X.float(), Y.float()
