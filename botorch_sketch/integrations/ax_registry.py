@@ -37,6 +37,11 @@ from ax.core.search_space import SearchSpaceDigest
 from ax.generators.torch.botorch_modular.input_constructors.covar_modules import (
     covar_module_argparse,
 )
+from ax.generators.torch.botorch_modular.kernels import (
+    DefaultMaternKernel,
+    DefaultRBFKernel,
+    ScaleMaternKernel,
+)
 from ax.generators.torch.botorch_modular.surrogate import (
     Surrogate,
     _make_botorch_input_transform,
@@ -54,6 +59,7 @@ from botorch.acquisition.objective import PosteriorTransform
 from botorch.fit import fit_gpytorch_mll
 from botorch.models.model import Model
 from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
+from gpytorch.kernels import Kernel, LinearKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood, MarginalLogLikelihood
 from torch import Tensor
 
@@ -70,6 +76,15 @@ from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihoo
 from botorch_sketch.models.variational import (
     CollapsedTitsiasBound,
     DecomposedSamplingSVGP,
+)
+
+#: Ax's kernels whose argument parsers leave ``ard_num_dims`` and ``batch_shape`` to
+#: be filled in for the model class (Ax does it for ``SingleTaskGP`` only).
+AX_SHAPED_KERNELS = (
+    DefaultMaternKernel,
+    DefaultRBFKernel,
+    LinearKernel,
+    ScaleMaternKernel,
 )
 
 #: The constructor argument that fixes each model's homoskedastic noise variance.
@@ -136,13 +151,9 @@ def _sketch_model_inputs(
     if dataset.Yvar is not None and argument not in inputs:
         inputs[argument] = known_noise_variance(dataset.Yvar, name, argument)
     if (kernel_class := model_config.covar_module_class) is not None:
-        kernel_kwargs = covar_module_argparse(
-            kernel_class,
-            dataset=dataset,
-            botorch_model_class=botorch_model_class,
-            **deepcopy(model_config.covar_module_options),
+        inputs["covar_module"] = _kernel(
+            kernel_class, model_config, dataset, botorch_model_class
         )
-        inputs["covar_module"] = kernel_class(**kernel_kwargs)
     if (likelihood_class := model_config.likelihood_class) is not None:
         if botorch_model_class is NystromGP:
             raise ValueError(
@@ -170,6 +181,28 @@ def _sketch_model_inputs(
             search_space_digest=search_space_digest,
         )
     return inputs
+
+
+def _kernel(
+    kernel_class: type[Kernel],
+    model_config: ModelConfig,
+    dataset: SupervisedDataset,
+    botorch_model_class: type[Model],
+) -> Kernel:
+    r"""The ``ModelConfig``'s kernel; Ax's own kernels get one lengthscale per input
+    and no batch shape unless the options say otherwise (single-task, unbatched
+    models, as Ax does for ``SingleTaskGP``)."""
+    options = deepcopy(model_config.covar_module_options)
+    if issubclass(kernel_class, AX_SHAPED_KERNELS):
+        options.setdefault("ard_num_dims", dataset.X.shape[-1])
+        options.setdefault("batch_shape", torch.Size([]))
+    kernel_kwargs = covar_module_argparse(
+        kernel_class,
+        dataset=dataset,
+        botorch_model_class=botorch_model_class,
+        **options,
+    )
+    return kernel_class(**kernel_kwargs)
 
 
 def _own_bound_or(
