@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
@@ -43,6 +44,9 @@ from torch import Tensor
 
 from botorch_sketch.models.inducing import select_inducing_indices
 from botorch_sketch.utils.validation import check_matrix, check_positive
+
+if TYPE_CHECKING:
+    from botorch_sketch.acquisition.thompson import ScaledSamplePaths
 
 #: SingleTaskVariationalGP warns that learnable transforms drift under minibatch
 #: training; this model always works on the full data set, so the warning is moot.
@@ -209,7 +213,8 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
                 improvement under the model before the update (quality-diversity
                 DPP of Moss et al., AISTATS 2023, via BoTorch's
                 ``ExpectedImprovementQualityFunction``), which keeps inducing points
-                where the search concentrates.
+                where the search concentrates; regions left without inducing points
+                revert to the prior mean and variance.
             generator: Random number generator of the randomized selection.
             outcome_transform: E.g. ``Standardize(m=1)``, re-fitted at each update.
             input_transform: E.g. ``Normalize(d)``, re-fitted at each update.
@@ -318,7 +323,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         alpha: float = 1.0,
         generator: torch.Generator | None = None,
         paths_per_basis: int | None = None,
-    ):
+    ) -> ScaledSamplePaths:
         r"""Draw scaled posterior sample paths ``mu + alpha (f - mu)``.
 
         See :func:`botorch_sketch.acquisition.thompson.draw_scaled_paths` for the
