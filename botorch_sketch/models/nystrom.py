@@ -144,10 +144,12 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
                 **tkwargs
             )
         else:
+            # set the value in the target dtype: a float32 round trip perturbs it
             likelihood = GaussianLikelihood(noise_constraint=GreaterThan(1e-12))
-            likelihood.noise = noise
+            likelihood = likelihood.to(**tkwargs)
+            likelihood.noise = torch.tensor(noise, **tkwargs)
             likelihood.raw_noise.requires_grad_(False)
-            self.likelihood = likelihood.to(**tkwargs)
+            self.likelihood = likelihood
         self.qbar = qbar
         self.train_inputs = (train_X,)
         self.train_targets = train_Y.squeeze(-1)
