@@ -124,7 +124,11 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
     The hallucinated model is the model conditioned on its own posterior mean at
     ``X_pending``, which leaves the DTC mean exactly unchanged
     (``V'^{-1}(b + Z_p^T Z_p w) = w``) and updates ``V`` by ``Z_p^T Z_p`` in
-    ``O(p m^2)``, once per pending set.
+    ``O(p m^2)``, once per pending set. With the papers' frozen dictionary a pending
+    point far from the dictionary keeps its residual variance, so parallel points can
+    cluster; ``residual_update=True`` also adds the pending points to the hallucinated
+    model's dictionary (its variance only; the mean stays the frozen one), at the
+    cost of one refactorization, ``O(n (m + p)^2)``.
 
     Example:
         >>> acqf = BKBUpperConfidenceBound(model, beta=1.0)
@@ -138,6 +142,7 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
         posterior_transform: PosteriorTransform | None = None,
         maximize: bool = True,
         X_pending: Tensor | None = None,
+        residual_update: bool = False,
     ) -> None:
         r"""
         Args:
@@ -147,6 +152,7 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
             posterior_transform: Optional BoTorch posterior transform.
             maximize: Score ``mu + beta~ sigma~`` (True) or ``-mu + beta~ sigma~``.
             X_pending: ``p x d`` points already chosen but not yet evaluated.
+            residual_update: Add pending points to the hallucinated dictionary.
         """
         if not isinstance(model, NystromGP):
             raise TypeError(f"`model` must be a NystromGP, got {type(model).__name__}.")
@@ -154,14 +160,15 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
         super().__init__(model=model, posterior_transform=posterior_transform)
         self.beta = beta
         self.maximize = maximize
-        self._scoring_model = model
+        self.residual_update = residual_update
+        self._variance_model = model
         self.set_X_pending(X_pending)
 
     def set_X_pending(self, X_pending: Tensor | None = None) -> None:
         r"""Condition the variance on ``p x d`` pending points (None clears them)."""
         if X_pending is None:
             self.X_pending = None
-            self._scoring_model = self.model
+            self._variance_model = self.model
             return
         check_finite(X_pending, "X_pending")
         if X_pending.dim() != 2:
@@ -170,17 +177,27 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
             )
         with torch.no_grad():
             believed = self.model.posterior(X_pending.unsqueeze(-2)).mean.squeeze(-2)
-        self._scoring_model = self.model.condition_on_observations(X_pending, believed)
+        hallucinated = self.model.condition_on_observations(X_pending, believed)
+        if self.residual_update:
+            pending = hallucinated.transform_inputs(X_pending)
+            hallucinated.set_dictionary(torch.cat([hallucinated.dictionary, pending]))
+        self._variance_model = hallucinated
         self.X_pending = X_pending.detach()
 
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
         r"""Evaluate on ``batch x 1 x d`` points; returns ``batch`` values."""
-        posterior = self._scoring_model.posterior(
+        posterior = self.model.posterior(
             X, posterior_transform=self.posterior_transform
         )
+        if self._variance_model is not self.model:
+            variance = self._variance_model.posterior(
+                X, posterior_transform=self.posterior_transform
+            ).variance
+        else:
+            variance = posterior.variance
         mean = posterior.mean.squeeze(-2).squeeze(-1)
-        sigma = posterior.variance.clamp_min(1e-24).sqrt().squeeze(-2).squeeze(-1)
+        sigma = variance.clamp_min(1e-24).sqrt().squeeze(-2).squeeze(-1)
         radius = radius_value(self.beta, in_batch=self.X_pending is not None)
         scale = radius / self.model.noise.sqrt()
         return (mean if self.maximize else -mean) + scale * sigma

@@ -289,11 +289,13 @@ def construct_inputs_bkb_ucb(
     maximize: bool = True,
     X_pending: Tensor | None = None,
     constraints_tuple: tuple[Tensor, Tensor] | None = None,
+    residual_update: bool = True,
 ) -> dict[str, Any]:
     r"""Keyword arguments of ``BKBUpperConfidenceBound`` (BoTorch/Ax registry).
 
     Pending points (Ax's running trials and the batch so far) go to ``X_pending``:
-    BBKB's hallucinated variance update.
+    BBKB's hallucinated variance update, by default with the pending points added to
+    the hallucinated dictionary (``residual_update``), so parallel arms spread out.
 
     Args:
         model: A ``NystromGP``.
@@ -303,6 +305,7 @@ def construct_inputs_bkb_ucb(
         maximize: Passed through.
         X_pending: ``p x d`` pending points.
         constraints_tuple: Outcome constraints: not supported (raises).
+        residual_update: See ``BKBUpperConfidenceBound``.
 
     Returns:
         The constructor's keyword arguments.
@@ -322,6 +325,7 @@ def construct_inputs_bkb_ucb(
         "posterior_transform": posterior_transform,
         "maximize": maximize,
         "X_pending": X_pending,
+        "residual_update": residual_update,
     }
 
 

@@ -354,11 +354,14 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
             probabilities = inclusion_probabilities(
                 reference.scaled_variance(U), counts, self.qbar
             )
-        self._set_dictionary(U[sample_dictionary(probabilities, generator)])
+        self.set_dictionary(U[sample_dictionary(probabilities, generator)])
         return self
 
-    def _set_dictionary(self, dictionary: Tensor) -> None:
-        self._dictionary = dictionary
+    def set_dictionary(self, dictionary: Tensor) -> None:
+        r"""Replace the dictionary by ``m' x d`` points of the transformed input space
+        (duplicates merged); the factorizations are rebuilt on next use."""
+        check_matrix(dictionary, "dictionary", num_cols=self.train_inputs[0].shape[-1])
+        self._dictionary = torch.unique(dictionary, dim=0)
         self._state = None
 
     def _unbatched_inputs(self, caller: str) -> Tensor:

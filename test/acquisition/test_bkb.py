@@ -122,3 +122,32 @@ def test_theory_radius_bad_inputs():
     radius = TheoryRadius(noise_std=0.1, rkhs_bound=1.0, delta=0.1, noise=1.0)
     with pytest.raises(ValueError, match="scaled_variances"):
         radius.observe(torch.tensor([-1.0]))
+
+
+def test_residual_update_adds_pending_points_to_the_dictionary():
+    gen = torch.Generator().manual_seed(1)
+    X = torch.rand(30, 2, generator=gen, dtype=DTYPE) * 0.3  # data in a corner
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    kernel.base_kernel.lengthscale = 0.1
+    model = NystromGP(
+        X, X.sum(-1, keepdim=True), covar_module=kernel, noise=0.1, dictionary=X[:5]
+    )
+    pending = torch.tensor([[0.9, 0.9], [0.8, 0.1]], dtype=DTYPE)  # far away
+    test_X = torch.cat([pending, torch.rand(10, 2, generator=gen, dtype=DTYPE)])
+    test_X = test_X.unsqueeze(-2)
+    frozen = BKBUpperConfidenceBound(model, beta=1.0, X_pending=pending)
+    spread = BKBUpperConfidenceBound(
+        model, beta=1.0, X_pending=pending, residual_update=True
+    )
+    oracle = NystromGP(
+        torch.cat([X, pending]),
+        torch.zeros(32, 1, dtype=DTYPE),
+        covar_module=kernel,
+        noise=0.1,
+        dictionary=torch.cat([X[:5], pending]),
+    )
+    mean = model.posterior(test_X).mean.squeeze()
+    sigma = oracle.posterior(test_X).variance.sqrt().squeeze()
+    torch.testing.assert_close(spread(test_X), mean + sigma / 0.1**0.5)
+    # at the pending points the frozen dictionary leaves the prior-level residual
+    assert (spread(test_X[:2]) < frozen(test_X[:2]) - 1.0).all()

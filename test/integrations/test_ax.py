@@ -659,6 +659,7 @@ def test_bkb_input_constructor():
         "posterior_transform": transform,
         "maximize": True,
         "X_pending": X_pending,
+        "residual_update": True,
     }
     acqf = BKBUpperConfidenceBound(**inputs)
     assert torch.equal(acqf.X_pending, X_pending)
