@@ -11,7 +11,10 @@ own observations only and, after each one, compares the confidence bounds
 threshold ``tau``: a negative stop if ``max UCB < tau - tolerance``, else the group of
 ``argmax LCB`` is declared when ``max LCB > tau`` (positive) or when ``cap`` queries
 passed since the last declaration (the asymmetric default: inconclusive groups are
-kept). The next query is the ``argmax UCB`` point.
+kept). The next query is the ``argmax UCB`` point. Both argmaxes take the lowest grid
+index among near-ties (within ``sqrt(eps)`` relative, see :func:`first_argmax`): after a
+test's first observation the bounds are symmetric about it, and exact ties broken by
+rounding would make the run depend on the order of floating-point operations.
 """
 
 from __future__ import annotations
@@ -58,12 +61,28 @@ class Decision:
         kind: ``"stop"`` (negative stop), ``"positive"`` (``max LCB > tau``),
             ``"cap"`` (declaration forced by the cap) or ``"continue"``.
         group: The declared group for ``"positive"`` and ``"cap"``, else None.
-        next_index: Grid index of ``max UCB`` (the next query).
+        next_index: Grid index of ``max UCB`` (the next query; near-ties to the
+            lowest index).
     """
 
     kind: str
     group: int | None
     next_index: int
+
+
+def first_argmax(values: Tensor) -> int:
+    r"""Lowest index whose value is within rounding of the maximum.
+
+    Args:
+        values: ``A`` values (``-inf`` allowed, at least one finite).
+
+    Returns:
+        The first ``i`` with ``values[i] >= max - sqrt(eps) (1 + |max|)``, ``eps`` the
+        machine epsilon of ``values``' dtype.
+    """
+    top = values.max()
+    slack = math.sqrt(torch.finfo(values.dtype).eps) * (1.0 + top.abs())
+    return int((values >= top - slack).nonzero()[0, 0])
 
 
 def decide(
@@ -95,8 +114,8 @@ def decide(
     """
     ucb = ucb.masked_fill(~open_points, -math.inf)
     lcb = lcb.masked_fill(~open_points, -math.inf)
-    best_ucb = int(ucb.argmax())
-    best_lcb = int(lcb.argmax())
+    best_ucb = first_argmax(ucb)
+    best_lcb = first_argmax(lcb)
     if float(ucb[best_ucb]) < threshold - tolerance:
         return Decision("stop", None, best_ucb)
     if float(lcb[best_lcb]) > threshold:

@@ -166,7 +166,7 @@ def test_deterministic_under_a_seed(mode):
 
 def test_branin_run_shrinks_towards_a_maximizer():
     gen = GPThreDS(UNIT, f_range=(0.5, 1.2))
-    X, _ = gen.run(noisy(branin, 2), 600)
+    X, _ = gen.run(noisy(branin, 4), 600)
     # The cubes cover at most a quarter of the box ...
     area = float((gen.cubes[:, 1] - gen.cubes[:, 0]).prod(dim=-1).sum())
     assert gen.level >= 3 and area <= 0.25

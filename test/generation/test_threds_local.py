@@ -7,7 +7,12 @@ from gpytorch.means import ZeroMean
 
 from botorch_sketch.generation.threds import default_threds_kernel
 from botorch_sketch.generation.threds_geometry import cube_grid, first_query_index
-from botorch_sketch.generation.threds_local import LocalTest, decide, threds_beta
+from botorch_sketch.generation.threds_local import (
+    LocalTest,
+    decide,
+    first_argmax,
+    threds_beta,
+)
 
 DTYPE = torch.float64
 GROUP = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
@@ -80,6 +85,20 @@ def test_cap_declares_the_leaf_of_the_max_lcb():
     assert (decision.kind, decision.group, decision.next_index) == ("cap", 1, 0)
 
 
+def test_near_ties_go_to_the_lowest_index():
+    values = torch.tensor([0.5, 2.0, 2.0 + 1e-12, 1.0, 2.0 + 1e-6], dtype=DTYPE)
+    assert first_argmax(values) == 4  # 1e-6 is a real difference
+    values[4] = 2.0
+    assert first_argmax(values) == 1  # 1e-12 is rounding
+    # float32: sqrt(eps) = 3.5e-4, so 1e-6 is rounding; -inf entries are ignored.
+    assert first_argmax(torch.tensor([-math.inf, 3.0, 3.0 + 1e-6, 2.0])) == 1
+    # decide() uses it for the next query and for the declared leaf.
+    ucb, lcb = bounds([1.0, 2.0, 2.0 + 1e-13, 2.0] + [0.0] * 4, [0.0] * 8)
+    lcb[3], lcb[6] = 1.5, 1.5 + 1e-13  # leaf 1 (index 3) and leaf 3 (index 6)
+    decision = decide(ucb, lcb, GROUP, ALL_OPEN, 1.0, 0.25, 1, 50)
+    assert (decision.kind, decision.group, decision.next_index) == ("positive", 1, 1)
+
+
 def reference_bounds(grid, X, y, kernel, beta):
     model = SingleTaskGP(
         X,
@@ -130,8 +149,10 @@ def test_local_test_replays_the_rules_against_an_exact_gp():
             threds_beta(len(Y), 0.5, 0.1, 1e-3),
         )  # fmt: skip
         open_idx = [i for i in range(len(grid)) if int(leaf[i]) not in declared]
-        u_best = max(open_idx, key=lambda i: (ucb[i], -i))
-        l_best = max(open_idx, key=lambda i: (lcb[i], -i))
+        # Spec rule: the lowest index among (near-)maximal values.
+        u_top, l_top = max(ucb[i] for i in open_idx), max(lcb[i] for i in open_idx)
+        u_best = min(i for i in open_idx if ucb[i] >= u_top - 1e-8 * (1 + abs(u_top)))
+        l_best = min(i for i in open_idx if lcb[i] >= l_top - 1e-8 * (1 + abs(l_top)))
         if ucb[u_best] < tau - tol:
             kind = "stop"
         elif lcb[l_best] > tau:
