@@ -123,7 +123,14 @@ class GPThreDSPolicy(Policy):
         lengthscale: float | None = None,
         outputscale: float | None = None,
         noise_variance: float | None = None,
-        **options: Any,
+        cap: int | None = None,
+        max_depth: int | None = None,
+        delta0: float | None = None,
+        gamma: Callable[[int], float] | None = None,
+        tol_coef: float | None = None,
+        c_coef: float | None = None,
+        walk_delta: float | None = None,
+        readmit_after: int | None = None,
     ) -> None:
         r"""Store the settings; the generator is built by :meth:`reset`.
 
@@ -138,8 +145,15 @@ class GPThreDSPolicy(Policy):
             lengthscale: Override of the problem's RBF lengthscale.
             outputscale: Override of the problem's outputscale.
             noise_variance: Override of the problem's noise variance.
-            **options: Further :class:`GPThreDS` arguments (``cap``, ``max_depth``,
-                ``delta0``, ``gamma``, ``tol_coef``, ``c_coef``, ``walk_delta``).
+            cap: See :class:`GPThreDS`; None keeps its default (so do the rest).
+            max_depth: Deepest cube level (None: unlimited).
+            delta0: Confidence parameter in ``beta``.
+            gamma: Information-gain stand-in in ``beta``.
+            tol_coef: Negative-stop tolerance coefficient.
+            c_coef: Threshold lower-end offset coefficient.
+            walk_delta: Confidence of the walk's inner tests (mode ``"rwt"``).
+            readmit_after: The readmission guard, an extension off by default (label
+                runs that use it as such).
         """
         if mode not in ("cube", "rwt"):
             raise ValueError(f"`mode` must be 'cube' or 'rwt', got {mode!r}.")
@@ -151,7 +165,17 @@ class GPThreDSPolicy(Policy):
             "outputscale": outputscale,
             "noise_variance": noise_variance,
         }
-        self.options = options
+        options = {
+            "cap": cap,
+            "max_depth": max_depth,
+            "delta0": delta0,
+            "gamma": gamma,
+            "tol_coef": tol_coef,
+            "c_coef": c_coef,
+            "walk_delta": walk_delta,
+            "readmit_after": readmit_after,
+        }
+        self.options = {key: val for key, val in options.items() if val is not None}
         self.threds: GPThreDS | None = None
 
     def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
