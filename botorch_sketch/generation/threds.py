@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 
 import torch
 from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
@@ -43,6 +44,25 @@ from botorch_sketch.utils.validation import (
     check_positive,
     check_tensor,
 )
+
+
+@contextmanager
+def _one_thread(device: torch.device) -> Iterator[None]:
+    r"""Run CPU work on one intra-op thread, then restore the caller's setting.
+
+    GP-ThreDS's tensors are small (one test's grid), so with several threads the
+    synchronisation of every operation dominates: 10-30x slower per query on a busy
+    2-core machine. The setting is process-wide while the block runs.
+    """
+    if device.type != "cpu":
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 class ThresholdSearch:
@@ -108,7 +128,8 @@ class GPThreDS:
     generator is lazy: the tree is never built beyond the current cubes, and nothing is
     queried that was not asked for, so a run of ``T`` asks makes exactly ``T`` queries
     (the budget may end a test midway). The kernel acts on unit-cube coordinates, so a
-    lengthscale is a fraction of the box's width.
+    lengthscale is a fraction of the box's width. On CPU the generator's own work runs
+    on one intra-op thread (its tensors are small), restoring the caller's setting.
 
     State (read-only): :attr:`epoch` ``k``, :attr:`threshold` ``tau``,
     :attr:`interval` ``[a, b]``, :attr:`cubes` (in the user's bounds), :attr:`level`
@@ -229,7 +250,8 @@ class GPThreDS:
         self._cubes = self._cubes.unsqueeze(0)
         self.level = 0
         self.num_queries = 0
-        self._start_epoch()
+        with _one_thread(bounds.device):
+            self._start_epoch()
 
     # ----------------------------------------------------------------- inspection
     @property
@@ -280,10 +302,11 @@ class GPThreDS:
         slack = 1e-6 * width + 8 * torch.finfo(X.dtype).eps * expected.abs()
         if not ((X.to(expected) - expected).abs() <= slack).all():
             raise ValueError("`X` must be the point returned by the last ask().")
-        self._test.observe(float(Y))
-        self.num_queries += 1
-        if self._test.finished:
-            self._next_test()
+        with _one_thread(self.bounds.device):
+            self._test.observe(float(Y))
+            self.num_queries += 1
+            if self._test.finished:
+                self._next_test()
 
     def run(self, f: Callable[[Tensor], Tensor], T: int) -> tuple[Tensor, Tensor]:
         r"""Make exactly ``T`` more queries of ``f``.

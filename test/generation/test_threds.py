@@ -249,3 +249,14 @@ def test_bad_observations_change_nothing():
     assert torch.equal(gen.ask(), x)
     with pytest.raises(ValueError, match="T"):
         gen.run(noisy(branin, 0), 0)
+
+
+def test_caller_thread_setting_is_restored():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        gen = GPThreDS(UNIT, f_range=(0.5, 1.2))
+        gen.run(noisy(branin, 0), 10)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(previous)
