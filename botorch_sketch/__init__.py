@@ -9,6 +9,7 @@ from botorch_sketch.generation.bbkb import (
     update_bbkb_model,
 )
 from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.threds import GPThreDS
 from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
 
 __version__ = "0.1.0"
@@ -17,6 +18,7 @@ __all__ = [
     "BBKB",
     "BBKBBatch",
     "BKBUpperConfidenceBound",
+    "GPThreDS",
     "NystromGP",
     "NystromMarginalLogLikelihood",
     "TheoryRadius",

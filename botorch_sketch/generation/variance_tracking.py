@@ -93,6 +93,50 @@ class CandidateGeometry:
         return residual + self.whitened @ self.whitened[index]
 
 
+class _Columns:
+    r"""A growable ``rows x t`` matrix (amortized O(rows) appends), with the
+    Sherman-Morrison product ``H_t v = v - sum_j h_j (h_j^T v) / d_j``."""
+
+    def __init__(self, rows: int, like: Tensor) -> None:
+        self._data = like.new_zeros(rows, 16)
+        self._denominators = like.new_zeros(16)
+        self.count = 0
+
+    @property
+    def matrix(self) -> Tensor:
+        return self._data[:, : self.count]
+
+    @property
+    def denominators(self) -> Tensor:
+        return self._denominators[: self.count]
+
+    def grow_rows(self, rows: int) -> None:
+        r"""Pad every stored column with zeros up to ``rows`` entries."""
+        extra = rows - self._data.shape[0]
+        if extra > 0:
+            self._data = torch.cat(
+                [self._data, self._data.new_zeros(extra, self._data.shape[1])]
+            )
+
+    def append(self, column: Tensor, denominator: Tensor | None = None) -> None:
+        if self.count == self._data.shape[1]:
+            self._data = torch.cat([self._data, torch.zeros_like(self._data)], dim=1)
+            self._denominators = torch.cat(
+                [self._denominators, torch.zeros_like(self._denominators)]
+            )
+        self._data[: column.shape[0], self.count] = column
+        if denominator is not None:
+            self._denominators[self.count] = denominator
+        self.count += 1
+
+    def apply_inverse(self, v: Tensor) -> Tensor:
+        r"""``v - H (H^T v / d)`` for a vector ``v`` of ``rows`` entries."""
+        if self.count == 0:
+            return v.clone()
+        H = self.matrix
+        return v - H @ ((H.mT @ v) / self.denominators)
+
+
 class FrozenDictionaryTracker:
     r"""The papers' in-batch update: variances change only inside the dictionary's
     span. Candidates are refreshed lazily: a candidate last refreshed at step ``j``
@@ -105,19 +149,17 @@ class FrozenDictionaryTracker:
         self.geometry = geometry
         self.variance = geometry.scaled_variance.clone()
         self.refreshed_at = torch.zeros(len(geometry), dtype=torch.long)
-        self.directions: list[Tensor] = []  # h_s
-        self.denominators: list[Tensor] = []  # d_s
+        self.directions = _Columns(geometry.state.size, geometry.scaled_variance)
 
     @property
     def step(self) -> int:
-        return len(self.directions)
+        return self.directions.count
 
     def refresh(self, indices: Tensor) -> Tensor:
         r"""Bring ``indices`` up to date; return their current variances."""
         stale = indices[self.refreshed_at[indices] < self.step]
         if stale.numel() > 0:
-            H = torch.stack(self.directions, dim=-1)  # m x t
-            den = torch.stack(self.denominators)
+            H, den = self.directions.matrix, self.directions.denominators
             terms = (self.geometry.whitened_rows(stale) @ H).square() / den
             steps = torch.arange(self.step)
             terms = terms * (steps >= self.refreshed_at[stale].unsqueeze(-1))
@@ -126,13 +168,10 @@ class FrozenDictionaryTracker:
         return self.variance[indices]
 
     def add(self, index: int) -> None:
-        r"""Hallucinate an observation at candidate ``index``."""
+        r"""Hallucinate an observation at candidate ``index``, ``O(m t)``."""
         a = self.geometry.whitened_rows(index)
-        h = a.clone()
-        for direction, den in zip(self.directions, self.denominators, strict=True):
-            h = h - direction * (direction @ a) / den
-        self.directions.append(h)
-        self.denominators.append(1 + a @ h)
+        h = self.directions.apply_inverse(a)
+        self.directions.append(h, 1 + a @ h)
 
 
 class ResidualDirectionTracker:
@@ -156,49 +195,34 @@ class ResidualDirectionTracker:
         self.geometry = geometry
         self.variance = geometry.scaled_variance.clone()
         self.residual = geometry.residual.clone()
-        self.extra: list[Tensor] = []  # columns e_j(x) / sqrt(lambda), each n
-        self.directions: list[Tensor] = []  # h_s over (m + coordinates so far)
-        self.denominators: list[Tensor] = []
+        self.extra = _Columns(
+            len(geometry), geometry.scaled_variance
+        )  # e_j / sqrt(lam)
+        self.directions = _Columns(geometry.state.size, geometry.scaled_variance)
         self.tolerance = tolerance
 
     def refresh(self, indices: Tensor) -> Tensor:
         return self.variance[indices]
 
     def add(self, index: int) -> None:
+        r"""Hallucinate an observation at candidate ``index``, ``O(n (m + t))``."""
         geometry = self.geometry
         scale = geometry.noise.sqrt()
         residual = self.residual[index]
-        prior = geometry.prior_variance[index]
-        if residual > self.tolerance * prior:
-            numerator = geometry.residual_covariance(index)
-            for column in self.extra:
-                numerator = numerator - (column * scale) * (column[index] * scale)
+        if residual > self.tolerance * geometry.prior_variance[index]:
+            E = self.extra.matrix * scale
+            numerator = geometry.residual_covariance(index) - E @ E[index]
             e = numerator / residual.sqrt()
             self.residual = (self.residual - e.square()).clamp_min(0.0)
             self.extra.append(e / scale)
-        w = self._coordinates(index)
-        h = w.clone()
-        for direction, den in zip(self.directions, self.denominators, strict=True):
-            padded = torch.nn.functional.pad(
-                direction, (0, w.shape[-1] - direction.shape[-1])
-            )
-            h = h - padded * (padded @ w) / den
+            self.directions.grow_rows(geometry.state.size + self.extra.count)
+        w = torch.cat([geometry.whitened[index], self.extra.matrix[index]])
+        h = self.directions.apply_inverse(w)
         den = 1 + w @ h
-        products = geometry.whitened @ h[: geometry.whitened.shape[-1]]
-        if self.extra:
-            products = (
-                products
-                + torch.stack(self.extra, -1) @ h[geometry.whitened.shape[-1] :]
-            )
+        m = geometry.state.size
+        products = geometry.whitened @ h[:m] + self.extra.matrix @ h[m:]
         self.variance = (self.variance - products.square() / den).clamp_min(0.0)
-        self.directions.append(h)
-        self.denominators.append(den)
-
-    def _coordinates(self, index: int) -> Tensor:
-        parts = [self.geometry.whitened[index]]
-        if self.extra:
-            parts.append(torch.stack([column[index] for column in self.extra]))
-        return torch.cat(parts)
+        self.directions.append(h, den)
 
 
 def lazy_argmax(

@@ -18,7 +18,10 @@ def objective(X):
 def make_loop(arms, seed=0, beta=0.5):
     kernel = ScaleKernel(RBFKernel()).to(DTYPE)
     kernel.base_kernel.lengthscale = 0.5
-    return BBKB(arms, covar_module=kernel, noise=1.0, beta=beta, seed=seed)
+    # without a horizon, batches of copies of a well-pulled arm grow geometrically
+    return BBKB(
+        arms, covar_module=kernel, noise=1.0, beta=beta, seed=seed, max_batch_size=64
+    )
 
 
 def run(loop, arms, steps, noise_gen):

@@ -94,6 +94,8 @@ class BBKBPolicy(Policy):
             )
         else:
             beta = float(self.radius) * math.sqrt(noise)
+        self.horizon = horizon
+        self.max_batch_size = self.options["max_batch_size"]
         seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
         self.loop = BBKB(
             problem.arms,
@@ -107,6 +109,15 @@ class BBKBPolicy(Policy):
         )
 
     def ask(self) -> Tensor:
+        # a batch never needs more arms than the horizon has left (batches of copies of
+        # a well-pulled arm can otherwise grow geometrically)
+        remaining = self.horizon - self.loop.num_observations
+        cap = (
+            remaining
+            if self.max_batch_size is None
+            else min(self.max_batch_size, remaining)
+        )
+        self.loop.batch_options["max_batch_size"] = max(cap, 1)
         return self.loop.ask()
 
     def tell(self, chosen: Tensor, rewards: Tensor) -> None:
