@@ -1,6 +1,11 @@
 r"""botorch-sketch: scalable no-regret Gaussian-process bandits for BoTorch."""
 
 from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound, TheoryRadius
+from botorch_sketch.acquisition.thompson import (
+    AlphaSchedule,
+    ScaledPathThompsonSampling,
+    draw_scaled_paths,
+)
 from botorch_sketch.generation.bbkb import (
     BBKBBatch,
     gen_bbkb_batch,
@@ -9,12 +14,23 @@ from botorch_sketch.generation.bbkb import (
     update_bbkb_model,
 )
 from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.thompson import gen_thompson_candidates
 from botorch_sketch.generation.threds import GPThreDS
 from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
+from botorch_sketch.models.variational import (
+    CollapsedTitsiasBound,
+    DecomposedSamplingSVGP,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlphaSchedule",
+    "CollapsedTitsiasBound",
+    "DecomposedSamplingSVGP",
+    "ScaledPathThompsonSampling",
+    "draw_scaled_paths",
+    "gen_thompson_candidates",
     "BBKB",
     "BBKBBatch",
     "BKBUpperConfidenceBound",
