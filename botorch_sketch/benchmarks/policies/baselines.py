@@ -207,31 +207,14 @@ class ExactUCBPolicy(_ExactGPPolicy):
     Plays ``argmax_x mean_t(x) + radius_t * sd_t(x)`` over all arms, where the exact
     posterior (fixed kernel, noise variance ``s2``) is kept by
     :class:`~.common.IncrementalExactPosterior`. The first arm is uniformly random.
-    Memory: ``A x T`` numbers.
+    Memory: ``A x T`` numbers. Options (constant radius on the Bayesian scale or
+    ``"srinivas"``, its ``delta``, kernel and noise overrides) are the base class's.
 
     Example:
         >>> policy = ExactUCBPolicy(radius=2.0)
     """
 
     name = "exact-ucb"
-
-    def __init__(
-        self,
-        radius: float | str = DEFAULT_RADIUS,
-        delta: float = 0.05,
-        lengthscale: float | None = None,
-        outputscale: float | None = None,
-        noise_variance: float | None = None,
-    ) -> None:
-        r"""Args:
-        radius: Constant radius (Bayesian scale) or ``"srinivas"``.
-        delta: Confidence level of the ``"srinivas"`` schedule.
-        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
-        outputscale: Override of the kernel variance.
-        noise_variance: Override of the model noise variance
-            (default ``problem.noise_std ** 2``).
-        """
-        super().__init__(radius, delta, lengthscale, outputscale, noise_variance)
 
     def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
         self._setup(problem, generator)
