@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
@@ -41,6 +42,7 @@ from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.variational import CholeskyVariationalDistribution, VariationalStrategy
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
+from torch.nn import Module
 
 from botorch_sketch.models.inducing import select_inducing_indices
 from botorch_sketch.utils.validation import check_matrix, check_positive
@@ -166,6 +168,9 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
     (e.g. after ``fit_gpytorch_mll(CollapsedTitsiasBound(model))``), the next call to
     :meth:`posterior` or :meth:`sample_paths` re-selects ``Z`` and recomputes ``q(u)``.
 
+    ``state_dict()`` holds the hyperparameters and transforms only (``Z`` and ``q(u)``
+    are functions of the data), so it loads into a model on any data set.
+
     Only single-output, non-batched models are supported. ``update`` is equivalent to
     building a new model on all observations with the current hyperparameters: the
     input and outcome transforms are re-fitted on all data.
@@ -266,6 +271,8 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         self._noise_variance = noise_variance
         if noise_variance is not None:
             self.likelihood.raw_noise.requires_grad_(False)
+        self.register_state_dict_post_hook(_drop_data_state)
+        self.register_load_state_dict_pre_hook(_keep_data_state)
         self._set_data(train_X, train_Y)
 
     @property
@@ -298,7 +305,37 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
                 f"`X` and `Y` must have dtype {self._train_X.dtype}, got {X.dtype} "
                 f"and {Y.dtype}."
             )
-        self._set_data(torch.cat([self._train_X, X]), torch.cat([self._train_Y, Y]))
+        X_all = torch.cat([self._train_X, X])
+        if self.inducing_quality == "improvement":
+            with torch.no_grad():  # expected improvement before the update, O(n m^2)
+                self._quality = ExpectedImprovementQualityFunction(self, True)(X_all)
+        self._set_data(X_all, torch.cat([self._train_Y, Y]))
+
+    def load_state_dict(
+        self,
+        state_dict: Mapping[str, Any],
+        strict: bool = True,
+        keep_transforms: bool = True,
+        assign: bool = False,
+    ) -> Any:
+        r"""Load hyperparameters (and transforms) fitted on any data set.
+
+        The state dict holds no data-derived state (``Z`` and ``q(u)`` are left out),
+        so one saved from a model on ``n`` points loads into a model on fewer, as
+        Ax's cross-validation does. This model's data are then re-transformed and
+        ``Z`` and ``q(u)`` recomputed.
+
+        Args:
+            state_dict: As returned by ``state_dict()``; keys of the variational
+                strategy (saved by older versions) are ignored.
+            strict: Enforce that the keys match.
+            keep_transforms: If True, apply the loaded input and outcome transforms to
+                this model's data as they are; if False, re-fit them on this data.
+            assign: See ``torch.nn.Module.load_state_dict``.
+        """
+        result = Module.load_state_dict(self, state_dict, strict=strict, assign=assign)
+        self._set_data(self._train_X, self._train_Y, fit_transforms=not keep_transforms)
+        return result
 
     def posterior(
         self,
@@ -344,16 +381,14 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             paths_per_basis=paths_per_basis,
         )
 
-    def _set_data(self, X: Tensor, Y: Tensor) -> None:
-        r"""Store all data, re-fit the transforms, refresh ``Z`` and ``q(u)``."""
+    def _set_data(self, X: Tensor, Y: Tensor, fit_transforms: bool = True) -> None:
+        r"""Store all data, transform it (re-fitting the transforms unless
+        ``fit_transforms`` is False), refresh ``Z`` and ``q(u)``."""
         with torch.no_grad():
-            if self.inducing_quality == "improvement" and hasattr(self, "_train_X"):
-                # Expected improvement under the model before this update, O(n m^2).
-                self._quality = ExpectedImprovementQualityFunction(self, True)(X)
             X_t = X
             input_transform = getattr(self, "input_transform", None)
             if input_transform is not None:
-                input_transform.train()
+                input_transform.train(fit_transforms)
                 X_t = input_transform(X)
             Y_var = None
             if self._noise_variance is not None:
@@ -361,7 +396,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             Y_t = Y
             outcome_transform = getattr(self, "outcome_transform", None)
             if outcome_transform is not None:
-                outcome_transform.train()
+                outcome_transform.train(fit_transforms)
                 Y_t, Y_var = outcome_transform(Y, Y_var, X=X_t)
             if Y_var is not None:
                 self.likelihood.noise = Y_var.mean()
@@ -474,6 +509,36 @@ class CollapsedTitsiasBound(MarginalLogLikelihood):
     def compute_custom_loss(self, **kwargs) -> Tensor:
         r"""Negative bound per data point (the loss BoTorch minimizes)."""
         return -self.forward()
+
+
+def _drop_data_state(
+    module: DecomposedSamplingSVGP,
+    state_dict: dict[str, Any],
+    prefix: str,
+    local_metadata: dict[str, Any],
+) -> None:
+    r"""State-dict post-hook: drop ``Z`` and ``q(u)``, which are recomputed from the
+    data, so the state dict's shapes do not depend on the number of observations."""
+    strategy_prefix = prefix + "model.variational_strategy."
+    for key in [k for k in state_dict if k.startswith(strategy_prefix)]:
+        del state_dict[key]
+
+
+def _keep_data_state(
+    module: DecomposedSamplingSVGP,
+    state_dict: dict[str, Any],
+    prefix: str,
+    *args: Any,
+) -> None:
+    r"""Load pre-hook: the variational strategy keeps its current ``Z`` and ``q(u)``
+    (entries saved by older versions are replaced), which :meth:`load_state_dict`
+    then recomputes."""
+    strategy_prefix = prefix + "model.variational_strategy."
+    for key in [k for k in state_dict if k.startswith(strategy_prefix)]:
+        del state_dict[key]
+    strategy = module.model.variational_strategy
+    for name, value in strategy.state_dict().items():
+        state_dict[strategy_prefix + name] = value
 
 
 def _check_data(

@@ -304,6 +304,62 @@ def test_update_equals_model_built_on_all_data():
     torch.testing.assert_close(a.variance, b.variance)
 
 
+def _transformed_model(X, Y, lengthscale, mean_constant=0.0, num_inducing=40):
+    model = DecomposedSamplingSVGP(
+        X,
+        Y,
+        num_inducing=num_inducing,
+        covar_module=_kernel(lengthscale),
+        noise_variance=NOISE,
+        input_transform=Normalize(2),
+        outcome_transform=Standardize(1),
+    )
+    model.model.mean_module.constant = mean_constant
+    return model
+
+
+def test_state_dict_does_not_depend_on_the_number_of_observations():
+    X, Y = _data(n=70, seed=9, scale=2.0)
+    full = _transformed_model(X, Y, 0.17, mean_constant=0.3, num_inducing=12)
+    small = _transformed_model(X[:20], Y[:20], 0.5)
+    shapes = {key: value.shape for key, value in full.state_dict().items()}
+    assert shapes == {key: value.shape for key, value in small.state_dict().items()}
+    assert not any("variational" in key for key in shapes)
+    X_test = 2 * torch.rand(
+        6, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(10)
+    )
+    with gpytorch.settings.variational_cholesky_jitter(double_value=1e-10):
+        assert not small.load_state_dict(full.state_dict()).missing_keys
+        ours = small.posterior(X_test)
+    # Oracle: the exact GP (m = n = 20) on the small data, transformed with the
+    # full-data transforms, with the full model's hyperparameters.
+    transform_X = full.input_transform.eval()
+    offset, scale = full.outcome_transform.means, full.outcome_transform.stdvs
+    exact = SingleTaskGP(
+        transform_X(X[:20]),
+        (Y[:20] - offset) / scale,
+        train_Yvar=torch.full_like(Y[:20], NOISE) / scale**2,
+        covar_module=_kernel(0.17),
+        mean_module=ConstantMean().to(DTYPE),
+        outcome_transform=None,
+    ).eval()
+    exact.mean_module.constant = 0.3
+    with torch.no_grad():
+        theirs = exact.posterior(transform_X(X_test))
+    torch.testing.assert_close(
+        ours.mean, theirs.mean * scale + offset, atol=1e-6, rtol=0
+    )
+    torch.testing.assert_close(
+        ours.variance, theirs.variance * scale**2, atol=1e-6, rtol=0
+    )
+
+    small.load_state_dict(full.state_dict(), keep_transforms=False)
+    fresh = _transformed_model(X[:20], Y[:20], 0.17, mean_constant=0.3)
+    torch.testing.assert_close(
+        small.posterior(X_test).mean, fresh.posterior(X_test).mean
+    )
+
+
 def test_hyperparameter_change_triggers_refresh():
     X, Y = _data(n=40, seed=5)
     model = DecomposedSamplingSVGP(X, Y, num_inducing=10, covar_module=_kernel(0.3))
