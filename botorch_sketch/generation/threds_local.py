@@ -27,7 +27,7 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from botorch_sketch.generation.threds_gp import IncrementalGridGP
+from botorch_sketch.models.incremental_exact import IncrementalExactGP
 
 
 def threds_beta(
@@ -184,7 +184,7 @@ class LocalTest:
         self.tolerance = tolerance
         self.beta = beta
         self.cap = cap
-        self.gp = IncrementalGridGP(grid, kernel, noise)
+        self.gp = IncrementalExactGP.from_kernel(grid, kernel, noise)
         self.open_points = torch.ones_like(group, dtype=torch.bool)
         self.next_index = first_index
         self.since_declaration = 0
@@ -215,7 +215,7 @@ class LocalTest:
             raise RuntimeError("This local test is finished; start a new one.")
         self.gp.observe(self.next_index, y)
         self.since_declaration += 1
-        mean, variance = self.gp.posterior()
+        mean, variance = self.gp.mean, self.gp.variance
         width = self.beta(self.num_observations) * variance.sqrt()
         decision = decide(
             mean + width,

@@ -1,5 +1,5 @@
 r"""Pieces shared by benchmark policies: fixed kernels, radius schedules, and the
-incremental exact GP posterior over a finite arm set.
+incremental exact GP posterior over a finite arm set under that fixed kernel.
 
 Every GP-based policy of the benchmark uses the *same* fixed hyperparameters, read from
 ``problem.hyperparameters`` (keys ``"lengthscale"``, ``"outputscale"`` and optionally
@@ -20,6 +20,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import Tensor
 
 from botorch_sketch.benchmarks.policies.base import Problem
+from botorch_sketch.models.incremental_exact import IncrementalExactGP
 from botorch_sketch.utils.validation import check_matrix, check_positive
 
 #: Constant confidence radius (Bayesian scale) used when a policy is given none.
@@ -138,25 +139,14 @@ def make_radius_schedule(
     return lambda t: value
 
 
-class IncrementalExactPosterior:
-    r"""Exact GP posterior of every arm, updated in ``O(A t)`` per observation.
+class IncrementalExactPosterior(IncrementalExactGP):
+    r"""Exact GP posterior of every arm under the benchmark's fixed scaled RBF kernel.
 
-    With a fixed kernel ``k`` and noise variance ``s2``, let ``X_t`` be the ``t``
-    observed arms (repeats allowed), ``K_t + s2 I = L_t L_t^T`` and
-    ``W_t = K(arms, X_t) L_t^{-T}`` (``A x t``). Then, with ``a_t = L_t^{-1} y_t``,
-
-        mean(x) = W_t[x] . a_t,      variance(x) = k(x, x) - ||W_t[x]||^2.
-
-    Appending an observation of arm ``j`` adds one row to ``L`` and one column to
-    ``W``: the new row of ``L`` is ``[l, d]`` with ``l = W_t[j]`` (no triangular solve
-    needed) and ``d^2 = k(j, j) + s2 - ||l||^2``, and the new column is
-    ``w = (K(arms, x_j) - W_t l) / d``. Variances drop by ``w^2`` and means move by
-    ``w * (y_j - l . a_t) / d``. Observations may be appended before their reward is
-    known (hallucination, as in GP-BUCB): the variance is updated at once, the mean
-    when :meth:`set_rewards` supplies the rewards in order.
-
-    ``W`` is stored transposed (``capacity x A``, one contiguous row per observation)
-    and preallocated, so memory is ``O(A capacity)`` and nothing is recomputed.
+    The incremental update of
+    :class:`~botorch_sketch.models.incremental_exact.IncrementalExactGP` (``O(A t)``
+    per observation, rewards possibly set later as in GP-BUCB) with ``W`` preallocated
+    for ``capacity`` observations and kernel columns computed in closed form from
+    cached scaled arms (one matrix-vector product and an ``exp``, no GPyTorch call).
 
     Example:
         >>> hp = KernelHyperparameters(lengthscale=3.0, outputscale=1.0,
@@ -180,27 +170,23 @@ class IncrementalExactPosterior:
         check_matrix(arms, "arms")
         if not isinstance(hyperparameters, KernelHyperparameters):
             raise TypeError("`hyperparameters` must be a KernelHyperparameters.")
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ValueError(f"`capacity` must be a positive int, got {capacity!r}.")
         self.arms = arms
         self.hyperparameters = hyperparameters
-        self.noise_variance = hyperparameters.noise_variance
-        num_arms = arms.shape[0]
-        factory = {"dtype": arms.dtype, "device": arms.device}
         # k(a, b) = s exp(a.b - |a|^2/2 - |b|^2/2) on arms scaled by 1/lengthscale.
         self._scaled = arms / hyperparameters.lengthscale
         self._half_sq_norms = 0.5 * self._scaled.square().sum(dim=-1)
-        self.prior_variance = torch.full(
-            (num_arms,), hyperparameters.outputscale, **factory
+        prior_variance = torch.full(
+            (arms.shape[0],),
+            hyperparameters.outputscale,
+            dtype=arms.dtype,
+            device=arms.device,
         )
-        self._w = torch.empty(capacity, num_arms, **factory)
-        self._diag = torch.empty(capacity, **factory)
-        self._alpha = torch.empty(capacity, **factory)
-        self._arm_of = torch.empty(capacity, dtype=torch.long, device=arms.device)
-        self.mean = torch.zeros(num_arms, **factory)
-        self.variance = self.prior_variance.clone()
-        self.num_observations = 0
-        self.num_rewarded = 0
+        super().__init__(
+            prior_variance,
+            self.kernel_column,
+            hyperparameters.noise_variance,
+            capacity=capacity,
+        )
 
     def kernel_column(self, index: int) -> Tensor:
         r"""``K(arms, arms[index])`` (``A``), from cached scaled arms and norms."""
@@ -208,83 +194,3 @@ class IncrementalExactPosterior:
         exponent -= self._half_sq_norms
         exponent -= self._half_sq_norms[index]
         return exponent.clamp_(max=0.0).exp_().mul_(self.hyperparameters.outputscale)
-
-    @property
-    def capacity(self) -> int:
-        return self._w.shape[0]
-
-    @property
-    def num_pending(self) -> int:
-        r"""Observations appended whose rewards are not known yet."""
-        return self.num_observations - self.num_rewarded
-
-    def append(self, index: int) -> float:
-        r"""Condition on an observation of arm ``index`` (reward to come).
-
-        Args:
-            index: Arm index in ``[0, A)``.
-
-        Returns:
-            The posterior variance of that arm *before* this observation.
-        """
-        num_arms = self.arms.shape[0]
-        if not 0 <= int(index) < num_arms:
-            raise ValueError(f"`index` must lie in [0, {num_arms}), got {index}.")
-        t = self.num_observations
-        if t >= self.capacity:
-            raise ValueError(
-                f"`capacity` ({self.capacity}) exceeded; allocate a larger posterior."
-            )
-        index = int(index)
-        variance_before = float(self.variance[index])
-        column = self.kernel_column(index)
-        if t > 0:
-            l_row = self._w[:t, index]
-            column = column - l_row @ self._w[:t]
-        # d^2 = posterior variance of the arm + noise; clamp guards rounding only.
-        d_squared = max(variance_before, 0.0) + self.noise_variance
-        d = math.sqrt(d_squared)
-        w = self._w[t]
-        torch.div(column, d, out=w)
-        self.variance.sub_(w * w).clamp_(min=0.0)
-        self._diag[t] = d
-        self._arm_of[t] = index
-        self.num_observations = t + 1
-        return variance_before
-
-    def set_rewards(self, rewards: Tensor) -> None:
-        r"""Supply the rewards of the oldest pending observations, in order.
-
-        Args:
-            rewards: ``b`` rewards, ``1 <= b <= num_pending``.
-        """
-        if not isinstance(rewards, Tensor) or rewards.dim() != 1:
-            raise ValueError("`rewards` must be a 1-d tensor.")
-        if not 1 <= rewards.shape[0] <= self.num_pending:
-            raise ValueError(
-                f"`rewards` has {rewards.shape[0]} entries but {self.num_pending} "
-                "observations are pending."
-            )
-        if not torch.isfinite(rewards).all():
-            raise ValueError("`rewards` contains NaN or infinite values.")
-        rewards = rewards.to(self._alpha)
-        for reward in rewards:
-            s = self.num_rewarded
-            l_row = self._w[:s, self._arm_of[s]]
-            alpha = (reward - l_row @ self._alpha[:s]) / self._diag[s]
-            self._alpha[s] = alpha
-            self.mean.add_(self._w[s], alpha=float(alpha))
-            self.num_rewarded = s + 1
-
-    def discard_pending(self) -> None:
-        r"""Forget the observations whose rewards never came.
-
-        Variances are recomputed from the kept columns of ``W`` (``O(A t)``).
-        """
-        if self.num_pending == 0:
-            return
-        self.num_observations = self.num_rewarded
-        variance = self.prior_variance.clone()
-        for rows in self._w[: self.num_observations].split(256):
-            variance -= rows.square().sum(dim=0)
-        self.variance = variance.clamp_(min=0.0)

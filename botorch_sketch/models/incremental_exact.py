@@ -1,0 +1,251 @@
+r"""Exact GP posterior on a finite point set, conditioned one observation at a time.
+
+For ``A`` fixed points, a fixed kernel ``k`` and noise variance ``s2``, let ``X_n`` be
+the ``n`` observed points (indices into the set, repeats allowed),
+``K_n + s2 I = L_n L_n^T`` and ``W_n = K(points, X_n) L_n^{-T}`` (``A x n``). With
+``a_n = L_n^{-1} y_n`` the exact posterior (zero prior mean) at every point is
+
+.. math::
+
+    \mu(x) = W_n[x] \cdot a_n, \qquad \sigma^2(x) = k(x, x) - \|W_n[x]\|^2.
+
+Observing point ``j`` adds the row ``[l, d]`` to ``L`` with ``l = W_n[j]`` (no
+triangular solve) and ``d^2 = \sigma^2(j) + s2``, and the column
+``w = (K(points, x_j) - W_n l) / d`` to ``W``; then ``\sigma^2 -= w^2``. The reward
+``y`` of that observation gives ``a_{n+1} = (y - l \cdot a_n) / d = (y - \mu(j)) / d``
+and ``\mu += a_{n+1} w``. One kernel column and one ``A x n`` matrix-vector product per
+observation, ``O(A n)`` memory and time. The variance update needs no reward, so
+observations may be appended before their rewards are known (hallucination, as in
+GP-BUCB) and rewarded later, in order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+
+import torch
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from botorch_sketch.utils.validation import check_finite, check_matrix, check_positive
+
+#: Point sets with at most this many kernel entries ``A^2`` precompute ``K`` in
+#: :meth:`IncrementalExactGP.from_kernel`, so that a kernel column is a lookup.
+MAX_PRECOMPUTED_ENTRIES = 2**20
+
+#: Rows of ``W`` allocated first when no capacity is fixed (the buffer then doubles).
+_INITIAL_ROWS = 16
+
+
+class IncrementalExactGP:
+    r"""Exact zero-mean GP posterior on ``A`` fixed points, one observation at a time.
+
+    The kernel enters only through the prior variances ``k(x, x)`` and a callable
+    returning the column ``K(points, points[j])``, so callers may supply a cached or
+    closed-form kernel. ``W`` is stored transposed (one contiguous row of length ``A``
+    per observation); with ``capacity`` it is preallocated and appending more raises,
+    without it the buffer doubles when full. The result equals BoTorch's
+    ``SingleTaskGP`` (zero mean, the same fixed kernel, fixed noise ``s2``) fitted to
+    the rewarded observations, with variances conditioned on all appended ones.
+
+    Example:
+        >>> gp = IncrementalExactGP.from_kernel(points, kernel, noise_variance=0.01)
+        >>> gp.observe(7, 0.3)  # append point 7 and its reward at once
+        >>> gp.append(3)  # hallucinated: the variance drops now ...
+        >>> gp.set_rewards(torch.tensor([0.1], dtype=points.dtype))  # ... the mean here
+        >>> gp.mean.shape, gp.variance.shape  # (A,), (A,)
+    """
+
+    def __init__(
+        self,
+        prior_variance: Tensor,
+        kernel_column: Callable[[int], Tensor],
+        noise_variance: float,
+        capacity: int | None = None,
+    ) -> None:
+        r"""Start from the prior.
+
+        Args:
+            prior_variance: ``A`` prior variances ``k(x, x)``.
+            kernel_column: ``j -> K(points, points[j])``, a tensor of shape ``A`` on
+                ``prior_variance``'s dtype and device.
+            noise_variance: Observation noise variance ``s2 > 0``.
+            capacity: Maximal number of observations (``W`` is ``capacity x A``);
+                None lets the buffer grow.
+        """
+        check_finite(prior_variance, "prior_variance")
+        if prior_variance.dim() != 1 or prior_variance.shape[0] == 0:
+            raise ValueError(
+                "`prior_variance` must be a non-empty 1-d tensor, got shape "
+                f"{tuple(prior_variance.shape)}."
+            )
+        if not callable(kernel_column):
+            raise TypeError("`kernel_column` must be callable.")
+        noise_variance = check_positive(noise_variance, "noise_variance")
+        if capacity is not None and (
+            isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1
+        ):
+            raise ValueError(
+                f"`capacity` must be a positive int or None, got {capacity!r}."
+            )
+        self.prior_variance = prior_variance
+        self.noise_variance = noise_variance
+        self.fixed_capacity = capacity is not None
+        self._kernel_column = kernel_column
+        num_points = prior_variance.shape[0]
+        self._w = prior_variance.new_empty(capacity or _INITIAL_ROWS, num_points)
+        # (point index, d) of the appended observations still waiting for a reward.
+        self._pending: deque[tuple[int, float]] = deque()
+        self.mean = torch.zeros_like(prior_variance)
+        self.variance = prior_variance.clone()
+        self.num_observations = 0
+        self.num_rewarded = 0
+
+    @classmethod
+    def from_kernel(
+        cls,
+        points: Tensor,
+        kernel: Kernel,
+        noise_variance: float,
+        capacity: int | None = None,
+    ) -> IncrementalExactGP:
+        r"""Posterior on ``points`` under a GPyTorch kernel with fixed hyperparameters.
+
+        Sets with ``A^2 <= MAX_PRECOMPUTED_ENTRIES`` evaluate ``K(points, points)``
+        once; larger ones evaluate one kernel column per observation.
+
+        Args:
+            points: ``A x d`` points (the only places observed or scored).
+            kernel: GPyTorch kernel, evaluated without gradients.
+            noise_variance: Observation noise variance ``s2 > 0``.
+            capacity: As in the constructor.
+
+        Returns:
+            The prior posterior on ``points``.
+        """
+        check_matrix(points, "points")
+        if not isinstance(kernel, Kernel):
+            raise TypeError("`kernel` must be a gpytorch Kernel.")
+        with torch.no_grad():
+            prior_variance = kernel(points, diag=True).to(points)
+            if points.shape[0] ** 2 <= MAX_PRECOMPUTED_ENTRIES:
+                gram = kernel(points, points).to_dense().to(points)
+                return cls(prior_variance, gram.__getitem__, noise_variance, capacity)
+
+        def kernel_column(index: int) -> Tensor:
+            with torch.no_grad():
+                column = kernel(points, points[index : index + 1]).to_dense()
+            return column.squeeze(-1).to(points)
+
+        return cls(prior_variance, kernel_column, noise_variance, capacity)
+
+    @property
+    def num_points(self) -> int:
+        return self.prior_variance.shape[0]
+
+    @property
+    def capacity(self) -> int:
+        r"""Rows of ``W`` allocated now."""
+        return self._w.shape[0]
+
+    @property
+    def num_pending(self) -> int:
+        r"""Observations appended whose rewards are not known yet."""
+        return len(self._pending)
+
+    def append(self, index: int) -> float:
+        r"""Condition the variance on observing point ``index`` (reward to come).
+
+        Args:
+            index: Point index in ``[0, A)``.
+
+        Returns:
+            The posterior variance of that point *before* this observation.
+        """
+        if isinstance(index, bool) or not 0 <= int(index) < self.num_points:
+            raise ValueError(
+                f"`index` must lie in [0, {self.num_points}), got {index}."
+            )
+        index = int(index)
+        n = self.num_observations
+        if n == self.capacity:
+            if self.fixed_capacity:
+                raise ValueError(
+                    f"`capacity` ({self.capacity}) exceeded; allocate a larger "
+                    "posterior."
+                )
+            grown = self._w.new_empty(2 * n, self.num_points)
+            grown[:n] = self._w
+            self._w = grown
+        variance_before = float(self.variance[index])
+        column = self._kernel_column(index)
+        if n > 0:
+            column = column - self._w[:n, index] @ self._w[:n]
+        # d^2 = posterior variance of the point + noise; the clamp guards rounding only.
+        d = math.sqrt(max(variance_before, 0.0) + self.noise_variance)
+        w = torch.div(column, d, out=self._w[n])
+        self.variance.sub_(w * w).clamp_(min=0.0)
+        self._pending.append((index, d))
+        self.num_observations = n + 1
+        return variance_before
+
+    def set_rewards(self, rewards: Tensor) -> None:
+        r"""Supply the rewards of the oldest pending observations, in order.
+
+        Args:
+            rewards: ``b`` rewards, ``1 <= b <= num_pending``.
+        """
+        if not isinstance(rewards, Tensor) or rewards.dim() != 1:
+            raise ValueError("`rewards` must be a 1-d tensor.")
+        if not 1 <= rewards.shape[0] <= self.num_pending:
+            raise ValueError(
+                f"`rewards` has {rewards.shape[0]} entries but {self.num_pending} "
+                "observations are pending."
+            )
+        if not torch.isfinite(rewards).all():
+            raise ValueError("`rewards` contains NaN or infinite values.")
+        for reward in rewards.tolist():
+            self._condition_mean(reward)
+
+    def observe(self, index: int, y: float) -> None:
+        r"""Condition on the reward ``y`` observed at point ``index`` (nothing pending).
+
+        Args:
+            index: Point index in ``[0, A)``.
+            y: The observation.
+        """
+        if self._pending:
+            raise ValueError(
+                f"{self.num_pending} observations are pending; use `append` and "
+                "`set_rewards`."
+            )
+        y = float(y)
+        if not math.isfinite(y):
+            raise ValueError(f"`y` must be finite, got {y}.")
+        self.append(index)
+        self._condition_mean(y)
+
+    def discard_pending(self) -> None:
+        r"""Forget the observations whose rewards never came.
+
+        Variances are recomputed from the kept rows of ``W`` (``O(A n)``).
+        """
+        if not self._pending:
+            return
+        self._pending.clear()
+        self.num_observations = self.num_rewarded
+        variance = self.prior_variance.clone()
+        for rows in self._w[: self.num_observations].split(256):
+            variance -= rows.square().sum(dim=0)
+        self.variance = variance.clamp_(min=0.0)
+
+    def _condition_mean(self, reward: float) -> None:
+        r"""Move the mean by the oldest pending observation's ``reward``."""
+        index, d = self._pending.popleft()
+        # The mean conditions on the rewarded observations only, so mean[index] is
+        # l . a_s for this observation's row l of L.
+        residual = (reward - float(self.mean[index])) / d
+        self.mean.add_(self._w[self.num_rewarded], alpha=residual)
+        self.num_rewarded += 1

@@ -1,0 +1,164 @@
+import math
+from unittest import mock
+
+import pytest
+import torch
+from botorch.models import SingleTaskGP
+from gpytorch.kernels import MaternKernel, ScaleKernel
+from gpytorch.means import ZeroMean
+
+from botorch_sketch.models import incremental_exact
+from botorch_sketch.models.incremental_exact import IncrementalExactGP
+
+NOISE = 0.01
+
+
+def _kernel(dtype=torch.float64):
+    kernel = ScaleKernel(MaternKernel(nu=2.5)).to(dtype)
+    kernel.base_kernel.lengthscale = torch.tensor(0.2, dtype=dtype)
+    kernel.outputscale = torch.tensor(1.3, dtype=dtype)
+    return kernel.requires_grad_(False)
+
+
+def _exact(points, indices, y, kernel):
+    r"""Mean and variance at all points from a SingleTaskGP built from scratch."""
+    train_Y = y.unsqueeze(-1)
+    model = SingleTaskGP(
+        points[indices],
+        train_Y,
+        train_Yvar=torch.full_like(train_Y, NOISE),
+        covar_module=kernel,
+        mean_module=ZeroMean(),
+        outcome_transform=None,
+    ).eval()
+    with torch.no_grad():
+        posterior = model.posterior(points)
+    return posterior.mean.squeeze(-1), posterior.variance.squeeze(-1)
+
+
+@pytest.fixture
+def data():
+    gen = torch.Generator().manual_seed(0)
+    points = torch.rand(60, 2, generator=gen, dtype=torch.float64)
+    indices = torch.randint(60, (40,), generator=gen)
+    indices[5] = indices[4]  # a repeated observation
+    y = torch.randn(40, generator=gen, dtype=torch.float64)
+    return points, indices, y
+
+
+@pytest.mark.parametrize("precompute", [True, False])
+def test_observe_matches_single_task_gp(data, precompute, monkeypatch):
+    if not precompute:
+        monkeypatch.setattr(incremental_exact, "MAX_PRECOMPUTED_ENTRIES", 0)
+    points, indices, y = data
+    kernel = _kernel()
+    gp = IncrementalExactGP.from_kernel(points, kernel, NOISE)
+    torch.testing.assert_close(gp.variance, torch.full((60,), 1.3, dtype=points.dtype))
+    assert torch.equal(gp.mean, torch.zeros(60, dtype=points.dtype))
+    kernel_calls = 0
+    # 40 observations: the buffer starts at 16 rows and doubles twice.
+    for n, (index, value) in enumerate(
+        zip(indices.tolist(), y.tolist(), strict=True), start=1
+    ):
+        with mock.patch.object(kernel, "forward", wraps=kernel.forward) as forward:
+            gp.observe(index, value)
+        kernel_calls += forward.call_count
+        if n in (1, 2, 17, 40):
+            mean, variance = _exact(points, indices[:n], y[:n], kernel)
+            torch.testing.assert_close(gp.mean, mean, rtol=1e-6, atol=1e-8)
+            torch.testing.assert_close(gp.variance, variance, rtol=1e-6, atol=1e-8)
+    # Small sets look kernel columns up; otherwise each observation evaluates one.
+    assert kernel_calls == (0 if precompute else 40)
+    assert gp.num_observations == gp.num_rewarded == 40 and gp.capacity == 64
+
+
+def test_hallucinated_batch_and_discard(data):
+    points, indices, y = data
+    kernel = _kernel()
+    gp = IncrementalExactGP.from_kernel(points, kernel, NOISE, capacity=12)
+    for s in range(10):
+        before = gp.append(int(indices[s]))
+    _, variance_9 = _exact(points, indices[:9], y[:9], kernel)
+    assert before == pytest.approx(float(variance_9[indices[9]]), rel=1e-7)
+    gp.set_rewards(y[:6])
+    assert gp.num_pending == 4
+    mean_6, _ = _exact(points, indices[:6], y[:6], kernel)
+    _, variance_10 = _exact(points, indices[:10], y[:10], kernel)
+    torch.testing.assert_close(gp.mean, mean_6, rtol=1e-7, atol=1e-9)
+    torch.testing.assert_close(gp.variance, variance_10, rtol=1e-7, atol=1e-9)
+    gp.set_rewards(y[6:8])
+    gp.discard_pending()
+    assert gp.num_observations == gp.num_rewarded == 8 and gp.num_pending == 0
+    mean_8, variance_8 = _exact(points, indices[:8], y[:8], kernel)
+    torch.testing.assert_close(gp.mean, mean_8, rtol=1e-7, atol=1e-9)
+    torch.testing.assert_close(gp.variance, variance_8, rtol=1e-7, atol=1e-9)
+    # The freed rows are reused.
+    gp.observe(int(indices[8]), float(y[8]))
+    mean_9, variance_9 = _exact(points, indices[:9], y[:9], kernel)
+    torch.testing.assert_close(gp.mean, mean_9, rtol=1e-7, atol=1e-9)
+    torch.testing.assert_close(gp.variance, variance_9, rtol=1e-7, atol=1e-9)
+
+
+def test_callable_kernel_column_matches_dense_solve():
+    r"""The constructor path: a closed-form kernel column, checked by a dense solve."""
+    gen = torch.Generator().manual_seed(1)
+    points = torch.randn(30, 3, generator=gen, dtype=torch.float64)
+    K = torch.exp(-0.5 * torch.cdist(points, points).square())
+    gp = IncrementalExactGP(K.diagonal().clone(), K.__getitem__, NOISE, capacity=5)
+    indices, y = [3, 17, 3, 29, 0], torch.randn(5, generator=gen, dtype=torch.float64)
+    for index, value in zip(indices, y.tolist(), strict=True):
+        gp.observe(index, value)
+    K_xn = K[:, indices]
+    solve = torch.linalg.solve(K[indices][:, indices] + NOISE * torch.eye(5), K_xn.T)
+    torch.testing.assert_close(gp.mean, solve.T @ y, rtol=1e-7, atol=1e-9)
+    variance = K.diagonal() - (K_xn * solve.T).sum(-1)
+    torch.testing.assert_close(gp.variance, variance, rtol=1e-7, atol=1e-9)
+
+
+def test_errors_leave_state_unchanged(data):
+    points, _, _ = data
+    gp = IncrementalExactGP.from_kernel(points, _kernel(), NOISE, capacity=2)
+    gp.append(3)
+    mean, variance = gp.mean.clone(), gp.variance.clone()
+    with pytest.raises(ValueError, match="rewards"):
+        gp.set_rewards(torch.ones(2, dtype=points.dtype))
+    with pytest.raises(ValueError, match="rewards"):
+        gp.set_rewards(torch.tensor([math.nan], dtype=points.dtype))
+    with pytest.raises(ValueError, match="pending"):
+        gp.observe(4, 1.0)
+    with pytest.raises(ValueError, match="index"):
+        gp.append(60)
+    assert gp.num_observations == 1 and gp.num_pending == 1
+    assert torch.equal(gp.mean, mean) and torch.equal(gp.variance, variance)
+    gp.set_rewards(torch.ones(1, dtype=points.dtype))
+    with pytest.raises(ValueError, match="`y`"):
+        gp.observe(4, math.inf)
+    gp.observe(4, 0.5)
+    with pytest.raises(ValueError, match="capacity"):
+        gp.append(5)
+    assert gp.num_observations == 2
+    prior = torch.ones(3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="capacity"):
+        IncrementalExactGP(prior, prior.new_ones(3).expand, NOISE, capacity=0)
+    with pytest.raises(ValueError, match="noise_variance"):
+        IncrementalExactGP(prior, prior.new_ones(3).expand, 0.0)
+    with pytest.raises(TypeError, match="kernel_column"):
+        IncrementalExactGP(prior, None, NOISE)
+    with pytest.raises(ValueError, match="prior_variance"):
+        IncrementalExactGP(prior.reshape(3, 1), prior.new_ones(3).expand, NOISE)
+    with pytest.raises(ValueError, match="points"):
+        IncrementalExactGP.from_kernel(points[:, 0], _kernel(), NOISE)
+    with pytest.raises(TypeError, match="kernel"):
+        IncrementalExactGP.from_kernel(points, lambda a, b: a @ b.T, NOISE)
+
+
+def test_float32_runs_and_agrees(data):
+    points, indices, y = data
+    gp = IncrementalExactGP.from_kernel(points.float(), _kernel(torch.float32), NOISE)
+    for index, value in zip(indices.tolist(), y.tolist(), strict=True):
+        gp.observe(index, value)
+    assert gp.mean.dtype == gp.variance.dtype == torch.float32
+    assert torch.isfinite(gp.mean).all() and (gp.variance >= 0).all()
+    mean, variance = _exact(points, indices, y, _kernel())
+    torch.testing.assert_close(gp.mean.double(), mean, rtol=0, atol=5e-2)
+    torch.testing.assert_close(gp.variance.double(), variance, rtol=0, atol=5e-3)
