@@ -28,14 +28,14 @@ from botorch_sketch.models.dtc import DTCState, cross_covariance
 class CandidateGeometry:
     r"""Start-of-batch quantities of ``n`` candidates.
 
-    Construction costs one ``n x m`` kernel block and one ``n x m x m`` product
-    (mean and variances through :attr:`DTCState.variance_factor`); the embeddings
-    ``z(x)`` and whitened embeddings ``a(x)`` are formed only on demand: per row for
-    the lazily refreshed candidates, in full for the local rule and residual updates.
+    Construction scores the candidates in chunks (:meth:`DTCState.mean_and_variance`),
+    ``O(n m^2)`` time and ``O(n)`` lasting memory; kernel rows ``k_S(x)`` and
+    whitened embeddings ``a(x)`` are recomputed per row for the lazily refreshed
+    candidates, and formed in full (``n x m``) only for the local rule and the
+    residual updates.
 
     Attributes:
         points: ``n x d`` candidates in the model's (transformed) input space.
-        cross_covariance: ``n x m`` kernel block ``k_S(x)``.
         mean: ``n`` frozen posterior means ``mu_fb(x)`` (model outcome space).
         prior_variance: ``n`` prior variances ``k(x, x)``.
         scaled_variance: ``n`` start-of-batch variances ``sigma~^2_fb(x)``.
@@ -48,12 +48,9 @@ class CandidateGeometry:
         self.state = state
         self.points = points
         self.noise = state.noise
-        self.cross_covariance = cross_covariance(kernel, points, state.dictionary)
-        self.mean = self.cross_covariance @ state.mean_coefficients
-        self.prior_variance = kernel(points, diag=True)
-        explained = (self.cross_covariance @ state.variance_factor.mT).square().sum(-1)
-        bayes_variance = (self.prior_variance - explained).clamp_min(0.0)
+        self.mean, bayes_variance = state.mean_and_variance(kernel, points)
         self.scaled_variance = bayes_variance / self.noise
+        self.prior_variance = kernel(points, diag=True)
         # a(x) = L_V^{-1} L_S^{-1} k_S(x)
         self._whitening = torch.linalg.solve_triangular(
             state.chol_gram, state.inverse_chol_dictionary, upper=False
@@ -63,18 +60,26 @@ class CandidateGeometry:
         return self.points.shape[0]
 
     def whitened_rows(self, indices: Tensor | int) -> Tensor:
-        r"""Whitened embeddings ``a(x)`` of some candidates, ``O(m^2)`` each."""
-        return self.cross_covariance[indices] @ self._whitening.mT
+        r"""Whitened embeddings ``a(x)`` of some candidates, ``O(m (m + d))`` each."""
+        rows = self.points[indices]
+        return cross_covariance(self.kernel, rows, self.state.dictionary) @ (
+            self._whitening.mT
+        )
+
+    @cached_property
+    def kernel_rows(self) -> Tensor:
+        r"""``n x m`` kernel block ``k_S(x)`` (formed on first use)."""
+        return cross_covariance(self.kernel, self.points, self.state.dictionary)
 
     @cached_property
     def embedding(self) -> Tensor:
         r"""``n x m`` embeddings ``z(x) = L_S^{-1} k_S(x)`` (formed on first use)."""
-        return self.cross_covariance @ self.state.inverse_chol_dictionary.mT
+        return self.kernel_rows @ self.state.inverse_chol_dictionary.mT
 
     @cached_property
     def whitened(self) -> Tensor:
         r"""``n x m`` whitened embeddings (formed on first use)."""
-        return self.whitened_rows(slice(None))
+        return self.kernel_rows @ self._whitening.mT
 
     @cached_property
     def residual(self) -> Tensor:

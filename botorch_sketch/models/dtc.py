@@ -49,6 +49,11 @@ def distinct_rows(X: Tensor, y: Tensor | None = None) -> tuple[Tensor, Tensor, T
     return U, counts.to(X.dtype), y_sums
 
 
+#: Candidates scored at once by :meth:`DTCState.mean_and_variance`; bounds its
+#: temporaries to a few ``SCORING_CHUNK_ROWS x m`` blocks.
+SCORING_CHUNK_ROWS = 2048
+
+
 def cross_covariance(kernel: Kernel, X: Tensor, S: Tensor) -> Tensor:
     r"""Dense ``k(X, S)`` for ``... x q x d`` inputs and an ``m x d`` dictionary.
 
@@ -196,18 +201,25 @@ class DTCState:
         covariance = prior - Z @ Z.mT + self.noise * (A @ A.mT)
         return mean, covariance
 
-    def mean_and_variance(self, kernel: Kernel, X: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Marginal DTC predictive at ``N x d`` points: one ``N x m`` kernel block and
-        one ``N x m x m`` product (:attr:`variance_factor`), no ``N x N`` matrix.
+    def mean_and_variance(
+        self, kernel: Kernel, X: Tensor, rows_per_chunk: int = SCORING_CHUNK_ROWS
+    ) -> tuple[Tensor, Tensor]:
+        r"""Marginal DTC predictive at ``N x d`` points: ``N x m`` kernel blocks and
+        ``N x m x m`` products (:attr:`variance_factor`), no ``N x N`` matrix.
+
+        The points are scored ``rows_per_chunk`` at a time, so temporaries take
+        ``O(rows_per_chunk m)`` memory whatever ``N``.
 
         Returns:
             ``(mean, variance)``, each ``batch x N`` (Bayesian scale, no noise).
         """
-        K = cross_covariance(kernel, X, self.dictionary)
-        mean = (K @ self.mean_coefficients.unsqueeze(-1)).squeeze(-1)
-        explained = (K @ self.variance_factor.mT).square().sum(-1)
-        variance = (kernel(X, diag=True) - explained).clamp_min(0.0)
-        return mean, variance
+        means, variances = [], []
+        for rows in X.split(rows_per_chunk, dim=-2):
+            K = cross_covariance(kernel, rows, self.dictionary)
+            means.append((K @ self.mean_coefficients.unsqueeze(-1)).squeeze(-1))
+            explained = (K @ self.variance_factor.mT).square().sum(-1)
+            variances.append((kernel(rows, diag=True) - explained).clamp_min(0.0))
+        return torch.cat(means, dim=-1), torch.cat(variances, dim=-1)
 
     def updated(self, kernel: Kernel, X: Tensor, y: Tensor) -> DTCState:
         r"""The state after appending ``batch x n' x d`` points with ``batch x n'``
