@@ -56,9 +56,10 @@ from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generators.torch.botorch_modular.generator import BoTorchGenerator
 from ax.generators.torch.botorch_modular.utils import ModelConfig
 from botorch.acquisition.acquisition import AcquisitionFunction
-from botorch.models.model import ModelList
+from botorch.models.model import Model, ModelList
 from botorch.utils.sampling import draw_sobol_samples
 from gpytorch.kernels import Kernel
+from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
 from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
@@ -85,14 +86,31 @@ MODEL_NODE = "MBM"
 
 
 def _strategy(
-    model_config: ModelConfig,
+    model_class: type[Model],
+    mll_class: type[MarginalLogLikelihood],
+    model_options: dict[str, Any],
     acqf_class: type[AcquisitionFunction],
     acqf_options: dict[str, Any],
+    *,
+    covar_module_class: type[Kernel] | None,
+    covar_module_options: dict[str, Any] | None,
     optimizer_options: dict[str, Any] | None,
-    dispatch_options: dict[str, Any],
+    **dispatch_options: Any,
 ) -> GenerationStrategy:
-    r"""Ax's own center + Sobol + model-based strategy, with our model and
-    acquisition (and its options) in the model-based node."""
+    r"""Ax's own center + Sobol + model-based strategy, with our model (fitted on
+    ``mll_class``) and acquisition (and its options) in the model-based node.
+
+    ``dispatch_options`` are fields of Ax's ``GenerationStrategyDispatchStruct``
+    (the initialization settings and the caller's extra options).
+    """
+    model_config = ModelConfig(
+        botorch_model_class=model_class,
+        model_options=model_options,
+        mll_class=mll_class,
+        covar_module_class=covar_module_class,
+        covar_module_options=dict(covar_module_options or {}),
+        name=model_class.__name__,
+    )
     struct = GenerationStrategyDispatchStruct(method="custom", **dispatch_options)
     strategy = choose_generation_strategy(
         struct, model_config=model_config, botorch_acqf_class=acqf_class
@@ -161,25 +179,19 @@ def bkb_generation_strategy(
     model_options: dict[str, Any] = {"qbar": check_at_least(qbar, "qbar", 1.0)}
     if noise is not None:
         model_options["noise"] = check_positive(noise, "noise")
-    model_config = ModelConfig(
-        botorch_model_class=NystromGP,
-        model_options=model_options,
-        mll_class=NystromMarginalLogLikelihood,
-        covar_module_class=covar_module_class,
-        covar_module_options=dict(covar_module_options or {}),
-        name="NystromGP",
-    )
     return _strategy(
-        model_config,
+        NystromGP,
+        NystromMarginalLogLikelihood,
+        model_options,
         BKBUpperConfidenceBound,
         {"beta": float(beta)},
-        optimizer_options,
-        {
-            "initialization_budget": initialization_budget,
-            "initialization_random_seed": initialization_random_seed,
-            "initialize_with_center": initialize_with_center,
-            **dispatch_options,
-        },
+        covar_module_class=covar_module_class,
+        covar_module_options=covar_module_options,
+        optimizer_options=optimizer_options,
+        initialization_budget=initialization_budget,
+        initialization_random_seed=initialization_random_seed,
+        initialize_with_center=initialize_with_center,
+        **dispatch_options,
     )
 
 
@@ -242,28 +254,23 @@ def sgpts_generation_strategy(
         model_options["noise_variance"] = check_positive(
             noise_variance, "noise_variance"
         )
-    model_config = ModelConfig(
-        botorch_model_class=DecomposedSamplingSVGP,
-        model_options=model_options,
-        mll_class=CollapsedTitsiasBound,
-        covar_module_class=covar_module_class,
-        covar_module_options=dict(covar_module_options or {}),
-        name="DecomposedSamplingSVGP",
-    )
+    acqf_options = {
+        "alpha": check_at_least(alpha, "alpha", 0.0),
+        "num_features": num_features,
+    }
     return _strategy(
-        model_config,
+        DecomposedSamplingSVGP,
+        CollapsedTitsiasBound,
+        model_options,
         AxScaledPathThompsonSampling,
-        {
-            "alpha": check_at_least(alpha, "alpha", 0.0),
-            "num_features": num_features,
-        },
-        optimizer_options,
-        {
-            "initialization_budget": initialization_budget,
-            "initialization_random_seed": initialization_random_seed,
-            "initialize_with_center": initialize_with_center,
-            **dispatch_options,
-        },
+        acqf_options,
+        covar_module_class=covar_module_class,
+        covar_module_options=covar_module_options,
+        optimizer_options=optimizer_options,
+        initialization_budget=initialization_budget,
+        initialization_random_seed=initialization_random_seed,
+        initialize_with_center=initialize_with_center,
+        **dispatch_options,
     )
 
 

@@ -54,6 +54,7 @@ from ax.storage.botorch_modular_registry import (
     register_mll,
     register_model,
 )
+from botorch.acquisition.acquisition import AcquisitionFunction
 from botorch.acquisition.input_constructors import acqf_input_constructor
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.fit import fit_gpytorch_mll
@@ -329,109 +330,106 @@ def construct_inputs_bkb_ucb(
     }
 
 
-def _path_settings(
-    training_data: SupervisedDataset | None,
-    num_features: int,
-    alpha: float | Callable[[int], float],
-    generator: torch.Generator | None,
-    paths_per_basis: int | None,
-) -> dict[str, Any]:
-    r"""Path options with ``alpha`` resolved at ``t = n + 1`` for ``n`` observations
-    (a schedule needs ``training_data``)."""
-    if callable(alpha):
-        if training_data is None:
-            raise ValueError("An `alpha` schedule needs `training_data`.")
-        alpha = resolve_alpha(alpha, training_data.X.shape[-2] + 1)
-    return {
-        "num_features": num_features,
-        "alpha": alpha,
-        "generator": generator,
-        "paths_per_basis": paths_per_basis,
-    }
+def _path_ts_input_constructor(
+    acqf_class: type[AcquisitionFunction],
+    acqf_inputs: Callable[
+        [Model, PosteriorTransform | None, Tensor | None], dict[str, Any]
+    ],
+) -> Callable[..., dict[str, Any]]:
+    r"""The input constructor of a scaled-path Thompson acquisition class.
 
-
-def construct_inputs_scaled_path_ts(
-    model: Model,
-    training_data: SupervisedDataset | None = None,
-    posterior_transform: PosteriorTransform | None = None,
-    num_features: int = 1024,
-    alpha: float | Callable[[int], float] = 1.0,
-    generator: torch.Generator | None = None,
-    paths_per_basis: int | None = None,
-    X_pending: Tensor | None = None,
-    constraints_tuple: tuple[Tensor, Tensor] | None = None,
-) -> dict[str, Any]:
-    r"""Keyword arguments of ``ScaledPathThompsonSampling`` (one path, ``q = 1``).
-
-    That class maximizes the model's output as is: a minimizing scalarization is
-    rejected (use :class:`AxScaledPathThompsonSampling`). Pending points do not
-    change a Thompson sample and are ignored.
-
-    Args:
-        model: A model supported by ``draw_scaled_paths``.
-        training_data: Used to evaluate an ``alpha`` schedule at ``t = n + 1``.
-        posterior_transform: None or the identity scalarization.
-        num_features: Random Fourier features per path.
-        alpha: Exploration scale or a schedule ``t -> alpha_t``.
-        generator: Random number generator.
-        paths_per_basis: See ``draw_scaled_paths``.
-        X_pending: Ignored (accepted because Ax passes it).
-        constraints_tuple: Outcome constraints: not supported (raises).
-
-    Returns:
-        The constructor's keyword arguments.
+    Both classes take the same path options (``num_features``, ``alpha``,
+    ``generator``, ``paths_per_basis``) and reject outcome constraints; they differ
+    in what they make of the model, Ax's scalarization and the pending points,
+    which ``acqf_inputs(model, posterior_transform, X_pending)`` turns into the
+    class's other keyword arguments.
     """
-    _reject_outcome_constraints(constraints_tuple, "ScaledPathThompsonSampling")
+
+    def construct_inputs(
+        model: Model,
+        training_data: SupervisedDataset | None = None,
+        posterior_transform: PosteriorTransform | None = None,
+        num_features: int = 1024,
+        alpha: float | Callable[[int], float] = 1.0,
+        generator: torch.Generator | None = None,
+        paths_per_basis: int | None = None,
+        X_pending: Tensor | None = None,
+        constraints_tuple: tuple[Tensor, Tensor] | None = None,
+    ) -> dict[str, Any]:
+        r"""Keyword arguments of a scaled-path Thompson acquisition (BoTorch/Ax
+        registry).
+
+        Args:
+            model: A model supported by ``draw_scaled_paths``.
+            training_data: Used to evaluate an ``alpha`` schedule at ``t = n + 1``
+                for ``n`` observations.
+            posterior_transform: Ax's single-output scalarization.
+            num_features: Random Fourier features per path.
+            alpha: Exploration scale or a schedule ``t -> alpha_t``.
+            generator: Random number generator.
+            paths_per_basis: See ``draw_scaled_paths``.
+            X_pending: Pending points (they do not change a Thompson sample).
+            constraints_tuple: Outcome constraints: not supported (raises).
+
+        Returns:
+            The constructor's keyword arguments.
+        """
+        _reject_outcome_constraints(constraints_tuple, acqf_class.__name__)
+        inputs = acqf_inputs(model, posterior_transform, X_pending)
+        if callable(alpha):
+            if training_data is None:
+                raise ValueError("An `alpha` schedule needs `training_data`.")
+            alpha = resolve_alpha(alpha, training_data.X.shape[-2] + 1)
+        return {
+            **inputs,
+            "num_features": num_features,
+            "alpha": alpha,
+            "generator": generator,
+            "paths_per_basis": paths_per_basis,
+        }
+
+    return construct_inputs
+
+
+def _scaled_path_ts_inputs(
+    model: Model,
+    posterior_transform: PosteriorTransform | None,
+    X_pending: Tensor | None,
+) -> dict[str, Any]:
+    r"""``ScaledPathThompsonSampling``: one path (``q = 1``) of the model's output as
+    is, so a minimizing scalarization is rejected (use
+    :class:`AxScaledPathThompsonSampling`); pending points are ignored."""
     if scalarization_of(posterior_transform) != (1.0, 0.0):
         raise ValueError(
             "ScaledPathThompsonSampling maximizes the model output as is; for a "
             "minimized or scaled Ax objective use AxScaledPathThompsonSampling."
         )
-    return {
-        "model": model,
-        "num_paths": 1,
-        **_path_settings(
-            training_data, num_features, alpha, generator, paths_per_basis
-        ),
-    }
+    return {"model": model, "num_paths": 1}
 
 
-def construct_inputs_ax_scaled_path_ts(
+def _ax_scaled_path_ts_inputs(
     model: Model,
-    training_data: SupervisedDataset | None = None,
-    posterior_transform: PosteriorTransform | None = None,
-    num_features: int = 1024,
-    alpha: float | Callable[[int], float] = 1.0,
-    generator: torch.Generator | None = None,
-    paths_per_basis: int | None = None,
-    X_pending: Tensor | None = None,
-    constraints_tuple: tuple[Tensor, Tensor] | None = None,
+    posterior_transform: PosteriorTransform | None,
+    X_pending: Tensor | None,
 ) -> dict[str, Any]:
-    r"""Keyword arguments of :class:`AxScaledPathThompsonSampling`.
-
-    Args:
-        model: A model supported by ``draw_scaled_paths``.
-        training_data: Used to evaluate an ``alpha`` schedule at ``t = n + 1``.
-        posterior_transform: Ax's single-output scalarization.
-        num_features: Random Fourier features per path.
-        alpha: Exploration scale or a schedule ``t -> alpha_t``.
-        generator: Random number generator.
-        paths_per_basis: See ``draw_scaled_paths``.
-        X_pending: Pending points (stored; they do not change the sample).
-        constraints_tuple: Outcome constraints: not supported (raises).
-
-    Returns:
-        The constructor's keyword arguments.
-    """
-    _reject_outcome_constraints(constraints_tuple, "AxScaledPathThompsonSampling")
+    r""":class:`AxScaledPathThompsonSampling`: Ax's scalarization and the pending
+    points (stored) are passed on."""
     return {
         "model": model,
         "posterior_transform": posterior_transform,
         "X_pending": X_pending,
-        **_path_settings(
-            training_data, num_features, alpha, generator, paths_per_basis
-        ),
     }
+
+
+#: Input constructor of ``ScaledPathThompsonSampling`` (see
+#: :func:`_scaled_path_ts_inputs` for what differs).
+construct_inputs_scaled_path_ts = _path_ts_input_constructor(
+    ScaledPathThompsonSampling, _scaled_path_ts_inputs
+)
+#: Input constructor of :class:`AxScaledPathThompsonSampling`.
+construct_inputs_ax_scaled_path_ts = _path_ts_input_constructor(
+    AxScaledPathThompsonSampling, _ax_scaled_path_ts_inputs
+)
 
 
 # ----------------------------------------------------------------- registration
