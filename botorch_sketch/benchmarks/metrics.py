@@ -47,8 +47,13 @@ CURVES = (
     "cumulative_ask_time",
     "cumulative_tell_time",
     "cumulative_time",
+    "time_per_evaluation",
     "batch_size",
 )
+
+#: ``time_per_evaluation`` averages over the last ``horizon // TIME_WINDOWS``
+#: evaluations (so batch policies, timed per batch, give a smooth curve).
+TIME_WINDOWS = 50
 
 
 def expected_uniform_regret(
@@ -138,6 +143,11 @@ class RunTrace:
             return np.cumsum(self.tell_seconds)
         if name == "cumulative_time":
             return self.setup_seconds + np.cumsum(self.ask_seconds + self.tell_seconds)
+        if name == "time_per_evaluation":
+            window = max(1, self.horizon // TIME_WINDOWS)
+            total = np.cumsum(self.ask_seconds + self.tell_seconds)
+            lagged = np.concatenate([np.zeros(window), total[:-window]])
+            return (total - lagged) / np.minimum(steps, window)
         if name == "batch_size":
             return np.bincount(self.batch_index)[self.batch_index].astype(float)
         raise ValueError(f"Unknown curve {name!r}; known: {self.curve_names()}.")

@@ -26,6 +26,12 @@ from botorch_sketch.benchmarks.metrics import RunTrace, aggregate_curve, group_t
 VIEWS = (
     ("regret_ratio", "regret_ratio", "regret ratio R_t / R_t(uniform)", False),
     ("cumulative_time", "cumulative_time", "cumulative wall time [s]", True),
+    (
+        "time_per_evaluation",
+        "time_per_evaluation",
+        "wall time per evaluation [s]",
+        True,
+    ),
     ("batch_size", "batch_size", "batch size", True),
     ("dictionary_size", "dictionary_size", "dictionary size", False),
 )

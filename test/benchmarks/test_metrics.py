@@ -75,6 +75,25 @@ def test_curves_by_hand():
         trace.curve("nope")
 
 
+def test_time_per_evaluation_is_a_trailing_window_mean():
+    np.testing.assert_allclose(
+        _trace().curve("time_per_evaluation"), [0.1, 0.6, 0, 0.8]
+    )
+    rng = np.random.default_rng(0)
+    horizon = 120  # window of 120 // 50 = 2 evaluations
+    ask, tell = rng.random(horizon), rng.random(horizon)
+    trace = _trace(
+        values=np.zeros(horizon),
+        ask_seconds=ask,
+        tell_seconds=tell,
+        batch_index=np.arange(horizon),
+        diagnostics={},
+    )
+    seconds = ask + tell
+    expected = [seconds[max(0, i - 1) : i + 1].mean() for i in range(horizon)]
+    np.testing.assert_allclose(trace.curve("time_per_evaluation"), expected)
+
+
 def test_mean_interval_student_t():
     samples = np.array([[1.0, 2.0], [3.0, 6.0]])
     mean, low, high = mean_interval(samples)

@@ -36,6 +36,7 @@ def test_plot_problem_writes_every_view(tmp_path):
     assert names == [
         "p_1_regret_ratio.png",
         "p_1_cumulative_time.png",
+        "p_1_time_per_evaluation.png",
         "p_1_batch_size.png",
         "p_1_dictionary_size.png",
         "p_1_regret_vs_time.png",
@@ -43,7 +44,7 @@ def test_plot_problem_writes_every_view(tmp_path):
     for path in paths:
         assert path.read_bytes()[:8] == PNG_MAGIC
     # Without any dictionary diagnostic that view is left out.
-    assert len(plot_problem(traces, tmp_path, "other")) == 4
-    assert len(plot_all(traces, tmp_path / "all")) == 9
+    assert len(plot_problem(traces, tmp_path, "other")) == 5
+    assert len(plot_all(traces, tmp_path / "all")) == 11
     with pytest.raises(ValueError, match="No traces"):
         plot_problem(traces, tmp_path, "missing")
