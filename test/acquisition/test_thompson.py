@@ -3,9 +3,7 @@ import math
 import pytest
 import torch
 from botorch.models import GenericDeterministicModel, SingleTaskGP
-from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
-from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch.acquisition.thompson import (
     AlphaSchedule,
@@ -16,70 +14,43 @@ from botorch_sketch.acquisition.thompson import (
 )
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
 
-DTYPE = torch.float64
-NOISE = 0.05
+from ..gp_helpers import (
+    DTYPE,
+    NOISE,
+    rbf_kernel,
+    seeded,
+    sine_data,
+    transformed_exact_gp,
+    transformed_svgp,
+)
 
 
-def _data(n=60, d=2, seed=0, dtype=DTYPE, scale=2.0):
-    g = torch.Generator().manual_seed(seed)
-    X = scale * torch.rand(n, d, generator=g, dtype=dtype)
-    Y = 3.0 + torch.sin(4 * X / scale).sum(-1, keepdim=True)
-    return X, Y + 0.2 * torch.randn(n, 1, generator=g, dtype=dtype)
+def _data(n=60, d=2, dtype=DTYPE, scale=2.0):
+    return sine_data(n, d, dtype=dtype, scale=scale, frequency=4.0, offset=3.0)
 
 
-def _kernel(dtype=DTYPE, lengthscale=0.25):
-    kernel = ScaleKernel(RBFKernel())
-    kernel.base_kernel.lengthscale = lengthscale
-    kernel.outputscale = 1.2
-    return kernel.to(dtype)
-
-
-def _svgp(dtype=DTYPE, n=60, d=2):
-    X, Y = _data(n=n, d=d, dtype=dtype)
-    return DecomposedSamplingSVGP(
-        X,
-        Y,
-        num_inducing=15,
-        covar_module=_kernel(dtype),
-        noise_variance=NOISE,
-        input_transform=Normalize(d),
-        outcome_transform=Standardize(1),
-    )
+def _svgp(dtype=DTYPE):
+    X, Y = _data(dtype=dtype)
+    return transformed_svgp(X, Y, 15, rbf_kernel(0.25, 1.2, dtype))
 
 
 def _exact(dtype=DTYPE):
     X, Y = _data(dtype=dtype)
-    model = SingleTaskGP(
-        X,
-        Y,
-        train_Yvar=torch.full_like(Y, NOISE),
-        covar_module=_kernel(dtype),
-        input_transform=Normalize(2),
-        outcome_transform=Standardize(1),
-    )
-    return model.eval()
+    return transformed_exact_gp(X, Y, rbf_kernel(0.25, 1.2, dtype))
 
 
 MODELS = {"svgp": _svgp, "exact": _exact}
 
 
 def _test_points(n=5, dtype=DTYPE, seed=11):
-    return 2.0 * torch.rand(
-        n, 2, dtype=dtype, generator=torch.Generator().manual_seed(seed)
-    )
-
-
-def _seeded(seed):
-    return torch.Generator().manual_seed(seed)
+    return 2.0 * torch.rand(n, 2, dtype=dtype, generator=seeded(seed))
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_alpha_zero_paths_are_the_posterior_mean(name):
     model = MODELS[name]()
     X = _test_points()
-    paths = draw_scaled_paths(
-        model, 3, num_features=64, alpha=0.0, generator=_seeded(0)
-    )
+    paths = draw_scaled_paths(model, 3, num_features=64, alpha=0.0, generator=seeded(0))
     with torch.no_grad():
         mean = model.posterior(X).mean.squeeze(-1)
         values = paths(X)
@@ -93,8 +64,8 @@ def test_paths_are_affine_in_alpha(name):
     X = _test_points()
     with torch.no_grad():
         mean = model.posterior(X).mean.squeeze(-1)
-        unit = draw_scaled_paths(model, 4, alpha=1.0, generator=_seeded(3))(X)
-        scaled = draw_scaled_paths(model, 4, alpha=2.5, generator=_seeded(3))(X)
+        unit = draw_scaled_paths(model, 4, alpha=1.0, generator=seeded(3))(X)
+        scaled = draw_scaled_paths(model, 4, alpha=2.5, generator=seeded(3))(X)
     assert (unit - mean).abs().max() > 1e-2  # the draws are not degenerate
     torch.testing.assert_close(scaled - mean, 2.5 * (unit - mean), atol=1e-8, rtol=0)
 
@@ -112,7 +83,7 @@ def test_empirical_moments_match_scaled_posterior(name):
         num_paths,
         num_features=128,
         alpha=alpha,
-        generator=_seeded(5),
+        generator=seeded(5),
         paths_per_basis=20,
     )
     with torch.no_grad():
@@ -132,7 +103,7 @@ def test_empirical_moments_match_scaled_posterior(name):
 
 def test_paired_is_the_diagonal_and_differentiable():
     model = _svgp()
-    paths = draw_scaled_paths(model, 3, num_features=128, generator=_seeded(1))
+    paths = draw_scaled_paths(model, 3, num_features=128, generator=seeded(1))
     X = _test_points(12).reshape(4, 3, 2).requires_grad_(True)
     paired = paths.paired(X)
     full = paths(X)  # 3 x 4 x 3
@@ -149,7 +120,7 @@ def test_paired_is_the_diagonal_and_differentiable():
 @pytest.mark.parametrize("name", MODELS)
 def test_chunked_topk_equals_brute_force(name):
     model = MODELS[name]()
-    paths = draw_scaled_paths(model, 5, num_features=256, generator=_seeded(2))
+    paths = draw_scaled_paths(model, 5, num_features=256, generator=seeded(2))
     choices = _test_points(3001, seed=12)
     values, index = paths.topk(choices, k=3, chunk_size=457)
     with torch.no_grad():
@@ -162,16 +133,16 @@ def test_generator_makes_draws_reproducible():
     model = _svgp()
     X = _test_points()
     with torch.no_grad():
-        a = draw_scaled_paths(model, 2, generator=_seeded(9), paths_per_basis=1)(X)
-        b = draw_scaled_paths(model, 2, generator=_seeded(9), paths_per_basis=1)(X)
-        c = draw_scaled_paths(model, 2, generator=_seeded(10), paths_per_basis=1)(X)
+        a = draw_scaled_paths(model, 2, generator=seeded(9), paths_per_basis=1)(X)
+        b = draw_scaled_paths(model, 2, generator=seeded(9), paths_per_basis=1)(X)
+        c = draw_scaled_paths(model, 2, generator=seeded(10), paths_per_basis=1)(X)
     assert torch.equal(a, b)
     assert not torch.allclose(a, c)
 
 
 def test_model_sample_paths_method():
     model = _svgp()
-    paths = model.sample_paths(6, num_features=64, alpha=2.0, generator=_seeded(4))
+    paths = model.sample_paths(6, num_features=64, alpha=2.0, generator=seeded(4))
     assert isinstance(paths, ScaledSamplePaths)
     assert paths.num_paths == 6 and paths.alpha == 2.0
     assert paths(_test_points()).shape == (6, 5)
@@ -206,7 +177,7 @@ def test_resolve_alpha():
 
 def test_acquisition_sums_paths_over_the_q_batch():
     model = _svgp()
-    acqf = ScaledPathThompsonSampling(model, num_paths=3, generator=_seeded(6))
+    acqf = ScaledPathThompsonSampling(model, num_paths=3, generator=seeded(6))
     X = _test_points(12).reshape(4, 3, 2)
     with torch.no_grad():
         values = acqf(X)
@@ -223,10 +194,10 @@ def test_acquisition_with_optimize_acqf_finds_the_path_maximum():
         X,
         Y,
         num_inducing=10,
-        covar_module=_kernel(lengthscale=0.1),
+        covar_module=rbf_kernel(0.1, 1.2),
         noise_variance=NOISE,
     )
-    acqf = ScaledPathThompsonSampling(model, num_features=512, generator=_seeded(7))
+    acqf = ScaledPathThompsonSampling(model, num_features=512, generator=seeded(7))
     bounds = torch.tensor([[0.0], [1.0]], dtype=DTYPE)
     candidate, value = optimize_acqf(acqf, bounds, q=1, num_restarts=6, raw_samples=256)
     grid = torch.linspace(0, 1, 20001, dtype=DTYPE).unsqueeze(-1)
@@ -242,7 +213,7 @@ def test_acquisition_with_optimize_acqf_finds_the_path_maximum():
 @pytest.mark.parametrize("name", MODELS)
 def test_float32_does_not_crash(name):
     model = MODELS[name](dtype=torch.float32)
-    paths = draw_scaled_paths(model, 3, num_features=64, generator=_seeded(8))
+    paths = draw_scaled_paths(model, 3, num_features=64, generator=seeded(8))
     X = _test_points(6, dtype=torch.float32).reshape(2, 3, 2).requires_grad_(True)
     values = paths.paired(X)
     values.sum().backward()

@@ -1,66 +1,40 @@
 import pytest
 import torch
-from botorch.models import SingleTaskGP
-from botorch.models.transforms import Normalize, Standardize
-from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch.acquisition.thompson import AlphaSchedule, draw_scaled_paths
 from botorch_sketch.generation.thompson import gen_thompson_candidates
-from botorch_sketch.models.variational import DecomposedSamplingSVGP
 
-DTYPE = torch.float64
-NOISE = 0.05
+from ..gp_helpers import (
+    DTYPE,
+    rbf_kernel,
+    seeded,
+    sine_data,
+    transformed_exact_gp,
+    transformed_svgp,
+)
+
 BOUNDS = torch.tensor([[0.0, 0.0], [2.0, 2.0]], dtype=DTYPE)
 
 
-def _data(n=50, dtype=DTYPE):
-    g = torch.Generator().manual_seed(0)
-    X = 2.0 * torch.rand(n, 2, generator=g, dtype=dtype)
-    Y = torch.sin(2 * X).sum(-1, keepdim=True)
-    return X, Y + 0.2 * torch.randn(n, 1, generator=g, dtype=dtype)
-
-
-def _kernel(dtype=DTYPE):
-    kernel = ScaleKernel(RBFKernel())
-    kernel.base_kernel.lengthscale = 0.25
-    return kernel.to(dtype)
+def _data(dtype=DTYPE):
+    return sine_data(50, dtype=dtype, scale=2.0, frequency=4.0)
 
 
 def _svgp(dtype=DTYPE):
     X, Y = _data(dtype=dtype)
-    return DecomposedSamplingSVGP(
-        X,
-        Y,
-        num_inducing=12,
-        covar_module=_kernel(dtype),
-        noise_variance=NOISE,
-        input_transform=Normalize(2),
-        outcome_transform=Standardize(1),
-    )
+    return transformed_svgp(X, Y, 12, rbf_kernel(0.25, dtype=dtype))
 
 
 def _exact(dtype=DTYPE):
     X, Y = _data(dtype=dtype)
-    model = SingleTaskGP(
-        X,
-        Y,
-        train_Yvar=torch.full_like(Y, NOISE),
-        covar_module=_kernel(dtype),
-        input_transform=Normalize(2),
-        outcome_transform=Standardize(1),
-    )
-    return model.eval()
+    return transformed_exact_gp(X, Y, rbf_kernel(0.25, dtype=dtype))
 
 
 MODELS = {"svgp": _svgp, "exact": _exact}
 
 
-def _seeded(seed):
-    return torch.Generator().manual_seed(seed)
-
-
 def _choices(n=5000, dtype=DTYPE, seed=3):
-    return 2.0 * torch.rand(n, 2, dtype=dtype, generator=_seeded(seed))
+    return 2.0 * torch.rand(n, 2, dtype=dtype, generator=seeded(seed))
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -71,10 +45,10 @@ def test_discrete_chunked_argmax_equals_brute_force(name):
         4,
         choices=choices,
         num_features=256,
-        generator=_seeded(1),
+        generator=seeded(1),
         chunk_size=333,
     )
-    paths = draw_scaled_paths(model, 4, num_features=256, generator=_seeded(1))
+    paths = draw_scaled_paths(model, 4, num_features=256, generator=seeded(1))
     with torch.no_grad():
         brute_values, brute_index = paths(choices).max(dim=-1)
     assert torch.equal(result.indices, brute_index)
@@ -109,13 +83,13 @@ def test_box_candidates_maximize_each_path(name):
         3,
         bounds=BOUNDS,
         num_features=256,
-        generator=_seeded(2),
+        generator=seeded(2),
         raw_samples=1024,
         num_restarts=5,
     )
     assert result.indices is None and result.candidates.shape == (3, 2)
     assert ((result.candidates >= 0) & (result.candidates <= 2)).all()
-    paths = draw_scaled_paths(model, 3, num_features=256, generator=_seeded(2))
+    paths = draw_scaled_paths(model, 3, num_features=256, generator=seeded(2))
     grid = torch.linspace(0, 2, 201, dtype=DTYPE)
     grid = torch.cartesian_prod(grid, grid)
     with torch.no_grad():

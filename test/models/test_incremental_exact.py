@@ -3,12 +3,12 @@ from unittest import mock
 
 import pytest
 import torch
-from botorch.models import SingleTaskGP
 from gpytorch.kernels import MaternKernel, ScaleKernel
-from gpytorch.means import ZeroMean
 
 from botorch_sketch.models import incremental_exact
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
+
+from ..gp_helpers import zero_mean_gp_posterior
 
 NOISE = 0.01
 
@@ -21,19 +21,7 @@ def _kernel(dtype=torch.float64):
 
 
 def _exact(points, indices, y, kernel):
-    r"""Mean and variance at all points from a SingleTaskGP built from scratch."""
-    train_Y = y.unsqueeze(-1)
-    model = SingleTaskGP(
-        points[indices],
-        train_Y,
-        train_Yvar=torch.full_like(train_Y, NOISE),
-        covar_module=kernel,
-        mean_module=ZeroMean(),
-        outcome_transform=None,
-    ).eval()
-    with torch.no_grad():
-        posterior = model.posterior(points)
-    return posterior.mean.squeeze(-1), posterior.variance.squeeze(-1)
+    return zero_mean_gp_posterior(points[indices], y, NOISE, kernel, points)
 
 
 @pytest.fixture

@@ -6,26 +6,11 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch.models.inducing import select_inducing_indices
 
-DTYPE = torch.float64
+from ..gp_helpers import DTYPE, ShapeRecordingRBF, rbf_kernel
 
 
 def _kernel(lengthscale=0.3, dtype=DTYPE):
-    kernel = ScaleKernel(RBFKernel())
-    kernel.base_kernel.lengthscale = lengthscale
-    kernel.outputscale = 2.0
-    return kernel.to(dtype)
-
-
-class ShapeRecordingRBF(RBFKernel):
-    r"""RBF kernel that records the shape of every kernel block it evaluates."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.blocks = []
-
-    def forward(self, x1, x2, diag=False, **params):
-        self.blocks.append((x1.shape[-2], 1 if diag else x2.shape[-2]))
-        return super().forward(x1, x2, diag=diag, **params)
+    return rbf_kernel(lengthscale, 2.0, dtype)
 
 
 def _dense_greedy(X, kernel, m, quality=None):

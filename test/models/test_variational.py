@@ -10,7 +10,7 @@ from botorch.models.transforms import Normalize, Standardize
 from botorch.models.utils.inducing_point_allocators import (
     ExpectedImprovementQualityFunction,
 )
-from gpytorch.kernels import RBFKernel, ScaleKernel
+from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods import BernoulliLikelihood, GaussianLikelihood
 from gpytorch.means import ConstantMean
 from gpytorch.mlls import ExactMarginalLogLikelihood, VariationalELBO
@@ -23,23 +23,18 @@ from botorch_sketch.models.variational import (
     titsias_whitened_q,
 )
 
-DTYPE = torch.float64
-NOISE = 0.05
+from ..gp_helpers import (
+    DTYPE,
+    NOISE,
+    ShapeRecordingRBF,
+    rbf_kernel,
+    sine_data,
+    transformed_svgp,
+)
 
 
-def _data(n=40, d=2, seed=0, dtype=DTYPE, scale=1.0):
-    g = torch.Generator().manual_seed(seed)
-    X = scale * torch.rand(n, d, generator=g, dtype=dtype)
-    Y = torch.sin(5 * X / scale).sum(-1, keepdim=True)
-    Y = Y + 0.2 * torch.randn(n, 1, generator=g, dtype=dtype)
-    return X, Y
-
-
-def _kernel(lengthscale=0.3, outputscale=1.5, dtype=DTYPE):
-    kernel = ScaleKernel(RBFKernel())
-    kernel.base_kernel.lengthscale = lengthscale
-    kernel.outputscale = outputscale
-    return kernel.to(dtype)
+def _kernel(lengthscale=0.3):
+    return rbf_kernel(lengthscale, 1.5)
 
 
 def _dense(kernel, A, B=None):
@@ -89,7 +84,7 @@ def test_titsias_whitened_q_matches_unwhitened_formula():
 
 
 def test_posterior_equals_titsias_dtc_predictive():
-    X, Y = _data(n=80)
+    X, Y = sine_data(n=80)
     model = DecomposedSamplingSVGP(
         X, Y, num_inducing=15, covar_module=_kernel(), noise_variance=NOISE
     )
@@ -104,7 +99,7 @@ def test_posterior_equals_titsias_dtc_predictive():
 
 
 def test_closed_form_q_equals_one_natural_gradient_step():
-    X, Y = _data(n=40)
+    X, Y = sine_data(n=40)
     model = DecomposedSamplingSVGP(
         X, Y, num_inducing=12, covar_module=_kernel(), noise_variance=NOISE
     )
@@ -153,7 +148,7 @@ def test_closed_form_q_equals_one_natural_gradient_step():
 
 @pytest.mark.parametrize("transforms", [False, True])
 def test_all_distinct_points_recover_exact_gp(transforms):
-    X, Y = _data(n=25, scale=3.0 if transforms else 1.0)
+    X, Y = sine_data(n=25, scale=3.0 if transforms else 1.0)
     lengthscale = 0.3 if transforms else 0.3
     kwargs = {}
     if transforms:
@@ -189,7 +184,7 @@ def test_all_distinct_points_recover_exact_gp(transforms):
 
 
 def test_collapsed_bound_matches_dense_formula_and_elbo():
-    X, Y = _data(n=30)
+    X, Y = sine_data(n=30)
     model = DecomposedSamplingSVGP(
         X, Y, num_inducing=8, covar_module=_kernel(), noise_variance=NOISE
     )
@@ -221,7 +216,7 @@ def test_collapsed_bound_matches_dense_formula_and_elbo():
 
 
 def test_collapsed_bound_with_all_points_is_exact_marginal_likelihood():
-    X, Y = _data(n=20)
+    X, Y = sine_data(n=20)
     with gpytorch.settings.variational_cholesky_jitter(double_value=1e-10):
         model = DecomposedSamplingSVGP(
             X, Y, num_inducing=20, covar_module=_kernel(), noise_variance=NOISE
@@ -241,7 +236,7 @@ def test_collapsed_bound_with_all_points_is_exact_marginal_likelihood():
 
 
 def test_fit_gpytorch_mll_on_collapsed_bound_then_refresh():
-    X, Y = _data(n=60, seed=2)
+    X, Y = sine_data(n=60, seed=2)
     model = DecomposedSamplingSVGP(X, Y, num_inducing=10, covar_module=_kernel(1.0))
     mll = CollapsedTitsiasBound(model)
     with torch.no_grad():
@@ -267,7 +262,7 @@ def test_fit_gpytorch_mll_on_collapsed_bound_then_refresh():
 
 
 def test_fixed_noise_is_not_fitted():
-    X, Y = _data(n=30, seed=3)
+    X, Y = sine_data(n=30, seed=3)
     model = DecomposedSamplingSVGP(
         X, Y, num_inducing=8, covar_module=_kernel(), noise_variance=NOISE
     )
@@ -277,19 +272,11 @@ def test_fixed_noise_is_not_fitted():
     assert float(model.likelihood.noise) == pytest.approx(NOISE, rel=1e-12)
 
 
-def test_update_equals_model_built_on_all_data():
-    X, Y = _data(n=70, seed=4, scale=2.0)
+def test_update_equals_model_built_on_allsine_data():
+    X, Y = sine_data(n=70, seed=4, scale=2.0)
 
     def build(X_, Y_):
-        return DecomposedSamplingSVGP(
-            X_,
-            Y_,
-            num_inducing=12,
-            covar_module=_kernel(0.2),
-            noise_variance=NOISE,
-            input_transform=Normalize(2),
-            outcome_transform=Standardize(1),
-        )
+        return transformed_svgp(X_, Y_, 12, _kernel(0.2))
 
     model = build(X[:50], Y[:50])
     model.update(X[50:], Y[50:])
@@ -305,21 +292,13 @@ def test_update_equals_model_built_on_all_data():
 
 
 def _transformed_model(X, Y, lengthscale, mean_constant=0.0, num_inducing=40):
-    model = DecomposedSamplingSVGP(
-        X,
-        Y,
-        num_inducing=num_inducing,
-        covar_module=_kernel(lengthscale),
-        noise_variance=NOISE,
-        input_transform=Normalize(2),
-        outcome_transform=Standardize(1),
-    )
+    model = transformed_svgp(X, Y, num_inducing, _kernel(lengthscale))
     model.model.mean_module.constant = mean_constant
     return model
 
 
 def test_state_dict_does_not_depend_on_the_number_of_observations():
-    X, Y = _data(n=70, seed=9, scale=2.0)
+    X, Y = sine_data(n=70, seed=9, scale=2.0)
     full = _transformed_model(X, Y, 0.17, mean_constant=0.3, num_inducing=12)
     small = _transformed_model(X[:20], Y[:20], 0.5)
     shapes = {key: value.shape for key, value in full.state_dict().items()}
@@ -361,7 +340,7 @@ def test_state_dict_does_not_depend_on_the_number_of_observations():
 
 
 def test_hyperparameter_change_triggers_refresh():
-    X, Y = _data(n=40, seed=5)
+    X, Y = sine_data(n=40, seed=5)
     model = DecomposedSamplingSVGP(X, Y, num_inducing=10, covar_module=_kernel(0.3))
     X_test = torch.rand(4, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(8))
     model.posterior(X_test)
@@ -374,7 +353,7 @@ def test_hyperparameter_change_triggers_refresh():
 
 
 def test_improvement_quality_uses_the_model_before_the_update():
-    X, Y = _data(n=80, seed=8)
+    X, Y = sine_data(n=80, seed=8)
     model = DecomposedSamplingSVGP(
         X[:50],
         Y[:50],
@@ -395,21 +374,9 @@ def test_improvement_quality_uses_the_model_before_the_update():
     assert not torch.equal(plain.inducing_points, model.inducing_points)
 
 
-class ShapeRecordingRBF(RBFKernel):
-    r"""RBF kernel that records the shape of every kernel block it evaluates."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.blocks = []
-
-    def forward(self, x1, x2, diag=False, **params):
-        self.blocks.append((x1.shape[-2], 1 if diag else x2.shape[-2]))
-        return super().forward(x1, x2, diag=diag, **params)
-
-
 @pytest.mark.parametrize("quality", ["variance", "improvement"])
 def test_updates_and_variances_never_build_n_by_n_blocks(quality):
-    X, Y = _data(n=400, seed=9)
+    X, Y = sine_data(n=400, seed=9)
     base = ShapeRecordingRBF()
     kernel = ScaleKernel(base).to(DTYPE)
     model = DecomposedSamplingSVGP(
@@ -423,7 +390,7 @@ def test_updates_and_variances_never_build_n_by_n_blocks(quality):
 
 
 def test_repeated_points_give_distinct_inducing_points():
-    X, Y = _data(n=10, seed=6)
+    X, Y = sine_data(n=10, seed=6)
     X, Y = X.repeat(5, 1), Y.repeat(5, 1)
     model = DecomposedSamplingSVGP(X, Y, num_inducing=30, covar_module=_kernel(0.2))
     Z = model.inducing_points
@@ -433,7 +400,7 @@ def test_repeated_points_give_distinct_inducing_points():
 
 
 def test_randomized_selection_is_reproducible():
-    X, Y = _data(n=50, seed=7)
+    X, Y = sine_data(n=50, seed=7)
 
     def build(seed):
         return DecomposedSamplingSVGP(
@@ -450,7 +417,7 @@ def test_randomized_selection_is_reproducible():
 
 
 def test_float32_does_not_crash():
-    X, Y = _data(n=40, dtype=torch.float32)
+    X, Y = sine_data(n=40, dtype=torch.float32)
     model = DecomposedSamplingSVGP(
         X, Y, num_inducing=10, outcome_transform=Standardize(1), noise_variance=NOISE
     )
@@ -464,7 +431,7 @@ def test_float32_does_not_crash():
 
 
 def test_bad_inputs_raise_before_state_changes():
-    X, Y = _data(n=20)
+    X, Y = sine_data(n=20)
     bad = X.clone()
     bad[2, 1] = float("inf")
     with pytest.raises(ValueError, match="train_X"):

@@ -2,8 +2,6 @@ import math
 
 import pytest
 import torch
-from botorch.models import SingleTaskGP
-from gpytorch.means import ZeroMean
 
 from botorch_sketch.benchmarks.policies.base import Problem
 from botorch_sketch.benchmarks.policies.common import (
@@ -12,6 +10,8 @@ from botorch_sketch.benchmarks.policies.common import (
     KernelHyperparameters,
     make_radius_schedule,
 )
+
+from ...gp_helpers import zero_mean_gp_posterior
 
 
 def _problem(**hyperparameters):
@@ -28,19 +28,10 @@ def _problem(**hyperparameters):
 
 def _exact(arms, hp, indices, rewards):
     r"""Mean and variance of all arms from a SingleTaskGP built from scratch."""
-    train_X = arms[indices]
-    train_Y = rewards.unsqueeze(-1)
-    model = SingleTaskGP(
-        train_X,
-        train_Y,
-        train_Yvar=torch.full_like(train_Y, hp.noise_variance),
-        covar_module=hp.kernel(dtype=arms.dtype),
-        mean_module=ZeroMean(),
-        outcome_transform=None,
-    ).eval()
-    with torch.no_grad():
-        posterior = model.posterior(arms)
-    return posterior.mean.squeeze(-1), posterior.variance.squeeze(-1)
+    kernel = hp.kernel(dtype=arms.dtype)
+    return zero_mean_gp_posterior(
+        arms[indices], rewards, hp.noise_variance, kernel, arms
+    )
 
 
 @pytest.fixture

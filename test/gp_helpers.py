@@ -1,0 +1,116 @@
+r"""Data, GP models and an exact-GP oracle shared by several test modules.
+
+Each test module keeps its own sizes, seeds and kernel values; these builders fix what
+the modules share: noisy sine data, a scaled RBF kernel set from numbers, an RBF
+kernel that records the blocks it evaluates, an SVGP and an exact GP with the same
+fixed noise and ``Normalize``/``Standardize`` transforms, and the zero-mean exact GP
+posterior that incremental updates are checked against.
+"""
+
+import torch
+from botorch.models import SingleTaskGP
+from botorch.models.transforms import Normalize, Standardize
+from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
+from gpytorch.means import ZeroMean
+from torch import Tensor
+
+from botorch_sketch.models.variational import DecomposedSamplingSVGP
+
+DTYPE = torch.float64
+NOISE = 0.05
+
+
+def seeded(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def sine_data(
+    n: int = 40,
+    d: int = 2,
+    *,
+    seed: int = 0,
+    dtype: torch.dtype = DTYPE,
+    scale: float = 1.0,
+    frequency: float = 5.0,
+    offset: float = 0.0,
+) -> tuple[Tensor, Tensor]:
+    r"""``n x d`` uniform points ``X`` in ``[0, scale]^d`` and ``n x 1`` targets
+    ``offset + sum_i sin(frequency x_i / scale) + 0.2 eps``, ``eps ~ N(0, 1)``."""
+    g = seeded(seed)
+    X = scale * torch.rand(n, d, generator=g, dtype=dtype)
+    Y = offset + torch.sin(frequency * X / scale).sum(-1, keepdim=True)
+    return X, Y + 0.2 * torch.randn(n, 1, generator=g, dtype=dtype)
+
+
+def rbf_kernel(
+    lengthscale: float, outputscale: float | None = None, dtype: torch.dtype = DTYPE
+) -> ScaleKernel:
+    r"""``ScaleKernel(RBFKernel())`` with these values (outputscale: GPyTorch's
+    default when None)."""
+    kernel = ScaleKernel(RBFKernel())
+    kernel.base_kernel.lengthscale = lengthscale
+    if outputscale is not None:
+        kernel.outputscale = outputscale
+    return kernel.to(dtype)
+
+
+class ShapeRecordingRBF(RBFKernel):
+    r"""RBF kernel that records the shape of every kernel block it evaluates (to
+    check that no ``n x n`` block is ever formed)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.blocks = []
+
+    def forward(self, x1, x2, diag=False, **params):
+        self.blocks.append((x1.shape[-2], 1 if diag else x2.shape[-2]))
+        return super().forward(x1, x2, diag=diag, **params)
+
+
+def transformed_svgp(
+    X: Tensor, Y: Tensor, num_inducing: int, kernel: ScaleKernel
+) -> DecomposedSamplingSVGP:
+    r"""A ``DecomposedSamplingSVGP`` with noise ``NOISE`` and input/outcome
+    transforms."""
+    return DecomposedSamplingSVGP(
+        X,
+        Y,
+        num_inducing=num_inducing,
+        covar_module=kernel,
+        noise_variance=NOISE,
+        input_transform=Normalize(X.shape[-1]),
+        outcome_transform=Standardize(1),
+    )
+
+
+def transformed_exact_gp(X: Tensor, Y: Tensor, kernel: ScaleKernel) -> SingleTaskGP:
+    r"""The exact counterpart of :func:`transformed_svgp`, in eval mode."""
+    model = SingleTaskGP(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, NOISE),
+        covar_module=kernel,
+        input_transform=Normalize(X.shape[-1]),
+        outcome_transform=Standardize(1),
+    )
+    return model.eval()
+
+
+def zero_mean_gp_posterior(
+    train_X: Tensor, train_y: Tensor, noise_variance: float, kernel: Kernel, X: Tensor
+) -> tuple[Tensor, Tensor]:
+    r"""Posterior mean and variance (each of shape ``n``) at the ``n x d`` points
+    ``X`` of a ``SingleTaskGP`` built from scratch: zero mean, ``kernel``, fixed noise
+    ``noise_variance``, no transforms, fitted to ``train_X`` and the 1-d ``train_y``."""
+    train_Y = train_y.unsqueeze(-1)
+    model = SingleTaskGP(
+        train_X,
+        train_Y,
+        train_Yvar=torch.full_like(train_Y, noise_variance),
+        covar_module=kernel,
+        mean_module=ZeroMean(),
+        outcome_transform=None,
+    ).eval()
+    with torch.no_grad():
+        posterior = model.posterior(X)
+    return posterior.mean.squeeze(-1), posterior.variance.squeeze(-1)
