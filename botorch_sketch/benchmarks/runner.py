@@ -82,8 +82,14 @@ def run_policy(
     label: str | None = None,
     progress: bool = True,
     uniform_regret: float | None = None,
+    warm_up_steps: int = 2,
 ) -> RunTrace:
     r"""Run ``policy`` on ``problem`` for exactly ``horizon`` noisy evaluations.
+
+    Unless ``warm_up_steps=0``, a few untimed ask/tell rounds with throwaway random
+    numbers come first, so the first policy of a process is not charged for one-time
+    costs (lazy imports, TorchScript compilation); the measured run then starts from
+    ``reset`` with the run's own generators, making the same choices as without.
 
     Args:
         problem: The problem.
@@ -93,6 +99,7 @@ def run_policy(
         label: Policy name in the trace (default ``policy.name``).
         progress: Show a tqdm progress bar.
         uniform_regret: Precomputed :func:`expected_uniform_regret` of ``problem``.
+        warm_up_steps: Untimed ask/tell rounds before the measured run.
 
     Returns:
         The run's :class:`RunTrace`.
@@ -108,6 +115,10 @@ def run_policy(
         raise ValueError(f"{type(policy).__name__} does not support finite problems.")
     if not problem.is_finite and not policy.supports_box:
         raise ValueError(f"{type(policy).__name__} does not support box problems.")
+    if isinstance(warm_up_steps, bool) or not isinstance(warm_up_steps, int):
+        raise TypeError(f"`warm_up_steps` must be an int, got {warm_up_steps!r}.")
+    if warm_up_steps < 0:
+        raise ValueError(f"`warm_up_steps` must be >= 0, got {warm_up_steps}.")
     if uniform_regret is None:
         uniform_regret = expected_uniform_regret(problem)
     label = label or policy.name
@@ -127,6 +138,8 @@ def run_policy(
         leave=False,
         dynamic_ncols=True,
     )
+    if warm_up_steps:
+        _warm_up(problem, policy, horizon, warm_up_steps)
     with PeakMemoryMonitor(device) as memory, bar:
         setup_seconds = clock.time(
             policy.reset, problem, horizon, torch.Generator().manual_seed(2 * seed)
@@ -137,12 +150,7 @@ def run_policy(
             chosen, seconds = clock.time(policy.ask)
             chosen = _validated_batch(problem, chosen, policy)[: horizon - t]
             size = chosen.shape[0]
-            if problem.is_finite:
-                true = problem.arm_values[chosen]
-            else:
-                true = problem.objective(chosen)
-            noise = torch.randn(size, generator=noise_generator, dtype=torch.float64)
-            rewards = true + problem.noise_std * noise.to(true)
+            true, rewards = _evaluate(problem, chosen, noise_generator)
             ask_seconds[t] = seconds
             tell_seconds[t + size - 1] = clock.time(policy.tell, chosen, rewards)[1]
             values[t : t + size] = true.detach().double().cpu().numpy()
@@ -168,6 +176,33 @@ def run_policy(
         peak_memory_mb=memory.peak_mb,
         memory_method=memory.method,
     )
+
+
+def _evaluate(
+    problem: Problem, chosen: Tensor, noise_generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    r"""True values and noisy rewards of a validated batch ``chosen``."""
+    if problem.is_finite:
+        true = problem.arm_values[chosen]
+    else:
+        true = problem.objective(chosen)
+    noise = torch.randn(chosen.shape[0], generator=noise_generator, dtype=torch.float64)
+    return true, true + problem.noise_std * noise.to(true)
+
+
+def _warm_up(problem: Problem, policy: Policy, horizon: int, steps: int) -> None:
+    r"""Untimed ask/tell rounds on throwaway generators (the measured run resets the
+    policy), so one-time costs such as lazy imports and TorchScript compilation are
+    charged to no policy's time or memory."""
+    policy.reset(problem, horizon, torch.Generator().manual_seed(0))
+    noise_generator = torch.Generator().manual_seed(1)
+    t = 0
+    for _ in range(steps):
+        if t >= horizon:
+            break
+        chosen = _validated_batch(problem, policy.ask(), policy)[: horizon - t]
+        policy.tell(chosen, _evaluate(problem, chosen, noise_generator)[1])
+        t += chosen.shape[0]
 
 
 class _Clock:

@@ -4,6 +4,7 @@ import torch
 
 from botorch_sketch.benchmarks import registry
 from botorch_sketch.benchmarks.policies.base import Policy
+from botorch_sketch.benchmarks.policies.baselines import UniformPolicy
 from botorch_sketch.benchmarks.problems import make_synthetic_problem
 from botorch_sketch.benchmarks.registry import PolicyConfig, register_policy
 from botorch_sketch.benchmarks.runner import (
@@ -81,6 +82,23 @@ def test_noise_and_seeds(problem):
     assert torch.equal(policy.told[5][1], again.told[5][1])
     assert policy.first_draw == again.first_draw != other.first_draw
     assert not torch.equal(policy.told[5][1], other.told[5][1])
+
+
+def test_warm_up_rounds_do_not_change_the_run(problem):
+    policy = ScriptedPolicy(size=3)
+    resets = []
+    original_reset = policy.reset
+    policy.reset = lambda *args: (resets.append(args[1]), original_reset(*args))
+    run_policy(problem, policy, horizon=10, progress=False, warm_up_steps=2)
+    assert resets == [10, 10]  # the warm-up's reset, then the measured run's
+    assert torch.cat([c for c, _ in policy.told]).tolist() == list(range(10))
+    runs = [
+        run_policy(problem, UniformPolicy(), 20, seed=2, progress=False, **options)
+        for options in ({"warm_up_steps": 0}, {"warm_up_steps": 3})
+    ]
+    np.testing.assert_array_equal(runs[0].values, runs[1].values)
+    with pytest.raises(ValueError, match="warm_up_steps"):
+        run_policy(problem, ScriptedPolicy(), 5, progress=False, warm_up_steps=-1)
 
 
 def test_box_problem_uses_the_objective():
