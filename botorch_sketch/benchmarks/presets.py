@@ -154,11 +154,12 @@ PRESETS: dict[str, Preset] = {
         Preset(
             name="default",
             description="BBKB vs BKB vs exact GP-UCB vs uniform, Rosenbrock-8 on "
-            "20,000 arms, T = 400, 2 seeds",
+            "20,000 arms, T = 400, 2 seeds; dictionary oversampling qbar = 10 (the "
+            "papers' 2 doubles the regret ratio here: 0.58 vs 0.31)",
             problems=("rosenbrock:dim=8:arms=20000:noise_variance=1",),
             policies=(
-                PolicyConfig("bbkb"),
-                PolicyConfig("bkb"),
+                PolicyConfig("bbkb", options={"qbar": 10.0}),
+                PolicyConfig("bkb", options={"qbar": 10.0}),
                 PolicyConfig("exact-ucb"),
                 PolicyConfig("uniform"),
             ),
