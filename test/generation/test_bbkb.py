@@ -23,6 +23,9 @@ from botorch_sketch.generation.variance_tracking import (
     FrozenDictionaryTracker,
     ResidualDirectionTracker,
 )
+from botorch_sketch.models.dtc import SCORING_CHUNK_ROWS
+
+from ..gp_helpers import ShapeRecordingRBF
 
 DTYPE = torch.float64
 
@@ -65,6 +68,21 @@ def test_frozen_tracker_equals_recomputation():
     refreshed = tracker.refresh(torch.arange(arms.shape[0]))
     torch.testing.assert_close(
         refreshed, hallucinated_variances(model, arms, chosen), atol=1e-9, rtol=0
+    )
+
+
+def test_global_rule_batch_never_forms_a_full_candidate_block():
+    arms, model = make_problem(n_arms=5000)
+    recording = ShapeRecordingRBF().to(DTYPE)
+    recording.lengthscale = 0.4
+    model.covar_module.base_kernel = recording
+    batch = gen_bbkb_batch(model, arms, beta=1.0, ratio_threshold=3.0)
+    blocks = [rows for rows, cols in recording.blocks if cols > 1]
+    assert blocks and max(blocks) <= SCORING_CHUNK_ROWS < arms.shape[0]
+    assert batch.batch_size >= 1
+    # the batch's start-of-batch variances are the model's (no approximation)
+    torch.testing.assert_close(
+        batch.start_variances, model.scaled_variance(arms[batch.indices])
     )
 
 

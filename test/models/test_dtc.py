@@ -28,9 +28,10 @@ def test_state_matches_dense_formulas_and_incremental_update():
         got_mean, got_cov = state.mean_and_covariance(kernel, T)
         torch.testing.assert_close(got_mean, mean, atol=1e-6, rtol=0)
         torch.testing.assert_close(got_cov, cov, atol=1e-6, rtol=0)
-        m2, v2 = state.mean_and_variance(kernel, T)
-        torch.testing.assert_close(m2, mean, atol=1e-6, rtol=0)
-        torch.testing.assert_close(v2, cov.diagonal(), atol=1e-6, rtol=0)
+        for rows_per_chunk in (3, 7, 2048):  # uneven, exact and single chunks
+            m2, v2 = state.mean_and_variance(kernel, T, rows_per_chunk=rows_per_chunk)
+            torch.testing.assert_close(m2, mean, atol=1e-6, rtol=0)
+            torch.testing.assert_close(v2, cov.diagonal(), atol=1e-6, rtol=0)
 
 
 def test_distinct_rows_counts_and_sums():
