@@ -215,8 +215,9 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
                 to their conditional variance instead of greedily.
             inducing_quality: ``"variance"``: pure conditional-variance selection
                 (Burt et al.); ``"improvement"``: weight each point by its expected
-                improvement under the model before the update (quality-diversity
-                DPP of Moss et al., AISTATS 2023, via BoTorch's
+                improvement (for maximization) under the model before the update, or
+                at construction under the conditional-variance model of the same data
+                (quality-diversity DPP of Moss et al., AISTATS 2023, via BoTorch's
                 ``ExpectedImprovementQualityFunction``), which keeps inducing points
                 where the search concentrates; regions left without inducing points
                 revert to the prior mean and variance.
@@ -274,6 +275,10 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         self.register_state_dict_post_hook(_drop_data_state)
         self.register_load_state_dict_pre_hook(_keep_data_state)
         self._set_data(train_X, train_Y)
+        if inducing_quality == "improvement":
+            # No model before this one: weight by the conditional-variance model's EI.
+            self._quality = self._expected_improvement(train_X)
+            self._refresh()
 
     @property
     def inducing_points(self) -> Tensor:
@@ -307,8 +312,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             )
         X_all = torch.cat([self._train_X, X])
         if self.inducing_quality == "improvement":
-            with torch.no_grad():  # expected improvement before the update, O(n m^2)
-                self._quality = ExpectedImprovementQualityFunction(self, True)(X_all)
+            self._quality = self._expected_improvement(X_all)
         self._set_data(X_all, torch.cat([self._train_Y, Y]))
 
     def load_state_dict(
@@ -380,6 +384,12 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             generator=generator,
             paths_per_basis=paths_per_basis,
         )
+
+    @torch.no_grad()
+    def _expected_improvement(self, X: Tensor) -> Tensor:
+        r"""Expected improvement of the ``n x d`` points ``X`` under the current
+        model (the inducing quality weights), ``O(n m^2)``."""
+        return ExpectedImprovementQualityFunction(self, maximize=True)(X)
 
     def _set_data(self, X: Tensor, Y: Tensor, fit_transforms: bool = True) -> None:
         r"""Store all data, transform it (re-fitting the transforms unless

@@ -374,6 +374,24 @@ def test_improvement_quality_uses_the_model_before_the_update():
     assert not torch.equal(plain.inducing_points, model.inducing_points)
 
 
+def test_fresh_improvement_model_weights_by_the_variance_models_ei():
+    X, Y = sine_data(n=60, seed=11)
+    options = {
+        "num_inducing": 10,
+        "covar_module": _kernel(0.2),
+        "noise_variance": NOISE,
+    }
+    plain = DecomposedSamplingSVGP(X, Y, **copy.deepcopy(options))
+    with torch.no_grad():
+        quality = ExpectedImprovementQualityFunction(plain, maximize=True)(X)
+    model = DecomposedSamplingSVGP(
+        X, Y, inducing_quality="improvement", **copy.deepcopy(options)
+    )
+    expected = select_inducing_indices(X, model.model.covar_module, 10, quality=quality)
+    torch.testing.assert_close(model.inducing_points, X[expected])
+    assert not torch.equal(plain.inducing_points, model.inducing_points)
+
+
 @pytest.mark.parametrize("quality", ["variance", "improvement"])
 def test_updates_and_variances_never_build_n_by_n_blocks(quality):
     X, Y = sine_data(n=400, seed=9)
