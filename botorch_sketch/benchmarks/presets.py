@@ -176,15 +176,15 @@ PRESETS: dict[str, Preset] = {
             name="sgpts-hartmann6",
             description="S-GP-TS paper (NeurIPS 2021): Hartmann-6, noise variance 0.5, "
             "250 initial points + 40 batches of 100; S-GP-TS as in the paper (m = 100, "
-            "conditional-variance inducing points) and improvement-weighted (m = 300)",
+            "conditional-variance inducing points) and improvement-weighted (m = 100)",
             problems=("sgpts_hartmann6",),
             policies=(
                 PolicyConfig("sgpts", options=_SGPTS_OPTIONS | {"num_inducing": 100}),
                 PolicyConfig(
                     "sgpts",
-                    label="sgpts-ei-m300",
+                    label="sgpts-ei",
                     options=_SGPTS_OPTIONS
-                    | {"num_inducing": 300, "inducing_quality": "improvement"},
+                    | {"num_inducing": 100, "inducing_quality": "improvement"},
                 ),
                 PolicyConfig("exact-gpts", options=_SGPTS_OPTIONS),
                 PolicyConfig("uniform", options={"batch_size": 100}),
@@ -194,7 +194,7 @@ PRESETS: dict[str, Preset] = {
             smoke_horizon=30,
             smoke_options={
                 "sgpts": _SGPTS_SMOKE | {"num_inducing": 10},
-                "sgpts-ei-m300": _SGPTS_SMOKE | {"num_inducing": 10},
+                "sgpts-ei": _SGPTS_SMOKE | {"num_inducing": 10},
                 "exact-gpts": _SGPTS_SMOKE,
                 "uniform": {"batch_size": 10},
             },

@@ -389,7 +389,8 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
     def _expected_improvement(self, X: Tensor) -> Tensor:
         r"""Expected improvement of the ``n x d`` points ``X`` under the current
         model (the inducing quality weights), ``O(n m^2)``."""
-        return ExpectedImprovementQualityFunction(self, maximize=True)(X)
+        quality = ExpectedImprovementQualityFunction(self, maximize=True)(X)
+        return quality.reshape(X.shape[:-1])  # BoTorch squeezes a single point
 
     def _set_data(self, X: Tensor, Y: Tensor, fit_transforms: bool = True) -> None:
         r"""Store all data, transform it (re-fitting the transforms unless

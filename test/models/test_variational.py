@@ -390,6 +390,10 @@ def test_fresh_improvement_model_weights_by_the_variance_models_ei():
     expected = select_inducing_indices(X, model.model.covar_module, 10, quality=quality)
     torch.testing.assert_close(model.inducing_points, X[expected])
     assert not torch.equal(plain.inducing_points, model.inducing_points)
+    single = DecomposedSamplingSVGP(
+        X[:1], Y[:1], inducing_quality="improvement", **copy.deepcopy(options)
+    )
+    torch.testing.assert_close(single.inducing_points, X[:1])
 
 
 @pytest.mark.parametrize("quality", ["variance", "improvement"])
