@@ -74,10 +74,7 @@ def expected_uniform_regret(
     """
     if problem.is_finite:
         return problem.optimum - float(problem.arm_values.double().mean())
-    generator = torch.Generator().manual_seed(seed)
-    unit = torch.rand(num_samples, problem.dim, generator=generator)
-    low, high = problem.bounds
-    points = low + unit.to(problem.bounds) * (high - low)
+    points = problem.uniform_points(num_samples, torch.Generator().manual_seed(seed))
     return problem.optimum - float(problem.objective(points).double().mean())
 
 

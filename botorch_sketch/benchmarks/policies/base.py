@@ -50,6 +50,20 @@ class Problem:
     def is_finite(self) -> bool:
         return self.arms is not None
 
+    def uniform_points(self, num: int, generator: torch.Generator) -> Tensor:
+        r"""``num x d`` uniform points in ``bounds`` (drawn on the CPU, then moved)."""
+        unit = torch.rand(num, self.dim, generator=generator).to(self.bounds)
+        low, high = self.bounds
+        return low + unit * (high - low)
+
+    def uniform_choices(self, num: int, generator: torch.Generator) -> Tensor:
+        r"""``num`` uniformly random choices: arm indices (a LongTensor on the arms'
+        device) for finite problems, :meth:`uniform_points` for boxes."""
+        if not self.is_finite:
+            return self.uniform_points(num, generator)
+        indices = torch.randint(self.arms.shape[0], (num,), generator=generator)
+        return indices.to(self.arms.device)
+
 
 class Policy(ABC):
     r"""A bandit algorithm seen by the benchmark runner.

@@ -74,15 +74,7 @@ class UniformPolicy(Policy):
         self.generator = generator
 
     def ask(self) -> Tensor:
-        problem = self.problem
-        if problem.is_finite:
-            indices = torch.randint(
-                problem.arms.shape[0], (self.batch_size,), generator=self.generator
-            )
-            return indices.to(problem.arms.device)
-        unit = torch.rand(self.batch_size, problem.dim, generator=self.generator)
-        low, high = problem.bounds
-        return low + unit.to(problem.bounds) * (high - low)
+        return self.problem.uniform_choices(self.batch_size, self.generator)
 
     def tell(self, chosen: Tensor, rewards: Tensor) -> None:
         r"""Uniform sampling ignores rewards."""

@@ -109,7 +109,7 @@ class _ThompsonPolicy(Policy):
     def ask(self) -> Tensor:
         problem = self.problem
         if self.model is None:
-            return self._initial_design()
+            return self.problem.uniform_choices(self.num_initial, self.generator)
         result = gen_thompson_candidates(
             self.model,
             self.batch_size,
@@ -131,17 +131,6 @@ class _ThompsonPolicy(Policy):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", InputDataWarning)  # raw rewards by design
             self.model = self._observe(X.detach(), Y)
-
-    def _initial_design(self) -> Tensor:
-        problem = self.problem
-        if problem.is_finite:
-            index = torch.randint(
-                problem.arms.shape[0], (self.num_initial,), generator=self.generator
-            )
-            return index.to(problem.arms.device)
-        unit = torch.rand(self.num_initial, problem.dim, generator=self.generator)
-        low, high = problem.bounds
-        return low + unit.to(problem.bounds) * (high - low)
 
     def _kernel(self, like: Tensor):
         return self.hyperparameters.kernel(dtype=like.dtype, device=like.device)
