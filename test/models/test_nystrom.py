@@ -59,6 +59,17 @@ def exact_scaled_variances(X, kernel, noise):
         return torch.linalg.solve(K + noise * eye, K).diagonal()
 
 
+def assert_same_posterior(a, b, atol):
+    r"""Equal means and joint covariances (absolute tolerance ``atol``)."""
+    torch.testing.assert_close(a.mean, b.mean, atol=atol, rtol=0)
+    torch.testing.assert_close(
+        a.distribution.covariance_matrix,
+        b.distribution.covariance_matrix,
+        atol=atol,
+        rtol=0,
+    )
+
+
 @pytest.mark.parametrize("noise", [1e-3, 0.1, 1.0])
 def test_full_dictionary_equals_exact_gp(noise):
     X, Y = make_data(60, 3)
@@ -70,13 +81,7 @@ def test_full_dictionary_equals_exact_gp(noise):
         post = model.posterior(test_X, observation_noise=observation_noise)
         ref = exact.posterior(test_X, observation_noise=observation_noise)
         assert post.mean.shape == ref.mean.shape == (5, 4, 1)
-        torch.testing.assert_close(post.mean, ref.mean, atol=1e-6, rtol=0)
-        torch.testing.assert_close(
-            post.distribution.covariance_matrix,
-            ref.distribution.covariance_matrix,
-            atol=1e-6,
-            rtol=0,
-        )
+        assert_same_posterior(post, ref, atol=1e-6)
 
 
 def test_repeated_observations_match_exact_gp():
@@ -172,14 +177,7 @@ def test_condition_on_observations_equals_rebuild():
     assert updated.train_inputs[0].shape[0] == 80
     assert model.train_inputs[0].shape[0] == 50  # the original is untouched
     test_X = torch.rand(10, 2, 3, dtype=DTYPE)
-    a, b = updated.posterior(test_X), rebuilt.posterior(test_X)
-    torch.testing.assert_close(a.mean, b.mean, atol=1e-8, rtol=0)
-    torch.testing.assert_close(
-        a.distribution.covariance_matrix,
-        b.distribution.covariance_matrix,
-        atol=1e-8,
-        rtol=0,
-    )
+    assert_same_posterior(updated.posterior(test_X), rebuilt.posterior(test_X), 1e-8)
 
 
 def test_condition_then_resparsify_keeps_every_observation():
