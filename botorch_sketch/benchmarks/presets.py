@@ -121,10 +121,16 @@ def _threds_paper(function: str) -> Preset:
     return Preset(
         name=f"threds-{function}",
         description=f"GP-ThreDS paper (NeurIPS 2021) on rescaled {function}: noise "
-        "variance 0.01, T = 1000, 10 seeds",
+        "variance 0.01, T = 1000, 10 seeds; GP-ThreDS as in the paper and with the "
+        "reused-observations extension (gp-threds-reuse)",
         problems=(f"threds_{function}",),
         policies=(
             PolicyConfig("gp-threds"),
+            PolicyConfig(
+                "gp-threds",
+                label="gp-threds-reuse",
+                options={"reuse_observations": True},
+            ),
             PolicyConfig("igp-ucb"),
             PolicyConfig("epsilon-greedy"),
             PolicyConfig("uniform"),

@@ -15,6 +15,10 @@ kept). The next query is the ``argmax UCB`` point. Both argmaxes take the lowest
 index among near-ties (within ``sqrt(eps)`` relative, see :func:`first_argmax`): after a
 test's first observation the bounds are symmetric about it, and exact ties broken by
 rounding would make the run depend on the order of floating-point operations.
+
+Extension (not in the paper): a test may start from *reused* observations, made
+earlier in the run inside the tested box. They condition the GP and count in ``n``;
+the first query is then the ``argmax UCB`` point instead of a fixed one.
 """
 
 from __future__ import annotations
@@ -160,8 +164,10 @@ class LocalTest:
         noise: float,
         cap: int,
         first_index: int,
+        reused_X: Tensor | None = None,
+        reused_Y: Tensor | None = None,
     ) -> None:
-        r"""Start a test at the prior; its first query is ``grid[first_index]``.
+        r"""Start a test at the prior, or at the posterior given reused observations.
 
         Args:
             grid: ``A x d`` grid points.
@@ -174,8 +180,20 @@ class LocalTest:
             kernel: GPyTorch kernel with fixed hyperparameters.
             noise: Noise variance of the test's GP.
             cap: Queries without a declaration after which one is forced.
-            first_index: Grid index of the first query.
+            first_index: Grid index of the first query without reused observations.
+            reused_X: ``n0 x d`` earlier observed points to condition on (extension;
+                None: the test's own observations only, as in the paper).
+            reused_Y: ``n0`` values observed at ``reused_X``.
         """
+        if (reused_X is None) != (reused_Y is None):
+            raise ValueError("Give both `reused_X` and `reused_Y`, or neither.")
+        if reused_X is not None and (
+            reused_X.shape[1:] != grid.shape[1:] or reused_Y.shape != reused_X.shape[:1]
+        ):
+            raise ValueError(
+                "`reused_X` must be n0 x d (d of `grid`) and `reused_Y` of shape n0, "
+                f"got {tuple(reused_X.shape)} and {tuple(reused_Y.shape)}."
+            )
         self.grid = grid
         self.group = group
         self.num_groups = num_groups
@@ -184,9 +202,18 @@ class LocalTest:
         self.tolerance = tolerance
         self.beta = beta
         self.cap = cap
-        self.gp = IncrementalExactGP.from_kernel(grid, kernel, noise)
         self.open_points = torch.ones_like(group, dtype=torch.bool)
         self.next_index = first_index
+        if reused_X is None or reused_X.shape[0] == 0:
+            self.gp = IncrementalExactGP.from_kernel(grid, kernel, noise)
+        else:
+            # Reused points are scored too (they sit after the grid) but never queried.
+            points = torch.cat([grid, reused_X])
+            self.gp = IncrementalExactGP.from_kernel(points, kernel, noise)
+            for offset, y in enumerate(reused_Y.tolist()):
+                self.gp.observe(grid.shape[0] + offset, y)
+            ucb, _ = self._bounds()
+            self.next_index = first_argmax(ucb)
         self.since_declaration = 0
         self.declared: list[int] = []
         self.decisions: list[str] = []
@@ -200,6 +227,7 @@ class LocalTest:
 
     @property
     def num_observations(self) -> int:
+        r"""Observations conditioned on: the test's queries plus any reused ones."""
         return self.gp.num_observations
 
     def observe(self, y: float) -> Decision:
@@ -215,11 +243,10 @@ class LocalTest:
             raise RuntimeError("This local test is finished; start a new one.")
         self.gp.observe(self.next_index, y)
         self.since_declaration += 1
-        mean, variance = self.gp.mean, self.gp.variance
-        width = self.beta(self.num_observations) * variance.sqrt()
+        ucb, lcb = self._bounds()
         decision = decide(
-            mean + width,
-            mean - width,
+            ucb,
+            lcb,
             self.group,
             self.open_points,
             self.threshold,
@@ -237,3 +264,10 @@ class LocalTest:
             self.since_declaration = 0
             self.finished = len(self.declared) == self.num_groups
         return decision
+
+    def _bounds(self) -> tuple[Tensor, Tensor]:
+        r"""``(UCB, LCB)`` on the grid, each of shape ``A``."""
+        size = self.grid.shape[0]
+        mean, variance = self.gp.mean[:size], self.gp.variance[:size]
+        width = self.beta(self.num_observations) * variance.sqrt()
+        return mean + width, mean - width

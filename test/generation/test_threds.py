@@ -127,9 +127,30 @@ def test_readmission_guard_extension(readmit_after):
     assert gen.epoch == 3  # failures never move k
 
 
+@pytest.mark.parametrize("reuse", [False, True])
+@pytest.mark.parametrize("mode", ["cube", "rwt"])
+def test_each_test_starts_from_the_earlier_observations_inside_its_box(mode, reuse):
+    gen = GPThreDS(USER, f_range=(0.5, 1.2), mode=mode, reuse_observations=reuse)
+    f = noisy(lambda X: branin((X - USER[0]) / (USER[1] - USER[0])), 2)
+    queries, starts, test = [], 0, None
+    while len(queries) < 300:
+        if gen.current_test is not test:  # a new test: brute-force count
+            test, box = gen.current_test, gen.current_test.box
+            lower, upper = box[0] - 1e-9, box[1] + 1e-9  # faces up to rounding
+            inside = [q for q in queries if ((q >= lower) & (q <= upper)).all()]
+            # Extension: all earlier queries in the (closed) box; paper: none.
+            assert test.num_observations == (len(inside) if reuse else 0)
+            starts += bool(inside)
+        x = gen.ask()
+        queries.append((x[0] - USER[0]) / (USER[1] - USER[0]))
+        gen.tell(x, f(x))
+    assert starts >= 3  # later tests did find earlier queries in their boxes
+
+
+@pytest.mark.parametrize("reuse", [False, True])
 @pytest.mark.parametrize("mode", ["cube", "rwt"])
 @pytest.mark.parametrize("T", [1, 137])
-def test_run_makes_exactly_T_queries(mode, T):
+def test_run_makes_exactly_T_queries(mode, T, reuse):
     calls = []
     f = noisy(branin, 0)
 
@@ -137,7 +158,7 @@ def test_run_makes_exactly_T_queries(mode, T):
         calls.append(X)
         return f(X)
 
-    gen = GPThreDS(UNIT, f_range=(0.5, 1.2), mode=mode)
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2), mode=mode, reuse_observations=reuse)
     X, Y = gen.run(counted, T)
     assert len(calls) == T and gen.num_queries == T
     assert X.shape == (T, 2) and Y.shape == (T,)
@@ -151,11 +172,14 @@ def test_budget_can_end_a_test_midway():
     assert gen.current_test.num_observations == 3 and not gen.current_test.finished
 
 
+@pytest.mark.parametrize("reuse", [False, True])
 @pytest.mark.parametrize("mode", ["cube", "rwt"])
-def test_deterministic_under_a_seed(mode):
+def test_deterministic_under_a_seed(mode, reuse):
     runs = []
     for seed in (5, 5, 6):
-        gen = GPThreDS(UNIT, f_range=(0.5, 1.2), mode=mode, seed=seed)
+        gen = GPThreDS(
+            UNIT, f_range=(0.5, 1.2), mode=mode, seed=seed, reuse_observations=reuse
+        )
         runs.append(gen.run(noisy(branin, seed), 100))
     assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
     assert not torch.equal(runs[0][0], runs[2][0])
@@ -220,6 +244,7 @@ def test_custom_kernel_is_copied():
         ({"gamma": 3.0}, TypeError, "gamma"),
         ({"B": -1.0}, ValueError, "B"),
         ({"readmit_after": 0}, ValueError, "readmit_after"),
+        ({"reuse_observations": 1}, TypeError, "reuse_observations"),
         ({"seed": -1}, ValueError, "seed"),
     ],
 )  # fmt: skip

@@ -116,25 +116,32 @@ def reference_bounds(grid, X, y, kernel, beta):
     return [m + beta * s for m, s in pairs], [m - beta * s for m, s in pairs]
 
 
-def test_local_test_replays_the_rules_against_an_exact_gp():
-    kernel = default_threds_kernel()
-    cube = torch.tensor([[0.0, 0.0], [0.5, 0.5]], dtype=DTYPE)
-    grid, leaf = cube_grid(cube, 6)
-    tau, tol, cap = 0.8, 0.05, 4
-    test = LocalTest(
-        grid, leaf, 4, cube, threshold=tau, tolerance=tol,
-        beta=lambda n: threds_beta(n, 0.5, 0.1, 1e-3), kernel=kernel, noise=0.01,
-        cap=cap, first_index=first_query_index(6, 2),
-    )  # fmt: skip
+def replay_against_exact_gp(test, grid, leaf, f, *, reused=None, seed=1):
+    r"""Drive ``test`` to its end; check every step against a from-scratch exact GP.
 
-    peak = torch.tensor([0.4, 0.1], dtype=DTYPE)
+    Returns the decision kinds seen and the groups declared.
+    """
+    tau, tol, cap = test.threshold, test.tolerance, test.cap
+    gen = torch.Generator().manual_seed(seed)
+    X, Y = ([], []) if reused is None else (list(reused[0]), reused[1].tolist())
+    declared, since, kinds = [], 0, set()
 
-    def f(x):
-        return 1.0 - 4.0 * float(((x - peak) ** 2).sum())
+    def brute_force_argmaxes():
+        ucb, lcb = reference_bounds(
+            grid, torch.stack(X), torch.tensor(Y, dtype=DTYPE), KERNEL,
+            threds_beta(len(Y), 0.5, 0.1, 1e-3),
+        )  # fmt: skip
+        open_idx = [i for i in range(len(grid)) if int(leaf[i]) not in declared]
+        # Spec rule: the lowest index among (near-)maximal values.
+        u_top, l_top = max(ucb[i] for i in open_idx), max(lcb[i] for i in open_idx)
+        u_best = min(i for i in open_idx if ucb[i] >= u_top - 1e-8 * (1 + abs(u_top)))
+        l_best = min(i for i in open_idx if lcb[i] >= l_top - 1e-8 * (1 + abs(l_top)))
+        return ucb[u_best], u_best, lcb[l_best], l_best
 
-    gen = torch.Generator().manual_seed(1)
-    X, Y, declared, since, kinds = [], [], [], 0, set()
-    expected_next = first_query_index(6, 2)
+    # The first query: the fixed one, or argmax UCB given the reused data.
+    expected_next = (
+        first_query_index(6, 2) if reused is None else brute_force_argmaxes()[1]
+    )
     while not test.finished:
         assert test.next_index == expected_next
         x = test.next_point
@@ -143,19 +150,10 @@ def test_local_test_replays_the_rules_against_an_exact_gp():
         X.append(x[0])
         Y.append(y)
         since += 1
-        # Brute force from scratch, python loops over the grid.
-        ucb, lcb = reference_bounds(
-            grid, torch.stack(X), torch.tensor(Y, dtype=DTYPE), kernel,
-            threds_beta(len(Y), 0.5, 0.1, 1e-3),
-        )  # fmt: skip
-        open_idx = [i for i in range(len(grid)) if int(leaf[i]) not in declared]
-        # Spec rule: the lowest index among (near-)maximal values.
-        u_top, l_top = max(ucb[i] for i in open_idx), max(lcb[i] for i in open_idx)
-        u_best = min(i for i in open_idx if ucb[i] >= u_top - 1e-8 * (1 + abs(u_top)))
-        l_best = min(i for i in open_idx if lcb[i] >= l_top - 1e-8 * (1 + abs(l_top)))
-        if ucb[u_best] < tau - tol:
+        u_max, u_best, l_max, l_best = brute_force_argmaxes()
+        if u_max < tau - tol:
             kind = "stop"
-        elif lcb[l_best] > tau:
+        elif l_max > tau:
             kind = "positive"
         elif since == cap:
             kind = "cap"
@@ -171,11 +169,70 @@ def test_local_test_replays_the_rules_against_an_exact_gp():
         expected_next = u_best
     assert test.declared == declared
     assert test.num_observations == len(Y)
+    return kinds, declared
+
+
+PEAK = torch.tensor([0.4, 0.1], dtype=DTYPE)
+
+
+def peaked(x):
+    return 1.0 - 4.0 * float(((x - PEAK) ** 2).sum())
+
+
+KERNEL = default_threds_kernel()
+
+
+def make_test(grid, leaf, cube, reused=None):
+    reused_X, reused_Y = (None, None) if reused is None else reused
+    test = LocalTest(
+        grid, leaf, 4, cube, threshold=0.8, tolerance=0.05,
+        beta=lambda n: threds_beta(n, 0.5, 0.1, 1e-3), kernel=KERNEL, noise=0.01,
+        cap=4, first_index=first_query_index(6, 2), reused_X=reused_X,
+        reused_Y=reused_Y,
+    )  # fmt: skip
+    return test
+
+
+def test_local_test_replays_the_rules_against_an_exact_gp():
+    cube = torch.tensor([[0.0, 0.0], [0.5, 0.5]], dtype=DTYPE)
+    grid, leaf = cube_grid(cube, 6)
+    test = make_test(grid, leaf, cube)
+    kinds, declared = replay_against_exact_gp(test, grid, leaf, peaked)
     # The replay went through every rule (the far leaf is dropped at the end).
     assert kinds == {"continue", "positive", "cap", "stop"}
     assert test.stopped and len(declared) == 3 and test.decisions.count("cap") == 2
     with pytest.raises(RuntimeError, match="finished"):
         test.observe(0.0)
+
+
+def test_reused_observations_extension_against_an_exact_gp():
+    cube = torch.tensor([[0.0, 0.0], [0.5, 0.5]], dtype=DTYPE)
+    grid, leaf = cube_grid(cube, 6)
+    gen = torch.Generator().manual_seed(3)
+    reused_X = 0.5 * torch.rand(5, 2, generator=gen, dtype=DTYPE)  # off the grid
+    reused_Y = torch.tensor([peaked(x) for x in reused_X], dtype=DTYPE)
+    test = make_test(grid, leaf, cube, (reused_X, reused_Y))
+    assert test.num_observations == 5 and test.since_declaration == 0
+    kinds, declared = replay_against_exact_gp(
+        test, grid, leaf, peaked, reused=(reused_X, reused_Y)
+    )
+    assert "positive" in kinds and declared
+    # The reused data settle the test faster than the prior start.
+    fresh = make_test(grid, leaf, cube)
+    replay_against_exact_gp(fresh, grid, leaf, peaked)
+    assert test.num_observations - 5 < fresh.num_observations
+
+
+def test_reused_observations_bad_input():
+    cube = torch.tensor([[0.0, 0.0], [0.5, 0.5]], dtype=DTYPE)
+    grid, leaf = cube_grid(cube, 6)
+    X = torch.zeros(2, 2, dtype=DTYPE)
+    with pytest.raises(ValueError, match="reused_Y"):
+        make_test(grid, leaf, cube, (X, None))
+    with pytest.raises(ValueError, match="reused_X"):
+        make_test(grid, leaf, cube, (X, torch.zeros(3, dtype=DTYPE)))
+    with pytest.raises(ValueError, match="reused_X"):
+        make_test(grid, leaf, cube, (torch.zeros(2, 3, dtype=DTYPE), X[:, 0]))
 
 
 @pytest.mark.parametrize(("value", "stopped"), [(-10.0, True), (5.0, False)])

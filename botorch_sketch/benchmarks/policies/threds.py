@@ -131,6 +131,7 @@ class GPThreDSPolicy(Policy):
         c_coef: float | None = None,
         walk_delta: float | None = None,
         readmit_after: int | None = None,
+        reuse_observations: bool | None = None,
     ) -> None:
         r"""Store the settings; the generator is built by :meth:`reset`.
 
@@ -154,6 +155,8 @@ class GPThreDSPolicy(Policy):
             walk_delta: Confidence of the walk's inner tests (mode ``"rwt"``).
             readmit_after: The readmission guard, an extension off by default (label
                 runs that use it as such).
+            reuse_observations: Tests start from the earlier observations in their
+                box, an extension off by default (label runs that use it as such).
         """
         if mode not in ("cube", "rwt"):
             raise ValueError(f"`mode` must be 'cube' or 'rwt', got {mode!r}.")
@@ -174,6 +177,7 @@ class GPThreDSPolicy(Policy):
             "c_coef": c_coef,
             "walk_delta": walk_delta,
             "readmit_after": readmit_after,
+            "reuse_observations": reuse_observations,
         }
         self.options = {key: val for key, val in options.items() if val is not None}
         self.threds: GPThreDS | None = None
