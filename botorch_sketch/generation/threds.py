@@ -318,11 +318,12 @@ class GPThreDS:
         slack = 1e-6 * width + 8 * torch.finfo(X.dtype).eps * expected.abs()
         if not ((X.to(expected) - expected).abs() <= slack).all():
             raise ValueError("`X` must be the point returned by the last ask().")
+        value = float(Y)
         if self.reuse_observations:
             self._observed_X.append(self._test.next_point)
-            self._observed_Y.append(float(Y))
+            self._observed_Y.append(value)
         with _one_thread(self.bounds.device):
-            self._test.observe(float(Y))
+            self._test.observe(value)
             self.num_queries += 1
             if self._test.finished:
                 self._next_test()
