@@ -20,6 +20,8 @@ CI. Presets:
 - ``threds-branin`` / ``threds-rosenbrock``: Salgia et al. (NeurIPS 2021): GP-ThreDS
   vs IGP-UCB on the rescaled 2-d functions, noise variance 0.01, ``T = 1000``,
   10 seeds (the policies read the paper's per-problem settings from the problem name).
+  IGP-UCB runs twice with the same choices: refitted every step (``igp-ucb``, the
+  paper's loop) and with ``O(A t)`` incremental updates (``igp-ucb-incremental``).
 - ``sgpts-hartmann6``: Vakili et al. (NeurIPS 2021): Hartmann-6, noise variance 0.5,
   250 initial points then 40 batches of 100 (``T = 4250``), ``m = 100`` inducing
   points, ``M = 1000`` random features.
@@ -122,7 +124,8 @@ def _threds_paper(function: str) -> Preset:
         name=f"threds-{function}",
         description=f"GP-ThreDS paper (NeurIPS 2021) on rescaled {function}: noise "
         "variance 0.01, T = 1000, 10 seeds; GP-ThreDS as in the paper and with the "
-        "reused-observations extension (gp-threds-reuse)",
+        "reused-observations extension (gp-threds-reuse); IGP-UCB refitted every "
+        "step and incremental (igp-ucb-incremental, the same choices)",
         problems=(f"threds_{function}",),
         policies=(
             PolicyConfig("gp-threds"),
@@ -132,6 +135,7 @@ def _threds_paper(function: str) -> Preset:
                 options={"reuse_observations": True},
             ),
             PolicyConfig("igp-ucb"),
+            PolicyConfig("igp-ucb-incremental"),
             PolicyConfig("epsilon-greedy"),
             PolicyConfig("uniform"),
         ),

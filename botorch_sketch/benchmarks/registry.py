@@ -65,6 +65,11 @@ REGISTRY: dict[str, PolicyEntry] = {
     "igp-ucb": PolicyEntry(
         f"{_POLICIES}.threds", "IGPUCBGridPolicy", "IGP-UCB on a growing grid"
     ),
+    "igp-ucb-incremental": PolicyEntry(
+        f"{_POLICIES}.threds",
+        "IncrementalIGPUCBGridPolicy",
+        "IGP-UCB on a growing grid, O(A t) incremental updates",
+    ),
 }
 
 

@@ -10,9 +10,11 @@ from botorch_sketch.benchmarks.policies.threds import (
     PAPER_SETTINGS,
     GPThreDSPolicy,
     IGPUCBGridPolicy,
+    IncrementalIGPUCBGridPolicy,
     exact_posterior,
     resolve_settings,
 )
+from botorch_sketch.benchmarks.registry import make_policy
 from botorch_sketch.generation.threds import GPThreDS, default_threds_kernel
 from botorch_sketch.generation.threds_local import threds_beta
 
@@ -179,3 +181,41 @@ def test_igp_ucb_grid_paper_settings_and_seed():
         IGPUCBGridPolicy(delta0=0.0)
     with pytest.raises(ValueError, match="grid_start"):
         IGPUCBGridPolicy(grid_start=1)
+
+
+def test_incremental_igp_ucb_equals_the_refitted_one():
+    # The paper's Rosenbrock settings: the grid grows from 20 to 50 points per
+    # dimension over the first 30 steps, then the incremental posterior takes over.
+    bounds = torch.tensor([[-1.0, 0.0], [1.0, 3.0]], dtype=DTYPE)
+    problem = make_problem(bounds=bounds)
+    incremental = make_policy("igp-ucb-incremental")
+    assert isinstance(incremental, IncrementalIGPUCBGridPolicy)
+    X = drive(incremental, problem, 45, seed=5)
+    assert torch.equal(X, drive(IGPUCBGridPolicy(), problem, 45, seed=5))
+    assert incremental.diagnostics() == {"grid_points": 50**2}
+    # Its posterior on the final grid is the exact one, from scratch.
+    unit = (X - bounds[0]) / (bounds[1] - bounds[0])
+    noise = torch.Generator().manual_seed(5)
+    draws = [torch.randn(1, generator=noise, dtype=DTYPE) for _ in range(45)]
+    Y = problem.objective(X) + 0.1 * torch.cat(draws)
+    axis = torch.linspace(0, 1, 50, dtype=DTYPE)
+    grid = torch.cartesian_prod(axis, axis)
+    mean, variance = exact_posterior(unit, Y, grid, incremental.kernel, 0.01)
+    torch.testing.assert_close(incremental._gp.mean[:2500], mean, rtol=0, atol=1e-9)
+    torch.testing.assert_close(
+        incremental._gp.variance[:2500], variance, rtol=0, atol=1e-9
+    )
+
+
+def test_incremental_igp_ucb_rejects_another_point():
+    problem = make_problem()
+    policy = IncrementalIGPUCBGridPolicy(grid_start=4, grid_max=5)
+    policy.reset(problem, 10, torch.Generator().manual_seed(0))
+    for _ in range(3):
+        x = policy.ask()
+        policy.tell(x, problem.objective(x))
+    x = policy.ask()
+    with pytest.raises(ValueError, match="chosen"):
+        policy.tell(x + 0.01, problem.objective(x))
+    policy.tell(x, problem.objective(x))  # the rejected call changed nothing
+    assert policy.num_observations == policy._gp.num_observations == 4
