@@ -23,14 +23,22 @@ Extensions (not in the paper, off by default):
   while ``tau`` exceeds ``max f`` can trap the run in a sub-optimal region; ``m``
   failed epochs in a row restore the cubes of the epoch before the last refinement
   (one level up).
+
+Saving: :meth:`GPThreDS.state_dict` holds the queries and observations so far. The
+generator is a deterministic function of its options and observations (its only
+random choices come from a ``torch.Generator`` seeded by ``seed``), so
+:meth:`GPThreDS.load_state_dict` replays them on a freshly built generator, checks
+that every replayed query equals the saved one, and only then swaps the result in.
+Pickling and ``copy.deepcopy`` go through the same pair.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
@@ -47,9 +55,13 @@ from botorch_sketch.utils.validation import (
     check_at_least,
     check_bounds,
     check_finite,
+    check_matrix,
     check_positive,
     check_tensor,
 )
+
+#: Keys of :meth:`GPThreDS.state_dict`.
+STATE_KEYS = ("X", "Y")
 
 
 @contextmanager
@@ -140,6 +152,9 @@ class GPThreDS:
     State (read-only): :attr:`epoch` ``k``, :attr:`threshold` ``tau``,
     :attr:`interval` ``[a, b]``, :attr:`cubes` (in the user's bounds), :attr:`level`
     (cubes have edge ``2^{-level}`` of the box) and :attr:`current_test`.
+    :meth:`state_dict` / :meth:`load_state_dict` resume a run exactly (see the module
+    docstring); pickle and ``copy.deepcopy`` work when ``gamma`` does (e.g. a
+    module-level function such as ``math.log``).
 
     Example:
         >>> bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
@@ -247,13 +262,34 @@ class GPThreDS:
         factory = {"dtype": bounds.dtype, "device": bounds.device}
         kernel = kernel if kernel is not None else default_threds_kernel(**factory)
         self.kernel = copy.deepcopy(kernel).requires_grad_(False).to(**factory)
+        # The constructor's arguments, to rebuild the generator in load_state_dict.
+        self._options: dict[str, Any] = {
+            "bounds": bounds,
+            "f_range": tuple(f_range),
+            "kernel": self.kernel,
+            "noise": noise,
+            "B": B,
+            "R": R,
+            "delta0": delta0,
+            "gamma": gamma,
+            "grid_points": grid_points,
+            "cap": cap,
+            "tol_coef": tol_coef,
+            "c_coef": c_coef,
+            "max_depth": max_depth,
+            "mode": mode,
+            "walk_delta": walk_delta,
+            "readmit_after": readmit_after,
+            "reuse_observations": reuse_observations,
+            "seed": seed,
+        }
         self.noise, self.B, self.R = float(noise), float(B), float(R)
         self.delta0, self.walk_delta, self.gamma = delta0, walk_delta, gamma
         self.grid_points, self.cap = grid_points, cap
         self.tol_coef, self.max_depth, self.mode = float(tol_coef), max_depth, mode
         self.readmit_after = readmit_after
         self.reuse_observations = reuse_observations
-        # Unit-cube points and values of every query, kept only to be reused.
+        # Unit-cube points (1 x d each) and values of every query so far.
         self._observed_X: list[Tensor] = []
         self._observed_Y: list[float] = []
         self._generator = torch.Generator().manual_seed(seed)
@@ -313,20 +349,60 @@ class GPThreDS:
         if Y.numel() != 1 or Y.dim() > 2:
             raise ValueError(f"`Y` must hold one value, got shape {tuple(Y.shape)}.")
         check_finite(Y, "Y")
-        expected = self.ask()
-        width = self.bounds[1] - self.bounds[0]
-        slack = 1e-6 * width + 8 * torch.finfo(X.dtype).eps * expected.abs()
-        if not ((X.to(expected) - expected).abs() <= slack).all():
+        if not self._is_next_query(X):
             raise ValueError("`X` must be the point returned by the last ask().")
-        value = float(Y)
-        if self.reuse_observations:
-            self._observed_X.append(self._test.next_point)
-            self._observed_Y.append(value)
-        with _one_thread(self.bounds.device):
-            self._test.observe(value)
-            self.num_queries += 1
-            if self._test.finished:
-                self._next_test()
+        self._observe(float(Y))
+
+    def state_dict(self) -> dict[str, Tensor]:
+        r"""Everything needed to resume the run exactly (copies).
+
+        Returns:
+            ``{"X": T x d queries (the user's bounds), "Y": T observations}``, ``T``
+            the number of queries so far (``T = 0`` before the first ``tell``).
+        """
+        if self._observed_X:
+            X = self._to_user(torch.cat(self._observed_X))
+        else:
+            X = self.bounds.new_empty(0, self.dim)
+        return {"X": X, "Y": self.bounds.new_tensor(self._observed_Y)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        r"""Resume from :meth:`state_dict`, atomically.
+
+        A generator built with this one's options replays the saved observations
+        (about the cost of the run so far); every replayed query must equal the
+        saved one, which a state saved with other bounds, options or ``seed`` fails.
+        Only a fully replayed state replaces this generator's: a rejected one leaves
+        it unchanged.
+
+        Args:
+            state: A :meth:`state_dict` of a generator with the same options.
+
+        Raises:
+            TypeError: ``state`` is not a mapping or a value is not a floating-point
+                tensor (the message names the key).
+            ValueError: A key is missing or unknown, a value has the wrong shape or
+                non-finite entries, or a saved query differs from the replayed one.
+        """
+        X, Y = _check_state(state, self.dim)
+        fresh = type(self)(**self._options)
+        for t, (x, y) in enumerate(zip(X, Y.tolist(), strict=True)):
+            if not fresh._is_next_query(x.unsqueeze(0)):
+                raise ValueError(
+                    f"`state['X']` row {t} is not this generator's query {t}: the "
+                    "state was saved by a GPThreDS with other bounds, options or seed."
+                )
+            fresh._observe(y)
+        self.__dict__ = fresh.__dict__
+
+    def __getstate__(self) -> dict[str, Any]:
+        r"""Pickle (and deep-copy) as the options plus :meth:`state_dict`: the epoch's
+        Python generator and the ``torch.Generator`` cannot be pickled themselves."""
+        return {"options": self._options, "state": self.state_dict()}
+
+    def __setstate__(self, saved: dict[str, Any]) -> None:
+        GPThreDS.__init__(self, **saved["options"])
+        self.load_state_dict(saved["state"])
 
     def run(self, f: Callable[[Tensor], Tensor], T: int) -> tuple[Tensor, Tensor]:
         r"""Make exactly ``T`` more queries of ``f``.
@@ -347,6 +423,23 @@ class GPThreDS:
             self.tell(x, y)
             X[t], Y[t] = x[0], y.reshape(())
         return X, Y
+
+    def _is_next_query(self, X: Tensor) -> bool:
+        r"""Whether the ``1 x d`` point ``X`` is :meth:`ask`'s, up to rounding."""
+        expected = self.ask()
+        width = self.bounds[1] - self.bounds[0]
+        slack = 1e-6 * width + 8 * torch.finfo(X.dtype).eps * expected.abs()
+        return bool(((X.to(expected) - expected).abs() <= slack).all())
+
+    def _observe(self, value: float) -> None:
+        r"""Record ``value`` observed at the next query and move the test on."""
+        self._observed_X.append(self._test.next_point)
+        self._observed_Y.append(value)
+        with _one_thread(self.bounds.device):
+            self._test.observe(value)
+            self.num_queries += 1
+            if self._test.finished:
+                self._next_test()
 
     # ------------------------------------------------------------------ epochs
     def _start_epoch(self) -> None:
@@ -456,8 +549,8 @@ class GPThreDS:
         )
 
     def _observations_inside(self, box: Tensor) -> tuple[Tensor | None, Tensor | None]:
-        r"""Earlier observations in the closed ``box`` (unit cube), if any are kept."""
-        if not self._observed_X:
+        r"""Earlier observations in the closed ``box`` (unit cube), when reused."""
+        if not self.reuse_observations or not self._observed_X:
             return None, None
         X = torch.cat(self._observed_X)
         Y = X.new_tensor(self._observed_Y)
@@ -473,6 +566,26 @@ class GPThreDS:
         if boxes:
             return torch.stack(boxes)
         return self.bounds.new_empty(0, 2, self.dim)
+
+
+def _check_state(state: object, dim: int) -> tuple[Tensor, Tensor]:
+    r"""Validate a :meth:`GPThreDS.state_dict`; return its ``(X, Y)``, detached."""
+    if not isinstance(state, Mapping):
+        raise TypeError(f"`state` must be a mapping, got {type(state).__name__}.")
+    missing = [key for key in STATE_KEYS if key not in state]
+    if missing:
+        raise ValueError(f"`state` lacks the key(s) {missing}.")
+    unknown = sorted(str(key) for key in state if key not in STATE_KEYS)
+    if unknown:
+        raise ValueError(f"`state` has unknown key(s) {unknown}.")
+    X = check_matrix(state["X"], "state['X']", num_cols=dim, allow_empty=True)
+    Y = check_finite(state["Y"], "state['Y']")
+    if Y.shape != X.shape[:1]:
+        raise ValueError(
+            f"`state['Y']` must have shape ({X.shape[0]},) like the rows of "
+            f"`state['X']`, got {tuple(Y.shape)}."
+        )
+    return X.detach(), Y.detach()
 
 
 def _check_int(value: object, name: str, minimum: int) -> int:

@@ -1,4 +1,6 @@
+import copy
 import math
+import pickle
 
 import pytest
 import torch
@@ -285,3 +287,99 @@ def test_caller_thread_setting_is_restored():
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(previous)
+
+
+def user_branin(X):
+    return branin((X - USER[0]) / (USER[1] - USER[0]))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"reuse_observations": True}, {"mode": "rwt", "seed": 3, "readmit_after": 1}],
+)
+def test_resume_mid_run_makes_the_same_queries(options):
+    def make():
+        return GPThreDS(USER, f_range=(0.5, 1.2), **options)
+
+    whole = make()
+    X_ref, _ = whole.run(noisy(user_branin, 3), 230)
+    f = noisy(user_branin, 3)
+    first = make()
+    first.run(f, 157)  # stops inside a test (checked below), after some epochs
+    assert first.epoch > 1 and 0 < first.current_test.num_observations
+    state = first.state_dict()
+    assert state["X"].shape == (157, 2) and state["Y"].shape == (157,)
+    resumed = make()
+    resumed.run(noisy(user_branin, 9), 20)  # loading replaces a run in progress
+    resumed.load_state_dict(state)
+    X, _ = resumed.run(f, 73)
+    assert torch.equal(X, X_ref[157:])
+    assert (resumed.epoch, resumed.threshold, resumed.level, resumed.num_queries) == (
+        whole.epoch,
+        whole.threshold,
+        whole.level,
+        whole.num_queries,
+    )
+    assert torch.equal(resumed.cubes, whole.cubes)
+    for key, value in resumed.state_dict().items():
+        assert torch.equal(value, whole.state_dict()[key])
+
+
+def test_empty_state_is_a_fresh_start():
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2))
+    state = gen.state_dict()
+    assert state["X"].shape == (0, 2) and state["Y"].shape == (0,)
+    gen.run(noisy(branin, 0), 30)
+    gen.load_state_dict(state)
+    assert gen.num_queries == 0 and gen.epoch == 1
+    fresh = GPThreDS(UNIT, f_range=(0.5, 1.2))
+    assert torch.equal(gen.run(branin, 40)[0], fresh.run(branin, 40)[0])
+
+
+@pytest.mark.parametrize("copier", ["pickle", "deepcopy"])
+@pytest.mark.parametrize("mode", ["cube", "rwt"])
+def test_pickle_and_deepcopy_continue_identically(copier, mode):
+    gen = GPThreDS(USER, f_range=(0.5, 1.2), mode=mode, reuse_observations=True)
+    gen.run(noisy(user_branin, 1), 120)
+    saved = gen.state_dict()
+    if copier == "pickle":
+        twin = pickle.loads(pickle.dumps(gen))
+    else:
+        twin = copy.deepcopy(gen)
+    assert type(twin) is GPThreDS and twin.kernel is not gen.kernel
+    X_twin, _ = twin.run(user_branin, 60)
+    for key, value in gen.state_dict().items():  # the copy is independent
+        assert torch.equal(value, saved[key])
+    assert torch.equal(gen.run(user_branin, 60)[0], X_twin)
+
+
+def test_rejected_loads_change_nothing():
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2))
+    gen.run(noisy(branin, 0), 60)
+    good = gen.state_dict()
+    other = GPThreDS(UNIT, f_range=(0.0, 1.0))  # other options: other queries
+    other.run(noisy(branin, 0), 60)
+    shifted = good["X"].clone()
+    shifted[41] += 0.01
+    bad = [
+        ([good["X"], good["Y"]], TypeError, "state"),
+        ({"X": good["X"]}, ValueError, "'Y'"),
+        (good | {"generator": None}, ValueError, "generator"),
+        ({"X": good["X"].tolist(), "Y": good["Y"]}, TypeError, "state\\['X'\\]"),
+        ({"X": good["X"], "Y": good["Y"].long()}, TypeError, "state\\['Y'\\]"),
+        ({"X": good["X"][:, :1], "Y": good["Y"]}, ValueError, "state\\['X'\\]"),
+        ({"X": good["X"], "Y": good["Y"][:-1]}, ValueError, "state\\['Y'\\]"),
+        (good | {"Y": good["Y"].clone().fill_(math.nan)}, ValueError, "state\\['Y'\\]"),
+        (good | {"X": shifted}, ValueError, "state\\['X'\\]` row 41"),
+        (other.state_dict(), ValueError, "state\\['X'\\]"),
+    ]
+    x = gen.ask()
+    for state, error, match in bad:
+        with pytest.raises(error, match=match):
+            gen.load_state_dict(state)
+        assert gen.num_queries == 60 and torch.equal(gen.ask(), x)
+        for key, value in gen.state_dict().items():
+            assert torch.equal(value, good[key])
+    twin = GPThreDS(UNIT, f_range=(0.5, 1.2))
+    twin.load_state_dict(good)
+    assert torch.equal(gen.run(branin, 50)[0], twin.run(branin, 50)[0])
