@@ -27,11 +27,13 @@ from botorch_sketch.acquisition.bkb import (
     radius_value,
 )
 from botorch_sketch.generation.variance_tracking import (
+    CachedGeometry,
     CandidateGeometry,
     FrozenDictionaryTracker,
     ResidualDirectionTracker,
     lazy_argmax,
 )
+from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.nystrom import NystromGP
 from botorch_sketch.utils.validation import check_at_least, check_bounds, check_matrix
 
@@ -66,7 +68,7 @@ class BBKBBatch:
 class GlobalRule:
     r"""Lemma 1: ``1 + sum_s sigma~^2_fb(x_s)``, ``O(1)`` per step."""
 
-    def __init__(self, geometry: CandidateGeometry) -> None:
+    def __init__(self, geometry: CandidateGeometry | CachedGeometry) -> None:
         self.geometry = geometry
         self.total = 1.0
 
@@ -82,7 +84,7 @@ class LocalRule:
     per step; the sums are materialized on first use (so ``global+local`` pays only
     once the global rule has failed)."""
 
-    def __init__(self, geometry: CandidateGeometry) -> None:
+    def __init__(self, geometry: CandidateGeometry | CachedGeometry) -> None:
         self.geometry = geometry
         self.batch: list[int] = []
         self.sums: Tensor | None = None
@@ -111,9 +113,10 @@ class LocalRule:
 
 
 def gen_bbkb_batch(
-    model: NystromGP,
+    model: NystromGP | None,
     choices: Tensor,
     *,
+    state: CandidateState | None = None,
     ratio_threshold: float = 2.0,
     rule: str = "global",
     beta: float | TheoryRadius = 1.0,
@@ -123,13 +126,18 @@ def gen_bbkb_batch(
 ) -> BBKBBatch:
     r"""Select one BBKB adaptive batch from a finite candidate set.
 
-    Costs ``O(n m^2)`` once (start-of-batch mean and variances), then per in-batch
-    step ``O(k b m)`` for the ``k`` lazily refreshed candidates (frozen dictionary) or
-    ``O(n (m + b))`` (``residual_update``), plus ``O(n (m + d))`` for the local rule.
+    Costs ``O(n m^2)`` once (start-of-batch mean and variances; nothing with a
+    persistent ``state``), then per in-batch step ``O(k b m)`` for the ``k`` lazily
+    refreshed candidates (frozen dictionary) or ``O(n (m + b))``
+    (``residual_update``), plus ``O(n (m + d))`` for the local rule.
 
     Args:
-        model: A ``NystromGP`` (unbatched), conditioned on all data so far.
+        model: A ``NystromGP`` (unbatched), conditioned on all data so far; may be
+            None when ``state`` is given.
         choices: ``n x d`` candidates in the model's original input space.
+        state: A :class:`~botorch_sketch.models.candidate_state.CandidateState` of
+            ``choices`` holding the current posterior (as the :class:`BBKB` loop
+            keeps it): the batch is scored from its cache instead of from ``model``.
         ratio_threshold: ``C~ >= 1``; 1 gives single-point batches (BKB).
         rule: ``"global"``, ``"local"`` or ``"global+local"`` (global while it admits
             the next point, then local; the same batches as ``"local"``).
@@ -149,8 +157,21 @@ def gen_bbkb_batch(
         >>> Y = f(batch.candidates)
         >>> model = update_bbkb_model(model, batch.candidates, Y)
     """
-    d = model.train_inputs[0].shape[-1]
-    check_matrix(choices, "choices", num_cols=d)
+    if state is None:
+        if not isinstance(model, NystromGP):
+            raise TypeError(
+                f"`model` must be a NystromGP (or pass `state`), got {model!r}."
+            )
+        check_matrix(choices, "choices", num_cols=model.train_inputs[0].shape[-1])
+    else:
+        if not isinstance(state, CandidateState):
+            raise TypeError(f"`state` must be a CandidateState, got {state!r}.")
+        check_matrix(choices, "choices", num_cols=state.points.shape[-1])
+        if choices.shape[0] != state.num_points:
+            raise ValueError(
+                f"`choices` has {choices.shape[0]} rows but `state` holds "
+                f"{state.num_points} candidates."
+            )
     check_at_least(ratio_threshold, "ratio_threshold", 1.0)
     if rule not in RULES:
         raise ValueError(f"`rule` must be one of {RULES}, got {rule!r}.")
@@ -163,11 +184,8 @@ def gen_bbkb_batch(
         ):
             raise ValueError(f"`{name}` must be a positive integer, got {size!r}.")
     radius = radius_value(beta, in_batch=True)
-    model.eval()
     with torch.no_grad():
-        geometry = CandidateGeometry(
-            model.covar_module, model.dtc_state, model.transform_inputs(choices)
-        )
+        geometry = _start_of_batch_geometry(model, choices, state)
         tracker = (
             ResidualDirectionTracker if residual_update else FrozenDictionaryTracker
         )(geometry)
@@ -189,6 +207,8 @@ def gen_bbkb_batch(
             tracker.add(index)
             chosen.append(index)
             values.append(value)
+    if state is not None:
+        state.flops += tracker.flops
     indices = torch.tensor(chosen, dtype=torch.long, device=choices.device)
     return BBKBBatch(
         candidates=choices[indices],
@@ -201,7 +221,20 @@ def gen_bbkb_batch(
     )
 
 
-def _make_rules(rule: str, geometry: CandidateGeometry) -> list[GlobalRule | LocalRule]:
+def _start_of_batch_geometry(
+    model: NystromGP | None, choices: Tensor, state: CandidateState | None
+) -> CandidateGeometry | CachedGeometry:
+    if state is not None:
+        return CachedGeometry(state)
+    model.eval()
+    return CandidateGeometry(
+        model.covar_module, model.dtc_state, model.transform_inputs(choices)
+    )
+
+
+def _make_rules(
+    rule: str, geometry: CandidateGeometry | CachedGeometry
+) -> list[GlobalRule | LocalRule]:
     if rule == "global":
         return [GlobalRule(geometry)]
     if rule == "local":

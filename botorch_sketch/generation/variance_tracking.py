@@ -1,38 +1,42 @@
 r"""In-batch (hallucinated) variance updates for BBKB on a finite candidate set.
 
 Inside a batch the dictionary and the mean are frozen; each chosen point ``x_s`` is
-added to the data without its outcome. In whitened coordinates ``a(x) = L_V^{-1}
-z(x)`` (``V = L_V L_V^T``) the papers'-scale variance is
+added to the data without its outcome. With feature rows ``f(x)`` and a base matrix
+``P`` (whitened embeddings ``a(x) = L_V^{-1} z(x)`` and ``P = I``, or the features
+``z(x)`` and ``P = V^{-1}``) the papers'-scale variance is
 
 .. math::
 
-    \tilde\sigma^2_t(x) = r(x) / \lambda + a(x)^T H_t a(x), \qquad
-    H_t = (I + \textstyle\sum_{s} a_s a_s^T)^{-1}, \quad r(x) = k(x, x) - \|z(x)\|^2,
+    \tilde\sigma^2_t(x) = r(x) / \lambda + f(x)^T H_t f(x), \qquad
+    H_t = (P^{-1} + \textstyle\sum_{s} f_s f_s^T)^{-1}, \quad
+    r(x) = k(x, x) - \|z(x)\|^2,
 
-and Sherman-Morrison gives, with ``h_s = H_{s} a_s`` and ``d_s = 1 + a_s^T h_s``,
-``sigma~^2_{s+1}(x) = sigma~^2_s(x) - (a(x)^T h_s)^2 / d_s``: ``O(m)`` per candidate
+and Sherman-Morrison gives, with ``h_s = H_{s} f_s`` and ``d_s = 1 + f_s^T h_s``,
+``sigma~^2_{s+1}(x) = sigma~^2_s(x) - (f(x)^T h_s)^2 / d_s``: ``O(m)`` per candidate
 and step. Variances only decrease, which makes stale scores upper bounds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 
 import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
+from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.dtc import DTCState, cross_covariance
 
 
-class CandidateGeometry:
-    r"""Start-of-batch quantities of ``n`` candidates.
+class _Geometry:
+    r"""Start-of-batch quantities of ``n`` candidates shared by both geometries.
 
-    Construction scores the candidates in chunks (:meth:`DTCState.mean_and_variance`),
-    ``O(n m^2)`` time and ``O(n)`` lasting memory; kernel rows ``k_S(x)`` and
-    whitened embeddings ``a(x)`` are recomputed per row for the lazily refreshed
-    candidates, and formed in full (``n x m``) only for the local rule and the
-    residual updates.
+    A geometry gives feature rows ``f(x)`` and a base solve ``P`` with
+    ``sigma~^2_fb(x) = r(x) / lambda + f(x)^T P f(x)``: whitened embeddings and the
+    identity (:class:`CandidateGeometry`), or the cached features and ``V^{-1}``
+    (:class:`CachedGeometry`). Hallucinated points then update variances by
+    Sherman-Morrison with base ``P``.
 
     Attributes:
         points: ``n x d`` candidates in the model's (transformed) input space.
@@ -42,44 +46,24 @@ class CandidateGeometry:
         noise: ``lambda``.
     """
 
-    @torch.no_grad()
-    def __init__(self, kernel: Kernel, state: DTCState, points: Tensor) -> None:
-        self.kernel = kernel
-        self.state = state
-        self.points = points
-        self.noise = state.noise
-        self.mean, bayes_variance = state.mean_and_variance(kernel, points)
-        self.scaled_variance = bayes_variance / self.noise
-        self.prior_variance = kernel(points, diag=True)
-        # a(x) = L_V^{-1} L_S^{-1} k_S(x)
-        self._whitening = torch.linalg.solve_triangular(
-            state.chol_gram, state.inverse_chol_dictionary, upper=False
-        )
+    kernel: Kernel
+    points: Tensor
+    mean: Tensor
+    prior_variance: Tensor
+    scaled_variance: Tensor
+    noise: Tensor | float
+    num_features: int
+    features: Tensor
+    embedding: Tensor
 
     def __len__(self) -> int:
         return self.points.shape[0]
 
-    def whitened_rows(self, indices: Tensor | int) -> Tensor:
-        r"""Whitened embeddings ``a(x)`` of some candidates, ``O(m (m + d))`` each."""
-        rows = self.points[indices]
-        return cross_covariance(self.kernel, rows, self.state.dictionary) @ (
-            self._whitening.mT
-        )
+    def feature_rows(self, indices: Tensor | int) -> Tensor:
+        raise NotImplementedError
 
-    @cached_property
-    def kernel_rows(self) -> Tensor:
-        r"""``n x m`` kernel block ``k_S(x)`` (formed on first use)."""
-        return cross_covariance(self.kernel, self.points, self.state.dictionary)
-
-    @cached_property
-    def embedding(self) -> Tensor:
-        r"""``n x m`` embeddings ``z(x) = L_S^{-1} k_S(x)`` (formed on first use)."""
-        return self.kernel_rows @ self.state.inverse_chol_dictionary.mT
-
-    @cached_property
-    def whitened(self) -> Tensor:
-        r"""``n x m`` whitened embeddings (formed on first use)."""
-        return self.kernel_rows @ self._whitening.mT
+    def solve(self, vector: Tensor) -> Tensor:
+        raise NotImplementedError
 
     @cached_property
     def residual(self) -> Tensor:
@@ -95,7 +79,102 @@ class CandidateGeometry:
     def scaled_covariance(self, index: int) -> Tensor:
         r"""Start-of-batch papers'-scale covariance ``k~_fb(x, x_i)`` (``n``)."""
         residual = self.residual_covariance(index) / self.noise
-        return residual + self.whitened @ self.whitened[index]
+        return residual + self.features @ self.solve(self.features[index])
+
+
+class CandidateGeometry(_Geometry):
+    r"""Start-of-batch quantities of ``n`` candidates, scored from a
+    :class:`~botorch_sketch.models.dtc.DTCState` (the stateless path).
+
+    Construction scores the candidates in chunks (:meth:`DTCState.mean_and_variance`),
+    ``O(n m^2)`` time and ``O(n)`` lasting memory; kernel rows ``k_S(x)`` and
+    whitened embeddings ``a(x) = L_V^{-1} z(x)`` (the feature rows, base solve the
+    identity) are recomputed per row for the lazily refreshed candidates, and formed
+    in full (``n x m``) only for the local rule and the residual updates.
+    """
+
+    @torch.no_grad()
+    def __init__(self, kernel: Kernel, state: DTCState, points: Tensor) -> None:
+        self.kernel = kernel
+        self.state = state
+        self.points = points
+        self.noise = state.noise
+        self.num_features = state.size
+        self.mean, bayes_variance = state.mean_and_variance(kernel, points)
+        self.scaled_variance = bayes_variance / self.noise
+        self.prior_variance = kernel(points, diag=True)
+        # a(x) = L_V^{-1} L_S^{-1} k_S(x)
+        self._whitening = torch.linalg.solve_triangular(
+            state.chol_gram, state.inverse_chol_dictionary, upper=False
+        )
+
+    def feature_rows(self, indices: Tensor | int) -> Tensor:
+        r"""Whitened embeddings ``a(x)`` of some candidates, ``O(m (m + d))`` each."""
+        rows = self.points[indices]
+        return cross_covariance(self.kernel, rows, self.state.dictionary) @ (
+            self._whitening.mT
+        )
+
+    def solve(self, vector: Tensor) -> Tensor:
+        r"""The base solve of whitened coordinates: the identity."""
+        return vector
+
+    @cached_property
+    def kernel_rows(self) -> Tensor:
+        r"""``n x m`` kernel block ``k_S(x)`` (formed on first use)."""
+        return cross_covariance(self.kernel, self.points, self.state.dictionary)
+
+    @cached_property
+    def embedding(self) -> Tensor:
+        r"""``n x m`` embeddings ``z(x) = L_S^{-1} k_S(x)`` (formed on first use)."""
+        return self.kernel_rows @ self.state.inverse_chol_dictionary.mT
+
+    @cached_property
+    def features(self) -> Tensor:
+        r"""``n x m`` whitened embeddings (formed on first use)."""
+        return self.kernel_rows @ self._whitening.mT
+
+
+class CachedGeometry(_Geometry):
+    r"""Start-of-batch quantities read from a persistent
+    :class:`~botorch_sketch.models.candidate_state.CandidateState`: nothing is
+    recomputed; feature rows are rows of the cache (``O(m)`` each) and the base solve
+    is ``V^{-1}`` (``O(m^2)`` per hallucinated point)."""
+
+    @torch.no_grad()
+    def __init__(self, state: CandidateState) -> None:
+        self.state = state
+        self.kernel = state.kernel
+        self.points = state.points
+        self.noise = state.points.new_tensor(state.noise)
+        self.num_features = state.size
+        self.mean = state.mean.clone()
+        self.scaled_variance = state.scaled_variance
+        self.prior_variance = state.prior_variance
+        self._dtype = state.points.dtype
+
+    def feature_rows(self, indices: Tensor | int) -> Tensor:
+        r"""Cached features ``z(x)`` of some candidates."""
+        return self.state.features[indices].to(self._dtype)
+
+    def solve(self, vector: Tensor) -> Tensor:
+        r"""``V^{-1} v``."""
+        return self.state.gram_inverse @ vector
+
+    @cached_property
+    def features(self) -> Tensor:
+        r"""``n x m`` cached features (in the candidates' dtype)."""
+        return self.state.features.to(self._dtype)
+
+    @property
+    def embedding(self) -> Tensor:
+        r"""The features: ``z(x)^T z(x')`` does not depend on the feature basis."""
+        return self.features
+
+    @cached_property
+    def residual(self) -> Tensor:
+        r"""``n`` residuals ``k(x, x) - ||z(x)||^2`` from the cached sums."""
+        return (self.prior_variance - self.state.explained_variance).clamp_min(0.0)
 
 
 class _Columns:
@@ -134,12 +213,14 @@ class _Columns:
             self._denominators[self.count] = denominator
         self.count += 1
 
-    def apply_inverse(self, v: Tensor) -> Tensor:
-        r"""``v - H (H^T v / d)`` for a vector ``v`` of ``rows`` entries."""
+    def apply_inverse(self, v: Tensor, base: Callable[[Tensor], Tensor]) -> Tensor:
+        r"""``P v - H (H^T v / d)`` for a vector ``v`` of ``rows`` entries and the
+        base solve ``P``."""
+        solved = base(v)
         if self.count == 0:
-            return v.clone()
+            return solved.clone()
         H = self.matrix
-        return v - H @ ((H.mT @ v) / self.denominators)
+        return solved - H @ ((H.mT @ v) / self.denominators)
 
 
 class FrozenDictionaryTracker:
@@ -150,11 +231,12 @@ class FrozenDictionaryTracker:
 
     eager = False
 
-    def __init__(self, geometry: CandidateGeometry) -> None:
+    def __init__(self, geometry: CandidateGeometry | CachedGeometry) -> None:
         self.geometry = geometry
         self.variance = geometry.scaled_variance.clone()
         self.refreshed_at = torch.zeros(len(geometry), dtype=torch.long)
-        self.directions = _Columns(geometry.state.size, geometry.scaled_variance)
+        self.directions = _Columns(geometry.num_features, geometry.scaled_variance)
+        self.flops = 0.0
 
     @property
     def step(self) -> int:
@@ -165,18 +247,21 @@ class FrozenDictionaryTracker:
         stale = indices[self.refreshed_at[indices] < self.step]
         if stale.numel() > 0:
             H, den = self.directions.matrix, self.directions.denominators
-            terms = (self.geometry.whitened_rows(stale) @ H).square() / den
+            terms = (self.geometry.feature_rows(stale) @ H).square() / den
             steps = torch.arange(self.step)
             terms = terms * (steps >= self.refreshed_at[stale].unsqueeze(-1))
             self.variance[stale] = (self.variance[stale] - terms.sum(-1)).clamp_min(0)
             self.refreshed_at[stale] = self.step
+            self.flops += 2.0 * stale.numel() * H.shape[0] * self.step
         return self.variance[indices]
 
     def add(self, index: int) -> None:
         r"""Hallucinate an observation at candidate ``index``, ``O(m t)``."""
-        a = self.geometry.whitened_rows(index)
-        h = self.directions.apply_inverse(a)
+        a = self.geometry.feature_rows(index)
+        h = self.directions.apply_inverse(a, self.geometry.solve)
         self.directions.append(h, 1 + a @ h)
+        m = a.shape[0]
+        self.flops += 2.0 * m * m + 4.0 * m * self.step
 
 
 class ResidualDirectionTracker:
@@ -196,15 +281,18 @@ class ResidualDirectionTracker:
 
     eager = True
 
-    def __init__(self, geometry: CandidateGeometry, tolerance: float = 1e-10) -> None:
+    def __init__(
+        self, geometry: CandidateGeometry | CachedGeometry, tolerance: float = 1e-10
+    ) -> None:
         self.geometry = geometry
         self.variance = geometry.scaled_variance.clone()
         self.residual = geometry.residual.clone()
         self.extra = _Columns(
             len(geometry), geometry.scaled_variance
         )  # e_j / sqrt(lam)
-        self.directions = _Columns(geometry.state.size, geometry.scaled_variance)
+        self.directions = _Columns(geometry.num_features, geometry.scaled_variance)
         self.tolerance = tolerance
+        self.flops = 0.0
 
     def refresh(self, indices: Tensor) -> Tensor:
         return self.variance[indices]
@@ -220,14 +308,17 @@ class ResidualDirectionTracker:
             e = numerator / residual.sqrt()
             self.residual = (self.residual - e.square()).clamp_min(0.0)
             self.extra.append(e / scale)
-            self.directions.grow_rows(geometry.state.size + self.extra.count)
-        w = torch.cat([geometry.whitened[index], self.extra.matrix[index]])
-        h = self.directions.apply_inverse(w)
+            self.directions.grow_rows(geometry.num_features + self.extra.count)
+        m = geometry.num_features
+        w = torch.cat([geometry.features[index], self.extra.matrix[index]])
+        h = self.directions.apply_inverse(
+            w, lambda v: torch.cat([geometry.solve(v[:m]), v[m:]])
+        )
         den = 1 + w @ h
-        m = geometry.state.size
-        products = geometry.whitened @ h[:m] + self.extra.matrix @ h[m:]
+        products = geometry.features @ h[:m] + self.extra.matrix @ h[m:]
         self.variance = (self.variance - products.square() / den).clamp_min(0.0)
         self.directions.append(h, den)
+        self.flops += 4.0 * len(geometry) * (w.shape[0] + self.extra.count)
 
 
 def lazy_argmax(

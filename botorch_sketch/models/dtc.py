@@ -31,6 +31,11 @@ from torch import Tensor
 _RELATIVE_JITTER = {torch.float64: 1e-10, torch.float32: 1e-6, torch.float16: 1e-3}
 
 
+def relative_jitter(dtype: torch.dtype) -> float:
+    r"""Jitter added to ``K_SS``, relative to its mean diagonal, for ``dtype``."""
+    return _RELATIVE_JITTER.get(dtype, 1e-6)
+
+
 def distinct_rows(X: Tensor, y: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     r"""Merge repeated rows of ``X``.
 
@@ -265,7 +270,7 @@ def dictionary_cholesky(kernel: Kernel, dictionary: Tensor) -> Tensor:
     r"""Lower Cholesky factor of ``K_SS + eps I`` with a small relative jitter."""
     K = kernel(dictionary).to_dense()
     scale = K.diagonal().mean().detach()
-    jitter = _RELATIVE_JITTER.get(K.dtype, 1e-6) * scale
+    jitter = relative_jitter(K.dtype) * scale
     eye = torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
     return psd_safe_cholesky(K + jitter * eye)
 

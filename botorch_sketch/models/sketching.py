@@ -34,24 +34,46 @@ def inclusion_probabilities(
 
 
 def sample_dictionary(
-    probabilities: Tensor, generator: torch.Generator | None = None
+    probabilities: Tensor,
+    generator: torch.Generator | None = None,
+    *,
+    draws: Tensor | None = None,
 ) -> Tensor:
-    r"""Draw independent Bernoulli inclusions; never return an empty selection.
+    r"""Bernoulli inclusions ``draw_i < p_i``; never return an empty selection.
+
+    Without ``draws`` the uniforms are fresh (independent resampling). With
+    ``draws``, one persistent uniform per point kept across resamplings (the coupling
+    of sequential ridge-leverage-score samplers: SQUEAK, Calandriello, Lazaric and
+    Valko, AISTATS 2017; online row sampling, Cohen, Musco and Pachocki, APPROX
+    2016), each resampling still includes point ``i`` with probability ``p_i``, but
+    only points whose probability crossed their draw enter or leave, so the
+    dictionary changes little between batches. The trade-off: successive
+    dictionaries are dependent (a point with a high draw stays out while its
+    probability stays below it), and the probabilities, computed from earlier
+    dictionaries, are no longer independent of the draws, whereas BKB's analysis
+    resamples independently at every step.
 
     Args:
         probabilities: ``u`` inclusion probabilities.
-        generator: Random number generator for the draw.
+        generator: Random number generator for fresh draws.
+        draws: Optional ``u`` persistent uniforms in ``[0, 1)``.
 
     Returns:
         Sorted LongTensor of the selected indices; if no point was drawn, the index of
         the most probable point.
     """
-    draws = torch.rand(
-        probabilities.shape,
-        generator=generator,
-        dtype=probabilities.dtype,
-        device=probabilities.device,
-    )
+    if draws is None:
+        draws = torch.rand(
+            probabilities.shape,
+            generator=generator,
+            dtype=probabilities.dtype,
+            device=probabilities.device,
+        )
+    elif draws.shape != probabilities.shape:
+        raise ValueError(
+            f"`draws` must have shape {tuple(probabilities.shape)}, got "
+            f"{tuple(draws.shape)}."
+        )
     selected = torch.nonzero(draws < probabilities).squeeze(-1)
     if selected.numel() == 0:
         selected = probabilities.argmax().reshape(1)

@@ -1,0 +1,518 @@
+r"""The DTC Nystrom posterior of a finite candidate set, updated in place.
+
+For ``A`` candidates, a fixed kernel ``k``, the regularization ``lambda`` and a
+dictionary ``S`` of ``m`` candidates, pick any factor ``F`` with
+``F F^T = K_SS + eps I`` and the features ``z(x) = F^{-1} k_S(x)``. With the observed
+candidates ``X`` (multiplicities ``C``, per-candidate reward sums ``s``):
+
+.. math::
+
+    V = Z_X^T C Z_X + \lambda I, \quad b = Z_X^T s, \quad w = V^{-1} b, \qquad
+    \mu(x) = z(x)^T w, \quad
+    \Sigma(x) = k(x, x) - \|z(x)\|^2 + \lambda\, z(x)^T V^{-1} z(x),
+
+the same posterior as :class:`~botorch_sketch.models.dtc.DTCState` (which takes the
+Cholesky factor for ``F``). :class:`CandidateState` caches the ``A x m`` features
+``Phi`` and, per candidate, ``mu``, ``||z||^2`` and ``z^T V^{-1} z``, next to the
+``m x m`` matrices ``F^{-1}`` and ``V^{-1}``. Every change then costs ``O(A m)``:
+
+- ``b`` new observations (Woodbury with ``G = V^{-1} Z_b^T`` and
+  ``K = C_b^{-1} + Z_b G``): ``z^T V^{-1} z`` drops by the row sums of
+  ``(Phi G) K^{-1} (Phi G)^T`` and ``mu`` moves by ``Phi G K^{-1} (ybar_b - mu_b)``,
+  ``O(A m b)``;
+- a dictionary point ``s`` appended (bordered factor): ``l = F^{-1} k_S(s)``,
+  ``rho^2 = k(s, s) + eps - ||l||^2``, and every candidate gains the feature
+  ``c(x) = (k(x, s) - z(x)^T l) / rho`` from one kernel column; ``V`` is bordered by
+  ``v = Z_X^T C c_X`` and ``c_X^T C c_X + lambda``, so with ``e = V^{-1} v`` and the
+  Schur complement ``sigma = c_X^T C c_X + lambda - v^T e``, ``z^T V^{-1} z`` gains
+  ``(c - z^T e)^2 / sigma`` and ``mu`` gains ``(c - z^T e)(c_X^T s - e^T b) / sigma``;
+- a dictionary point removed: its direction ``u = F^{-1} e_i / ||F^{-1} e_i||`` is
+  the feature-space direction no other dictionary point spans; dropping it takes
+  ``(z^T u)^2`` from ``||z||^2``, ``(z^T V^{-1} u)^2 / u^T V^{-1} u`` from
+  ``z^T V^{-1} z`` and ``(z^T V^{-1} u)(u^T w) / u^T V^{-1} u`` from ``mu``
+  (inverse of a principal submatrix); one Householder reflection, applied to ``Phi``
+  as a matrix-vector product and a rank-one update, then rotates ``u`` onto the last
+  coordinate, which is dropped.
+
+The posterior is invariant under the rotation, so ``F`` need not stay triangular.
+When the dictionary holds every observed candidate this is the incremental exact GP
+(noise ``lambda``): a step costs ``O(A t)`` and never ``O(A m^2)``. :meth:`refresh`
+recomputes everything from scratch (``O(A m^2)``), e.g. after a hyperparameter change.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from botorch_sketch.models.dtc import relative_jitter
+from botorch_sketch.utils.validation import check_matrix, check_positive
+
+#: Distinct observed candidates folded into one Woodbury update (bounds the
+#: ``A x block`` temporaries of :meth:`CandidateState.observe`).
+OBSERVATION_BLOCK = 64
+
+#: Feature columns allocated first (the buffer doubles when full).
+_INITIAL_CAPACITY = 32
+
+
+class CandidateState:
+    r"""DTC posterior of ``A`` fixed candidates with ``O(A m)`` in-place updates.
+
+    Observations and dictionary points are candidate indices. The features may be
+    stored in a lower precision than the candidates (``feature_dtype=torch.float32``
+    halves the memory of the ``A x m`` cache); the ``m x m`` matrices and the
+    per-candidate sums stay in the candidates' dtype. The state follows the
+    candidates' device. ``flops`` counts the floating-point work done so far
+    (kernel entries at ``3 d`` flops each, products and factorizations).
+
+    Example:
+        >>> state = CandidateState(arms, kernel, noise=1.0)
+        >>> state.observe(torch.tensor([3, 3, 8]), torch.tensor([0.1, 0.3, -0.2]))
+        >>> state.set_dictionary(torch.tensor([3, 8]))
+        >>> state.mean.shape, state.scaled_variance.shape  # (A,), (A,)
+    """
+
+    def __init__(
+        self,
+        points: Tensor,
+        kernel: Kernel,
+        noise: float,
+        *,
+        feature_dtype: torch.dtype | None = None,
+        max_feature_bytes: int | None = None,
+    ) -> None:
+        r"""Start from the prior, with no observation and an empty dictionary.
+
+        Args:
+            points: ``A x d`` candidates (in the kernel's input space).
+            kernel: GPyTorch kernel with fixed hyperparameters (call :meth:`refresh`
+                after changing them).
+            noise: The regularization ``lambda > 0``.
+            feature_dtype: dtype of the cached ``A x m`` features (default: the
+                candidates'); ``torch.float32`` for the low-precision scoring path.
+            max_feature_bytes: Memory budget of the feature cache; growing past it
+                raises a ``MemoryError`` naming the budget (default: no budget).
+        """
+        check_matrix(points, "points")
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"`kernel` must be a gpytorch Kernel, got {kernel!r}.")
+        noise = check_positive(noise, "noise")
+        if feature_dtype is not None and not (
+            isinstance(feature_dtype, torch.dtype) and feature_dtype.is_floating_point
+        ):
+            raise TypeError(
+                f"`feature_dtype` must be a floating dtype, got {feature_dtype!r}."
+            )
+        if max_feature_bytes is not None and (
+            isinstance(max_feature_bytes, bool)
+            or not isinstance(max_feature_bytes, int)
+            or max_feature_bytes < 1
+        ):
+            raise ValueError(
+                f"`max_feature_bytes` must be a positive int, got {max_feature_bytes}."
+            )
+        self.points = points
+        self.kernel = kernel
+        self.noise = noise
+        self.feature_dtype = feature_dtype or points.dtype
+        self.max_feature_bytes = max_feature_bytes
+        self.flops = 0.0
+        num_points = points.shape[0]
+        with torch.no_grad():
+            self.prior_variance = kernel(points, diag=True).detach().to(points)
+        self.jitter = relative_jitter(points.dtype) * float(self.prior_variance.mean())
+        self._features = self._allocate(_INITIAL_CAPACITY)
+        self.counts = points.new_zeros(num_points)
+        self.target_sums = points.new_zeros(num_points)
+        self._reset_dictionary(points.new_empty(0, dtype=torch.long))
+
+    @classmethod
+    @torch.no_grad()
+    def from_observations(
+        cls,
+        points: Tensor,
+        kernel: Kernel,
+        noise: float,
+        indices: Tensor,
+        rewards: Tensor,
+        dictionary: Tensor,
+        **kwargs: object,
+    ) -> CandidateState:
+        r"""Build a state from scratch (``O(A m (m + d) + n m^2)``).
+
+        Args:
+            points: ``A x d`` candidates.
+            kernel: The kernel.
+            noise: ``lambda``.
+            indices: ``n`` observed candidate indices (repeats allowed).
+            rewards: ``n`` rewards.
+            dictionary: ``m >= 1`` dictionary candidate indices.
+            kwargs: ``feature_dtype``, ``max_feature_bytes``.
+
+        Returns:
+            The state.
+        """
+        state = cls(points, kernel, noise, **kwargs)
+        state.observe(indices, rewards)
+        dictionary = torch.unique(state._check_indices(dictionary, "dictionary"))
+        if dictionary.numel() == 0:
+            raise ValueError("`dictionary` must not be empty.")
+        state._reset_dictionary(dictionary)
+        return state
+
+    # ------------------------------------------------------------------ views
+    @property
+    def num_points(self) -> int:
+        r"""Number of candidates ``A``."""
+        return self.points.shape[0]
+
+    @property
+    def size(self) -> int:
+        r"""Number of dictionary points ``m``."""
+        return self.dictionary.shape[0]
+
+    @property
+    def features(self) -> Tensor:
+        r"""``A x m`` features ``z(x)`` (a view of the cache, ``feature_dtype``)."""
+        return self._features[:, : self.size]
+
+    @property
+    def gram_inverse(self) -> Tensor:
+        r"""``m x m`` matrix ``V^{-1}``."""
+        return self._gram_inverse
+
+    @property
+    def observed(self) -> Tensor:
+        r"""Sorted LongTensor of the distinct observed candidates."""
+        return torch.nonzero(self.counts).squeeze(-1)
+
+    @property
+    def explained_variance(self) -> Tensor:
+        r"""``A`` values ``||z(x)||^2`` (the Nystrom part of ``k(x, x)``)."""
+        return self._explained
+
+    @property
+    def variance(self) -> Tensor:
+        r"""``A`` Bayesian-scale DTC variances ``Sigma(x)`` (no noise)."""
+        return (
+            self.prior_variance - self._explained + self.noise * self._quadratic
+        ).clamp_min(0.0)
+
+    @property
+    def scaled_variance(self) -> Tensor:
+        r"""``A`` papers'-scale variances ``sigma~^2(x) = Sigma(x) / lambda``."""
+        return self.variance / self.noise
+
+    # ---------------------------------------------------------------- updates
+    @torch.no_grad()
+    def observe(self, indices: Tensor, rewards: Tensor) -> None:
+        r"""Condition on rewards observed at candidates (repeats allowed).
+
+        Repeated indices are merged into one update with their multiplicity, so a
+        batch of ``k`` copies of one candidate costs one rank-one update.
+
+        Args:
+            indices: ``b`` candidate indices.
+            rewards: ``b`` rewards.
+        """
+        indices = self._check_indices(indices, "indices")
+        if not isinstance(rewards, Tensor) or rewards.shape != indices.shape:
+            raise ValueError(
+                f"`rewards` must be a tensor of shape {tuple(indices.shape)}."
+            )
+        if not torch.isfinite(rewards).all():
+            raise ValueError("`rewards` contains NaN or infinite values.")
+        rewards = rewards.detach().to(self.points)
+        distinct, inverse = torch.unique(indices, return_inverse=True)
+        counts = torch.zeros_like(distinct, dtype=self.points.dtype).index_add_(
+            0, inverse, torch.ones_like(rewards)
+        )
+        sums = torch.zeros_like(counts).index_add_(0, inverse, rewards)
+        for block in range(0, distinct.shape[0], OBSERVATION_BLOCK):
+            rows = slice(block, block + OBSERVATION_BLOCK)
+            self._observe_block(distinct[rows], counts[rows], sums[rows])
+        self.counts.index_add_(0, distinct, counts)
+        self.target_sums.index_add_(0, distinct, sums)
+
+    def _observe_block(self, indices: Tensor, counts: Tensor, sums: Tensor) -> None:
+        m, b = self.size, indices.shape[0]
+        if m == 0:
+            return
+        Zb = self.features[indices].to(self.points)
+        G = self._gram_inverse @ Zb.mT  # m x b
+        K = torch.diag(counts.reciprocal()) + Zb @ G
+        L = torch.linalg.cholesky(K)
+        residual = sums / counts - self.mean[indices]
+        coefficients = torch.cholesky_solve(residual.unsqueeze(-1), L).squeeze(-1)
+        U = self._times_features(G)  # A x b
+        whitened = torch.linalg.solve_triangular(L, U.mT, upper=False)  # b x A
+        self._quadratic -= whitened.square().sum(0)
+        self.mean += U @ coefficients
+        Gw = torch.linalg.solve_triangular(L, G.mT, upper=False)
+        self._gram_inverse = _symmetric(self._gram_inverse - Gw.mT @ Gw)
+        self._projected_targets += Zb.mT @ sums
+        self._weights += G @ coefficients
+        self.flops += 2 * self.num_points * m * b + 3 * self.num_points * b * b
+        self.flops += 4 * m * m * b + 2 * m * b * b + b**3 / 3
+
+    @torch.no_grad()
+    def set_dictionary(self, indices: Tensor) -> tuple[int, int]:
+        r"""Make the dictionary the given candidates: remove the points that leave,
+        then append the ones that enter, ``O(A m)`` each.
+
+        Args:
+            indices: ``m'`` candidate indices (duplicates merged), ``m' >= 1``.
+
+        Returns:
+            ``(added, removed)`` counts.
+        """
+        indices = torch.unique(self._check_indices(indices, "indices"))
+        if indices.numel() == 0:
+            raise ValueError("`indices` must not be empty.")
+        keep = torch.isin(self.dictionary, indices)
+        leaving = self.dictionary[~keep].tolist()
+        entering = indices[~torch.isin(indices, self.dictionary)].tolist()
+        for index in leaving:
+            self.remove_from_dictionary(index)
+        for index in entering:
+            self.add_to_dictionary(index)
+        return len(entering), len(leaving)
+
+    @torch.no_grad()
+    def add_to_dictionary(self, index: int) -> None:
+        r"""Append candidate ``index`` to the dictionary (bordered factor), ``O(A m)``
+        plus one kernel column. A point already in the dictionary is left alone."""
+        index = self._check_index(index)
+        if bool((self.dictionary == index).any()):
+            return
+        m = self.size
+        self._ensure_capacity(m + 1)
+        column = self._kernel_column(index)
+        link = self._factor_inverse @ column[self.dictionary]
+        rho = math.sqrt(
+            max(
+                float(self.prior_variance[index]) + self.jitter - link @ link,
+                self.jitter,
+            )
+        )
+        observed = self.observed
+        counts = self.counts[observed]
+        # one pass over the cache for z(x)^T l; the feature column, then z(x)^T e
+        feature = (column - self._times_features(link.unsqueeze(-1))[:, 0]) / rho
+        weighted = counts * feature[observed]
+        border = self.features[observed].to(self.points).mT @ weighted
+        extension = self._gram_inverse @ border
+        schur = (
+            float(weighted @ feature[observed]) + self.noise - float(border @ extension)
+        )
+        target = float(feature[observed] @ self.target_sums[observed])
+        step = (target - float(extension @ self._projected_targets)) / schur
+        direction = feature - self._times_features(extension.unsqueeze(-1))[:, 0]
+        self._quadratic += direction.square() / schur
+        self.mean += step * direction
+        self._explained += feature.square()
+        self._features[:, m] = feature.to(self.feature_dtype)
+        self._gram_inverse = _bordered_inverse(self._gram_inverse, extension, schur)
+        self._projected_targets = torch.cat(
+            [self._projected_targets, self._projected_targets.new_tensor([target])]
+        )
+        self._weights = torch.cat(
+            [self._weights - step * extension, self._weights.new_tensor([step])]
+        )
+        corner = self._factor_inverse.new_tensor([1 / rho])
+        self._factor_inverse = torch.cat(
+            [
+                torch.cat([self._factor_inverse, link.new_zeros(m, 1)], dim=1),
+                torch.cat([-(link @ self._factor_inverse) / rho, corner]).unsqueeze(0),
+            ]
+        )
+        self.dictionary = torch.cat(
+            [self.dictionary, self.dictionary.new_tensor([index])]
+        )
+        n = observed.shape[0]
+        self.flops += (
+            3 * self.num_points * self.points.shape[-1] + 4 * self.num_points * m
+        )
+        self.flops += 2 * n * m + 4 * m * m + 8 * self.num_points
+
+    @torch.no_grad()
+    def remove_from_dictionary(self, index: int) -> None:
+        r"""Drop candidate ``index`` from the dictionary, ``O(A m)`` (one Householder
+        reflection of the cached features). A point not in it is left alone; the
+        last dictionary point cannot be removed."""
+        index = self._check_index(index)
+        position = torch.nonzero(self.dictionary == index).squeeze(-1)
+        if position.numel() == 0:
+            return
+        m = self.size
+        if m == 1:
+            raise ValueError("The dictionary must keep at least one point.")
+        i = int(position[0])
+        direction = self._factor_inverse[:, i]
+        direction = direction / direction.norm()
+        solved = self._gram_inverse @ direction
+        curvature = float(direction @ solved)
+        last = torch.zeros_like(direction)
+        last[-1] = 1.0
+        reflector = direction - last
+        norm = float(reflector.norm())
+        reflect = norm > 1e-12
+        reflector = reflector / norm if reflect else reflector
+        products = self._times_features(torch.stack([direction, solved, reflector], -1))
+        along, coupled = products[:, 0], products[:, 1]
+        self._explained -= along.square()
+        self._quadratic -= coupled.square() / curvature
+        self.mean -= coupled * (float(direction @ self._weights) / curvature)
+        if reflect:
+            self.features.addr_(
+                products[:, 2].to(self.feature_dtype),
+                reflector.to(self.feature_dtype),
+                alpha=-2.0,
+            )
+        self._remove_last_coordinate(reflector if reflect else None, i)
+        self.flops += 6 * self.num_points * m + 12 * m * m
+
+    def _remove_last_coordinate(self, reflector: Tensor | None, position: int) -> None:
+        r"""Reflect the ``m x m`` matrices by ``H = I - 2 h h^T`` (``O(m^2)``) and drop
+        the last feature coordinate (and row ``position`` of ``F``)."""
+        factor_inverse, gram_inverse = self._factor_inverse, self._gram_inverse
+        projected = self._projected_targets
+        if reflector is not None:
+            factor_inverse = _reflect(factor_inverse, reflector)
+            gram_inverse = _reflect(_reflect(gram_inverse, reflector).mT, reflector)
+            projected = projected - 2 * reflector * (reflector @ projected)
+        keep = torch.arange(self.size, device=self.dictionary.device) != position
+        self._factor_inverse = factor_inverse[:-1][:, keep]
+        corner = gram_inverse[-1, -1]
+        edge = gram_inverse[:-1, -1]
+        self._gram_inverse = _symmetric(
+            gram_inverse[:-1, :-1] - torch.outer(edge, edge) / corner
+        )
+        self._projected_targets = projected[:-1]
+        self._weights = self._gram_inverse @ self._projected_targets
+        self.dictionary = self.dictionary[keep]
+
+    @torch.no_grad()
+    def refresh(self) -> None:
+        r"""Recompute every cached quantity from the observations and the dictionary
+        (``O(A m (m + d))``): after a hyperparameter change, or to shed the rounding
+        accumulated by many updates."""
+        with torch.no_grad():
+            self.prior_variance = self.kernel(self.points, diag=True).to(self.points)
+        self._reset_dictionary(self.dictionary)
+
+    def _reset_dictionary(self, dictionary: Tensor) -> None:
+        m = dictionary.shape[0]
+        self._ensure_capacity(max(m, 1))
+        self.dictionary = dictionary
+        eye = torch.eye(m, dtype=self.points.dtype, device=self.points.device)
+        if m > 0:
+            K = self.kernel(self.points[dictionary]).to_dense().to(self.points)
+            chol = torch.linalg.cholesky(K + self.jitter * eye)
+            self._factor_inverse = torch.linalg.solve_triangular(chol, eye, upper=False)
+            for rows in torch.arange(self.num_points).split(2048):
+                block = self.kernel(self.points[rows], self.points[dictionary])
+                self._features[rows, :m] = (
+                    block.to_dense().to(self.points) @ self._factor_inverse.mT
+                ).to(self.feature_dtype)
+        else:
+            self._factor_inverse = eye
+        observed = self.observed
+        Z = self.features[observed].to(self.points)
+        gram = Z.mT @ (self.counts[observed].unsqueeze(-1) * Z) + self.noise * eye
+        chol_gram = torch.linalg.cholesky(gram)
+        self._gram_inverse = torch.cholesky_inverse(chol_gram)
+        self._projected_targets = Z.mT @ self.target_sums[observed]
+        self._weights = torch.cholesky_solve(
+            self._projected_targets.unsqueeze(-1), chol_gram
+        ).squeeze(-1)
+        features = self.features.to(self.points)
+        self._explained = features.square().sum(-1)
+        self.mean = features @ self._weights
+        self._quadratic = (
+            torch.linalg.solve_triangular(chol_gram, features.mT, upper=False)
+            .square()
+            .sum(0)
+        )
+        A, d = self.num_points, self.points.shape[-1]
+        self.flops += (
+            3 * A * m * d + 2 * A * m * m + m**3 + 2 * observed.numel() * m * m
+        )
+
+    # ---------------------------------------------------------------- helpers
+    def _times_features(self, matrix: Tensor) -> Tensor:
+        r"""``Phi @ matrix`` in the candidates' dtype (``A x k`` for ``m x k``)."""
+        if self.size == 0:
+            return matrix.new_zeros(self.num_points, matrix.shape[-1])
+        return (self.features @ matrix.to(self.feature_dtype)).to(self.points)
+
+    def _kernel_column(self, index: int) -> Tensor:
+        column = self.kernel(self.points, self.points[index : index + 1]).to_dense()
+        return column.squeeze(-1).to(self.points)
+
+    def _allocate(self, columns: int) -> Tensor:
+        itemsize = torch.empty(0, dtype=self.feature_dtype).element_size()
+        needed = self.num_points * columns * itemsize
+        if self.max_feature_bytes is not None and needed > self.max_feature_bytes:
+            raise MemoryError(
+                f"The feature cache needs {needed / 2**30:.2f} GiB for {columns} "
+                f"columns, over `max_feature_bytes` = "
+                f"{self.max_feature_bytes / 2**30:.2f} GiB; use "
+                "feature_dtype=torch.float32 or the stateless scoring path."
+            )
+        return torch.zeros(
+            self.num_points,
+            columns,
+            dtype=self.feature_dtype,
+            device=self.points.device,
+        )
+
+    def _ensure_capacity(self, columns: int) -> None:
+        capacity = self._features.shape[1]
+        if columns <= capacity:
+            return
+        grown = self._allocate(max(columns, 2 * capacity))
+        grown[:, :capacity] = self._features
+        self._features = grown
+
+    def _check_index(self, index: object) -> int:
+        if isinstance(index, Tensor) and index.numel() == 1:
+            index = index.item()
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"`index` must be an int, got {index!r}.")
+        if not 0 <= index < self.num_points:
+            raise ValueError(
+                f"`index` must lie in [0, {self.num_points}), got {index}."
+            )
+        return index
+
+    def _check_indices(self, indices: object, name: str) -> Tensor:
+        if not isinstance(indices, Tensor) or indices.dtype != torch.long:
+            raise TypeError(f"`{name}` must be a LongTensor.")
+        if indices.dim() != 1:
+            raise ValueError(f"`{name}` must be 1-dimensional, got {indices.dim()}.")
+        if indices.numel() and (indices.min() < 0 or indices.max() >= self.num_points):
+            raise ValueError(f"`{name}` must lie in [0, {self.num_points}).")
+        return indices.to(self.points.device)
+
+
+def _reflect(matrix: Tensor, reflector: Tensor) -> Tensor:
+    r"""``(I - 2 h h^T) M`` for a unit vector ``h``, ``O(m^2)``."""
+    return matrix - 2 * torch.outer(reflector, reflector @ matrix)
+
+
+def _symmetric(matrix: Tensor) -> Tensor:
+    return (matrix + matrix.mT) / 2
+
+
+def _bordered_inverse(inverse: Tensor, extension: Tensor, schur: float) -> Tensor:
+    r"""Inverse of ``[[V, v], [v^T, c]]`` from ``V^{-1}``, ``e = V^{-1} v`` and the
+    Schur complement ``c - v^T e``."""
+    top = inverse + torch.outer(extension, extension) / schur
+    side = (-extension / schur).unsqueeze(-1)
+    corner = inverse.new_tensor([[1 / schur]])
+    return torch.cat([torch.cat([top, side], 1), torch.cat([side.mT, corner], 1)], 0)
