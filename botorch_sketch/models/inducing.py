@@ -19,6 +19,7 @@ than indices and has no randomized variant, hence this module.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 from gpytorch import settings
@@ -26,6 +27,23 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.utils.validation import check_finite, check_matrix
+
+
+class ConditionalVarianceFactor(NamedTuple):
+    r"""Pivots of conditional-variance selection and their partial Cholesky factor.
+
+    Attributes:
+        indices: ``m_t`` distinct row indices of ``X`` in selection order.
+        factor: ``m_t x n`` rows ``L_S^{-1} K_SX`` (``L_S`` the Cholesky factor of
+            ``K_SS`` in pivot order, so ``factor[:, indices] = L_S^T``).
+        pivot_variances: ``m_t`` residual variances of the pivots when chosen.
+        threshold: The eligibility threshold ``rel_tol * max_i k(x_i, x_i)``.
+    """
+
+    indices: Tensor
+    factor: Tensor
+    pivot_variances: Tensor
+    threshold: float
 
 
 def select_inducing_indices(
@@ -68,6 +86,37 @@ def select_inducing_indices(
         >>> kernel = ScaleKernel(RBFKernel())
         >>> idx = select_inducing_indices(torch.rand(1000, 3), kernel, 50)
         >>> Z = X[idx]
+    """
+    return conditional_variance_factor(
+        X,
+        kernel,
+        num_inducing,
+        randomized=randomized,
+        generator=generator,
+        rel_tol=rel_tol,
+        quality=quality,
+    ).indices
+
+
+def conditional_variance_factor(
+    X: Tensor,
+    kernel: Kernel,
+    num_inducing: int,
+    *,
+    randomized: bool = False,
+    generator: torch.Generator | None = None,
+    rel_tol: float | None = None,
+    quality: Tensor | None = None,
+) -> ConditionalVarianceFactor:
+    r""":func:`select_inducing_indices` with the factor it builds on the way.
+
+    The arguments are those of :func:`select_inducing_indices`. The factor lets a
+    caller check in ``O(m^2)`` per new point whether greedy selection on the data
+    plus that point would pick the same pivots (see
+    :class:`~botorch_sketch.generation.thompson_arms.CachedSparseThompson`).
+
+    Returns:
+        A :class:`ConditionalVarianceFactor`.
     """
     check_matrix(X, "X")
     if isinstance(num_inducing, bool) or not isinstance(num_inducing, int):
@@ -112,7 +161,10 @@ def select_inducing_indices(
             residual = residual - row.square()
             residual[pivot] = -math.inf  # spanned exactly; never eligible again
             pivots.append(pivot)
-    return torch.tensor(pivots, dtype=torch.long, device=X.device)
+    index = torch.tensor(pivots, dtype=torch.long, device=X.device)
+    count = len(pivots)
+    variances = factor[torch.arange(count, device=X.device), index].square()
+    return ConditionalVarianceFactor(index, factor[:count], variances, threshold)
 
 
 def _next_pivot(

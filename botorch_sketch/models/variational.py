@@ -83,11 +83,37 @@ def titsias_whitened_q(
         >>> mean_w, chol_w = titsias_whitened_q(L, K_zx, y - mean, noise=0.1)
     """
     phi = torch.linalg.solve_triangular(chol_zz, k_zx, upper=False)
-    eye = torch.eye(phi.shape[-2], dtype=phi.dtype, device=phi.device)
-    precision = eye + (phi @ phi.mT) / noise
+    return titsias_q_from_statistics(phi @ phi.mT, phi @ residual, noise)
+
+
+def titsias_q_from_statistics(
+    gram: Tensor, projected: Tensor, noise: Tensor | float
+) -> tuple[Tensor, Tensor]:
+    r"""Whitened Titsias ``q(v)`` from its sufficient statistics, ``O(m^3)``.
+
+    With ``Phi = L^{-1} K_ZX`` (see :func:`titsias_whitened_q`) the optimum depends on
+    the data only through ``gram = Phi Phi^T = sum_i phi_i phi_i^T`` and
+    ``projected = Phi r = sum_i phi_i r_i``, which grow by a rank-one term per
+    observation: ``B = I + gram / noise``, ``S_w = B^{-1}``,
+    ``m_w = B^{-1} projected / noise``, with ``chol(B^{-1}) = U^{-T}`` for
+    ``B = U U^T``, ``U`` upper triangular.
+
+    Args:
+        gram: ``m x m`` matrix ``Phi Phi^T``.
+        projected: ``m`` vector ``Phi r``.
+        noise: Gaussian noise variance (scalar).
+
+    Returns:
+        ``(m_w, C_w)`` as :func:`titsias_whitened_q`.
+
+    Example:
+        >>> mean_w, chol_w = titsias_q_from_statistics(phi @ phi.T, phi @ r, 0.1)
+    """
+    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+    precision = eye + gram / noise
     upper = torch.linalg.cholesky(precision.flip(-1, -2)).flip(-1, -2)
     chol_cov = torch.linalg.solve_triangular(upper, eye, upper=True).mT
-    mean = chol_cov @ (chol_cov.mT @ (phi @ residual)) / noise
+    mean = chol_cov @ (chol_cov.mT @ projected) / noise
     return mean, chol_cov
 
 
