@@ -61,6 +61,14 @@ REGISTRY: dict[str, PolicyEntry] = {
     "exact-gpts": PolicyEntry(
         f"{_POLICIES}.thompson", "ExactGPTSPolicy", "exact GP Thompson sampling"
     ),
+    "sgpts-cached": PolicyEntry(
+        f"{_POLICIES}.thompson", "CachedSGPTSPolicy", "S-GP-TS, cached (finite arms)"
+    ),
+    "exact-gpts-incremental": PolicyEntry(
+        f"{_POLICIES}.thompson",
+        "IncrementalExactGPTSPolicy",
+        "exact GP-TS, O(N (M + t)) incremental (finite arms)",
+    ),
     "gp-threds": PolicyEntry(f"{_POLICIES}.threds", "GPThreDSPolicy", "GP-ThreDS"),
     "igp-ucb": PolicyEntry(
         f"{_POLICIES}.threds", "IGPUCBGridPolicy", "IGP-UCB on a growing grid"

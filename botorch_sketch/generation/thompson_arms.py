@@ -210,6 +210,14 @@ class ArmFeatureCache:
             if bool(inside.any()):
                 block[:, slots[inside] - b * BLOCK_COLUMNS] = columns[:, inside]
 
+    def multiplied_columns(self, column_arms: Tensor) -> int:
+        r"""Kernel columns :meth:`evaluate` multiplies for ``column_arms``: whole
+        stored blocks, or one per distinct arm when recomputing."""
+        if not self.columns_stored:
+            return int(column_arms.unique().numel())
+        blocks = {self._slot_of[a] // BLOCK_COLUMNS for a in column_arms.tolist()}
+        return len(blocks) * BLOCK_COLUMNS
+
     def remove_columns(self, indices: Tensor) -> None:
         r"""Unregister the columns of the arms ``indices`` (their slots are reused)."""
         for arm in dict.fromkeys(indices.tolist()):
@@ -276,8 +284,8 @@ class ArmFeatureCache:
         return out.to(dtype)
 
 
-class _ArmThompson:
-    r"""Observations and path draws shared by the two samplers."""
+class ArmThompsonSampler:
+    r"""Observations and path draws shared by the finite-arm samplers."""
 
     def __init__(self, cache: ArmFeatureCache, noise_variance: float) -> None:
         if not isinstance(cache, ArmFeatureCache):
@@ -295,6 +303,21 @@ class _ArmThompson:
     @property
     def noise_size(self) -> int:
         r"""Length of the standard normal vector each path draws for its update."""
+        raise NotImplementedError
+
+    @property
+    def memory_bytes(self) -> int:
+        r"""Bytes held: the cache's stored tensors and the sampler's state."""
+        held = [self.observed, self.targets, *self._state()]
+        return self.cache.stored_bytes + sum(x.numel() * x.element_size() for x in held)
+
+    def _state(self) -> list[Tensor]:
+        r"""The sampler's own tensors (for :attr:`memory_bytes`)."""
+        raise NotImplementedError
+
+    @property
+    def update_arms(self) -> Tensor:
+        r"""Arms whose kernel columns enter the paths (observed or inducing)."""
         raise NotImplementedError
 
     def _append(self, indices: Tensor, rewards: Tensor) -> tuple[Tensor, Tensor]:
@@ -339,19 +362,74 @@ class _ArmThompson:
         raise NotImplementedError
 
 
-def _grown(buffer: Tensor, rows: int, cols: int | None = None) -> Tensor:
-    r"""``buffer`` with room for ``rows`` (and ``cols``), grown by >= 25% if needed."""
-    need_cols = buffer.shape[1] if cols is None else cols
-    if rows <= buffer.shape[0] and need_cols <= buffer.shape[1]:
-        return buffer
-    new_rows = max(rows, buffer.shape[0] + buffer.shape[0] // 4)
-    new_cols = need_cols if cols is None else max(cols, new_rows)
-    grown = buffer.new_zeros(new_rows, new_cols)
-    grown[: buffer.shape[0], : buffer.shape[1]] = buffer
-    return grown
+class _GrowingCholesky:
+    r"""Lower Cholesky factor ``L`` of a growing SPD matrix, grown by rows.
+
+    ``L`` lives in the top-left corner of a square buffer grown by >= 25% when full.
+    Solves run by row blocks of ``block`` rows: matrix products on strided views plus
+    triangular solves with contiguous copies of the diagonal blocks, since torch's
+    triangular solvers copy a strided ``t x t`` view (measured 30x slower).
+    """
+
+    def __init__(self, like: Tensor, block: int = 256) -> None:
+        self._buffer = like.new_zeros(0, 0)
+        self.size = 0
+        self.block = block
+
+    @property
+    def matrix(self) -> Tensor:
+        r"""The ``t x t`` factor (a view)."""
+        return self._buffer[: self.size, : self.size]
+
+    def _blocks(self) -> list[tuple[int, int]]:
+        return [
+            (s, min(s + self.block, self.size)) for s in range(0, self.size, self.block)
+        ]
+
+    def forward(self, R: Tensor) -> Tensor:
+        r"""``L^{-1} R`` for ``R`` of shape ``t x q``, ``O(t^2 q)``."""
+        L, out = self._buffer, torch.empty_like(R)
+        for s, e in self._blocks():
+            rhs = R[s:e] - L[s:e, :s] @ out[:s] if s else R[s:e]
+            out[s:e] = torch.linalg.solve_triangular(
+                L[s:e, s:e].contiguous(), rhs, upper=False
+            )
+        return out
+
+    def solve(self, R: Tensor) -> Tensor:
+        r"""``(L L^T)^{-1} R`` for ``R`` of shape ``t x q``, ``O(t^2 q)``."""
+        L, out = self._buffer, self.forward(R)
+        for s, e in reversed(self._blocks()):
+            out[s:e] = torch.linalg.solve_triangular(
+                L[s:e, s:e].contiguous().mT, out[s:e], upper=True
+            )
+            if s:
+                out[:s] -= L[s:e, :s].mT @ out[s:e]
+        return out
+
+    def append(self, cross: Tensor, corner: Tensor) -> None:
+        r"""Grow the factored matrix ``K`` to ``[[K, cross], [cross^T, corner]]``.
+
+        Args:
+            cross: ``t x b`` new off-diagonal block.
+            corner: ``b x b`` new diagonal block.
+        """
+        t, b = self.size, corner.shape[0]
+        below = self.forward(cross).mT if t else cross.mT
+        if t:
+            corner = corner - below @ below.mT
+        diagonal = torch.linalg.cholesky(corner)
+        if t + b > self._buffer.shape[0]:
+            capacity = max(t + b, self._buffer.shape[0] * 5 // 4)
+            grown = self._buffer.new_zeros(capacity, capacity)
+            grown[:t, :t] = self._buffer[:t, :t]
+            self._buffer = grown
+        self._buffer[t : t + b, :t] = below
+        self._buffer[t : t + b, t : t + b] = diagonal
+        self.size = t + b
 
 
-class IncrementalExactThompson(_ArmThompson):
+class IncrementalExactThompson(ArmThompsonSampler):
     r"""Exact GP-TS over fixed arms with cached columns and a growing Cholesky factor.
 
     For ``t`` observations ``y`` at arms ``X`` (repeats allowed), path ``j`` is
@@ -379,47 +457,48 @@ class IncrementalExactThompson(_ArmThompson):
             noise_variance: Gaussian observation noise variance.
         """
         super().__init__(cache, noise_variance)
-        arms = cache.arms
-        self._chol = arms.new_zeros(0, 0)
-        self._features = arms.new_zeros(0, cache.num_features)
+        self._chol = _GrowingCholesky(cache.arms)
+        self._features = cache.arms.new_zeros(0, cache.num_features)
 
     @property
     def noise_size(self) -> int:
         return self.num_observations
 
+    def _state(self) -> list[Tensor]:
+        return [self._chol._buffer, self._features]
+
+    @property
+    def update_arms(self) -> Tensor:
+        return self.observed
+
     def observe(self, indices: Tensor, rewards: Tensor) -> None:
         r"""Append ``b`` observations: arm ``indices`` (``b``) with ``rewards``."""
         old = self.num_observations
         indices, _ = self._append(indices, rewards)
-        t = self.num_observations
         cache = self.cache
         cache.add_columns(indices)
         X_new = cache.arms[indices]
-        eye = torch.eye(t - old, dtype=X_new.dtype, device=X_new.device)
-        K_new = cache.kernel_matrix(X_new, X_new) + self.noise_variance * eye
-        self._chol = _grown(self._chol, t, t)
-        chol = self._chol
-        if old:
-            K_old_new = cache.kernel_matrix(cache.arms[self.observed[:old]], X_new)
-            below = torch.linalg.solve_triangular(
-                chol[:old, :old], K_old_new, upper=False
-            ).mT
-            chol[old:t, :old] = below
-            K_new = K_new - below @ below.mT
-        chol[old:t, old:t] = torch.linalg.cholesky(K_new)
-        self._features = _grown(self._features, t)
-        self._features[old:t] = cache.features_at(indices)
+        eye = torch.eye(indices.shape[0], dtype=X_new.dtype, device=X_new.device)
+        corner = cache.kernel_matrix(X_new, X_new) + self.noise_variance * eye
+        cross = cache.kernel_matrix(cache.arms[self.observed[:old]], X_new)
+        self._chol.append(cross, corner)
+        features = cache.features_at(indices)
+        if self.num_observations > self._features.shape[0]:
+            capacity = max(self.num_observations, self._features.shape[0] * 5 // 4)
+            grown = self._features.new_zeros(capacity, cache.num_features)
+            grown[:old] = self._features[:old]
+            self._features = grown
+        self._features[old : self.num_observations] = features
 
     def path_values(self, weights: Tensor, noise: Tensor, alpha: float = 1.0) -> Tensor:
         t = self.num_observations
         prior = self._features[:t] @ weights.mT  # t x q
         noisy = prior + self.noise_variance**0.5 * noise.mT
-        errors = self.targets.unsqueeze(-1) - alpha * noisy
-        V = torch.cholesky_solve(errors, self._chol[:t, :t])
+        V = self._chol.solve(self.targets.unsqueeze(-1) - alpha * noisy)
         return self.cache.evaluate(alpha * weights, self.observed, V)
 
 
-class CachedSparseThompson(_ArmThompson):
+class CachedSparseThompson(ArmThompsonSampler):
     r"""S-GP-TS over fixed arms: cached columns, rank-one ``q(u)`` statistics.
 
     The inducing points ``Z`` (at most ``num_inducing``) are chosen from the observed
@@ -485,6 +564,15 @@ class CachedSparseThompson(_ArmThompson):
     @property
     def noise_size(self) -> int:
         return self.inducing_arms.shape[0]
+
+    @property
+    def update_arms(self) -> Tensor:
+        return self.inducing_arms
+
+    def _state(self) -> list[Tensor]:
+        if self.num_observations == 0:
+            return []
+        return [self._chol, self._phi_z, self._gram, self._pivot_chol, self._chol_w]
 
     def observe(self, indices: Tensor, rewards: Tensor) -> None:
         r"""Append ``b`` observations and update ``Z`` and ``q(u)`` (see the class)."""

@@ -11,7 +11,20 @@ r"""Thompson-sampling policies: S-GP-TS and exact GP-TS.
 Both draw one scaled sample path per batch element with ``M`` random Fourier features
 and maximize it with :func:`~botorch_sketch.generation.thompson.gen_thompson_candidates`
 (in chunks over the arms of a finite problem, by multi-start L-BFGS-B on a box), so
-they differ only in the model. Both use the fixed kernel and noise of
+they differ only in the model.
+
+For finite problems, two policies keep their work between steps
+(:mod:`botorch_sketch.generation.thompson_arms`; one random-feature basis per run,
+drawn at ``reset``):
+
+- :class:`CachedSGPTSPolicy` (``"sgpts-cached"``): S-GP-TS with the prior features of
+  all arms computed once, kernel columns of the inducing arms cached, the inducing set
+  kept while greedy selection keeps it and ``q(u)`` updated by rank-one statistics;
+- :class:`IncrementalExactGPTSPolicy` (``"exact-gpts-incremental"``): exact GP-TS with
+  the same prior features, one cached kernel column per observed arm and a Cholesky
+  factor grown by rows, ``O(N (M + t) + t^2)`` per step.
+
+All use the fixed kernel and noise of
 :meth:`~.common.KernelHyperparameters.from_problem` on the problem's coordinates and a
 zero prior mean (as the other GP baselines). The first ``num_initial`` points are
 uniformly random.
@@ -22,6 +35,7 @@ from __future__ import annotations
 import warnings
 from abc import abstractmethod
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from botorch.exceptions.warnings import InputDataWarning
@@ -30,9 +44,16 @@ from botorch.models.model import Model
 from gpytorch.means import ZeroMean
 from torch import Tensor
 
+from botorch_sketch.acquisition.thompson import resolve_alpha
 from botorch_sketch.benchmarks.policies.base import Policy, Problem
 from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
 from botorch_sketch.generation.thompson import gen_thompson_candidates
+from botorch_sketch.generation.thompson_arms import (
+    ArmFeatureCache,
+    ArmThompsonSampler,
+    CachedSparseThompson,
+    IncrementalExactThompson,
+)
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
 
 
@@ -42,8 +63,50 @@ def _check_count(value: int, name: str) -> int:
     return value
 
 
-class _ThompsonPolicy(Policy):
-    r"""Shared ask/tell loop of the Thompson-sampling policies."""
+class _ThompsonSettings(Policy):
+    r"""Settings and fixed kernel shared by the Thompson-sampling policies."""
+
+    def __init__(
+        self,
+        batch_size: int = 1,
+        num_initial: int = 1,
+        num_features: int = 1000,
+        alpha: float | Callable[[int], float] = 1.0,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+    ) -> None:
+        self.batch_size = _check_count(batch_size, "batch_size")
+        self.num_initial = _check_count(num_initial, "num_initial")
+        self.num_features = _check_count(num_features, "num_features")
+        if num_features % 2:
+            raise ValueError(f"`num_features` must be even, got {num_features}.")
+        if not callable(alpha) and (
+            isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0
+        ):
+            raise ValueError(
+                f"`alpha` must be a number >= 0 or a schedule, got {alpha!r}."
+            )
+        self.alpha = alpha
+        self._overrides = {
+            "lengthscale": lengthscale,
+            "outputscale": outputscale,
+            "noise_variance": noise_variance,
+        }
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        self.problem = problem
+        self.generator = generator
+        self.hyperparameters = KernelHyperparameters.from_problem(
+            problem, **self._overrides
+        )
+
+    def _kernel(self, like: Tensor):
+        return self.hyperparameters.kernel(dtype=like.dtype, device=like.device)
+
+
+class _ThompsonPolicy(_ThompsonSettings):
+    r"""Shared ask/tell loop of the model-based Thompson-sampling policies."""
 
     supports_finite = True
     supports_box = True
@@ -75,35 +138,23 @@ class _ThompsonPolicy(Policy):
         num_restarts: Box problems: L-BFGS-B starts per path.
         chunk_size: Arms evaluated at once.
         """
-        self.batch_size = _check_count(batch_size, "batch_size")
-        self.num_initial = _check_count(num_initial, "num_initial")
-        self.num_features = _check_count(num_features, "num_features")
-        if num_features % 2:
-            raise ValueError(f"`num_features` must be even, got {num_features}.")
-        if not callable(alpha) and (
-            isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0
-        ):
-            raise ValueError(
-                f"`alpha` must be a number >= 0 or a schedule, got {alpha!r}."
-            )
-        self.alpha = alpha
+        super().__init__(
+            batch_size=batch_size,
+            num_initial=num_initial,
+            num_features=num_features,
+            alpha=alpha,
+            lengthscale=lengthscale,
+            outputscale=outputscale,
+            noise_variance=noise_variance,
+        )
         if raw_samples is not None:
             _check_count(raw_samples, "raw_samples")
         self.raw_samples = raw_samples
         self.num_restarts = _check_count(num_restarts, "num_restarts")
         self.chunk_size = _check_count(chunk_size, "chunk_size")
-        self._overrides = {
-            "lengthscale": lengthscale,
-            "outputscale": outputscale,
-            "noise_variance": noise_variance,
-        }
 
     def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
-        self.problem = problem
-        self.generator = generator
-        self.hyperparameters = KernelHyperparameters.from_problem(
-            problem, **self._overrides
-        )
+        super().reset(problem, horizon, generator)
         self.model: Model | None = None
 
     def ask(self) -> Tensor:
@@ -131,9 +182,6 @@ class _ThompsonPolicy(Policy):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", InputDataWarning)  # raw rewards by design
             self.model = self._observe(X.detach(), Y)
-
-    def _kernel(self, like: Tensor):
-        return self.hyperparameters.kernel(dtype=like.dtype, device=like.device)
 
     @abstractmethod
     def _observe(self, X: Tensor, Y: Tensor) -> Model:
@@ -253,3 +301,154 @@ class ExactGPTSPolicy(_ThompsonPolicy):
             outcome_transform=None,
         )
         return model.eval()
+
+
+class _CachedArmPolicy(_ThompsonSettings):
+    r"""Ask/tell loop of the finite-arm Thompson samplers with cached work."""
+
+    supports_finite = True
+    supports_box = False
+
+    def __init__(
+        self,
+        batch_size: int = 1,
+        num_initial: int = 1,
+        num_features: int = 1000,
+        alpha: float | Callable[[int], float] = 1.0,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+        memory_budget_gib: float = 8.0,
+        cache_dtype: str | None = None,
+    ) -> None:
+        r"""Args:
+        memory_budget_gib: GiB the cached features and kernel columns may take
+            (past it they are recomputed in chunks at every draw).
+        cache_dtype: ``"float32"`` or ``"float64"`` storage of the cache (default
+            the arms' dtype).
+        Other arguments: as :class:`ExactGPTSPolicy`.
+        """
+        super().__init__(
+            batch_size=batch_size,
+            num_initial=num_initial,
+            num_features=num_features,
+            alpha=alpha,
+            lengthscale=lengthscale,
+            outputscale=outputscale,
+            noise_variance=noise_variance,
+        )
+        if isinstance(memory_budget_gib, bool) or not isinstance(
+            memory_budget_gib, (int, float)
+        ):
+            raise ValueError(
+                f"`memory_budget_gib` must be a number, got {memory_budget_gib!r}."
+            )
+        if not memory_budget_gib > 0:
+            raise ValueError(
+                f"`memory_budget_gib` must be > 0, got {memory_budget_gib}."
+            )
+        self.memory_budget_gib = float(memory_budget_gib)
+        dtypes = {None: None, "float32": torch.float32, "float64": torch.float64}
+        if cache_dtype not in dtypes:
+            raise ValueError(
+                "`cache_dtype` must be 'float32', 'float64' or None, got "
+                f"{cache_dtype!r}."
+            )
+        self.cache_dtype = dtypes[cache_dtype]
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        if not problem.is_finite:
+            raise ValueError(f"{type(self).__name__} needs a finite problem.")
+        super().reset(problem, horizon, generator)
+        self.sampler = None  # free the previous run's cache first
+        cache = ArmFeatureCache(
+            problem.arms,
+            self._kernel(problem.arms),
+            self.num_features,
+            generator=generator,
+            memory_budget=self.memory_budget_gib * 2**30,
+            cache_dtype=self.cache_dtype,
+        )
+        self.sampler = self._sampler(cache)
+
+    @abstractmethod
+    def _sampler(self, cache: ArmFeatureCache) -> ArmThompsonSampler:
+        r"""The sampler on ``cache`` (no observations yet)."""
+
+    def ask(self) -> Tensor:
+        sampler = self.sampler
+        if sampler.num_observations == 0:
+            return self.problem.uniform_choices(self.num_initial, self.generator)
+        alpha = resolve_alpha(self.alpha, sampler.num_observations + 1)
+        return sampler.sample(self.batch_size, alpha, self.generator).indices
+
+    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        self.sampler.observe(chosen, rewards.detach())
+
+    def diagnostics(self) -> dict[str, float]:
+        return {"memory_gib": self.sampler.memory_bytes / 2**30}
+
+
+class CachedSGPTSPolicy(_CachedArmPolicy):
+    r"""S-GP-TS on a finite problem with cached work (:class:`CachedSparseThompson`).
+
+    Same model as :class:`SGPTSPolicy` (greedy conditional-variance or
+    improvement-weighted inducing points, Titsias' ``q(u)``) with the prior features
+    of all arms computed once per run; a step costs ``O(N (M + m) q + m^3)`` while
+    the inducing set is unchanged (the variance selection keeps it unless a new point
+    beats a pivot), ``O(n m^2)`` more when it changes.
+
+    Example:
+        >>> policy = CachedSGPTSPolicy(num_inducing=100, inducing_quality="improvement")
+    """
+
+    name = "sgpts-cached"
+
+    def __init__(
+        self,
+        num_inducing: int = 100,
+        inducing_quality: str = "variance",
+        **kwargs: Any,
+    ) -> None:
+        r"""Args:
+        num_inducing: Maximal number ``m`` of inducing points.
+        inducing_quality: ``"variance"`` or ``"improvement"``.
+        kwargs: As :class:`_CachedArmPolicy`.
+        """
+        super().__init__(**kwargs)
+        self.num_inducing = _check_count(num_inducing, "num_inducing")
+        if inducing_quality not in ("variance", "improvement"):
+            raise ValueError(
+                "`inducing_quality` must be 'variance' or 'improvement', got "
+                f"{inducing_quality!r}."
+            )
+        self.inducing_quality = inducing_quality
+
+    def _sampler(self, cache: ArmFeatureCache) -> CachedSparseThompson:
+        return CachedSparseThompson(
+            cache,
+            self.hyperparameters.noise_variance,
+            self.num_inducing,
+            inducing_quality=self.inducing_quality,
+        )
+
+    def diagnostics(self) -> dict[str, float]:
+        result = super().diagnostics()
+        if self.sampler.num_observations:
+            result["num_inducing"] = float(self.sampler.noise_size)
+            result["reselections"] = float(self.sampler.reselections)
+        return result
+
+
+class IncrementalExactGPTSPolicy(_CachedArmPolicy):
+    r"""Exact GP-TS on a finite problem with cached work
+    (:class:`IncrementalExactThompson`): ``O(N (M + t) + t^2)`` per step.
+
+    Example:
+        >>> policy = IncrementalExactGPTSPolicy(num_features=1000)
+    """
+
+    name = "exact-gpts-incremental"
+
+    def _sampler(self, cache: ArmFeatureCache) -> IncrementalExactThompson:
+        return IncrementalExactThompson(cache, self.hyperparameters.noise_variance)
