@@ -5,15 +5,23 @@ import pytest
 import torch
 from botorch.sampling.pathwise import draw_kernel_feature_paths, draw_matheron_paths
 
+from botorch_sketch.benchmarks.policies.thompson import (
+    CachedSGPTSPolicy,
+    IncrementalExactGPTSPolicy,
+)
 from botorch_sketch.benchmarks.problems import make_sgpts_hartmann6
 from botorch_sketch.benchmarks.thompson_steps import (
+    BASELINE_OF,
     METHODS,
     BoTorchPathGPTSPolicy,
     StepTimings,
     format_report,
     main,
+    matmul_throughput,
     measure_thompson_steps,
+    step_flops,
 )
+from botorch_sketch.generation.thompson_arms import BLOCK_COLUMNS
 
 TINY = {
     "num_inducing": 10,
@@ -35,15 +43,21 @@ def test_result_structure_and_settings(results):
     assert set(results) == {"settings", "timings", "growth", "speedup"}
     assert results["settings"]["ts"] == [30, 60]  # sorted
     assert list(results["timings"]) == list(METHODS)
-    assert set(results["speedup"]) == {"exact-gpts", "exact-gpts-botorch"}
-    for ratios in [results["growth"], *results["speedup"]["exact-gpts"].values()]:
+    assert set(results["speedup"]) == set(BASELINE_OF)
+    assert set(results["growth"]) == {"sgpts", "sgpts-cached"}
+    assert results["settings"]["gemv_flops"] > 0
+    assert results["settings"]["peak_rss_gib"] > 0
+    for ratios in [
+        *results["growth"].values(),
+        *results["speedup"]["exact-gpts"].values(),
+    ]:
         assert set(ratios) == {"median", "min"}
         assert all(math.isfinite(v) and v > 0 for v in ratios.values())
 
 
 def test_each_step_starts_at_t_observations_and_picks_a_valid_arm(results):
     for name, runs in results["timings"].items():
-        steps = TINY["steps"] if name == "sgpts" else TINY["exact_steps"]
+        steps = TINY["exact_steps"] if name in BASELINE_OF else TINY["steps"]
         assert sorted(runs) == [30, 60]
         for t, run in runs.items():
             assert isinstance(run, StepTimings) and run.method == name and run.t == t
@@ -54,19 +68,29 @@ def test_each_step_starts_at_t_observations_and_picks_a_valid_arm(results):
             seconds = run.select_seconds + run.update_seconds
             assert len(seconds) == 2 * steps and all(s > 0 for s in seconds)
             assert run.min_ms <= run.median_ms
-    for run in results["timings"]["sgpts"].values():
-        assert 1 <= run.num_inducing <= TINY["num_inducing"]
+    for name in ("sgpts", "sgpts-cached"):
+        for run in results["timings"][name].values():
+            assert 1 <= run.num_inducing <= TINY["num_inducing"]
     assert results["timings"]["exact-gpts"][30].num_inducing is None
+    for name in ("sgpts-cached", "exact-gpts-incremental"):
+        for run in results["timings"][name].values():
+            assert run.memory_gib > 0 and run.flops > 0
+    assert results["timings"]["sgpts"][30].flops is None
+    assert results["timings"]["sgpts-cached"][60].reselections >= 0
 
 
 def test_ratios_are_the_quotients_of_the_timings(results):
     timings = results["timings"]
     sgpts, exact = timings["sgpts"], timings["exact-gpts-botorch"]
-    assert results["growth"]["median"] == pytest.approx(
+    assert results["growth"]["sgpts"]["median"] == pytest.approx(
         sgpts[60].median_ms / sgpts[30].median_ms
     )
     assert results["speedup"]["exact-gpts-botorch"][30]["min"] == pytest.approx(
         exact[30].min_ms / sgpts[30].min_ms
+    )
+    cached, incremental = timings["sgpts-cached"], timings["exact-gpts-incremental"]
+    assert results["speedup"]["exact-gpts-incremental"][60]["median"] == (
+        pytest.approx(incremental[60].median_ms / cached[60].median_ms)
     )
 
 
@@ -75,12 +99,13 @@ def test_seeded_choices_repeat_and_report_lists_every_run(results):
     for name in METHODS:
         first, second = results["timings"][name][30], again["timings"][name][30]
         assert second.chosen == first.chosen[:2]
-    assert again["growth"] is None
+    assert again["growth"] == {}
     report = format_report(results)
     for name, label in METHODS.items():
         for t in (30, 60):
             rows = re.findall(rf"^{re.escape(label)} +{t} ", report, re.MULTILINE)
-            assert len(rows) == (1 if name == "sgpts" else 2)  # timing (+ speed-up)
+            # timing (+ speed-up)
+            assert len(rows) == (2 if name in BASELINE_OF else 1)
     assert "step(t=60) / step(t=30)" in report
 
 
@@ -121,11 +146,69 @@ def test_botorch_path_policy_returns_the_argmax_of_its_path():
         ({"num_inducing": 0}, "`num_inducing`"),
         ({"inducing_quality": "best"}, "`inducing_quality`"),
         ({"num_arms": 0}, "`num_arms`"),
+        ({"methods": ["sgpts", "ucb"]}, "`methods`"),
+        ({"methods": []}, "`methods`"),
+        ({"cache_dtype": "half"}, "`cache_dtype`"),
+        ({"memory_budget_gib": 0}, "`memory_budget_gib`"),
     ],
 )
 def test_bad_arguments_raise(overrides, match):
     with pytest.raises(ValueError, match=match):
         measure_thompson_steps(**{**TINY, **overrides})
+
+
+def test_step_flops_count_the_products_of_a_step():
+    problem = make_sgpts_hartmann6(num_arms=300, seed=2)
+    N, M, d = 300, 32, 6
+    exact = IncrementalExactGPTSPolicy(num_features=M)
+    exact.reset(problem, 10, torch.Generator().manual_seed(0))
+    assert step_flops(exact) is None
+    exact.tell(torch.tensor([1, 2, 2, 7]), torch.zeros(4, dtype=torch.float64))
+    # 3 distinct arms in one stored block; t = 4 observations.
+    c, t = BLOCK_COLUMNS, 4
+    assert step_flops(exact) == 2 * N * (M + c) + 2 * t * M + 2 * t * t + t * t
+    sparse = CachedSGPTSPolicy(num_inducing=2, num_features=M, memory_budget_gib=1e-9)
+    sparse.reset(problem, 10, torch.Generator().manual_seed(0))
+    sparse.tell(torch.tensor([1, 50, 90]), torch.zeros(3, dtype=torch.float64))
+    assert sparse.sampler.cache.features is None  # over budget: recomputed
+    m = sparse.sampler.noise_size
+    expected = 2 * N * (M + m) + 2 * N * m * d + 2 * m * M + 4 * m * m + m**3
+    assert m == 2 and step_flops(sparse) == expected
+
+
+def test_matmul_throughput_is_positive():
+    assert matmul_throughput(64, 32) > 0
+    assert matmul_throughput(64, 32, 8, torch.float32) > 0
+
+
+def test_command_line_plots_several_arm_counts(capsys, tmp_path):
+    threads = torch.get_num_threads()
+    path = tmp_path / "steps.png"
+    try:
+        main(
+            [
+                "--smoke",
+                "--arms",
+                "100",
+                "150",
+                "--methods",
+                "sgpts-cached",
+                "exact-gpts-incremental",
+                "--steps",
+                "1",
+                "--exact-steps",
+                "1",
+                "--no-progress",
+                "--plot",
+                str(path),
+            ]
+        )
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "N = 100 arms" in out and "N = 150 arms" in out
+    assert "exact GP-TS, chunked" not in out
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_command_line_prints_the_table(capsys):
