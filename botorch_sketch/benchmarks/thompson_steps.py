@@ -464,6 +464,93 @@ def measure_thompson_steps(
     }
 
 
+def time_box_batches(
+    ts: Sequence[int] = (250, 4150),
+    batch_size: int = 100,
+    *,
+    num_inducing: int = 100,
+    num_features: int = 1000,
+    inducing_quality: str = "variance",
+    raw_samples: int | None = None,
+    num_restarts: int = 10,
+    seed: int = 0,
+) -> dict[str, dict[int, dict[str, float]]]:
+    r"""Time one batch of S-GP-TS and exact GP-TS on S-GP-TS's continuous Hartmann-6.
+
+    At each ``t`` both policies are told the same ``t`` uniform points with noisy
+    rewards (untimed), then ``ask()`` one batch of ``batch_size`` points (one path
+    each, maximized over the box by ``raw_samples`` Sobol points and ``num_restarts``
+    L-BFGS-B starts per path, the same budget for both) and ``tell()`` its rewards.
+
+    Returns:
+        Method key (``"sgpts"``, ``"exact-gpts"``) -> ``t`` -> ``{"select",
+        "update", "batch"}`` seconds.
+
+    Example:
+        >>> time_box_batches(ts=(4150,))["exact-gpts"][4150]["batch"]
+    """
+    ts = _check_ts(ts, 0)
+    _check_int(batch_size, "batch_size", 1)
+    problem = make_sgpts_hartmann6(seed=seed)
+    options = {
+        "batch_size": batch_size,
+        "num_features": num_features,
+        "raw_samples": raw_samples,
+        "num_restarts": num_restarts,
+    }
+    builders = {
+        "sgpts": lambda: SGPTSPolicy(
+            num_inducing=num_inducing, inducing_quality=inducing_quality, **options
+        ),
+        "exact-gpts": lambda: ExactGPTSPolicy(**options),
+    }
+    results: dict[str, dict[int, dict[str, float]]] = {}
+    for name, build in builders.items():
+        results[name] = {}
+        for t in ts:
+            base = torch.Generator().manual_seed(seed)
+            X = problem.uniform_points(t, base)
+            noise = torch.randn(t, generator=base, dtype=X.dtype)
+            policy_seed = int(torch.randint(2**62, (1,), generator=base))
+            policy = build()
+            policy.reset(
+                problem, t + batch_size, torch.Generator().manual_seed(policy_seed)
+            )
+            policy.tell(X, problem.objective(X) + problem.noise_std * noise)
+            start = time.perf_counter()
+            batch = policy.ask()
+            middle = time.perf_counter()
+            noise = torch.randn(batch.shape[0], generator=base, dtype=X.dtype)
+            rewards = problem.objective(batch) + problem.noise_std * noise
+            between = time.perf_counter()
+            policy.tell(batch, rewards)
+            end = time.perf_counter()
+            results[name][t] = {
+                "select": middle - start,
+                "update": end - between,
+                "batch": middle - start + end - between,
+            }
+    return results
+
+
+def format_box_report(results: dict[str, dict[int, dict[str, float]]]) -> str:
+    r"""The results of :func:`time_box_batches` as a table with the speed-up."""
+    lines = [
+        "continuous Hartmann-6, one batch (seconds):",
+        f"{'method':<28}{'t':>6}{'select s':>10}{'update s':>10}{'batch s':>10}",
+    ]
+    for name, by_t in results.items():
+        for t, run in by_t.items():
+            lines.append(
+                f"{METHODS[name]:<28}{t:>6}{run['select']:>10.2f}"
+                f"{run['update']:>10.2f}{run['batch']:>10.2f}"
+            )
+    for t, run in results["exact-gpts"].items():
+        ratio = run["batch"] / results["sgpts"][t]["batch"]
+        lines.append(f"exact GP-TS / S-GP-TS batch time at t={t}: {ratio:.1f}x")
+    return "\n".join(lines)
+
+
 def _span(values: list[int]) -> str:
     return f"{values[0]}-{values[-1]}" if values[-1] != values[0] else str(values[0])
 
@@ -606,6 +693,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--plot", help="write a PNG of step time vs t and N here")
     parser.add_argument(
+        "--box-batch",
+        type=int,
+        nargs="+",
+        metavar="T",
+        help="instead: time one batch on the continuous Hartmann-6 after T points",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=100, help="box batch size (100)"
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -630,6 +727,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--threads must be >= 0.")
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if args.box_batch:
+        try:
+            box = time_box_batches(
+                args.box_batch,
+                args.batch_size,
+                num_inducing=sizes["inducing"],
+                num_features=sizes["features"],
+                inducing_quality=args.quality,
+                seed=args.seed,
+            )
+        except (ValueError, TypeError) as error:
+            parser.error(str(error))
+        print(format_box_report(box))
+        return
     results = []
     for num_arms in arms:
         try:

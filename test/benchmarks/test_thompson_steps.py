@@ -15,11 +15,13 @@ from botorch_sketch.benchmarks.thompson_steps import (
     METHODS,
     BoTorchPathGPTSPolicy,
     StepTimings,
+    format_box_report,
     format_report,
     main,
     matmul_throughput,
     measure_thompson_steps,
     step_flops,
+    time_box_batches,
 )
 from botorch_sketch.generation.thompson_arms import BLOCK_COLUMNS
 
@@ -225,3 +227,24 @@ def test_command_line_prints_the_table(capsys):
             main(["--smoke", "--threads", "-1"])
     finally:
         torch.set_num_threads(threads)
+
+
+def test_box_batches_time_both_methods_on_the_same_points():
+    results = time_box_batches(
+        (6, 12),
+        batch_size=2,
+        num_inducing=4,
+        num_features=32,
+        raw_samples=64,
+        num_restarts=2,
+    )
+    assert set(results) == {"sgpts", "exact-gpts"}
+    for by_t in results.values():
+        assert sorted(by_t) == [6, 12]
+        for run in by_t.values():
+            assert run["batch"] == pytest.approx(run["select"] + run["update"])
+            assert run["select"] > 0
+    report = format_box_report(results)
+    assert "exact GP-TS / S-GP-TS batch time at t=12" in report
+    with pytest.raises(ValueError, match="batch_size"):
+        time_box_batches((6,), batch_size=0)
