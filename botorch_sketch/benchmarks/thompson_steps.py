@@ -33,12 +33,13 @@ Run ``python -m botorch_sketch.benchmarks.thompson_steps --help``.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import resource
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 
 import torch
@@ -611,6 +612,42 @@ def format_report(results: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
+def save_results(results: Sequence[dict[str, object]], path: str) -> None:
+    r"""Write runs of :func:`measure_thompson_steps` (e.g. one per ``N``) as JSON."""
+    data = [
+        {
+            **result,
+            "timings": {
+                name: {str(t): asdict(run) for t, run in runs.items()}
+                for name, runs in result["timings"].items()
+            },
+            "speedup": {
+                name: {str(t): ratio for t, ratio in by_t.items()}
+                for name, by_t in result["speedup"].items()
+            },
+        }
+        for result in results
+    ]
+    with open(path, "w") as file:
+        json.dump(data, file, indent=1)
+
+
+def load_results(path: str) -> list[dict[str, object]]:
+    r"""Read runs written by :func:`save_results`."""
+    with open(path) as file:
+        data = json.load(file)
+    for result in data:
+        result["timings"] = {
+            name: {int(t): StepTimings(**run) for t, run in runs.items()}
+            for name, runs in result["timings"].items()
+        }
+        result["speedup"] = {
+            name: {int(t): ratio for t, ratio in by_t.items()}
+            for name, by_t in result["speedup"].items()
+        }
+    return data
+
+
 def plot_step_times(results: Sequence[dict[str, object]], path: str) -> None:
     r"""Write a PNG of median step time against ``t`` (left, one line per method and
     ``N``) and against ``N`` (right, one line per method and ``t``) from runs of
@@ -692,6 +729,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--cache-dtype", choices=("float32", "float64"), help="cache storage dtype"
     )
     parser.add_argument("--plot", help="write a PNG of step time vs t and N here")
+    parser.add_argument("--json", help="write the results (one per N) as JSON here")
+    parser.add_argument(
+        "--plot-from",
+        nargs="+",
+        metavar="JSON",
+        help="instead of measuring: plot (--plot) results saved by --json",
+    )
     parser.add_argument(
         "--box-batch",
         type=int,
@@ -727,6 +771,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--threads must be >= 0.")
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if args.plot_from:
+        if not args.plot:
+            parser.error("--plot-from needs --plot.")
+        loaded = [r for path in args.plot_from for r in load_results(path)]
+        plot_step_times(loaded, args.plot)
+        print(f"wrote {args.plot}")
+        return
     if args.box_batch:
         try:
             box = time_box_batches(
@@ -764,6 +815,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             parser.error(str(error))
         print(format_report(result), flush=True)
         results.append(result)
+    if args.json:
+        save_results(results, args.json)
     if args.plot:
         plot_step_times(results, args.plot)
         print(f"wrote {args.plot}")

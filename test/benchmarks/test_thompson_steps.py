@@ -17,6 +17,7 @@ from botorch_sketch.benchmarks.thompson_steps import (
     StepTimings,
     format_box_report,
     format_report,
+    load_results,
     main,
     matmul_throughput,
     measure_thompson_steps,
@@ -203,6 +204,8 @@ def test_command_line_plots_several_arm_counts(capsys, tmp_path):
                 "--no-progress",
                 "--plot",
                 str(path),
+                "--json",
+                str(tmp_path / "steps.json"),
             ]
         )
     finally:
@@ -211,6 +214,16 @@ def test_command_line_plots_several_arm_counts(capsys, tmp_path):
     assert "N = 100 arms" in out and "N = 150 arms" in out
     assert "exact GP-TS, chunked" not in out
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    loaded = load_results(str(tmp_path / "steps.json"))
+    assert [r["settings"]["num_arms"] for r in loaded] == [100, 150]
+    run = loaded[1]["timings"]["sgpts-cached"][60]
+    assert isinstance(run, StepTimings) and run.observations == [60]
+    assert format_report(loaded[0]) in out and format_report(loaded[1]) in out
+    again = tmp_path / "again.png"
+    main(["--plot-from", str(tmp_path / "steps.json"), "--plot", str(again)])
+    assert again.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit):
+        main(["--plot-from", str(tmp_path / "steps.json")])
 
 
 def test_command_line_prints_the_table(capsys):
