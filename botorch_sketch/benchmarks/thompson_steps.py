@@ -376,8 +376,9 @@ def measure_thompson_steps(
 
     Returns:
         A dict with ``"settings"`` (the arguments, the measured matrix-vector
-        throughput ``"gemv_flops"`` for ``N x (M + m)`` products in the cache dtype
-        and the process's peak resident memory ``"peak_rss_gib"``), ``"timings"``
+        throughput ``"gemv_flops"`` for ``N x (M + m)`` products in the cache dtype,
+        that of a ``1024^3`` product ``"gemm_flops"`` and the process's peak
+        resident memory ``"peak_rss_gib"``), ``"timings"``
         (method key -> ``t`` -> :class:`StepTimings`), ``"growth"`` (S-GP-TS method
         -> its step time at the largest ``t`` over that at the smallest,
         ``{"median", "min"}``; empty for one ``t``) and ``"speedup"`` (exact method
@@ -457,6 +458,7 @@ def measure_thompson_steps(
             "gemv_flops": matmul_throughput(
                 num_arms, num_features + num_inducing, 1, dtype
             ),
+            "gemm_flops": matmul_throughput(1024, 1024, 1024, dtype),
             "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         },
         "timings": timings,
@@ -572,7 +574,8 @@ def format_report(results: dict[str, object]) -> str:
         f"M = {s['num_features']}, quality {s['inducing_quality']}, seed {s['seed']}, "
         f"{s['torch_threads']} torch threads, {s['warmup']} warm-up steps, cache "
         f"{s['cache_dtype']} within {s['memory_budget_gib']:g} GiB, matrix-vector "
-        f"throughput {s['gemv_flops'] / 1e9:.2f} GFlop/s, peak RSS "
+        f"throughput {s['gemv_flops'] / 1e9:.2f} GFlop/s (1024^3 matrix product "
+        f"{s.get('gemm_flops', math.nan) / 1e9:.2f}), peak RSS "
         f"{s['peak_rss_gib']:.2f} GiB",
         f"{'method':<28}{'t':>6}{'steps':>6}{'n':>12}{'m_t':>5}"
         f"{'select ms':>11}{'update ms':>11}{'median ms':>11}{'min ms':>9}"

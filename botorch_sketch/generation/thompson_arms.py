@@ -139,9 +139,13 @@ class ArmFeatureCache:
         self.feature_map = _seeded_features(self.kernel, dim, num_features, seed)
         self.features: Tensor | None = None
         if self._bytes(num_features) <= self.memory_budget:
-            self.features = torch.cat(
-                [self._features(c).to(self.cache_dtype) for c in self._chunks()]
+            self.features = arms.new_empty(
+                arms.shape[0], num_features, dtype=self.cache_dtype
             )
+            for start, chunk in zip(
+                range(0, arms.shape[0], chunk_size), self._chunks(), strict=True
+            ):
+                self.features[start : start + chunk.shape[0]] = self._features(chunk)
         self.columns_stored = True
         self._blocks: list[Tensor] = []
         self._capacity = 0
