@@ -20,7 +20,12 @@ from pathlib import Path
 
 import torch
 
-from botorch_sketch.benchmarks.metrics import format_table, summarize, write_results
+from botorch_sketch.benchmarks.metrics import (
+    format_table,
+    summarize,
+    verdict,
+    write_results,
+)
 from botorch_sketch.benchmarks.plots import plot_all
 from botorch_sketch.benchmarks.presets import PRESETS, get_preset
 from botorch_sketch.benchmarks.problems import (
@@ -288,7 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("No run was possible (see the notes above).")
         return 1
     print()
-    print(format_table(summarize(traces)))
+    rows = summarize(traces, matmul_gflops=metadata["matmul_gflops"])
+    print(format_table(rows))
+    summary_line = verdict(rows)
+    if summary_line:
+        print()
+        print(summary_line)
     metadata |= {
         "command": shlex.join(
             ["botorch-sketch-bench", *(sys.argv[1:] if argv is None else argv)]

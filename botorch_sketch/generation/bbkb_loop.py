@@ -118,7 +118,8 @@ class BBKB:
         self.rewards = torch.empty(0, dtype=arms.dtype, device=arms.device)
         self.draws = torch.full_like(self.state.counts, float("nan"))
         self.pending: BBKBBatch | None = None
-        self.last_churn = 0
+        self.total_churn = 0
+        self.num_batches = 0
         self._model: NystromGP | None = None
 
     @property
@@ -232,7 +233,8 @@ class BBKB:
         selected = sample_dictionary(probabilities, draws=draws[observed])
         state.observe(indices, rewards)
         added, removed = state.set_dictionary(observed[selected])
-        self.last_churn = added + removed
+        self.total_churn += added + removed
+        self.num_batches += 1
 
     def _new_state(
         self,
@@ -256,11 +258,11 @@ class BBKB:
         )
 
     def diagnostics(self) -> dict[str, float]:
-        r"""Dictionary size, churn of the last batch end, radius and the floating-point
-        work of the posterior so far, for logging."""
+        r"""Dictionary size, mean churn (points entering or leaving the dictionary per
+        batch end), radius and the floating-point work so far, for logging."""
         return {
             "dictionary_size": self.state.size,
-            "dictionary_churn": self.last_churn,
+            "dictionary_churn": self.total_churn / max(self.num_batches, 1),
             "gflop": self.state.flops / 1e9,
             "radius": self.beta.value
             if isinstance(self.beta, TheoryRadius)

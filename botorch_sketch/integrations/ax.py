@@ -66,7 +66,11 @@ from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
 from botorch_sketch.generation.bbkb import RULES, BBKBBatch, gen_bbkb_batch
 from botorch_sketch.integrations import ax_registry  # noqa: F401 (registers)
 from botorch_sketch.integrations.ax_thompson import AxScaledPathThompsonSampling
-from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
+from botorch_sketch.models.nystrom import (
+    DEFAULT_QBAR,
+    NystromGP,
+    NystromMarginalLogLikelihood,
+)
 from botorch_sketch.models.variational import (
     CollapsedTitsiasBound,
     DecomposedSamplingSVGP,
@@ -128,7 +132,7 @@ def bkb_generation_strategy(
     *,
     beta: float = 0.2,
     noise: float | None = 1e-2,
-    qbar: float = 2.0,
+    qbar: float = DEFAULT_QBAR,
     covar_module_class: type[Kernel] | None = None,
     covar_module_options: dict[str, Any] | None = None,
     optimizer_options: dict[str, Any] | None = None,

@@ -42,8 +42,6 @@ recomputes everything from scratch (``O(A m^2)``), e.g. after a hyperparameter c
 
 from __future__ import annotations
 
-import math
-
 import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
@@ -125,7 +123,7 @@ class CandidateState:
         with torch.no_grad():
             self.prior_variance = kernel(points, diag=True).detach().to(points)
         self.jitter = relative_jitter(points.dtype) * float(self.prior_variance.mean())
-        self._features = self._allocate(_INITIAL_CAPACITY)
+        self._features_t = self._allocate(_INITIAL_CAPACITY)
         self.counts = points.new_zeros(num_points)
         self.target_sums = points.new_zeros(num_points)
         self._reset_dictionary(points.new_empty(0, dtype=torch.long))
@@ -157,7 +155,13 @@ class CandidateState:
             The state.
         """
         state = cls(points, kernel, noise, **kwargs)
-        state.observe(indices, rewards)
+        indices = state._check_indices(indices, "indices")
+        if not isinstance(rewards, Tensor) or rewards.shape != indices.shape:
+            raise ValueError(f"`rewards` must have shape {tuple(indices.shape)}.")
+        if not torch.isfinite(rewards).all():
+            raise ValueError("`rewards` contains NaN or infinite values.")
+        state.counts.index_add_(0, indices, torch.ones_like(rewards).to(points))
+        state.target_sums.index_add_(0, indices, rewards.detach().to(points))
         dictionary = torch.unique(state._check_indices(dictionary, "dictionary"))
         if dictionary.numel() == 0:
             raise ValueError("`dictionary` must not be empty.")
@@ -177,8 +181,9 @@ class CandidateState:
 
     @property
     def features(self) -> Tensor:
-        r"""``A x m`` features ``z(x)`` (a view of the cache, ``feature_dtype``)."""
-        return self._features[:, : self.size]
+        r"""``A x m`` features ``z(x)`` (a view of the cache, ``feature_dtype``; the
+        cache is stored transposed, one contiguous row per feature)."""
+        return self._features_t[: self.size].mT
 
     @property
     def gram_inverse(self) -> Tensor:
@@ -261,8 +266,9 @@ class CandidateState:
 
     @torch.no_grad()
     def set_dictionary(self, indices: Tensor) -> tuple[int, int]:
-        r"""Make the dictionary the given candidates: remove the points that leave,
-        then append the ones that enter, ``O(A m)`` each.
+        r"""Make the dictionary the given candidates: remove the points that leave
+        (``O(A m)`` each), then append the ones that enter as one block
+        (``O(A m k)`` for ``k`` points, one kernel block ``A x k``).
 
         Args:
             indices: ``m'`` candidate indices (duplicates merged), ``m' >= 1``.
@@ -273,71 +279,84 @@ class CandidateState:
         indices = torch.unique(self._check_indices(indices, "indices"))
         if indices.numel() == 0:
             raise ValueError("`indices` must not be empty.")
-        keep = torch.isin(self.dictionary, indices)
-        leaving = self.dictionary[~keep].tolist()
-        entering = indices[~torch.isin(indices, self.dictionary)].tolist()
+        entering = indices[~torch.isin(indices, self.dictionary)]
+        leaving = self.dictionary[~torch.isin(self.dictionary, indices)].tolist()
+        if entering.numel() > 0:
+            self.add_to_dictionary(entering)
         for index in leaving:
             self.remove_from_dictionary(index)
-        for index in entering:
-            self.add_to_dictionary(index)
-        return len(entering), len(leaving)
+        return entering.numel(), len(leaving)
 
     @torch.no_grad()
-    def add_to_dictionary(self, index: int) -> None:
-        r"""Append candidate ``index`` to the dictionary (bordered factor), ``O(A m)``
-        plus one kernel column. A point already in the dictionary is left alone."""
-        index = self._check_index(index)
-        if bool((self.dictionary == index).any()):
+    def add_to_dictionary(self, indices: Tensor | int) -> None:
+        r"""Append candidates to the dictionary (block-bordered factor).
+
+        With ``L = F^{-1} K_SE`` and ``R R^T = K_EE + eps I - L^T L`` the ``k`` new
+        features are ``c(x) = R^{-1} (k_E(x) - L^T z(x))``; ``V`` is bordered by
+        ``v = Z_X^T C c_X`` and ``c_X^T C c_X + lambda I``. ``O(A m k + A k d)``: one
+        kernel block and one product with the cached features. Points already in
+        the dictionary are skipped.
+
+        Args:
+            indices: Candidate index or ``k`` indices.
+        """
+        if not isinstance(indices, Tensor):
+            indices = torch.tensor([self._check_index(indices)])
+        indices = torch.unique(self._check_indices(indices.reshape(-1), "indices"))
+        indices = indices[~torch.isin(indices, self.dictionary)]
+        k, m = indices.numel(), self.size
+        if k == 0:
             return
-        m = self.size
-        self._ensure_capacity(m + 1)
-        column = self._kernel_column(index)
-        link = self._factor_inverse @ column[self.dictionary]
-        rho = math.sqrt(
-            max(
-                float(self.prior_variance[index]) + self.jitter - link @ link,
-                self.jitter,
-            )
-        )
+        self._ensure_capacity(m + k)
+        eye = torch.eye(k, dtype=self.points.dtype, device=self.points.device)
+        block = self.kernel(self.points, self.points[indices]).to_dense()
+        block = block.to(self.points)  # A x k
+        link = self._factor_inverse @ block[self.dictionary]  # m x k
+        corner = _cholesky(block[indices] + self.jitter * eye - link.mT @ link)
+        # the new features at the observed candidates first (n x k), for the border
         observed = self.observed
-        counts = self.counts[observed]
-        # one pass over the cache for z(x)^T l; the feature column, then z(x)^T e
-        feature = (column - self._times_features(link.unsqueeze(-1))[:, 0]) / rho
-        weighted = counts * feature[observed]
-        border = self.features[observed].to(self.points).mT @ weighted
+        counts = self.counts[observed].unsqueeze(-1)
+        Z_X = self.features[observed].to(self.points)
+        C_X = _right_solve_lower_t(block[observed] - Z_X @ link, corner)
+        border = Z_X.mT @ (counts * C_X)  # m x k
         extension = self._gram_inverse @ border
-        schur = (
-            float(weighted @ feature[observed]) + self.noise - float(border @ extension)
+        schur = _cholesky(
+            C_X.mT @ (counts * C_X) + self.noise * eye - border.mT @ extension
         )
-        target = float(feature[observed] @ self.target_sums[observed])
-        step = (target - float(extension @ self._projected_targets)) / schur
-        direction = feature - self._times_features(extension.unsqueeze(-1))[:, 0]
-        self._quadratic += direction.square() / schur
-        self.mean += step * direction
-        self._explained += feature.square()
-        self._features[:, m] = feature.to(self.feature_dtype)
-        self._gram_inverse = _bordered_inverse(self._gram_inverse, extension, schur)
-        self._projected_targets = torch.cat(
-            [self._projected_targets, self._projected_targets.new_tensor([target])]
+        target = C_X.mT @ self.target_sums[observed]  # k
+        step = torch.cholesky_solve(
+            (target - extension.mT @ self._projected_targets).unsqueeze(-1), schur
+        ).squeeze(-1)
+        # one pass over the cache: Phi L R^{-T} and Phi e
+        scaled_link = _right_solve_lower_t(link, corner)  # m x k
+        products = self._times_features(torch.cat([scaled_link, extension], -1))
+        feature = _right_solve_lower_t(block, corner) - products[:, :k]  # A x k
+        direction = feature - products[:, k:]
+        whitened = _right_solve_lower_t(direction, schur)
+        self._quadratic += whitened.square().sum(-1)
+        self.mean += direction @ step
+        self._explained += feature.square().sum(-1)
+        self._features_t[m : m + k] = feature.mT.to(self.feature_dtype)
+        schur_inverse = torch.cholesky_inverse(schur)
+        self._gram_inverse = _bordered_inverse(
+            self._gram_inverse, extension, schur_inverse
         )
-        self._weights = torch.cat(
-            [self._weights - step * extension, self._weights.new_tensor([step])]
-        )
-        corner = self._factor_inverse.new_tensor([1 / rho])
+        self._projected_targets = torch.cat([self._projected_targets, target])
+        self._weights = torch.cat([self._weights - extension @ step, step])
+        corner_inverse = torch.linalg.solve_triangular(corner, eye, upper=False)
         self._factor_inverse = torch.cat(
             [
-                torch.cat([self._factor_inverse, link.new_zeros(m, 1)], dim=1),
-                torch.cat([-(link @ self._factor_inverse) / rho, corner]).unsqueeze(0),
+                torch.cat([self._factor_inverse, link.new_zeros(m, k)], dim=1),
+                torch.cat(
+                    [-corner_inverse @ link.mT @ self._factor_inverse, corner_inverse],
+                    dim=1,
+                ),
             ]
         )
-        self.dictionary = torch.cat(
-            [self.dictionary, self.dictionary.new_tensor([index])]
-        )
-        n = observed.shape[0]
-        self.flops += (
-            3 * self.num_points * self.points.shape[-1] + 4 * self.num_points * m
-        )
-        self.flops += 2 * n * m + 4 * m * m + 8 * self.num_points
+        self.dictionary = torch.cat([self.dictionary, indices])
+        A, n = self.num_points, observed.numel()
+        self.flops += 3 * A * k * self.points.shape[-1] + 4 * A * m * k
+        self.flops += 2 * A * k * k + 6 * A * k + 2 * n * m * k + 4 * m * m * k
 
     @torch.no_grad()
     def remove_from_dictionary(self, index: int) -> None:
@@ -368,9 +387,9 @@ class CandidateState:
         self._quadratic -= coupled.square() / curvature
         self.mean -= coupled * (float(direction @ self._weights) / curvature)
         if reflect:
-            self.features.addr_(
-                products[:, 2].to(self.feature_dtype),
+            self._features_t[:m].addr_(
                 reflector.to(self.feature_dtype),
+                products[:, 2].to(self.feature_dtype),
                 alpha=-2.0,
             )
         self._remove_last_coordinate(reflector if reflect else None, i)
@@ -416,8 +435,8 @@ class CandidateState:
             self._factor_inverse = torch.linalg.solve_triangular(chol, eye, upper=False)
             for rows in torch.arange(self.num_points).split(2048):
                 block = self.kernel(self.points[rows], self.points[dictionary])
-                self._features[rows, :m] = (
-                    block.to_dense().to(self.points) @ self._factor_inverse.mT
+                self._features_t[:m, rows] = (
+                    self._factor_inverse @ block.to_dense().to(self.points).mT
                 ).to(self.feature_dtype)
         else:
             self._factor_inverse = eye
@@ -445,14 +464,12 @@ class CandidateState:
 
     # ---------------------------------------------------------------- helpers
     def _times_features(self, matrix: Tensor) -> Tensor:
-        r"""``Phi @ matrix`` in the candidates' dtype (``A x k`` for ``m x k``)."""
+        r"""``Phi @ matrix`` in the candidates' dtype (``A x k`` for ``m x k``), one
+        pass over the (transposed, contiguous) cache."""
         if self.size == 0:
             return matrix.new_zeros(self.num_points, matrix.shape[-1])
-        return (self.features @ matrix.to(self.feature_dtype)).to(self.points)
-
-    def _kernel_column(self, index: int) -> Tensor:
-        column = self.kernel(self.points, self.points[index : index + 1]).to_dense()
-        return column.squeeze(-1).to(self.points)
+        product = matrix.mT.to(self.feature_dtype) @ self._features_t[: self.size]
+        return product.to(self.points).mT
 
     def _allocate(self, columns: int) -> Tensor:
         itemsize = torch.empty(0, dtype=self.feature_dtype).element_size()
@@ -465,19 +482,19 @@ class CandidateState:
                 "feature_dtype=torch.float32 or the stateless scoring path."
             )
         return torch.zeros(
-            self.num_points,
             columns,
+            self.num_points,
             dtype=self.feature_dtype,
             device=self.points.device,
         )
 
     def _ensure_capacity(self, columns: int) -> None:
-        capacity = self._features.shape[1]
+        capacity = self._features_t.shape[0]
         if columns <= capacity:
             return
         grown = self._allocate(max(columns, 2 * capacity))
-        grown[:, :capacity] = self._features
-        self._features = grown
+        grown[:capacity] = self._features_t
+        self._features_t = grown
 
     def _check_index(self, index: object) -> int:
         if isinstance(index, Tensor) and index.numel() == 1:
@@ -509,10 +526,35 @@ def _symmetric(matrix: Tensor) -> Tensor:
     return (matrix + matrix.mT) / 2
 
 
-def _bordered_inverse(inverse: Tensor, extension: Tensor, schur: float) -> Tensor:
-    r"""Inverse of ``[[V, v], [v^T, c]]`` from ``V^{-1}``, ``e = V^{-1} v`` and the
-    Schur complement ``c - v^T e``."""
-    top = inverse + torch.outer(extension, extension) / schur
-    side = (-extension / schur).unsqueeze(-1)
-    corner = inverse.new_tensor([[1 / schur]])
-    return torch.cat([torch.cat([top, side], 1), torch.cat([side.mT, corner], 1)], 0)
+def _bordered_inverse(
+    inverse: Tensor, extension: Tensor, schur_inverse: Tensor
+) -> Tensor:
+    r"""Inverse of ``[[V, B], [B^T, C]]`` from ``V^{-1}``, ``E = V^{-1} B`` and the
+    inverse of the Schur complement ``C - B^T E``."""
+    side = -extension @ schur_inverse
+    top = inverse - side @ extension.mT
+    return torch.cat(
+        [torch.cat([top, side], 1), torch.cat([side.mT, schur_inverse], 1)], 0
+    )
+
+
+def _right_solve_lower_t(matrix: Tensor, lower: Tensor) -> Tensor:
+    r"""``M L^{-T}`` for a lower-triangular ``L``."""
+    return torch.linalg.solve_triangular(lower, matrix.mT, upper=False).mT
+
+
+def _cholesky(matrix: Tensor) -> Tensor:
+    r"""Lower Cholesky factor of a symmetric matrix that is positive definite up to
+    rounding (a tiny relative jitter is added only if the plain factorization
+    fails)."""
+    matrix = _symmetric(matrix)
+    factor, info = torch.linalg.cholesky_ex(matrix)
+    scale = float(matrix.diagonal().abs().mean())
+    eye = torch.eye(matrix.shape[-1], dtype=matrix.dtype, device=matrix.device)
+    for exponent in (-12, -10, -8, -6):
+        if int(info) == 0:
+            return factor
+        factor, info = torch.linalg.cholesky_ex(matrix + scale * 10**exponent * eye)
+    if int(info) != 0:
+        raise torch.linalg.LinAlgError("The matrix is not positive definite.")
+    return factor

@@ -102,6 +102,10 @@ class IncrementalExactGP:
         self.variance = prior_variance.clone()
         self.num_observations = 0
         self.num_rewarded = 0
+        #: Floating-point work so far; each observation adds ``2 A n + 5 A`` plus
+        #: ``column_flops`` for its kernel column.
+        self.flops = 0.0
+        self.column_flops = 0.0
 
     @classmethod
     def from_kernel(
@@ -139,7 +143,9 @@ class IncrementalExactGP:
                 column = kernel(points, points[index : index + 1]).to_dense()
             return column.squeeze(-1).to(points)
 
-        return cls(prior_variance, kernel_column, noise_variance, capacity)
+        posterior = cls(prior_variance, kernel_column, noise_variance, capacity)
+        posterior.column_flops = 3.0 * points.shape[0] * points.shape[-1]
+        return posterior
 
     @property
     def num_points(self) -> int:
@@ -189,6 +195,8 @@ class IncrementalExactGP:
         self.variance.sub_(w * w).clamp_(min=0.0)
         self._pending.append((index, d))
         self.num_observations = n + 1
+        self.flops += 2.0 * self.num_points * n + 5.0 * self.num_points
+        self.flops += self.column_flops
         return variance_before
 
     def set_rewards(self, rewards: Tensor) -> None:

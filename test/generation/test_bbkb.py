@@ -23,6 +23,7 @@ from botorch_sketch.generation.variance_tracking import (
     FrozenDictionaryTracker,
     ResidualDirectionTracker,
 )
+from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.dtc import SCORING_CHUNK_ROWS
 
 from ..gp_helpers import ShapeRecordingRBF
@@ -302,3 +303,48 @@ def test_bad_inputs(kwargs, match):
     choices = args.pop("choices")
     with pytest.raises((ValueError, TypeError), match=match):
         gen_bbkb_batch(model, choices, **args)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"rule": "global"},
+        {"rule": "local"},
+        {"rule": "global", "residual_update": True},
+    ],
+)
+def test_cached_state_makes_the_stateless_batch(options):
+    # the same posterior held by a CandidateState and by a NystromGP: same batch
+    gen = torch.Generator().manual_seed(4)
+    arms = torch.rand(300, 3, generator=gen, dtype=DTYPE)
+    observed = torch.randint(0, 300, (60,), generator=gen)
+    Y = objective(arms[observed]) + 0.05 * torch.randn(
+        60, 1, generator=gen, dtype=DTYPE
+    )
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    kernel.base_kernel.lengthscale = 0.4
+    dictionary = torch.unique(observed)[::3]
+    model = NystromGP(
+        arms[observed], Y, covar_module=kernel, noise=2.0, dictionary=arms[dictionary]
+    )
+    state = CandidateState.from_observations(
+        arms, kernel, 2.0, observed, Y.squeeze(-1), dictionary
+    )
+    options = {"ratio_threshold": 4.0, "beta": 1.0} | options
+    stateless = gen_bbkb_batch(model, arms, **options)
+    cached = gen_bbkb_batch(None, arms, state=state, **options)
+    assert stateless.batch_size > 3
+    assert torch.equal(stateless.indices, cached.indices)
+    torch.testing.assert_close(stateless.start_variances, cached.start_variances)
+    torch.testing.assert_close(stateless.acquisition_values, cached.acquisition_values)
+
+
+def test_state_argument_is_checked():
+    arms, model = make_problem(n_arms=50)
+    state = CandidateState(arms[:40], model.covar_module, 0.5)
+    with pytest.raises(ValueError, match="choices"):
+        gen_bbkb_batch(None, arms, state=state)
+    with pytest.raises(TypeError, match="state"):
+        gen_bbkb_batch(None, arms, state="state")
+    with pytest.raises(TypeError, match="model"):
+        gen_bbkb_batch(None, arms)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from botorch.optim import optimize_acqf_discrete
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
-from botorch_sketch import BBKB, TheoryRadius
+from botorch_sketch import BBKB, BKBUpperConfidenceBound, TheoryRadius
+from botorch_sketch.models.candidate_state import CandidateState
 
 DTYPE = torch.float64
 
@@ -98,3 +100,96 @@ def test_bad_options(kwargs, match):
         BBKB(torch.rand(10, 2, dtype=DTYPE), **kwargs)
     with pytest.raises(ValueError, match="arms"):
         BBKB(torch.zeros(0, 2, dtype=DTYPE))
+
+
+def test_bkb_loop_plays_the_bkb_ucb_argmax_of_its_model():
+    # C~ = 1: every ask is the argmax of BKB-UCB on the NystromGP of the loop's data
+    # and dictionary, scored from scratch by BoTorch's discrete optimizer
+    gen = torch.Generator().manual_seed(3)
+    arms = torch.rand(200, 2, generator=gen, dtype=DTYPE)
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    kernel.base_kernel.lengthscale = 0.3
+    loop = BBKB(arms, covar_module=kernel, noise=0.5, beta=0.7, ratio_threshold=1.0)
+    noise_gen = torch.Generator().manual_seed(4)
+    for step in range(25):
+        indices = loop.ask()
+        assert indices.shape == (1,)
+        if step > 0:
+            acqf = BKBUpperConfidenceBound(loop.model, beta=0.7)
+            x, _ = optimize_acqf_discrete(acqf, q=1, choices=arms)
+            assert torch.equal(arms[indices], x)
+        y = objective(arms[indices]) + 0.01 * torch.randn(1, generator=noise_gen)
+        loop.tell(indices, y.to(DTYPE))
+    assert 1 <= loop.state.size <= 25
+
+
+def test_failed_update_loses_nothing_and_can_be_retried(monkeypatch):
+    gen = torch.Generator().manual_seed(0)
+    arms = torch.rand(150, 2, generator=gen, dtype=DTYPE)
+    loop = make_loop(arms)
+    run(loop, arms, 6, torch.Generator().manual_seed(1))
+    before = loop.state_dict()
+    indices = loop.ask()
+    rewards = objective(arms[indices])
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(CandidateState, "observe", broken)
+    with pytest.raises(RuntimeError, match="injected"):
+        loop.tell(indices, rewards)
+    # nothing recorded, the batch still pending, the posterior as before the call
+    assert torch.equal(loop.observed, before["observed"])
+    assert loop.pending is not None and torch.equal(loop.pending.indices, indices)
+    reference = make_loop(arms)
+    reference.load_state_dict(before)
+    torch.testing.assert_close(loop.state.mean, reference.state.mean)
+    torch.testing.assert_close(loop.state.variance, reference.state.variance)
+    monkeypatch.undo()
+    loop.tell(indices, rewards)
+    assert loop.num_observations == before["observed"].numel() + indices.numel()
+    resumed = make_loop(arms, seed=5)
+    resumed.load_state_dict(loop.state_dict())
+    assert torch.equal(resumed.observed, loop.observed)
+    torch.testing.assert_close(resumed.state.mean, loop.state.mean)
+    torch.testing.assert_close(resumed.state.variance, loop.state.variance)
+
+
+def test_rejected_state_dict_leaves_the_loop_unchanged():
+    arms = torch.rand(80, 2, dtype=DTYPE)
+    loop = make_loop(arms)
+    run(loop, arms, 4, torch.Generator().manual_seed(1))
+    good = loop.state_dict()
+    for key, value, error in (
+        ("observed", torch.tensor([999]), ValueError),
+        ("dictionary", torch.tensor([0.5]), TypeError),
+        ("rewards", torch.tensor([float("nan")]), ValueError),
+        ("draws", torch.zeros(3), ValueError),
+    ):
+        with pytest.raises(error, match=key):
+            loop.load_state_dict(good | {key: value})
+        assert torch.equal(loop.observed, good["observed"])
+        assert torch.equal(loop.state.dictionary, good["dictionary"])
+    with pytest.raises(ValueError, match="keys"):
+        loop.load_state_dict({"observed": good["observed"]})
+
+
+def test_coupled_resampling_churns_less_than_independent():
+    gen = torch.Generator().manual_seed(0)
+    arms = torch.rand(400, 3, generator=gen, dtype=DTYPE)
+    churn = {}
+    for resampling in ("coupled", "independent"):
+        kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+        kernel.base_kernel.lengthscale = 0.3
+        loop = BBKB(
+            arms,
+            covar_module=kernel,
+            noise=1.0,
+            beta=0.5,
+            qbar=2.0,
+            resampling=resampling,
+            max_batch_size=16,
+        )
+        run(loop, arms, 60, torch.Generator().manual_seed(1))
+        churn[resampling] = loop.diagnostics()["dictionary_churn"]
+    assert churn["coupled"] < 0.75 * churn["independent"]

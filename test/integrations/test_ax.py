@@ -65,6 +65,7 @@ from botorch_sketch.integrations.ax_registry import (
     known_noise_variance,
 )
 from botorch_sketch.models.nystrom import (
+    DEFAULT_QBAR,
     NystromGP,
     NystromMarginalLogLikelihood,
 )
@@ -234,7 +235,7 @@ def test_bkb_save_load_round_trip_continues(bkb_run):
     config = spec.generator_kwargs["surrogate_spec"].model_configs[0]
     assert config.botorch_model_class is NystromGP
     assert config.mll_class is NystromMarginalLogLikelihood
-    assert config.model_options == {"qbar": 2.0, "noise": 1e-2}
+    assert config.model_options == {"qbar": DEFAULT_QBAR, "noise": 1e-2}
     trials = run_trials(loaded, 2)
     assert len(trials) == 2
     assert strategy.current_node_name == "MBM"

@@ -21,7 +21,10 @@ from botorch_sketch.benchmarks.policies.common import (
     KernelHyperparameters,
 )
 from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.models.nystrom import DEFAULT_QBAR
 from botorch_sketch.utils.validation import check_positive
+
+_PRECISIONS = {"double": None, "single": torch.float32}
 
 
 class BBKBPolicy(Policy):
@@ -38,9 +41,11 @@ class BBKBPolicy(Policy):
         radius: float | str = DEFAULT_RADIUS,
         ratio_threshold: float = 2.0,
         rule: str = "global",
-        qbar: float = 2.0,
+        qbar: float = DEFAULT_QBAR,
+        resampling: str = "coupled",
         residual_update: bool = False,
         max_batch_size: int | None = None,
+        feature_precision: str = "double",
         lengthscale: float | None = None,
         outputscale: float | None = None,
         noise_variance: float | None = None,
@@ -53,8 +58,11 @@ class BBKBPolicy(Policy):
             ratio_threshold: ``C~ >= 1`` of the batch rule.
             rule: ``"global"``, ``"local"`` or ``"global+local"``.
             qbar: Dictionary oversampling.
+            resampling: ``"coupled"`` (persistent draws) or ``"independent"``.
             residual_update: In-batch updates along residual directions too.
             max_batch_size: Optional cap on batch sizes.
+            feature_precision: ``"double"`` or ``"single"``: precision of the
+                cached ``A x m`` features (the rest stays in the arms' dtype).
             lengthscale: Override of the problem's kernel lengthscale.
             outputscale: Override of the kernel variance.
             noise_variance: The regularization ``lambda`` (default: the problem's).
@@ -64,13 +72,20 @@ class BBKBPolicy(Policy):
         if radius != "theory":
             check_positive(radius, "radius")
         self.radius = radius
+        if feature_precision not in _PRECISIONS:
+            raise ValueError(
+                f"`feature_precision` must be one of {sorted(_PRECISIONS)}, got "
+                f"{feature_precision!r}."
+            )
         self.options = {
             "ratio_threshold": ratio_threshold,
             "rule": rule,
             "qbar": qbar,
+            "resampling": resampling,
             "residual_update": residual_update,
             "max_batch_size": max_batch_size,
         }
+        self.feature_precision = feature_precision
         self.overrides = {
             "lengthscale": lengthscale,
             "outputscale": outputscale,
@@ -105,6 +120,7 @@ class BBKBPolicy(Policy):
             noise=noise,
             beta=beta,
             seed=seed,
+            feature_dtype=_PRECISIONS[self.feature_precision],
             **self.options,
         )
 
@@ -139,7 +155,7 @@ class BKBPolicy(BBKBPolicy):
     def __init__(
         self,
         radius: float | str = DEFAULT_RADIUS,
-        qbar: float = 2.0,
+        qbar: float = DEFAULT_QBAR,
         lengthscale: float | None = None,
         outputscale: float | None = None,
         noise_variance: float | None = None,

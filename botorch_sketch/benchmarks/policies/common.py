@@ -187,6 +187,7 @@ class IncrementalExactPosterior(IncrementalExactGP):
             hyperparameters.noise_variance,
             capacity=capacity,
         )
+        self.column_flops = (2.0 * arms.shape[-1] + 5.0) * arms.shape[0]
 
     def kernel_column(self, index: int) -> Tensor:
         r"""``K(arms, arms[index])`` (``A``), from cached scaled arms and norms."""

@@ -1,0 +1,229 @@
+r"""CandidateState: the in-place DTC posterior against from-scratch computations."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from botorch_sketch.models.candidate_state import CandidateState
+from botorch_sketch.models.dtc import DTCState
+
+DTYPE = torch.float64
+
+
+def make_arms(num_arms=250, d=3, seed=0, dtype=DTYPE):
+    generator = torch.Generator().manual_seed(seed)
+    arms = torch.rand(num_arms, d, generator=generator, dtype=dtype)
+    kernel = ScaleKernel(RBFKernel()).to(dtype)
+    kernel.base_kernel.lengthscale = 0.3
+    kernel.outputscale = 1.3
+    return arms, kernel
+
+
+def from_scratch(state: CandidateState) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Mean and Bayesian variance of every candidate from a fresh DTCState."""
+    observed = state.observed
+    dtc = DTCState.build(
+        state.kernel,
+        state.points[state.dictionary],
+        state.points[observed],
+        state.target_sums[observed],
+        torch.tensor(state.noise, dtype=state.points.dtype),
+        state.counts[observed],
+    )
+    return dtc.mean_and_variance(state.kernel, state.points)
+
+
+def assert_matches_scratch(state: CandidateState, rtol: float) -> None:
+    mean, variance = from_scratch(state)
+    mean_error = (state.mean - mean).abs().max() / mean.abs().max().clamp_min(1e-30)
+    variance_error = (state.variance - variance).abs().max() / variance.abs().max()
+    assert mean_error < rtol and variance_error < rtol, (mean_error, variance_error)
+
+
+def random_walk(state: CandidateState, steps: int, seed: int, check_every: int = 0):
+    r"""Random observations (with repeats), dictionary additions (single and block)
+    and removals; optionally compared with a recomputation along the way."""
+    generator = torch.Generator().manual_seed(seed)
+    num_arms = state.num_points
+    for step in range(steps):
+        draw = float(torch.rand(1, generator=generator))
+        if draw < 0.4 or state.size == 0:
+            size = int(torch.randint(1, 6, (1,), generator=generator))
+            indices = torch.randint(num_arms, (size,), generator=generator)
+            rewards = torch.randn(size, generator=generator, dtype=DTYPE)
+            state.observe(indices, rewards.to(state.points))
+            if state.size == 0:
+                state.add_to_dictionary(int(indices[0]))
+        elif draw < 0.6:
+            state.add_to_dictionary(
+                int(torch.randint(num_arms, (1,), generator=generator))
+            )
+        elif draw < 0.75:
+            block = torch.randint(num_arms, (4,), generator=generator)
+            state.add_to_dictionary(block)
+        elif state.size > 1:
+            position = int(torch.randint(state.size, (1,), generator=generator))
+            state.remove_from_dictionary(int(state.dictionary[position]))
+        if check_every and step % check_every == check_every - 1:
+            yield step
+
+
+@pytest.mark.parametrize("noise", [1.0, 0.05, 1e-3])
+def test_hundreds_of_random_updates_equal_from_scratch(noise):
+    arms, kernel = make_arms()
+    state = CandidateState(arms, kernel, noise)
+    checks = 0
+    for _ in random_walk(state, 400, seed=1, check_every=40):
+        assert_matches_scratch(state, rtol=1e-8)
+        checks += 1
+    assert checks == 10 and state.size > 20 and state.observed.numel() > 100
+
+
+def test_set_dictionary_adds_and_removes_to_the_target_set():
+    arms, kernel = make_arms()
+    state = CandidateState(arms, kernel, 0.1)
+    state.observe(torch.arange(0, 60), torch.linspace(-1, 1, 60, dtype=DTYPE))
+    assert state.set_dictionary(torch.tensor([1, 5, 9, 13])) == (4, 0)
+    assert state.set_dictionary(torch.tensor([5, 9, 40, 41, 42])) == (3, 2)
+    assert sorted(state.dictionary.tolist()) == [5, 9, 40, 41, 42]
+    assert_matches_scratch(state, rtol=1e-10)
+
+
+def test_full_dictionary_is_the_exact_gp_with_repeats():
+    arms, kernel = make_arms(num_arms=120)
+    noise = 0.02
+    generator = torch.Generator().manual_seed(4)
+    indices = torch.randint(0, 40, (90,), generator=generator)  # repeated pulls
+    rewards = torch.randn(90, generator=generator, dtype=DTYPE)
+    state = CandidateState(arms, kernel, noise)
+    state.observe(indices[:50], rewards[:50])
+    state.set_dictionary(torch.unique(indices[:50]))
+    state.observe(indices[50:], rewards[50:])
+    state.add_to_dictionary(torch.unique(indices))
+    with torch.no_grad():
+        K = kernel(arms).to_dense()
+    K_xx = K[indices][:, indices] + noise * torch.eye(90, dtype=DTYPE)
+    K_ax = K[:, indices]
+    mean = K_ax @ torch.linalg.solve(K_xx, rewards)
+    variance = K.diagonal() - (K_ax * torch.linalg.solve(K_xx, K_ax.mT).mT).sum(-1)
+    torch.testing.assert_close(state.mean, mean, rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(state.variance, variance, rtol=1e-6, atol=1e-8)
+
+
+def test_refresh_equals_incremental_and_drift_stays_tiny():
+    arms, kernel = make_arms(num_arms=200)
+    state = CandidateState(arms, kernel, 1.0)
+    for _ in random_walk(state, 600, seed=2):
+        pass
+    mean, variance = state.mean.clone(), state.variance.clone()
+    state.refresh()
+    torch.testing.assert_close(state.mean, mean, rtol=1e-9, atol=1e-11)
+    torch.testing.assert_close(state.variance, variance, rtol=1e-9, atol=1e-11)
+
+
+def test_single_precision_features_agree_with_double():
+    arms, kernel = make_arms()
+    double = CandidateState(arms, kernel, 0.5)
+    single = CandidateState(arms, kernel, 0.5, feature_dtype=torch.float32)
+    for state in (double, single):
+        for _ in random_walk(state, 200, seed=5):
+            pass
+    assert single.features.dtype == torch.float32
+    assert single.mean.dtype == DTYPE
+    for ours, reference in (
+        (single.mean, double.mean),
+        (single.variance, double.variance),
+    ):
+        error = (ours - reference).abs().max() / reference.abs().max()
+        assert error < 1e-4, error
+
+
+def test_multiplicity_is_one_update_and_equals_repeated_observations():
+    arms, kernel = make_arms(num_arms=80)
+    merged = CandidateState(arms, kernel, 0.3)
+    one_by_one = CandidateState(arms, kernel, 0.3)
+    for state in (merged, one_by_one):
+        state.add_to_dictionary(torch.tensor([3, 7, 11]))
+    merged.observe(torch.full((500,), 7), torch.full((500,), 0.25, dtype=DTYPE))
+    for _ in range(5):
+        one_by_one.observe(torch.full((100,), 7), torch.full((100,), 0.25, dtype=DTYPE))
+    torch.testing.assert_close(merged.mean, one_by_one.mean)
+    torch.testing.assert_close(merged.variance, one_by_one.variance)
+    assert_matches_scratch(merged, rtol=1e-9)
+
+
+def test_float32_candidates_run():
+    arms, kernel = make_arms(dtype=torch.float32)
+    state = CandidateState(arms, kernel, 1.0)
+    for _ in random_walk(state, 60, seed=3):
+        pass
+    assert state.mean.dtype == torch.float32
+    assert torch.isfinite(state.variance).all()
+
+
+def test_memory_budget():
+    arms, kernel = make_arms(num_arms=1000)
+    with pytest.raises(MemoryError, match="max_feature_bytes"):
+        CandidateState(arms, kernel, 1.0, max_feature_bytes=1000)
+    state = CandidateState(arms, kernel, 1.0, max_feature_bytes=1000 * 8 * 40)
+    with pytest.raises(MemoryError, match="max_feature_bytes"):
+        state.add_to_dictionary(torch.arange(50))
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (
+            lambda s: s.observe(torch.tensor([1]), torch.tensor([1.0, 2.0])),
+            ValueError,
+            "rewards",
+        ),
+        (
+            lambda s: s.observe(torch.tensor([1.0]), torch.tensor([1.0])),
+            TypeError,
+            "indices",
+        ),
+        (
+            lambda s: s.observe(torch.tensor([999]), torch.tensor([1.0])),
+            ValueError,
+            "indices",
+        ),
+        (
+            lambda s: s.observe(torch.tensor([1]), torch.tensor([float("nan")])),
+            ValueError,
+            "rewards",
+        ),
+        (lambda s: s.add_to_dictionary(-1), ValueError, "index"),
+        (
+            lambda s: s.set_dictionary(torch.tensor([], dtype=torch.long)),
+            ValueError,
+            "indices",
+        ),
+        (lambda s: s.remove_from_dictionary(2), ValueError, "at least one"),
+    ],
+)
+def test_bad_input_raises_before_any_change(call, error, match):
+    arms, kernel = make_arms(num_arms=50)
+    state = CandidateState(arms, kernel, 1.0)
+    state.observe(torch.tensor([2, 3]), torch.tensor([0.1, 0.2], dtype=DTYPE))
+    state.add_to_dictionary(2)
+    before = (state.mean.clone(), state.variance.clone(), state.dictionary.clone())
+    with pytest.raises(error, match=match):
+        call(state)
+    torch.testing.assert_close(state.mean, before[0])
+    torch.testing.assert_close(state.variance, before[1])
+    assert torch.equal(state.dictionary, before[2])
+
+
+def test_bad_construction():
+    arms, kernel = make_arms(num_arms=10)
+    with pytest.raises(ValueError, match="noise"):
+        CandidateState(arms, kernel, 0.0)
+    with pytest.raises(TypeError, match="kernel"):
+        CandidateState(arms, "rbf", 1.0)
+    with pytest.raises(TypeError, match="feature_dtype"):
+        CandidateState(arms, kernel, 1.0, feature_dtype=torch.long)
+    with pytest.raises(ValueError, match="points"):
+        CandidateState(arms[:0], kernel, 1.0)
