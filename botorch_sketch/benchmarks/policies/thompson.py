@@ -35,7 +35,6 @@ from __future__ import annotations
 import warnings
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from botorch.exceptions.warnings import InputDataWarning
@@ -408,14 +407,32 @@ class CachedSGPTSPolicy(_CachedArmPolicy):
         self,
         num_inducing: int = 100,
         inducing_quality: str = "variance",
-        **kwargs: Any,
+        batch_size: int = 1,
+        num_initial: int = 1,
+        num_features: int = 1000,
+        alpha: float | Callable[[int], float] = 1.0,
+        lengthscale: float | None = None,
+        outputscale: float | None = None,
+        noise_variance: float | None = None,
+        memory_budget_gib: float = 8.0,
+        cache_dtype: str | None = None,
     ) -> None:
         r"""Args:
         num_inducing: Maximal number ``m`` of inducing points.
         inducing_quality: ``"variance"`` or ``"improvement"``.
-        kwargs: As :class:`_CachedArmPolicy`.
+        Other arguments: as :class:`IncrementalExactGPTSPolicy`.
         """
-        super().__init__(**kwargs)
+        super().__init__(
+            batch_size=batch_size,
+            num_initial=num_initial,
+            num_features=num_features,
+            alpha=alpha,
+            lengthscale=lengthscale,
+            outputscale=outputscale,
+            noise_variance=noise_variance,
+            memory_budget_gib=memory_budget_gib,
+            cache_dtype=cache_dtype,
+        )
         self.num_inducing = _check_count(num_inducing, "num_inducing")
         if inducing_quality not in ("variance", "improvement"):
             raise ValueError(
