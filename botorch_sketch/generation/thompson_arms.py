@@ -206,16 +206,18 @@ class ArmFeatureCache:
             return
         device = self.arms.device
         slots = torch.tensor([self._slot_of[a] for a in new], device=device)
-        columns = torch.cat(
-            [
-                self.kernel_matrix(c, self.arms[torch.tensor(new, device=device)])
-                for c in self._chunks()
-            ]
-        ).to(self.cache_dtype)
-        for b, block in enumerate(self._blocks):
+        points = self.arms[torch.tensor(new, device=device)]
+        for b, block in enumerate(self._blocks):  # O(N BLOCK_COLUMNS) memory
             inside = (slots // BLOCK_COLUMNS) == b
-            if bool(inside.any()):
-                block[slots[inside] - b * BLOCK_COLUMNS] = columns[:, inside].mT
+            if not bool(inside.any()):
+                continue
+            rows = slots[inside] - b * BLOCK_COLUMNS
+            start = 0
+            for chunk in self._chunks():
+                stop = start + chunk.shape[0]
+                values = self.kernel_matrix(chunk, points[inside]).mT
+                block[rows, start:stop] = values.to(self.cache_dtype)
+                start = stop
 
     def multiplied_columns(self, column_arms: Tensor) -> int:
         r"""Kernel columns :meth:`evaluate` multiplies for ``column_arms``: whole

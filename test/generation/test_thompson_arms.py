@@ -186,7 +186,9 @@ def test_sparse_state_equals_svgp_built_from_scratch(quality):
 def test_cache_stores_features_columns_and_recomputes_past_budget():
     arms = _arms(n=200)
     kernel = rbf_kernel(0.3, 1.5)
-    full = ArmFeatureCache(arms, kernel, NUM_FEATURES, generator=seeded(1))
+    full = ArmFeatureCache(
+        arms, kernel, NUM_FEATURES, generator=seeded(1), chunk_size=37
+    )
     with torch.no_grad():
         expected_features = full.feature_map(arms).to_dense()
     torch.testing.assert_close(full.features, expected_features)
