@@ -231,8 +231,7 @@ class BBKB:
             variance[observed], counts[observed], self.qbar
         )
         selected = sample_dictionary(probabilities, draws=draws[observed])
-        state.observe(indices, rewards)
-        added, removed = state.set_dictionary(observed[selected])
+        added, removed = state.update(indices, rewards, observed[selected])
         self.total_churn += added + removed
         self.num_batches += 1
 

@@ -47,6 +47,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.models.dtc import relative_jitter
+from botorch_sketch.models.kernel_columns import KernelColumns
 from botorch_sketch.utils.validation import check_matrix, check_positive
 
 #: Distinct observed candidates folded into one Woodbury update (bounds the
@@ -122,6 +123,7 @@ class CandidateState:
         num_points = points.shape[0]
         with torch.no_grad():
             self.prior_variance = kernel(points, diag=True).detach().to(points)
+        self._columns = KernelColumns(kernel, points)
         self.jitter = relative_jitter(points.dtype) * float(self.prior_variance.mean())
         self._features_t = self._allocate(_INITIAL_CAPACITY)
         self.counts = points.new_zeros(num_points)
@@ -224,51 +226,11 @@ class CandidateState:
             indices: ``b`` candidate indices.
             rewards: ``b`` rewards.
         """
-        indices = self._check_indices(indices, "indices")
-        if not isinstance(rewards, Tensor) or rewards.shape != indices.shape:
-            raise ValueError(
-                f"`rewards` must be a tensor of shape {tuple(indices.shape)}."
-            )
-        if not torch.isfinite(rewards).all():
-            raise ValueError("`rewards` contains NaN or infinite values.")
-        rewards = rewards.detach().to(self.points)
-        distinct, inverse = torch.unique(indices, return_inverse=True)
-        counts = torch.zeros_like(distinct, dtype=self.points.dtype).index_add_(
-            0, inverse, torch.ones_like(rewards)
-        )
-        sums = torch.zeros_like(counts).index_add_(0, inverse, rewards)
-        for block in range(0, distinct.shape[0], OBSERVATION_BLOCK):
-            rows = slice(block, block + OBSERVATION_BLOCK)
-            self._observe_block(distinct[rows], counts[rows], sums[rows])
-        self.counts.index_add_(0, distinct, counts)
-        self.target_sums.index_add_(0, distinct, sums)
-
-    def _observe_block(self, indices: Tensor, counts: Tensor, sums: Tensor) -> None:
-        m, b = self.size, indices.shape[0]
-        if m == 0:
-            return
-        Zb = self.features[indices].to(self.points)
-        G = self._gram_inverse @ Zb.mT  # m x b
-        K = torch.diag(counts.reciprocal()) + Zb @ G
-        L = torch.linalg.cholesky(K)
-        residual = sums / counts - self.mean[indices]
-        coefficients = torch.cholesky_solve(residual.unsqueeze(-1), L).squeeze(-1)
-        U = self._times_features(G)  # A x b
-        whitened = torch.linalg.solve_triangular(L, U.mT, upper=False)  # b x A
-        self._quadratic -= whitened.square().sum(0)
-        self.mean += U @ coefficients
-        Gw = torch.linalg.solve_triangular(L, G.mT, upper=False)
-        self._gram_inverse = _symmetric(self._gram_inverse - Gw.mT @ Gw)
-        self._projected_targets += Zb.mT @ sums
-        self._weights += G @ coefficients
-        self.flops += 2 * self.num_points * m * b + 3 * self.num_points * b * b
-        self.flops += 4 * m * m * b + 2 * m * b * b + b**3 / 3
+        self.update(indices, rewards, None)
 
     @torch.no_grad()
     def set_dictionary(self, indices: Tensor) -> tuple[int, int]:
-        r"""Make the dictionary the given candidates: remove the points that leave
-        (``O(A m)`` each), then append the ones that enter as one block
-        (``O(A m k)`` for ``k`` points, one kernel block ``A x k``).
+        r"""Make the dictionary the given candidates (see :meth:`update`).
 
         Args:
             indices: ``m'`` candidate indices (duplicates merged), ``m' >= 1``.
@@ -276,26 +238,14 @@ class CandidateState:
         Returns:
             ``(added, removed)`` counts.
         """
-        indices = torch.unique(self._check_indices(indices, "indices"))
-        if indices.numel() == 0:
+        if isinstance(indices, Tensor) and indices.numel() == 0:
             raise ValueError("`indices` must not be empty.")
-        entering = indices[~torch.isin(indices, self.dictionary)]
-        leaving = self.dictionary[~torch.isin(self.dictionary, indices)].tolist()
-        if entering.numel() > 0:
-            self.add_to_dictionary(entering)
-        for index in leaving:
-            self.remove_from_dictionary(index)
-        return entering.numel(), len(leaving)
+        empty = self.dictionary.new_empty(0)
+        return self.update(empty, self.points.new_empty(0), indices)
 
     @torch.no_grad()
     def add_to_dictionary(self, indices: Tensor | int) -> None:
-        r"""Append candidates to the dictionary (block-bordered factor).
-
-        With ``L = F^{-1} K_SE`` and ``R R^T = K_EE + eps I - L^T L`` the ``k`` new
-        features are ``c(x) = R^{-1} (k_E(x) - L^T z(x))``; ``V`` is bordered by
-        ``v = Z_X^T C c_X`` and ``c_X^T C c_X + lambda I``. ``O(A m k + A k d)``: one
-        kernel block and one product with the cached features. Points already in
-        the dictionary are skipped.
+        r"""Append candidates to the dictionary; points already in it are skipped.
 
         Args:
             indices: Candidate index or ``k`` indices.
@@ -303,60 +253,183 @@ class CandidateState:
         if not isinstance(indices, Tensor):
             indices = torch.tensor([self._check_index(indices)])
         indices = torch.unique(self._check_indices(indices.reshape(-1), "indices"))
-        indices = indices[~torch.isin(indices, self.dictionary)]
-        k, m = indices.numel(), self.size
-        if k == 0:
+        self._append_and_observe(indices[~torch.isin(indices, self.dictionary)])
+
+    @torch.no_grad()
+    def update(
+        self, indices: Tensor, rewards: Tensor, dictionary: Tensor | None
+    ) -> tuple[int, int]:
+        r"""A batch end: observe rewards and make the dictionary ``dictionary``.
+
+        Everything is validated first. Points leaving the dictionary are removed
+        one at a time (``O(A m)`` each); the entering points and the observations
+        then take one pass over the cache together (``O(A m (k + b))`` for ``k``
+        entering points and ``b`` distinct observed candidates, blocks of
+        :data:`OBSERVATION_BLOCK`), as do :meth:`observe` and
+        :meth:`add_to_dictionary` alone.
+
+        Args:
+            indices: ``b`` observed candidate indices (repeats allowed, may be
+                empty).
+            rewards: ``b`` rewards.
+            dictionary: The new dictionary (``m' >= 1`` candidate indices,
+                duplicates merged), or None to keep it.
+
+        Returns:
+            ``(added, removed)`` dictionary counts.
+        """
+        indices = self._check_indices(indices, "indices")
+        if not isinstance(rewards, Tensor) or rewards.shape != indices.shape:
+            raise ValueError(
+                f"`rewards` must be a tensor of shape {tuple(indices.shape)}."
+            )
+        if not torch.isfinite(rewards).all():
+            raise ValueError("`rewards` contains NaN or infinite values.")
+        entering = self.dictionary.new_empty(0)
+        leaving: list[int] = []
+        if dictionary is not None:
+            dictionary = torch.unique(self._check_indices(dictionary, "dictionary"))
+            if dictionary.numel() == 0:
+                raise ValueError("`dictionary` must not be empty.")
+            entering = dictionary[~torch.isin(dictionary, self.dictionary)]
+            leaving = self.dictionary[~torch.isin(self.dictionary, dictionary)].tolist()
+        rewards = rewards.detach().to(self.points)
+        distinct, inverse = torch.unique(indices, return_inverse=True)
+        counts = torch.zeros_like(distinct, dtype=self.points.dtype).index_add_(
+            0, inverse, torch.ones_like(rewards)
+        )
+        sums = torch.zeros_like(counts).index_add_(0, inverse, rewards)
+        # remove first (a smaller cache to pass over), unless every point leaves
+        remove_first = len(leaving) < self.size
+        for index in leaving if remove_first else ():
+            self.remove_from_dictionary(index)
+        for start in range(0, max(distinct.numel(), 1), OBSERVATION_BLOCK):
+            rows = slice(start, start + OBSERVATION_BLOCK)
+            self._append_and_observe(
+                entering if start == 0 else entering[:0],
+                distinct[rows],
+                counts[rows],
+                sums[rows],
+            )
+        for index in () if remove_first else leaving:
+            self.remove_from_dictionary(index)
+        return entering.numel(), len(leaving)
+
+    def _append_and_observe(
+        self,
+        entering: Tensor,
+        indices: Tensor | None = None,
+        counts: Tensor | None = None,
+        sums: Tensor | None = None,
+    ) -> None:
+        r"""Append ``k`` dictionary points, then observe ``b`` distinct candidates
+        (multiplicities ``counts``, reward sums ``sums``), in one pass over the cache.
+
+        Append (block-bordered factor): with ``L = F^{-1} K_SE`` and
+        ``R R^T = K_EE + eps I - L^T L`` the new features are
+        ``c(x) = R^{-1} (k_E(x) - L^T z(x))``; ``V`` is bordered by
+        ``B = Z_X^T C c_X`` and ``c_X^T C c_X + lambda I`` (``X`` the candidates
+        observed so far). Observe (Woodbury): ``G = V^{-1} Z_b^T`` and
+        ``K = C_b^{-1} + Z_b G`` on the appended features. Every ``m``- and
+        ``b``-sized quantity is formed first from observed rows only; the cache is
+        then read once for ``Phi [L R^{-T}, V^{-1} B, G]``.
+        """
+        if indices is None:
+            indices = entering[:0]
+            counts = sums = self.points.new_empty(0)
+        k, m, b = entering.numel(), self.size, indices.numel()
+        if k == 0 and (b == 0 or m == 0):
+            self._record(indices, counts, sums)
             return
+        tkwargs = {"dtype": self.points.dtype, "device": self.points.device}
         self._ensure_capacity(m + k)
-        eye = torch.eye(k, dtype=self.points.dtype, device=self.points.device)
-        block = self.kernel(self.points, self.points[indices]).to_dense()
-        block = block.to(self.points)  # A x k
-        link = self._factor_inverse @ block[self.dictionary]  # m x k
-        corner = _cholesky(block[indices] + self.jitter * eye - link.mT @ link)
-        # the new features at the observed candidates first (n x k), for the border
-        observed = self.observed
-        counts = self.counts[observed].unsqueeze(-1)
-        Z_X = self.features[observed].to(self.points)
-        C_X = _right_solve_lower_t(block[observed] - Z_X @ link, corner)
-        border = Z_X.mT @ (counts * C_X)  # m x k
-        extension = self._gram_inverse @ border
-        schur = _cholesky(
-            C_X.mT @ (counts * C_X) + self.noise * eye - border.mT @ extension
+        right = []  # m x r right-hand sides of the one pass over the cache
+        if k > 0:
+            eye = torch.eye(k, **tkwargs)
+            block = self._columns(entering)  # A x k
+            link = self._factor_inverse @ block[self.dictionary]  # m x k
+            corner = _cholesky(block[entering] + self.jitter * eye - link.mT @ link)
+            scaled_link = _right_solve_lower_t(link, corner)
+            observed = self.observed
+            weights = self.counts[observed].unsqueeze(-1)
+            Z_X = self.features[observed].to(self.points)
+            C_X = _right_solve_lower_t(block[observed], corner) - Z_X @ scaled_link
+            border = Z_X.mT @ (weights * C_X)  # m x k
+            extension = self._gram_inverse @ border
+            schur = _cholesky(
+                C_X.mT @ (weights * C_X) + self.noise * eye - border.mT @ extension
+            )
+            target = C_X.mT @ self.target_sums[observed]
+            step = torch.cholesky_solve(
+                (target - extension.mT @ self._projected_targets).unsqueeze(-1), schur
+            ).squeeze(-1)
+            right += [scaled_link, extension]
+            self._gram_inverse = _bordered_inverse(
+                self._gram_inverse, extension, torch.cholesky_inverse(schur)
+            )
+            self._projected_targets = torch.cat([self._projected_targets, target])
+            self._weights = torch.cat([self._weights - extension @ step, step])
+            corner_inverse = torch.linalg.solve_triangular(corner, eye, upper=False)
+            self._factor_inverse = torch.cat(
+                [
+                    torch.cat([self._factor_inverse, link.new_zeros(m, k)], dim=1),
+                    torch.cat(
+                        [
+                            -corner_inverse @ link.mT @ self._factor_inverse,
+                            corner_inverse,
+                        ],
+                        dim=1,
+                    ),
+                ]
+            )
+        if b > 0:
+            Z_b = self.features[indices].to(self.points)
+            mean_b = self.mean[indices]
+            if k > 0:
+                C_b = _right_solve_lower_t(block[indices], corner) - Z_b @ scaled_link
+                mean_b = mean_b + (C_b - Z_b @ extension) @ step
+                Z_b = torch.cat([Z_b, C_b], dim=-1)
+            G = self._gram_inverse @ Z_b.mT  # (m + k) x b
+            woodbury = _cholesky(torch.diag(counts.reciprocal()) + Z_b @ G)
+            coefficients = torch.cholesky_solve(
+                (sums / counts - mean_b).unsqueeze(-1), woodbury
+            ).squeeze(-1)
+            right.append(G[:m])
+            G_whitened = torch.linalg.solve_triangular(woodbury, G.mT, upper=False)
+            self._gram_inverse = _symmetric(
+                self._gram_inverse - G_whitened.mT @ G_whitened
+            )
+            self._projected_targets = self._projected_targets + Z_b.mT @ sums
+            self._weights = self._weights + G @ coefficients
+        products = self._times_features(torch.cat(right, dim=-1))  # A x r
+        if k > 0:
+            feature = _right_solve_lower_t(block, corner) - products[:, :k]
+            direction = feature - products[:, k : 2 * k]
+            self._quadratic += _right_solve_lower_t(direction, schur).square().sum(-1)
+            self.mean += direction @ step
+            self._explained += feature.square().sum(-1)
+            self._features_t[m : m + k] = feature.mT.to(self.feature_dtype)
+            self.dictionary = torch.cat([self.dictionary, entering])
+        if b > 0:
+            U = products[:, 2 * k :]
+            if k > 0:
+                U = U + feature @ G[m:]
+            self._quadratic -= _right_solve_lower_t(U, woodbury).square().sum(-1)
+            self.mean += U @ coefficients
+        self._record(indices, counts, sums)
+        A, n, r = (
+            self.num_points,
+            self.observed.numel(),
+            sum(x.shape[-1] for x in right),
         )
-        target = C_X.mT @ self.target_sums[observed]  # k
-        step = torch.cholesky_solve(
-            (target - extension.mT @ self._projected_targets).unsqueeze(-1), schur
-        ).squeeze(-1)
-        # one pass over the cache: Phi L R^{-T} and Phi e
-        scaled_link = _right_solve_lower_t(link, corner)  # m x k
-        products = self._times_features(torch.cat([scaled_link, extension], -1))
-        feature = _right_solve_lower_t(block, corner) - products[:, :k]  # A x k
-        direction = feature - products[:, k:]
-        whitened = _right_solve_lower_t(direction, schur)
-        self._quadratic += whitened.square().sum(-1)
-        self.mean += direction @ step
-        self._explained += feature.square().sum(-1)
-        self._features_t[m : m + k] = feature.mT.to(self.feature_dtype)
-        schur_inverse = torch.cholesky_inverse(schur)
-        self._gram_inverse = _bordered_inverse(
-            self._gram_inverse, extension, schur_inverse
+        self.flops += 2 * A * m * r + k * self._columns.flops_per_column
+        self.flops += (
+            A * (k + b) * (k + b + 6) + 2 * n * m * k + 4 * (m + k) ** 2 * (k + b)
         )
-        self._projected_targets = torch.cat([self._projected_targets, target])
-        self._weights = torch.cat([self._weights - extension @ step, step])
-        corner_inverse = torch.linalg.solve_triangular(corner, eye, upper=False)
-        self._factor_inverse = torch.cat(
-            [
-                torch.cat([self._factor_inverse, link.new_zeros(m, k)], dim=1),
-                torch.cat(
-                    [-corner_inverse @ link.mT @ self._factor_inverse, corner_inverse],
-                    dim=1,
-                ),
-            ]
-        )
-        self.dictionary = torch.cat([self.dictionary, indices])
-        A, n = self.num_points, observed.numel()
-        self.flops += 3 * A * k * self.points.shape[-1] + 4 * A * m * k
-        self.flops += 2 * A * k * k + 6 * A * k + 2 * n * m * k + 4 * m * m * k
+
+    def _record(self, indices: Tensor, counts: Tensor, sums: Tensor) -> None:
+        self.counts.index_add_(0, indices, counts)
+        self.target_sums.index_add_(0, indices, sums)
 
     @torch.no_grad()
     def remove_from_dictionary(self, index: int) -> None:
@@ -422,6 +495,7 @@ class CandidateState:
         accumulated by many updates."""
         with torch.no_grad():
             self.prior_variance = self.kernel(self.points, diag=True).to(self.points)
+        self._columns = KernelColumns(self.kernel, self.points)
         self._reset_dictionary(self.dictionary)
 
     def _reset_dictionary(self, dictionary: Tensor) -> None:
