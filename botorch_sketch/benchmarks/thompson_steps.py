@@ -317,8 +317,8 @@ def matmul_throughput(
     bandwidth) or of a large compute-bound one.
     """
     g = torch.Generator().manual_seed(0)
-    A = torch.randn(rows, inner, generator=g, dtype=torch.float64).to(dtype)
-    B = torch.randn(inner, cols, generator=g, dtype=torch.float64).to(dtype)
+    A = torch.randn(rows, inner, generator=g, dtype=dtype)
+    B = torch.randn(inner, cols, generator=g, dtype=dtype)
     best = math.inf
     for _ in range(5):
         start = time.perf_counter()
@@ -378,7 +378,8 @@ def measure_thompson_steps(
         A dict with ``"settings"`` (the arguments, the measured matrix-vector
         throughput ``"gemv_flops"`` for ``N x (M + m)`` products in the cache dtype,
         that of a ``1024^3`` product ``"gemm_flops"`` and the process's peak
-        resident memory ``"peak_rss_gib"``), ``"timings"``
+        resident memory ``"peak_rss_gib"`` before these throughput measurements),
+        ``"timings"``
         (method key -> ``t`` -> :class:`StepTimings`), ``"growth"`` (S-GP-TS method
         -> its step time at the largest ``t`` over that at the smallest,
         ``{"median", "min"}``; empty for one ``t``) and ``"speedup"`` (exact method
@@ -440,6 +441,7 @@ def measure_thompson_steps(
         for name, runs in timings.items()
         if name in BASELINE_OF and BASELINE_OF[name] in timings
     }
+    peak_rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     dtype = _DTYPES[cache_dtype] or torch.float64
     return {
         "settings": {
@@ -459,7 +461,7 @@ def measure_thompson_steps(
                 num_arms, num_features + num_inducing, 1, dtype
             ),
             "gemm_flops": matmul_throughput(1024, 1024, 1024, dtype),
-            "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            "peak_rss_gib": peak_rss_gib,
         },
         "timings": timings,
         "growth": growth,
