@@ -30,8 +30,8 @@ from botorch_sketch.generation.variance_tracking import (
     CachedGeometry,
     CandidateGeometry,
     FrozenDictionaryTracker,
+    LazyArgmax,
     ResidualDirectionTracker,
-    lazy_argmax,
 )
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.nystrom import NystromGP
@@ -190,13 +190,12 @@ def gen_bbkb_batch(
             ResidualDirectionTracker if residual_update else FrozenDictionaryTracker
         )(geometry)
         rules = _make_rules(rule, geometry)
-        upper_bounds = geometry.mean + radius * geometry.scaled_variance.sqrt()
+        argmax = LazyArgmax(geometry.mean, radius, tracker)
         chosen: list[int] = []
         values: list[float] = []
         bound = 1.0
         while max_batch_size is None or len(chosen) < max_batch_size:
-            index = lazy_argmax(geometry.mean, radius, tracker, upper_bounds)
-            value = float(upper_bounds[index])
+            index, value = argmax()
             proposed = _first_admitting(rules, index, ratio_threshold)
             forced = min_batch_size is not None and len(chosen) < min_batch_size
             if chosen and proposed is None and not forced:

@@ -321,32 +321,57 @@ class ResidualDirectionTracker:
         self.flops += 4.0 * len(geometry) * (w.shape[0] + self.extra.count)
 
 
-def lazy_argmax(
-    mean: Tensor,
-    radius: float,
-    tracker: FrozenDictionaryTracker | ResidualDirectionTracker,
-    upper_bounds: Tensor,
-    block_size: int = 64,
-) -> int:
-    r"""Exact ``argmax_x mu(x) + radius sigma~_t(x)`` refreshing only candidates
-    whose stale score (an upper bound, kept in ``upper_bounds`` and updated in place)
-    can still beat the best refreshed one.
+class LazyArgmax:
+    r"""Exact ``argmax_x mu(x) + radius sigma~_t(x)`` at every step of a batch.
 
-    Returns:
-        The index of the maximizer (the same as a full recomputation's).
+    In-batch variances only decrease, so start-of-batch scores are upper bounds
+    (lazy greedy evaluation, Minoux 1978). The candidates are sorted once by their
+    start-of-batch score; a step refreshes the candidates it refreshed before
+    (``O(r m)`` for ``r`` of them) and then walks down the sorted list, refreshing
+    blocks of candidates while the next start-of-batch score can still reach the
+    best refreshed score. No step touches all ``n`` candidates (except with an eager
+    tracker, whose variances are all current anyway). Ties go to the lowest index,
+    as ``torch.argmax`` of a full recomputation.
     """
-    n = mean.shape[0]
-    if tracker.eager:
-        upper_bounds.copy_(mean + radius * tracker.variance.sqrt())
-        return int(upper_bounds.argmax())
-    fresh = torch.zeros(n, dtype=torch.bool)
-    while True:
-        stale_bounds = upper_bounds.masked_fill(fresh, -float("inf"))
-        k = min(block_size, int((~fresh).sum()))
-        top = stale_bounds.topk(k).indices
-        upper_bounds[top] = mean[top] + radius * tracker.refresh(top).sqrt()
-        fresh[top] = True
-        best = int(upper_bounds.masked_fill(~fresh, -float("inf")).argmax())
-        if fresh.all() or upper_bounds[best] >= upper_bounds[~fresh].max():
-            return best
-        block_size *= 2
+
+    def __init__(
+        self,
+        mean: Tensor,
+        radius: float,
+        tracker: FrozenDictionaryTracker | ResidualDirectionTracker,
+        block_size: int = 64,
+    ) -> None:
+        self.mean = mean
+        self.radius = radius
+        self.tracker = tracker
+        self.block_size = block_size
+        self.bounds = mean + radius * tracker.variance.sqrt()
+        self.order = torch.argsort(self.bounds, descending=True, stable=True)
+        self.position = 0
+        self.refreshed = self.order[:0]
+        self.scores = self.bounds[:0]
+
+    def _scores(self, indices: Tensor) -> Tensor:
+        return self.mean[indices] + self.radius * self.tracker.refresh(indices).sqrt()
+
+    def __call__(self) -> tuple[int, float]:
+        r"""``(index, score)`` of the current maximizer."""
+        if self.tracker.eager:
+            scores = self.mean + self.radius * self.tracker.variance.sqrt()
+            index = int(scores.argmax())
+            return index, float(scores[index])
+        refreshed, scores = self.refreshed, self._scores(self.refreshed)
+        block = self.block_size
+        while self.position < self.order.shape[0]:
+            best = float(scores.max()) if scores.numel() else -float("inf")
+            if float(self.bounds[self.order[self.position]]) < best:
+                break
+            new = self.order[self.position : self.position + block]
+            self.position += new.shape[0]
+            refreshed = torch.cat([refreshed, new])
+            scores = torch.cat([scores, self._scores(new)])
+            block *= 2
+        self.refreshed, self.scores = refreshed, scores
+        top = scores.max()
+        index = int(refreshed[scores == top].min())
+        return index, float(top)

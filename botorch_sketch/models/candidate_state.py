@@ -54,7 +54,8 @@ from botorch_sketch.utils.validation import check_matrix, check_positive
 #: ``A x block`` temporaries of :meth:`CandidateState.observe`).
 OBSERVATION_BLOCK = 64
 
-#: Feature columns allocated first (the buffer doubles when full).
+#: Feature columns allocated first; a full buffer grows by half (a smaller transient
+#: than doubling when ``A`` is large).
 _INITIAL_CAPACITY = 32
 
 
@@ -566,7 +567,7 @@ class CandidateState:
         capacity = self._features_t.shape[0]
         if columns <= capacity:
             return
-        grown = self._allocate(max(columns, 2 * capacity))
+        grown = self._allocate(max(columns, capacity + capacity // 2))
         grown[:capacity] = self._features_t
         self._features_t = grown
 

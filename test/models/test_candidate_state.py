@@ -62,7 +62,7 @@ def random_walk(state: CandidateState, steps: int, seed: int, check_every: int =
             size = int(torch.randint(1, 6, (1,), generator=generator))
             indices = torch.randint(num_arms, (size,), generator=generator)
             rewards = torch.randn(size, generator=generator, dtype=DTYPE)
-            pool = torch.cat([state.observed, indices])
+            pool = torch.cat([state.observed.cpu(), indices])
             keep = torch.rand(pool.shape[0], generator=generator) < 0.6
             keep[-1] = True
             state.update(indices, rewards.to(state.points), pool[keep])
@@ -262,3 +262,16 @@ def test_bad_construction():
         CandidateState(arms, kernel, 1.0, feature_dtype=torch.long)
     with pytest.raises(ValueError, match="points"):
         CandidateState(arms[:0], kernel, 1.0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_cuda_state_follows_the_device_and_matches_the_cpu():
+    arms, kernel = make_arms()
+    cpu = CandidateState(arms, kernel, 0.1)
+    gpu = CandidateState(arms.cuda(), kernel.cuda(), 0.1)
+    for state in (cpu, gpu):
+        for _ in random_walk(state, 100, seed=7):
+            pass
+    assert gpu.mean.device.type == "cuda" and gpu.features.device.type == "cuda"
+    torch.testing.assert_close(gpu.mean.cpu(), cpu.mean, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(gpu.variance.cpu(), cpu.variance, rtol=1e-8, atol=1e-10)
