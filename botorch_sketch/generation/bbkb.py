@@ -71,6 +71,7 @@ class GlobalRule:
     def __init__(self, geometry: CandidateGeometry | CachedGeometry) -> None:
         self.geometry = geometry
         self.total = 1.0
+        self.min_variance = float(geometry.scaled_variance.min())
 
     def bound_with(self, index: int) -> float:
         return self.total + float(self.geometry.scaled_variance[index])
@@ -166,7 +167,8 @@ def gen_bbkb_batch(
     else:
         if not isinstance(state, CandidateState):
             raise TypeError(f"`state` must be a CandidateState, got {state!r}.")
-        check_matrix(choices, "choices", num_cols=state.points.shape[-1])
+        if choices is not state.points:
+            check_matrix(choices, "choices", num_cols=state.points.shape[-1])
         if choices.shape[0] != state.num_points:
             raise ValueError(
                 f"`choices` has {choices.shape[0]} rows but `state` holds "
@@ -195,9 +197,11 @@ def gen_bbkb_batch(
         values: list[float] = []
         bound = 1.0
         while max_batch_size is None or len(chosen) < max_batch_size:
+            forced = min_batch_size is not None and len(chosen) < min_batch_size
+            if chosen and not forced and _nothing_admissible(rules, ratio_threshold):
+                break
             index, value = argmax()
             proposed = _first_admitting(rules, index, ratio_threshold)
-            forced = min_batch_size is not None and len(chosen) < min_batch_size
             if chosen and proposed is None and not forced:
                 break
             bound = proposed if proposed is not None else rules[0].bound_with(index)
@@ -239,6 +243,16 @@ def _make_rules(
     if rule == "local":
         return [LocalRule(geometry)]
     return [GlobalRule(geometry), LocalRule(geometry)]
+
+
+def _nothing_admissible(
+    rules: list[GlobalRule | LocalRule], threshold: float
+) -> bool:
+    r"""Whether the global rule alone decides and admits no candidate at all
+    (``total + min_x sigma~^2_fb(x) > C~``), so the next argmax can be skipped."""
+    if len(rules) != 1 or not isinstance(rules[0], GlobalRule):
+        return False
+    return rules[0].total + rules[0].min_variance > threshold
 
 
 def _first_admitting(

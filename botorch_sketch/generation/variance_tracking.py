@@ -325,9 +325,10 @@ class LazyArgmax:
     r"""Exact ``argmax_x mu(x) + radius sigma~_t(x)`` at every step of a batch.
 
     In-batch variances only decrease, so start-of-batch scores are upper bounds
-    (lazy greedy evaluation, Minoux 1978). The candidates are sorted once by their
-    start-of-batch score; a step refreshes the candidates it refreshed before
-    (``O(r m)`` for ``r`` of them) and then walks down the sorted list, refreshing
+    (lazy greedy evaluation, Minoux 1978). The first step is a plain argmax; then
+    the candidates are sorted once by their start-of-batch score, and a step
+    refreshes the candidates it refreshed before (``O(r m)`` for ``r`` of them)
+    and then walks down the sorted list, refreshing
     blocks of candidates while the next start-of-batch score can still reach the
     best refreshed score. No step touches all ``n`` candidates (except with an eager
     tracker, whose variances are all current anyway). Ties go to the lowest index,
@@ -346,9 +347,9 @@ class LazyArgmax:
         self.tracker = tracker
         self.block_size = block_size
         self.bounds = mean + radius * tracker.variance.sqrt()
-        self.order = torch.argsort(self.bounds, descending=True, stable=True)
+        self.order: Tensor | None = None  # sorted on the second call
         self.position = 0
-        self.refreshed = self.order[:0]
+        self.refreshed = torch.zeros(0, dtype=torch.long, device=mean.device)
         self.scores = self.bounds[:0]
 
     def _scores(self, indices: Tensor) -> Tensor:
@@ -360,6 +361,11 @@ class LazyArgmax:
             scores = self.mean + self.radius * self.tracker.variance.sqrt()
             index = int(scores.argmax())
             return index, float(scores[index])
+        if self.order is None:
+            if self.tracker.step == 0:  # nothing hallucinated yet: all scores current
+                index = int(self.bounds.argmax())
+                return index, float(self.bounds[index])
+            self.order = torch.argsort(self.bounds, descending=True, stable=True)
         refreshed, scores = self.refreshed, self._scores(self.refreshed)
         block = self.block_size
         while self.position < self.order.shape[0]:
