@@ -155,7 +155,7 @@ class CachedGeometry(_Geometry):
 
     def feature_rows(self, indices: Tensor | int) -> Tensor:
         r"""Cached features ``z(x)`` of some candidates."""
-        return self.state.features[indices].to(self._dtype)
+        return self.state.feature_rows(indices)
 
     def solve(self, vector: Tensor) -> Tensor:
         r"""``V^{-1} v``."""
@@ -163,7 +163,8 @@ class CachedGeometry(_Geometry):
 
     @cached_property
     def features(self) -> Tensor:
-        r"""``n x m`` cached features (in the candidates' dtype)."""
+        r"""``n x m`` cached features (in the candidates' dtype; formed on first use,
+        for the local rule and the residual updates)."""
         return self.state.features.to(self._dtype)
 
     @property

@@ -30,17 +30,24 @@ Cholesky factor for ``F``). :class:`CandidateState` caches the ``A x m`` feature
   the feature-space direction no other dictionary point spans; dropping it takes
   ``(z^T u)^2`` from ``||z||^2``, ``(z^T V^{-1} u)^2 / u^T V^{-1} u`` from
   ``z^T V^{-1} z`` and ``(z^T V^{-1} u)(u^T w) / u^T V^{-1} u`` from ``mu``
-  (inverse of a principal submatrix); one Householder reflection, applied to ``Phi``
-  as a matrix-vector product and a rank-one update, then rotates ``u`` onto the last
-  coordinate, which is dropped.
+  (inverse of a principal submatrix); one Householder reflection of the ``m x m``
+  quantities then rotates ``u`` onto the last coordinate, which is dropped.
 
-The posterior is invariant under the rotation, so ``F`` need not stay triangular.
-When the dictionary holds every observed candidate this is the incremental exact GP
-(noise ``lambda``): a step costs ``O(A t)`` and never ``O(A m^2)``. :meth:`refresh`
-recomputes everything from scratch (``O(A m^2)``), e.g. after a hyperparameter change.
+The posterior is invariant under the rotation, so ``F`` need not stay triangular,
+and the cached features need not be rotated at all: the cache holds ``s >= m`` raw
+columns ``P`` and a basis ``B`` (``s x m``, orthonormal columns) with
+``Phi = P^T B``; a removal reflects ``B`` (``O(s m)``), an append adds raw columns, and
+``P`` is compacted to ``B^T P`` (one ``A x s x m`` product) once ``s > 2 m``. All the
+per-candidate updates of one batch end read the cache once, in one product
+``P^T [B r_1, ..., B r_j]``. When the dictionary holds every observed candidate this
+is the incremental exact GP (noise ``lambda``): a step costs ``O(A t)`` and never
+``O(A m^2)``. :meth:`refresh` recomputes everything from scratch (``O(A m^2)``), e.g.
+after a hyperparameter change.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from gpytorch.kernels import Kernel
@@ -57,6 +64,9 @@ OBSERVATION_BLOCK = 64
 #: Feature columns allocated first; a full buffer grows by half (a smaller transient
 #: than doubling when ``A`` is large).
 _INITIAL_CAPACITY = 32
+
+#: Candidates per chunk when the raw feature cache is compacted or rebuilt.
+_CHUNK = 8192
 
 
 class CandidateState:
@@ -126,7 +136,8 @@ class CandidateState:
             self.prior_variance = kernel(points, diag=True).detach().to(points)
         self._columns = KernelColumns(kernel, points)
         self.jitter = relative_jitter(points.dtype) * float(self.prior_variance.mean())
-        self._features_t = self._allocate(_INITIAL_CAPACITY)
+        self._raw_t = self._allocate(_INITIAL_CAPACITY)
+        self._stored = 0
         self.counts = points.new_zeros(num_points)
         self.target_sums = points.new_zeros(num_points)
         self._reset_dictionary(points.new_empty(0, dtype=torch.long))
@@ -184,9 +195,16 @@ class CandidateState:
 
     @property
     def features(self) -> Tensor:
-        r"""``A x m`` features ``z(x)`` (a view of the cache, ``feature_dtype``; the
-        cache is stored transposed, one contiguous row per feature)."""
-        return self._features_t[: self.size].mT
+        r"""``A x m`` features ``z(x)`` (``feature_dtype``), formed from the cache by
+        one ``A x s x m`` product; :meth:`feature_rows` reads a few rows."""
+        basis = self._basis.to(self.feature_dtype)
+        return (basis.mT @ self._raw_t[: self._stored]).mT
+
+    def feature_rows(self, indices: Tensor | int) -> Tensor:
+        r"""Features ``z(x)`` of some candidates (``k x m``, or ``m`` for one index;
+        candidates' dtype), ``O(k s m)``."""
+        raw = self._raw_t[: self._stored, indices].to(self.points)
+        return (raw.mT if raw.dim() == 2 else raw) @ self._basis
 
     @property
     def gram_inverse(self) -> Tensor:
@@ -254,7 +272,10 @@ class CandidateState:
         if not isinstance(indices, Tensor):
             indices = torch.tensor([self._check_index(indices)])
         indices = torch.unique(self._check_indices(indices.reshape(-1), "indices"))
-        self._append_and_observe(indices[~torch.isin(indices, self.dictionary)])
+        entering = indices[~torch.isin(indices, self.dictionary)]
+        none = self.points.new_empty(0)
+        self._execute([self._plan_append_observe(entering, indices[:0], none, none)])
+        self._compact_if_sparse()
 
     @torch.no_grad()
     def update(
@@ -262,12 +283,11 @@ class CandidateState:
     ) -> tuple[int, int]:
         r"""A batch end: observe rewards and make the dictionary ``dictionary``.
 
-        Everything is validated first. Points leaving the dictionary are removed
-        one at a time (``O(A m)`` each); the entering points and the observations
-        then take one pass over the cache together (``O(A m (k + b))`` for ``k``
-        entering points and ``b`` distinct observed candidates, blocks of
-        :data:`OBSERVATION_BLOCK`), as do :meth:`observe` and
-        :meth:`add_to_dictionary` alone.
+        Everything is validated first. The points leaving the dictionary, those
+        entering it and the observations (blocks of :data:`OBSERVATION_BLOCK`
+        distinct candidates) are planned on the ``m x m`` quantities, then the cache
+        is read once for all of them: ``O(A s (2 r + 2 k + b))`` for ``r`` leaving
+        and ``k`` entering points and ``b`` distinct observed candidates.
 
         Args:
             indices: ``b`` observed candidate indices (repeats allowed, may be
@@ -300,51 +320,115 @@ class CandidateState:
             0, inverse, torch.ones_like(rewards)
         )
         sums = torch.zeros_like(counts).index_add_(0, inverse, rewards)
-        # remove first (a smaller cache to pass over), unless every point leaves
+        # remove first (a smaller cache to read), unless every point leaves
         remove_first = len(leaving) < self.size
-        for index in leaving if remove_first else ():
-            self.remove_from_dictionary(index)
+        plans = [self._plan_removal(i) for i in leaving] if remove_first else []
         for start in range(0, max(distinct.numel(), 1), OBSERVATION_BLOCK):
             rows = slice(start, start + OBSERVATION_BLOCK)
-            self._append_and_observe(
-                entering if start == 0 else entering[:0],
-                distinct[rows],
-                counts[rows],
-                sums[rows],
+            plans.append(
+                self._plan_append_observe(
+                    entering if start == 0 else entering[:0],
+                    distinct[rows],
+                    counts[rows],
+                    sums[rows],
+                )
             )
-        for index in () if remove_first else leaving:
-            self.remove_from_dictionary(index)
+            self._execute(plans)
+            plans = []
+        if not remove_first:
+            self._execute([self._plan_removal(i) for i in leaving])
+        self._compact_if_sparse()
         return entering.numel(), len(leaving)
 
-    def _append_and_observe(
+    def _execute(self, plans: list[tuple[Tensor, Callable[[Tensor], None]]]) -> None:
+        r"""One read of the cache for every plan's right-hand sides (stored
+        coordinates, ``s x r_j``), then each plan's per-candidate update."""
+        if not plans:
+            return
+        products = self._read_cache(torch.cat([rhs for rhs, _ in plans], dim=-1))
+        start = 0
+        for rhs, apply in plans:
+            apply(products[:, start : start + rhs.shape[-1]])
+            start += rhs.shape[-1]
+
+    def _plan_removal(self, index: int) -> tuple[Tensor, Callable[[Tensor], None]]:
+        r"""Drop ``index`` from the ``m x m`` quantities and the basis now; return the
+        right-hand sides ``B [u, V^{-1} u]`` and the per-candidate update."""
+        position = int(torch.nonzero(self.dictionary == index).squeeze(-1)[0])
+        direction = self._factor_inverse[:, position]
+        direction = direction / direction.norm()
+        solved = self._gram_inverse @ direction
+        curvature = float(direction @ solved)
+        along_weights = float(direction @ self._weights)
+        rhs = self._basis @ torch.stack([direction, solved], dim=-1)
+        last = torch.zeros_like(direction)
+        last[-1] = 1.0
+        reflector = direction - last
+        norm = float(reflector.norm())
+        self._remove_last_coordinate(
+            reflector / norm if norm > 1e-12 else None, position
+        )
+        m, s = self.size + 1, self._stored
+        self.flops += 4.0 * self.num_points * s + 14.0 * m * m + 4.0 * s * m
+
+        def apply(products: Tensor) -> None:
+            along, coupled = products[:, 0], products[:, 1]
+            self._explained -= along.square()
+            self._quadratic -= coupled.square() / curvature
+            self.mean -= coupled * (along_weights / curvature)
+
+        return rhs, apply
+
+    def _remove_last_coordinate(self, reflector: Tensor | None, position: int) -> None:
+        r"""Reflect the ``m x m`` matrices and the basis by ``H = I - 2 h h^T``
+        (``O((m + s) m)``) and drop the last feature coordinate (and row
+        ``position`` of ``F``)."""
+        factor_inverse, gram_inverse = self._factor_inverse, self._gram_inverse
+        projected, basis = self._projected_targets, self._basis
+        if reflector is not None:
+            factor_inverse = _reflect(factor_inverse, reflector)
+            gram_inverse = _reflect(_reflect(gram_inverse, reflector).mT, reflector)
+            projected = projected - 2 * reflector * (reflector @ projected)
+            basis = _reflect(basis.mT, reflector).mT
+        keep = torch.arange(self.size, device=self.dictionary.device) != position
+        self._factor_inverse = factor_inverse[:-1][:, keep]
+        corner = gram_inverse[-1, -1]
+        edge = gram_inverse[:-1, -1]
+        self._gram_inverse = _symmetric(
+            gram_inverse[:-1, :-1] - torch.outer(edge, edge) / corner
+        )
+        self._projected_targets = projected[:-1]
+        self._weights = self._gram_inverse @ self._projected_targets
+        self._basis = basis[:, :-1]
+        self.dictionary = self.dictionary[keep]
+
+    def _plan_append_observe(
         self,
         entering: Tensor,
-        indices: Tensor | None = None,
-        counts: Tensor | None = None,
-        sums: Tensor | None = None,
-    ) -> None:
+        indices: Tensor,
+        counts: Tensor,
+        sums: Tensor,
+    ) -> tuple[Tensor, Callable[[Tensor], None]]:
         r"""Append ``k`` dictionary points, then observe ``b`` distinct candidates
-        (multiplicities ``counts``, reward sums ``sums``), in one pass over the cache.
+        (multiplicities ``counts``, reward sums ``sums``): the ``m x m`` quantities
+        now, the per-candidate update from one read of the cache.
 
         Append (block-bordered factor): with ``L = F^{-1} K_SE`` and
         ``R R^T = K_EE + eps I - L^T L`` the new features are
         ``c(x) = R^{-1} (k_E(x) - L^T z(x))``; ``V`` is bordered by
-        ``B = Z_X^T C c_X`` and ``c_X^T C c_X + lambda I`` (``X`` the candidates
+        ``B_V = Z_X^T C c_X`` and ``c_X^T C c_X + lambda I`` (``X`` the candidates
         observed so far). Observe (Woodbury): ``G = V^{-1} Z_b^T`` and
-        ``K = C_b^{-1} + Z_b G`` on the appended features. Every ``m``- and
-        ``b``-sized quantity is formed first from observed rows only; the cache is
-        then read once for ``Phi [L R^{-T}, V^{-1} B, G]``.
+        ``K = C_b^{-1} + Z_b G`` on the appended features. Only observed rows of
+        the cache are read here; the returned right-hand sides are
+        ``B [L R^{-T}, V^{-1} B_V, G]``.
         """
-        if indices is None:
-            indices = entering[:0]
-            counts = sums = self.points.new_empty(0)
         k, m, b = entering.numel(), self.size, indices.numel()
         if k == 0 and (b == 0 or m == 0):
-            self._record(indices, counts, sums)
-            return
+            return self._basis[:, :0], lambda products: self._record(
+                indices, counts, sums
+            )
         tkwargs = {"dtype": self.points.dtype, "device": self.points.device}
-        self._ensure_capacity(m + k)
-        right = []  # m x r right-hand sides of the one pass over the cache
+        basis, right = self._basis, []  # m x r right-hand sides (feature coordinates)
         if k > 0:
             eye = torch.eye(k, **tkwargs)
             block = self._columns(entering)  # A x k
@@ -353,9 +437,11 @@ class CandidateState:
             scaled_link = _right_solve_lower_t(link, corner)
             observed = self.observed
             weights = self.counts[observed].unsqueeze(-1)
-            Z_X = self.features[observed].to(self.points)
-            C_X = _right_solve_lower_t(block[observed], corner) - Z_X @ scaled_link
-            border = Z_X.mT @ (weights * C_X)  # m x k
+            raw_X = self._raw_t[: self._stored, observed].to(self.points)  # s x n
+            C_X = _right_solve_lower_t(block[observed], corner) - raw_X.mT @ (
+                basis @ scaled_link
+            )
+            border = basis.mT @ (raw_X @ (weights * C_X))  # m x k
             extension = self._gram_inverse @ border
             schur = _cholesky(
                 C_X.mT @ (weights * C_X) + self.noise * eye - border.mT @ extension
@@ -383,13 +469,18 @@ class CandidateState:
                     ),
                 ]
             )
+            self.dictionary = torch.cat([self.dictionary, entering])
+            self.flops += (
+                k * self._columns.flops_per_column
+                + 4.0 * self._stored * (observed.numel() + m) * k
+            )
         if b > 0:
-            Z_b = self.features[indices].to(self.points)
-            mean_b = self.mean[indices]
+            Z_b = self.feature_rows(indices)
             if k > 0:
                 C_b = _right_solve_lower_t(block[indices], corner) - Z_b @ scaled_link
-                mean_b = mean_b + (C_b - Z_b @ extension) @ step
                 Z_b = torch.cat([Z_b, C_b], dim=-1)
+            # the mean at the observed rows, after the planned removals and append
+            mean_b = Z_b @ self._weights
             G = self._gram_inverse @ Z_b.mT  # (m + k) x b
             woodbury = _cholesky(torch.diag(counts.reciprocal()) + Z_b @ G)
             coefficients = torch.cholesky_solve(
@@ -402,31 +493,57 @@ class CandidateState:
             )
             self._projected_targets = self._projected_targets + Z_b.mT @ sums
             self._weights = self._weights + G @ coefficients
-        products = self._times_features(torch.cat(right, dim=-1))  # A x r
-        if k > 0:
-            feature = _right_solve_lower_t(block, corner) - products[:, :k]
-            direction = feature - products[:, k : 2 * k]
-            self._quadratic += _right_solve_lower_t(direction, schur).square().sum(-1)
-            self.mean += direction @ step
-            self._explained += feature.square().sum(-1)
-            self._features_t[m : m + k] = feature.mT.to(self.feature_dtype)
-            self.dictionary = torch.cat([self.dictionary, entering])
-        if b > 0:
-            U = products[:, 2 * k :]
+            self.flops += 2.0 * b * self._stored * m + 4.0 * (m + k) ** 2 * b
+        rhs = basis @ torch.cat(right, dim=-1)
+        A, r = self.num_points, rhs.shape[-1]
+        self.flops += 2.0 * A * self._stored * r + A * (k + b) * (k + b + 6)
+
+        def apply(products: Tensor) -> None:
             if k > 0:
-                U = U + feature @ G[m:]
-            self._quadratic -= _right_solve_lower_t(U, woodbury).square().sum(-1)
-            self.mean += U @ coefficients
-        self._record(indices, counts, sums)
-        A, n, r = (
-            self.num_points,
-            self.observed.numel(),
-            sum(x.shape[-1] for x in right),
-        )
-        self.flops += 2 * A * m * r + k * self._columns.flops_per_column
-        self.flops += (
-            A * (k + b) * (k + b + 6) + 2 * n * m * k + 4 * (m + k) ** 2 * (k + b)
-        )
+                feature = _right_solve_lower_t(block, corner) - products[:, :k]
+                direction = feature - products[:, k : 2 * k]
+                self._quadratic += (
+                    _right_solve_lower_t(direction, schur).square().sum(-1)
+                )
+                self.mean += direction @ step
+                self._explained += feature.square().sum(-1)
+                self._append_raw(feature)
+            if b > 0:
+                U = products[:, 2 * k :]
+                if k > 0:
+                    U = U + feature @ G[m:]
+                self._quadratic -= _right_solve_lower_t(U, woodbury).square().sum(-1)
+                self.mean += U @ coefficients
+            self._record(indices, counts, sums)
+
+        return rhs, apply
+
+    def _append_raw(self, feature: Tensor) -> None:
+        r"""Store ``k`` new feature columns as raw columns; the basis grows by an
+        identity block."""
+        s, k = self._stored, feature.shape[-1]
+        self._ensure_capacity(s + k)
+        self._raw_t[s : s + k] = feature.mT.to(self.feature_dtype)
+        m = self._basis.shape[-1]
+        basis = self._basis.new_zeros(s + k, m + k)
+        basis[:s, :m] = self._basis
+        basis[s:, m:] = torch.eye(k, dtype=basis.dtype, device=basis.device)
+        self._basis = basis
+        self._stored = s + k
+
+    def _compact_if_sparse(self) -> None:
+        r"""Replace the raw columns by the features (``P <- B^T P``) once
+        ``s > 2 m + 32``: one ``A x s x m`` product every ``~m`` removals."""
+        s, m = self._stored, self.size
+        if s <= 2 * m + 32:
+            return
+        basis = self._basis.to(self.feature_dtype)
+        for start in range(0, self.num_points, _CHUNK):
+            columns = slice(start, start + _CHUNK)
+            self._raw_t[:m, columns] = basis.mT @ self._raw_t[:s, columns]
+        self._basis = torch.eye(m, dtype=self.points.dtype, device=self.points.device)
+        self._stored = m
+        self.flops += 2.0 * self.num_points * s * m
 
     def _record(self, indices: Tensor, counts: Tensor, sums: Tensor) -> None:
         self.counts.index_add_(0, indices, counts)
@@ -434,60 +551,16 @@ class CandidateState:
 
     @torch.no_grad()
     def remove_from_dictionary(self, index: int) -> None:
-        r"""Drop candidate ``index`` from the dictionary, ``O(A m)`` (one Householder
-        reflection of the cached features). A point not in it is left alone; the
-        last dictionary point cannot be removed."""
+        r"""Drop candidate ``index`` from the dictionary, ``O(A s)`` (one read of the
+        cache). A point not in it is left alone; the last dictionary point cannot be
+        removed."""
         index = self._check_index(index)
-        position = torch.nonzero(self.dictionary == index).squeeze(-1)
-        if position.numel() == 0:
+        if not bool((self.dictionary == index).any()):
             return
-        m = self.size
-        if m == 1:
+        if self.size == 1:
             raise ValueError("The dictionary must keep at least one point.")
-        i = int(position[0])
-        direction = self._factor_inverse[:, i]
-        direction = direction / direction.norm()
-        solved = self._gram_inverse @ direction
-        curvature = float(direction @ solved)
-        last = torch.zeros_like(direction)
-        last[-1] = 1.0
-        reflector = direction - last
-        norm = float(reflector.norm())
-        reflect = norm > 1e-12
-        reflector = reflector / norm if reflect else reflector
-        products = self._times_features(torch.stack([direction, solved, reflector], -1))
-        along, coupled = products[:, 0], products[:, 1]
-        self._explained -= along.square()
-        self._quadratic -= coupled.square() / curvature
-        self.mean -= coupled * (float(direction @ self._weights) / curvature)
-        if reflect:
-            self._features_t[:m].addr_(
-                reflector.to(self.feature_dtype),
-                products[:, 2].to(self.feature_dtype),
-                alpha=-2.0,
-            )
-        self._remove_last_coordinate(reflector if reflect else None, i)
-        self.flops += 6 * self.num_points * m + 12 * m * m
-
-    def _remove_last_coordinate(self, reflector: Tensor | None, position: int) -> None:
-        r"""Reflect the ``m x m`` matrices by ``H = I - 2 h h^T`` (``O(m^2)``) and drop
-        the last feature coordinate (and row ``position`` of ``F``)."""
-        factor_inverse, gram_inverse = self._factor_inverse, self._gram_inverse
-        projected = self._projected_targets
-        if reflector is not None:
-            factor_inverse = _reflect(factor_inverse, reflector)
-            gram_inverse = _reflect(_reflect(gram_inverse, reflector).mT, reflector)
-            projected = projected - 2 * reflector * (reflector @ projected)
-        keep = torch.arange(self.size, device=self.dictionary.device) != position
-        self._factor_inverse = factor_inverse[:-1][:, keep]
-        corner = gram_inverse[-1, -1]
-        edge = gram_inverse[:-1, -1]
-        self._gram_inverse = _symmetric(
-            gram_inverse[:-1, :-1] - torch.outer(edge, edge) / corner
-        )
-        self._projected_targets = projected[:-1]
-        self._weights = self._gram_inverse @ self._projected_targets
-        self.dictionary = self.dictionary[keep]
+        self._execute([self._plan_removal(index)])
+        self._compact_if_sparse()
 
     @torch.no_grad()
     def refresh(self) -> None:
@@ -508,15 +581,16 @@ class CandidateState:
             K = self.kernel(self.points[dictionary]).to_dense().to(self.points)
             chol = torch.linalg.cholesky(K + self.jitter * eye)
             self._factor_inverse = torch.linalg.solve_triangular(chol, eye, upper=False)
-            for rows in torch.arange(self.num_points).split(2048):
+            for rows in torch.arange(self.num_points).split(_CHUNK):
                 block = self.kernel(self.points[rows], self.points[dictionary])
-                self._features_t[:m, rows] = (
+                self._raw_t[:m, rows] = (
                     self._factor_inverse @ block.to_dense().to(self.points).mT
                 ).to(self.feature_dtype)
         else:
             self._factor_inverse = eye
+        self._stored, self._basis = m, eye
         observed = self.observed
-        Z = self.features[observed].to(self.points)
+        Z = self.feature_rows(observed)
         gram = Z.mT @ (self.counts[observed].unsqueeze(-1) * Z) + self.noise * eye
         chol_gram = torch.linalg.cholesky(gram)
         self._gram_inverse = torch.cholesky_inverse(chol_gram)
@@ -524,7 +598,7 @@ class CandidateState:
         self._weights = torch.cholesky_solve(
             self._projected_targets.unsqueeze(-1), chol_gram
         ).squeeze(-1)
-        features = self.features.to(self.points)
+        features = self._raw_t[:m].mT.to(self.points)  # the basis is the identity
         self._explained = features.square().sum(-1)
         self.mean = features @ self._weights
         self._quadratic = (
@@ -538,12 +612,12 @@ class CandidateState:
         )
 
     # ---------------------------------------------------------------- helpers
-    def _times_features(self, matrix: Tensor) -> Tensor:
-        r"""``Phi @ matrix`` in the candidates' dtype (``A x k`` for ``m x k``), one
-        pass over the (transposed, contiguous) cache."""
-        if self.size == 0:
-            return matrix.new_zeros(self.num_points, matrix.shape[-1])
-        product = matrix.mT.to(self.feature_dtype) @ self._features_t[: self.size]
+    def _read_cache(self, rhs: Tensor) -> Tensor:
+        r"""``P^T rhs`` (``A x r``, candidates' dtype) for ``s x r`` right-hand sides
+        in stored coordinates: one pass over the (transposed, contiguous) cache."""
+        if self._stored == 0:
+            return rhs.new_zeros(self.num_points, rhs.shape[-1])
+        product = rhs.mT.to(self.feature_dtype) @ self._raw_t[: self._stored]
         return product.to(self.points).mT
 
     def _allocate(self, columns: int) -> Tensor:
@@ -564,12 +638,12 @@ class CandidateState:
         )
 
     def _ensure_capacity(self, columns: int) -> None:
-        capacity = self._features_t.shape[0]
+        capacity = self._raw_t.shape[0]
         if columns <= capacity:
             return
         grown = self._allocate(max(columns, capacity + capacity // 2))
-        grown[:capacity] = self._features_t
-        self._features_t = grown
+        grown[: self._stored] = self._raw_t[: self._stored]
+        self._raw_t = grown
 
     def _check_index(self, index: object) -> int:
         if isinstance(index, Tensor) and index.numel() == 1:

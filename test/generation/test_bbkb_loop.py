@@ -135,7 +135,7 @@ def test_failed_update_loses_nothing_and_can_be_retried(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("injected fault")
 
-    monkeypatch.setattr(CandidateState, "_append_and_observe", broken)
+    monkeypatch.setattr(CandidateState, "_execute", broken)
     with pytest.raises(RuntimeError, match="injected"):
         loop.tell(indices, rewards)
     # nothing recorded, the batch still pending, the posterior as before the call
