@@ -132,7 +132,7 @@ def replay_against_exact_gp(test, grid, leaf, f, *, reused=None, seed=1):
             threds_beta(len(Y), 0.5, 0.1, 1e-3),
         )  # fmt: skip
         open_idx = [i for i in range(len(grid)) if int(leaf[i]) not in declared]
-        # Spec rule: the lowest index among (near-)maximal values.
+        # Tie rule: the lowest index among (near-)maximal values.
         u_top, l_top = max(ucb[i] for i in open_idx), max(lcb[i] for i in open_idx)
         u_best = min(i for i in open_idx if ucb[i] >= u_top - 1e-8 * (1 + abs(u_top)))
         l_best = min(i for i in open_idx if lcb[i] >= l_top - 1e-8 * (1 + abs(l_top)))

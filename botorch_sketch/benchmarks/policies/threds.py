@@ -1,6 +1,6 @@
 r"""GP-ThreDS and its baseline IGP-UCB on a growing grid, as benchmark box policies.
 
-All follow the setup of Salgia, Vakili and Zhao (NeurIPS 2021, section 7). IGP-UCB
+All follow the experiments of Salgia, Vakili and Zhao (NeurIPS 2021). IGP-UCB
 comes twice: :class:`IGPUCBGridPolicy` refits the exact GP from scratch every step
 (the paper's loop), :class:`IncrementalIGPUCBGridPolicy` makes the same choices with
 one rank-one update of every grid point's posterior per observation once the grid
@@ -388,9 +388,10 @@ class IncrementalIGPUCBGridPolicy(IGPUCBGridPolicy):
         if self._gp is not None:
             expected = self._to_user(self._final_grid[self._asked])
             width = self.bounds[1] - self.bounds[0]
-            if chosen.shape != (1, width.shape[0]) or not (
-                (chosen[0] - expected).abs() <= 1e-9 * width
-            ).all():
+            if (
+                chosen.shape != (1, width.shape[0])
+                or not ((chosen[0] - expected).abs() <= 1e-9 * width).all()
+            ):
                 raise ValueError(
                     "`chosen` must be the point returned by the last ask()."
                 )
