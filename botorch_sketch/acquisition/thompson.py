@@ -57,10 +57,9 @@ class AlphaSchedule:
 
         alpha_t = 1 + a (B + R sqrt(2 log(t^2) / tau) + c),
 
-    the form of Vakili et al. (NeurIPS 2021), eq. (10), as recorded in the project's
-    S-GP-TS notes: ``B`` bounds the RKHS norm of the objective, ``R`` is the
-    sub-Gaussian noise scale, ``tau`` the regularization (noise) parameter, and ``a``,
-    ``c`` collect the approximation-quality constants. The paper's experiments use
+    the form of Vakili et al. (NeurIPS 2021), eq. (10): ``B`` bounds the RKHS norm of
+    the objective, ``R`` is the sub-Gaussian noise scale, ``tau`` the regularization
+    (noise) parameter, and ``a``, ``c`` collect the approximation-quality constants. The paper's experiments use
     the constant ``alpha = 1`` (pass a float where a schedule is accepted).
 
     Example:
