@@ -15,6 +15,11 @@ from botorch_sketch.generation.bbkb import (
 )
 from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.thompson import gen_thompson_candidates
+from botorch_sketch.generation.thompson_arms import (
+    ArmFeatureCache,
+    CachedSparseThompson,
+    IncrementalExactThompson,
+)
 from botorch_sketch.generation.threds import GPThreDS
 from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
 from botorch_sketch.models.variational import (
@@ -31,6 +36,9 @@ __all__ = [
     "ScaledPathThompsonSampling",
     "draw_scaled_paths",
     "gen_thompson_candidates",
+    "ArmFeatureCache",
+    "CachedSparseThompson",
+    "IncrementalExactThompson",
     "BBKB",
     "BBKBBatch",
     "BKBUpperConfidenceBound",
