@@ -31,6 +31,7 @@ time, ``O(chunk (M + s))`` memory.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import NamedTuple
 
 import torch
@@ -293,7 +294,7 @@ class ArmFeatureCache:
         return out.to(dtype)
 
 
-class ArmThompsonSampler:
+class ArmThompsonSampler(ABC):
     r"""Observations and path draws shared by the finite-arm samplers."""
 
     def __init__(self, cache: ArmFeatureCache, noise_variance: float) -> None:
@@ -310,9 +311,9 @@ class ArmThompsonSampler:
         return self.observed.shape[0]
 
     @property
+    @abstractmethod
     def noise_size(self) -> int:
         r"""Length of the standard normal vector each path draws for its update."""
-        raise NotImplementedError
 
     @property
     def memory_bytes(self) -> int:
@@ -320,14 +321,14 @@ class ArmThompsonSampler:
         held = [self.observed, self.targets, *self._state()]
         return self.cache.stored_bytes + sum(x.numel() * x.element_size() for x in held)
 
+    @abstractmethod
     def _state(self) -> list[Tensor]:
         r"""The sampler's own tensors (for :attr:`memory_bytes`)."""
-        raise NotImplementedError
 
     @property
+    @abstractmethod
     def update_arms(self) -> Tensor:
         r"""Arms whose kernel columns enter the paths (observed or inducing)."""
-        raise NotImplementedError
 
     def _append(self, indices: Tensor, rewards: Tensor) -> tuple[Tensor, Tensor]:
         r"""Check and store observations; return them as arm indices and targets."""
@@ -365,10 +366,14 @@ class ArmThompsonSampler:
         values, indices = self.path_values(weights, noise, alpha).max(dim=0)
         return ThompsonArms(indices, values)
 
+    @abstractmethod
+    def observe(self, indices: Tensor, rewards: Tensor) -> None:
+        r"""Append ``b`` observations: arm ``indices`` (``b``) with ``rewards``."""
+
+    @abstractmethod
     def path_values(self, weights: Tensor, noise: Tensor, alpha: float = 1.0) -> Tensor:
         r"""``N x q`` values of the paths with prior weights ``weights`` (``q x M``)
         and standard normal update draws ``noise`` (``q x noise_size``)."""
-        raise NotImplementedError
 
 
 class _GrowingCholesky:
@@ -569,6 +574,7 @@ class CachedSparseThompson(ArmThompsonSampler):
             jitter = settings.variational_cholesky_jitter.value(dtype=dtype)
         self.jitter = float(jitter)
         self.reselections = 0
+        self.inducing_arms = self.observed.clone()  # no observations, no Z yet
 
     @property
     def noise_size(self) -> int:
@@ -587,7 +593,7 @@ class CachedSparseThompson(ArmThompsonSampler):
         r"""Append ``b`` observations and update ``Z`` and ``q(u)`` (see the class)."""
         first = self.num_observations == 0
         if not first and self.inducing_quality == "improvement":
-            _, _ = self._append(indices, rewards)
+            self._append(indices, rewards)
             self._reselect(self._expected_improvement())
         elif first:
             self._append(indices, rewards)
@@ -637,10 +643,8 @@ class CachedSparseThompson(ArmThompsonSampler):
             X, cache.kernel, self.num_inducing, quality=quality
         )
         pivots = selection.indices
-        old = getattr(self, "inducing_arms", None)
+        cache.remove_columns(self.inducing_arms)
         self.inducing_arms = self.observed[pivots]
-        if old is not None:
-            cache.remove_columns(old)
         cache.add_columns(self.inducing_arms)
         self._pivot_chol = selection.factor[:, pivots].mT
         self._pivot_variances = selection.pivot_variances
