@@ -43,10 +43,15 @@ from linear_operator import to_dense
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
-from botorch_sketch.acquisition.thompson import _seeded_features
+from botorch_sketch.acquisition.thompson import _normal, _seeded_features
 from botorch_sketch.models.inducing import conditional_variance_factor
 from botorch_sketch.models.variational import titsias_q_from_statistics
-from botorch_sketch.utils.validation import check_finite, check_matrix, check_positive
+from botorch_sketch.utils.validation import (
+    check_at_least,
+    check_finite,
+    check_matrix,
+    check_positive,
+)
 
 #: Kernel columns per stored block of :class:`ArmFeatureCache`.
 BLOCK_COLUMNS = 64
@@ -70,6 +75,13 @@ def _check_int(value: object, name: str, low: int) -> int:
     if value < low:
         raise ValueError(f"`{name}` must be >= {low}, got {value}.")
     return value
+
+
+def _check_generator(generator: object) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"`generator` must be a torch.Generator, got {type(generator)}."
+        )
 
 
 class ArmFeatureCache:
@@ -119,10 +131,7 @@ class ArmFeatureCache:
         _check_int(num_features, "num_features", 2)
         if num_features % 2:
             raise ValueError(f"`num_features` must be even, got {num_features}.")
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(
-                f"`generator` must be a torch.Generator, got {type(generator)}."
-            )
+        _check_generator(generator)
         check_positive(memory_budget, "memory_budget")
         if cache_dtype is not None and not (
             isinstance(cache_dtype, torch.dtype) and cache_dtype.is_floating_point
@@ -135,7 +144,8 @@ class ArmFeatureCache:
         self.cache_dtype = arms.dtype if cache_dtype is None else cache_dtype
         self.memory_budget = float(memory_budget)
         self._itemsize = torch.finfo(self.cache_dtype).bits // 8
-        seed = int(torch.randint(2**62, (1,), generator=generator))
+        device = None if generator is None else generator.device
+        seed = int(torch.randint(2**62, (1,), generator=generator, device=device))
         dim = arms.shape[-1]
         self.feature_map = _seeded_features(self.kernel, dim, num_features, seed)
         self.features: Tensor | None = None
@@ -355,14 +365,13 @@ class ArmThompsonSampler(ABC):
         r"""Draw ``q`` paths (weights, then update noise, from ``generator``) and
         return each path's argmax over the arms, ``O(N (M + s) q)``."""
         _check_int(q, "q", 1)
+        alpha = check_at_least(alpha, "alpha", 0.0)
+        _check_generator(generator)
         if self.num_observations == 0:
             raise ValueError("Observe at least one arm before sampling.")
-        dtype, device = self.cache.arms.dtype, self.cache.arms.device
-        shape = (q, self.cache.num_features)
-        weights = torch.randn(shape, generator=generator, dtype=dtype, device=device)
-        noise = torch.randn(
-            (q, self.noise_size), generator=generator, dtype=dtype, device=device
-        )
+        arms = self.cache.arms
+        weights = _normal((q, self.cache.num_features), generator).to(arms)
+        noise = _normal((q, self.noise_size), generator).to(arms)
         values, indices = self.path_values(weights, noise, alpha).max(dim=0)
         return ThompsonArms(indices, values)
 

@@ -277,3 +277,7 @@ def test_bad_input_names_the_argument():
     sampler.observe(torch.tensor([0]), torch.tensor([1.0], dtype=DTYPE))
     with pytest.raises(ValueError, match="q"):
         sampler.sample(0)
+    with pytest.raises(ValueError, match="alpha"):
+        sampler.sample(1, alpha=-1.0)
+    with pytest.raises(TypeError, match="generator"):
+        sampler.sample(1, generator=1)
