@@ -92,8 +92,7 @@ class ArmFeatureCache:
     stored as rows (``BLOCK_COLUMNS x N``: the product with a block's transpose runs
     over long contiguous rows, 3x faster than ``N x BLOCK_COLUMNS`` blocks; blocks
     are never copied when the set grows and freed slots are reused), as long as they
-    fit in
-    ``memory_budget`` bytes; what does not fit is recomputed in chunks of
+    fit in ``memory_budget`` bytes; what does not fit is recomputed in chunks of
     ``chunk_size`` arms by :meth:`evaluate`. ``cache_dtype`` (e.g. ``torch.float32``)
     sets the storage precision; results are in the arms' dtype.
 
@@ -399,11 +398,6 @@ class _GrowingCholesky:
         self.size = 0
         self.block = block
 
-    @property
-    def matrix(self) -> Tensor:
-        r"""The ``t x t`` factor (a view)."""
-        return self._buffer[: self.size, : self.size]
-
     def _blocks(self) -> list[tuple[int, int]]:
         return [
             (s, min(s + self.block, self.size)) for s in range(0, self.size, self.block)
@@ -582,6 +576,8 @@ class CachedSparseThompson(ArmThompsonSampler):
         if jitter is None:
             jitter = settings.variational_cholesky_jitter.value(dtype=dtype)
         self.jitter = float(jitter)
+        # The selection's eligibility threshold, relative to the largest prior variance.
+        self._rel_tol = settings.variational_cholesky_jitter.value(dtype=dtype)
         self.reselections = 0
         self.inducing_arms = self.observed.clone()  # no observations, no Z yet
 
@@ -601,26 +597,24 @@ class CachedSparseThompson(ArmThompsonSampler):
     def observe(self, indices: Tensor, rewards: Tensor) -> None:
         r"""Append ``b`` observations and update ``Z`` and ``q(u)`` (see the class)."""
         first = self.num_observations == 0
-        if not first and self.inducing_quality == "improvement":
-            self._append(indices, rewards)
-            self._reselect(self._expected_improvement())
-        elif first:
-            self._append(indices, rewards)
-            self._reselect(None)
-            if self.inducing_quality == "improvement":
+        indices, rewards = self._append(indices, rewards)
+        improvement = self.inducing_quality == "improvement"
+        if first:
+            self._reselect(None)  # first the conditional-variance model of the data
+            if improvement:
                 self._reselect(self._expected_improvement())
+        elif improvement:
+            self._reselect(self._expected_improvement())
+        elif self._selection_changes(indices):
+            self._reselect(None)
         else:
-            indices, rewards = self._append(indices, rewards)
-            if self._selection_changes(indices):
-                self._reselect(None)
-            else:
-                k_zx = self.cache.kernel_matrix(
-                    self.cache.arms[self.inducing_arms], self.cache.arms[indices]
-                )
-                phi = torch.linalg.solve_triangular(self._chol, k_zx, upper=False)
-                self._gram += phi @ phi.mT
-                self._projected += phi @ rewards
-                self._refresh_q()
+            k_zx = self.cache.kernel_matrix(
+                self.cache.arms[self.inducing_arms], self.cache.arms[indices]
+            )
+            phi = torch.linalg.solve_triangular(self._chol, k_zx, upper=False)
+            self._gram += phi @ phi.mT
+            self._projected += phi @ rewards
+            self._refresh_q()
 
     def _selection_changes(self, indices: Tensor) -> bool:
         r"""Whether greedy selection on all data picks other pivots than now."""
@@ -658,7 +652,6 @@ class CachedSparseThompson(ArmThompsonSampler):
         self._pivot_chol = selection.factor[:, pivots].mT
         self._pivot_variances = selection.pivot_variances
         self._threshold = selection.threshold
-        self._rel_tol = settings.variational_cholesky_jitter.value(dtype=X.dtype)
         Z = X[pivots]
         eye = torch.eye(Z.shape[0], dtype=Z.dtype, device=Z.device)
         self._chol = psd_safe_cholesky(cache.kernel_matrix(Z, Z) + self.jitter * eye)
