@@ -59,8 +59,9 @@ class AlphaSchedule:
 
     the form of Vakili et al. (NeurIPS 2021), eq. (10): ``B`` bounds the RKHS norm of
     the objective, ``R`` is the sub-Gaussian noise scale, ``tau`` the regularization
-    (noise) parameter, and ``a``, ``c`` collect the approximation-quality constants. The paper's experiments use
-    the constant ``alpha = 1`` (pass a float where a schedule is accepted).
+    (noise) parameter, and ``a``, ``c`` collect the approximation-quality constants.
+    The paper's experiments use the constant ``alpha = 1`` (pass a float where a
+    schedule is accepted).
 
     Example:
         >>> schedule = AlphaSchedule(scale=0.1, rkhs_norm=1.0, noise_scale=0.5)
