@@ -243,17 +243,29 @@ class FrozenDictionaryTracker:
     def step(self) -> int:
         return self.directions.count
 
-    def refresh(self, indices: Tensor) -> Tensor:
-        r"""Bring ``indices`` up to date; return their current variances."""
-        stale = indices[self.refreshed_at[indices] < self.step]
+    def refresh(self, indices: Tensor, rows: Tensor | None = None) -> Tensor:
+        r"""Bring ``indices`` up to date; return their current variances.
+
+        Args:
+            indices: ``k`` candidate indices.
+            rows: Optional ``k x m`` feature rows of ``indices`` (read from the
+                geometry otherwise), so callers that refresh the same candidates at
+                every step read their rows once.
+        """
+        is_stale = self.refreshed_at[indices] < self.step
+        stale = indices[is_stale]
         if stale.numel() > 0:
-            H, den = self.directions.matrix, self.directions.denominators
-            terms = (self.geometry.feature_rows(stale) @ H).square() / den
-            steps = torch.arange(self.step)
+            # only the steps since the oldest stale refresh
+            first = int(self.refreshed_at[stale].min())
+            H = self.directions.matrix[:, first:]
+            den = self.directions.denominators[first:]
+            rows = self.geometry.feature_rows(stale) if rows is None else rows[is_stale]
+            terms = (rows @ H).square() / den
+            steps = torch.arange(first, self.step)
             terms = terms * (steps >= self.refreshed_at[stale].unsqueeze(-1))
             self.variance[stale] = (self.variance[stale] - terms.sum(-1)).clamp_min(0)
             self.refreshed_at[stale] = self.step
-            self.flops += 2.0 * stale.numel() * H.shape[0] * self.step
+            self.flops += 2.0 * stale.numel() * H.shape[0] * H.shape[1]
         return self.variance[indices]
 
     def add(self, index: int) -> None:
@@ -328,7 +340,8 @@ class LazyArgmax:
     In-batch variances only decrease, so start-of-batch scores are upper bounds
     (lazy greedy evaluation, Minoux 1978). The first step is a plain argmax; then
     the candidates are sorted once by their start-of-batch score, and a step
-    refreshes the candidates it refreshed before (``O(r m)`` for ``r`` of them)
+    refreshes the candidates it refreshed before (``O(r m)`` for ``r`` of them, their
+    feature rows read once per batch)
     and then walks down the sorted list, refreshing
     blocks of candidates while the next start-of-batch score can still reach the
     best refreshed score. No step touches all ``n`` candidates (except with an eager
@@ -351,10 +364,12 @@ class LazyArgmax:
         self.order: Tensor | None = None  # sorted on the second call
         self.position = 0
         self.refreshed = torch.zeros(0, dtype=torch.long, device=mean.device)
+        self.rows = mean.new_zeros(0, tracker.geometry.num_features)  # of refreshed
         self.scores = self.bounds[:0]
 
-    def _scores(self, indices: Tensor) -> Tensor:
-        return self.mean[indices] + self.radius * self.tracker.refresh(indices).sqrt()
+    def _scores(self, indices: Tensor, rows: Tensor) -> Tensor:
+        variance = self.tracker.refresh(indices, rows)
+        return self.mean[indices] + self.radius * variance.sqrt()
 
     def __call__(self) -> tuple[int, float]:
         r"""``(index, score)`` of the current maximizer."""
@@ -367,18 +382,21 @@ class LazyArgmax:
                 index = int(self.bounds.argmax())
                 return index, float(self.bounds[index])
             self.order = torch.argsort(self.bounds, descending=True, stable=True)
-        refreshed, scores = self.refreshed, self._scores(self.refreshed)
+        refreshed, rows = self.refreshed, self.rows
+        scores = self._scores(refreshed, rows)
         block = self.block_size
         while self.position < self.order.shape[0]:
             best = float(scores.max()) if scores.numel() else -float("inf")
             if float(self.bounds[self.order[self.position]]) < best:
                 break
             new = self.order[self.position : self.position + block]
+            new_rows = self.tracker.geometry.feature_rows(new)
             self.position += new.shape[0]
             refreshed = torch.cat([refreshed, new])
-            scores = torch.cat([scores, self._scores(new)])
+            rows = torch.cat([rows, new_rows])
+            scores = torch.cat([scores, self._scores(new, new_rows)])
             block *= 2
-        self.refreshed, self.scores = refreshed, scores
+        self.refreshed, self.rows, self.scores = refreshed, rows, scores
         top = scores.max()
         index = int(refreshed[scores == top].min())
         return index, float(top)

@@ -348,3 +348,22 @@ def test_state_argument_is_checked():
         gen_bbkb_batch(None, arms, state="state")
     with pytest.raises(TypeError, match="model"):
         gen_bbkb_batch(None, arms)
+
+
+def test_lazy_argmax_breaks_ties_like_a_full_argmax():
+    # every arm twice: each step's maximizer is tied with its copy, and the lazy
+    # argmax must return the lower index, as torch.argmax of a full recomputation
+    arms, model = make_problem(n_arms=150)
+    doubled = torch.cat([arms, arms])
+    beta = 2.0
+    batch = gen_bbkb_batch(
+        model, doubled, ratio_threshold=1e9, beta=beta, max_batch_size=8
+    )
+    mean = model.posterior(doubled.unsqueeze(-2)).mean.squeeze()
+    chosen: list[int] = []
+    for step in range(8):
+        variance = hallucinated_variances(model, doubled, chosen)
+        scores = mean + beta * variance.sqrt()
+        best = int(batch.indices[step])
+        assert best < 150 and torch.isclose(scores[best], scores.max(), rtol=1e-12)
+        chosen.append(best)
