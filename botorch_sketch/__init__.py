@@ -21,6 +21,7 @@ from botorch_sketch.generation.thompson_arms import (
     IncrementalExactThompson,
 )
 from botorch_sketch.generation.threds import GPThreDS
+from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
 from botorch_sketch.models.variational import (
     CollapsedTitsiasBound,
@@ -42,6 +43,7 @@ __all__ = [
     "BBKB",
     "BBKBBatch",
     "BKBUpperConfidenceBound",
+    "CandidateState",
     "GPThreDS",
     "NystromGP",
     "NystromMarginalLogLikelihood",
