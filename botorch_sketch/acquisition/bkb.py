@@ -32,8 +32,8 @@ from botorch_sketch.utils.validation import (
 
 
 class TheoryRadius:
-    r"""The confidence radius of BBKB's Theorem 2 (DESIGN section 3.3), tracked
-    along a run:
+    r"""The confidence radius of BBKB's Theorem 2 (Calandriello et al., ICML 2020),
+    tracked along a run:
 
     .. math::
 

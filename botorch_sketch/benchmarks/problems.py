@@ -425,7 +425,7 @@ def make_threds_problem(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> Problem:
-    r"""GP-ThreDS's benchmark (Salgia et al., NeurIPS 2021, spec section 7).
+    r"""GP-ThreDS's benchmark (Salgia et al., NeurIPS 2021, experiments).
 
     Branin or Rosenbrock rescaled to ``[0, 1]^2`` (exact formulas of the spec),
     reward noise variance 0.01, SE kernel lengthscale 0.2, outputscale 1.
@@ -469,7 +469,7 @@ def make_sgpts_hartmann6(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> Problem:
-    r"""S-GP-TS's Hartmann-6 (Vakili et al., NeurIPS 2021; spec section 4).
+    r"""S-GP-TS's Hartmann-6 (Vakili et al., NeurIPS 2021, experiments).
 
     Negated Hartmann-6 on ``[0, 1]^6`` (max 3.32237), noise variance 0.5, SE kernel
     with lengthscale 0.2 and variance ``Var(f)`` over a seeded uniform sample.
