@@ -522,6 +522,9 @@ class CandidateState:
         r"""Store ``k`` new feature columns as raw columns; the basis grows by an
         identity block."""
         s, k = self._stored, feature.shape[-1]
+        if s + k > self._raw_t.shape[0]:
+            self._compact_if_sparse(force=True)  # before growing the buffer
+            s = self._stored
         self._ensure_capacity(s + k)
         self._raw_t[s : s + k] = feature.mT.to(self.feature_dtype)
         m = self._basis.shape[-1]
@@ -531,11 +534,12 @@ class CandidateState:
         self._basis = basis
         self._stored = s + k
 
-    def _compact_if_sparse(self) -> None:
+    def _compact_if_sparse(self, force: bool = False) -> None:
         r"""Replace the raw columns by the features (``P <- B^T P``) once
-        ``s > 2 m + 32``: one ``A x s x m`` product every ``~m`` removals."""
-        s, m = self._stored, self.size
-        if s <= 2 * m + 32:
+        ``s > 2 m + 32`` (one ``A x s x m`` product every ``~m`` removals), or
+        whenever ``s > m`` with ``force`` (before the buffer would grow)."""
+        s, m = self._stored, self._basis.shape[-1]
+        if s == m or (not force and s <= 2 * m + 32):
             return
         basis = self._basis.to(self.feature_dtype)
         for start in range(0, self.num_points, _CHUNK):

@@ -275,3 +275,20 @@ def test_cuda_state_follows_the_device_and_matches_the_cpu():
     assert gpu.mean.device.type == "cuda" and gpu.features.device.type == "cuda"
     torch.testing.assert_close(gpu.mean.cpu(), cpu.mean, rtol=1e-8, atol=1e-10)
     torch.testing.assert_close(gpu.variance.cpu(), cpu.variance, rtol=1e-8, atol=1e-10)
+
+
+def test_churn_compacts_the_cache_and_stays_exact():
+    # heavy churn: the raw cache is compacted (s falls back to m) and the buffer
+    # does not grow past what the live dictionary needs
+    arms, kernel = make_arms(num_arms=300)
+    state = CandidateState(arms, kernel, 0.5)
+    state.observe(torch.arange(300), torch.linspace(-1, 1, 300, dtype=DTYPE))
+    generator = torch.Generator().manual_seed(8)
+    stored = []
+    for _ in range(30):
+        dictionary = torch.randperm(300, generator=generator)[:25]
+        state.set_dictionary(dictionary)
+        stored.append(state._stored)
+    assert min(stored) == 25 and max(stored) <= 2 * 25 + 32
+    assert state._raw_t.shape[0] < 2 * 25 + 32 + 25
+    assert_matches_scratch(state, rtol=1e-8)
