@@ -62,6 +62,15 @@ def _check_count(value: int, name: str) -> int:
     return value
 
 
+def _check_quality(value: str) -> str:
+    r"""Validate an ``inducing_quality`` option."""
+    if value not in ("variance", "improvement"):
+        raise ValueError(
+            f"`inducing_quality` must be 'variance' or 'improvement', got {value!r}."
+        )
+    return value
+
+
 class _ThompsonSettings(Policy):
     r"""Settings and fixed kernel shared by the Thompson-sampling policies."""
 
@@ -239,12 +248,7 @@ class SGPTSPolicy(_ThompsonPolicy):
         )
         self.num_inducing = _check_count(num_inducing, "num_inducing")
         self.randomized_selection = bool(randomized_selection)
-        if inducing_quality not in ("variance", "improvement"):
-            raise ValueError(
-                "`inducing_quality` must be 'variance' or 'improvement', got "
-                f"{inducing_quality!r}."
-            )
-        self.inducing_quality = inducing_quality
+        self.inducing_quality = _check_quality(inducing_quality)
 
     def _observe(self, X: Tensor, Y: Tensor) -> Model:
         if self.model is not None:
@@ -434,12 +438,7 @@ class CachedSGPTSPolicy(_CachedArmPolicy):
             cache_dtype=cache_dtype,
         )
         self.num_inducing = _check_count(num_inducing, "num_inducing")
-        if inducing_quality not in ("variance", "improvement"):
-            raise ValueError(
-                "`inducing_quality` must be 'variance' or 'improvement', got "
-                f"{inducing_quality!r}."
-            )
-        self.inducing_quality = inducing_quality
+        self.inducing_quality = _check_quality(inducing_quality)
 
     def _sampler(self, cache: ArmFeatureCache) -> CachedSparseThompson:
         return CachedSparseThompson(
