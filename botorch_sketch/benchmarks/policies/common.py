@@ -21,6 +21,7 @@ from torch import Tensor
 
 from botorch_sketch.benchmarks.policies.base import Problem
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
+from botorch_sketch.models.kernel_columns import KernelColumns
 from botorch_sketch.utils.validation import check_matrix, check_positive
 
 #: Constant confidence radius (Bayesian scale) used when a policy is given none.
@@ -172,9 +173,9 @@ class IncrementalExactPosterior(IncrementalExactGP):
             raise TypeError("`hyperparameters` must be a KernelHyperparameters.")
         self.arms = arms
         self.hyperparameters = hyperparameters
-        # k(a, b) = s exp(a.b - |a|^2/2 - |b|^2/2) on arms scaled by 1/lengthscale.
-        self._scaled = arms / hyperparameters.lengthscale
-        self._half_sq_norms = 0.5 * self._scaled.square().sum(dim=-1)
+        self._columns = KernelColumns(
+            hyperparameters.kernel(dtype=arms.dtype, device=arms.device), arms
+        )
         prior_variance = torch.full(
             (arms.shape[0],),
             hyperparameters.outputscale,
@@ -187,11 +188,10 @@ class IncrementalExactPosterior(IncrementalExactGP):
             hyperparameters.noise_variance,
             capacity=capacity,
         )
-        self.column_flops = (2.0 * arms.shape[-1] + 5.0) * arms.shape[0]
+        self.column_flops = self._columns.flops_per_column
 
     def kernel_column(self, index: int) -> Tensor:
-        r"""``K(arms, arms[index])`` (``A``), from cached scaled arms and norms."""
-        exponent = self._scaled @ self._scaled[index]
-        exponent -= self._half_sq_norms
-        exponent -= self._half_sq_norms[index]
-        return exponent.clamp_(max=0.0).exp_().mul_(self.hyperparameters.outputscale)
+        r"""``K(arms, arms[index])`` (``A``), in closed form from cached scaled arms
+        (:class:`~botorch_sketch.models.kernel_columns.KernelColumns`)."""
+        index = torch.tensor([index], device=self.arms.device)
+        return self._columns(index).squeeze(-1)
