@@ -170,10 +170,7 @@ class CandidateState:
         """
         state = cls(points, kernel, noise, **kwargs)
         indices = state._check_indices(indices, "indices")
-        if not isinstance(rewards, Tensor) or rewards.shape != indices.shape:
-            raise ValueError(f"`rewards` must have shape {tuple(indices.shape)}.")
-        if not torch.isfinite(rewards).all():
-            raise ValueError("`rewards` contains NaN or infinite values.")
+        state._check_rewards(rewards, indices)
         state.counts.index_add_(0, indices, torch.ones_like(rewards).to(points))
         state.target_sums.index_add_(0, indices, rewards.detach().to(points))
         dictionary = torch.unique(state._check_indices(dictionary, "dictionary"))
@@ -300,12 +297,7 @@ class CandidateState:
             ``(added, removed)`` dictionary counts.
         """
         indices = self._check_indices(indices, "indices")
-        if not isinstance(rewards, Tensor) or rewards.shape != indices.shape:
-            raise ValueError(
-                f"`rewards` must be a tensor of shape {tuple(indices.shape)}."
-            )
-        if not torch.isfinite(rewards).all():
-            raise ValueError("`rewards` contains NaN or infinite values.")
+        self._check_rewards(rewards, indices)
         entering = self.dictionary.new_empty(0)
         leaving: list[int] = []
         if dictionary is not None:
@@ -659,6 +651,14 @@ class CandidateState:
                 f"`index` must lie in [0, {self.num_points}), got {index}."
             )
         return index
+
+    def _check_rewards(self, rewards: object, indices: Tensor) -> None:
+        if not isinstance(rewards, Tensor) or rewards.shape != indices.shape:
+            raise ValueError(
+                f"`rewards` must be a tensor of shape {tuple(indices.shape)}."
+            )
+        if not torch.isfinite(rewards).all():
+            raise ValueError("`rewards` contains NaN or infinite values.")
 
     def _check_indices(self, indices: object, name: str) -> Tensor:
         if not isinstance(indices, Tensor) or indices.dtype != torch.long:
