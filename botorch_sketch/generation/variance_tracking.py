@@ -53,8 +53,6 @@ class _Geometry:
     scaled_variance: Tensor
     noise: Tensor | float
     num_features: int
-    features: Tensor
-    embedding: Tensor
 
     def __len__(self) -> int:
         return self.points.shape[0]
@@ -64,6 +62,10 @@ class _Geometry:
 
     def solve(self, vector: Tensor) -> Tensor:
         raise NotImplementedError
+
+    def features_times(self, matrix: Tensor) -> Tensor:
+        r"""``f(x)^T M`` for every candidate (``n x r`` for ``m x r``, or ``n``)."""
+        return self.features @ matrix
 
     @cached_property
     def residual(self) -> Tensor:
@@ -79,7 +81,7 @@ class _Geometry:
     def scaled_covariance(self, index: int) -> Tensor:
         r"""Start-of-batch papers'-scale covariance ``k~_fb(x, x_i)`` (``n``)."""
         residual = self.residual_covariance(index) / self.noise
-        return residual + self.features @ self.solve(self.features[index])
+        return residual + self.features_times(self.solve(self.feature_rows(index)))
 
 
 class CandidateGeometry(_Geometry):
@@ -161,16 +163,18 @@ class CachedGeometry(_Geometry):
         r"""``V^{-1} v``."""
         return self.state.gram_inverse @ vector
 
-    @cached_property
-    def features(self) -> Tensor:
-        r"""``n x m`` cached features (in the candidates' dtype; formed on first use,
-        for the local rule and the residual updates)."""
-        return self.state.features.to(self._dtype)
+    def features_times(self, matrix: Tensor) -> Tensor:
+        r"""``z(x)^T M`` for every candidate: one read of the cache, the ``n x m``
+        features are never formed."""
+        return self.state.features_times(matrix)
 
-    @property
-    def embedding(self) -> Tensor:
-        r"""The features: ``z(x)^T z(x')`` does not depend on the feature basis."""
-        return self.features
+    @torch.no_grad()
+    def residual_covariance(self, index: int) -> Tensor:
+        r"""``k(x, x_i) - z(x)^T z(x_i)`` for all candidates (``n``), one kernel
+        column and one read of the cache (the product does not depend on the
+        feature basis)."""
+        column = self.state.kernel_columns(torch.tensor([index]))[:, 0]
+        return column - self.features_times(self.feature_rows(index))
 
     @cached_property
     def residual(self) -> Tensor:
@@ -323,12 +327,12 @@ class ResidualDirectionTracker:
             self.extra.append(e / scale)
             self.directions.grow_rows(geometry.num_features + self.extra.count)
         m = geometry.num_features
-        w = torch.cat([geometry.features[index], self.extra.matrix[index]])
+        w = torch.cat([geometry.feature_rows(index), self.extra.matrix[index]])
         h = self.directions.apply_inverse(
             w, lambda v: torch.cat([geometry.solve(v[:m]), v[m:]])
         )
         den = 1 + w @ h
-        products = geometry.features @ h[:m] + self.extra.matrix @ h[m:]
+        products = geometry.features_times(h[:m]) + self.extra.matrix @ h[m:]
         self.variance = (self.variance - products.square() / den).clamp_min(0.0)
         self.directions.append(h, den)
         self.flops += 4.0 * len(geometry) * (w.shape[0] + self.extra.count)

@@ -203,6 +203,16 @@ class CandidateState:
         raw = self._raw_t[: self._stored, indices].to(self.points)
         return (raw.mT if raw.dim() == 2 else raw) @ self._basis
 
+    def features_times(self, matrix: Tensor) -> Tensor:
+        r"""``Phi M`` (``A x r`` for ``m x r``, or ``A`` for ``m``; candidates'
+        dtype): one read of the cache, without forming ``Phi``."""
+        product = self._read_cache(self._basis @ matrix.reshape(self.size, -1))
+        return product if matrix.dim() == 2 else product.squeeze(-1)
+
+    def kernel_columns(self, indices: Tensor) -> Tensor:
+        r"""``A x k`` kernel block ``K(points, points[indices])``."""
+        return self._columns(indices.to(self.points.device))
+
     @property
     def gram_inverse(self) -> Tensor:
         r"""``m x m`` matrix ``V^{-1}``."""
