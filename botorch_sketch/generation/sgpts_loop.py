@@ -1,0 +1,303 @@
+r"""Asynchronous ask/tell S-GP-TS on a finite arm set, resumable.
+
+Thompson sampling needs no hallucination to run asynchronously (Kandasamy et al.,
+AISTATS 2018): every asked arm is the argmax of its own fresh sample path of the
+current posterior, so ``ask`` never has to wait for outcomes, and arms still being
+evaluated (pending) do not enter the model. The posterior is S-GP-TS's sparse
+variational model (Vakili et al., NeurIPS 2021) kept by
+:class:`~botorch_sketch.generation.thompson_arms.CachedSparseThompson`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from botorch_sketch.acquisition.thompson import resolve_alpha
+from botorch_sketch.generation.thompson_arms import (
+    ArmFeatureCache,
+    CachedSparseThompson,
+)
+from botorch_sketch.models.nystrom import default_covar_module
+from botorch_sketch.utils.validation import check_finite, check_matrix, check_positive
+
+_STATE_KEYS = (
+    "seed",
+    "observed",
+    "rewards",
+    "tell_sizes",
+    "pending",
+    "failed",
+    "generator",
+)
+
+
+def _check_int(value: object, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
+    if value < low:
+        raise ValueError(f"`{name}` must be >= {low}, got {value}.")
+    return value
+
+
+def _check_indices(indices: object, num_arms: int, name: str) -> Tensor:
+    r"""A 1-d LongTensor of arm indices in ``[0, num_arms)`` (may be empty)."""
+    if not isinstance(indices, Tensor) or indices.dtype != torch.long:
+        raise TypeError(f"`{name}` must be a LongTensor of arm indices.")
+    if indices.dim() != 1:
+        raise ValueError(f"`{name}` must be 1-d, got shape {tuple(indices.shape)}.")
+    if indices.numel() and (indices.min() < 0 or indices.max() >= num_arms):
+        raise ValueError(f"`{name}` must lie in [0, {num_arms}).")
+    return indices
+
+
+def remove_from_pending(pending: Tensor, indices: Tensor, name: str) -> Tensor:
+    r"""``pending`` (``p``) without one occurrence of each of ``indices`` (``b``),
+    order kept; ValueError naming ``name`` unless ``indices`` is a non-empty
+    sub-multiset of ``pending``."""
+    if indices.numel() == 0:
+        raise ValueError(f"`{name}` must hold at least one pending arm.")
+    wanted = Counter(indices.tolist())
+    available = Counter(pending.tolist())
+    missing = sorted(a for a, k in wanted.items() if available[a] < k)
+    if missing:
+        raise ValueError(f"`{name}` holds arms that are not pending: {missing[:10]}.")
+    keep = []
+    for arm in pending.tolist():
+        if wanted[arm]:
+            wanted[arm] -= 1
+        else:
+            keep.append(arm)
+    return torch.tensor(keep, dtype=torch.long, device=pending.device)
+
+
+class SGPTS:
+    r"""Asynchronous S-GP-TS: ``ask(k)`` arms (the argmax of one fresh scaled path
+    each), evaluate them anywhere, ``tell`` or ``fail`` them in any order.
+
+    Until the first outcome arrives, asked arms are uniformly random. After that,
+    ``ask(k)`` draws ``k`` paths ``f~ = mu + alpha (f - mu)`` of the sparse
+    posterior over all ``A`` arms and returns their argmaxes,
+    ``O(A (M + m) k + m^2 k)``; ``tell`` updates the inducing set and ``q(u)``
+    (:class:`~botorch_sketch.generation.thompson_arms.CachedSparseThompson`). Pending
+    arms (asked, neither told nor failed) never enter the posterior; failed arms are
+    kept in :attr:`failed`. Used synchronously (``ask(k)``, then ``tell`` all ``k``)
+    it is the batch S-GP-TS of ``CachedSparseThompson.sample(k)``.
+
+    :meth:`state_dict` holds the observations with the sizes of the ``tell`` calls,
+    the pending and failed arms and the generator state; ``load_state_dict`` replays
+    the observations in the same calls and continues with the same choices.
+
+    Example:
+        >>> loop = SGPTS(arms, covar_module=kernel, noise=0.5, seed=0)
+        >>> running = loop.ask(8)             # one arm per free worker
+        >>> loop.tell(running[:1], y0)        # outcomes in any order
+        >>> loop.fail(running[1:2])           # a crashed evaluation
+        >>> more = loop.ask(2)                # 6 still pending
+    """
+
+    def __init__(
+        self,
+        arms: Tensor,
+        *,
+        covar_module: Kernel | None = None,
+        noise: float = 1.0,
+        num_inducing: int = 100,
+        num_features: int = 1000,
+        alpha: float | Callable[[int], float] = 1.0,
+        inducing_quality: str = "variance",
+        memory_budget: float = 4 * 2**30,
+        cache_dtype: torch.dtype | None = None,
+        seed: int = 0,
+    ) -> None:
+        r"""
+        Args:
+            arms: ``A x d`` arm set.
+            covar_module: Fixed stationary kernel without batch shape (default:
+                NystromGP's default).
+            noise: Gaussian observation noise variance.
+            num_inducing: Maximal number ``m`` of inducing points.
+            num_features: Even number ``M`` of random Fourier features.
+            alpha: Exploration scale: a constant ``>= 0`` or a schedule
+                ``t -> alpha_t`` of the number of observations ``t`` plus one.
+            inducing_quality: ``"variance"`` or ``"improvement"``.
+            memory_budget: Bytes the cached features and kernel columns may take.
+            cache_dtype: Storage dtype of that cache (default the arms' dtype).
+            seed: Seed of the feature basis and of every later random choice.
+        """
+        check_matrix(arms, "arms")
+        check_positive(noise, "noise")
+        _check_int(num_inducing, "num_inducing", 1)
+        _check_int(num_features, "num_features", 2)
+        _check_int(seed, "seed", 0)
+        if not callable(alpha):
+            resolve_alpha(alpha, 1)
+        self.arms = arms
+        self.covar_module = (
+            covar_module
+            if covar_module is not None
+            else default_covar_module(arms.shape[-1])
+        ).to(arms)
+        self.noise = float(noise)
+        self.num_inducing = num_inducing
+        self.num_features = num_features
+        self.alpha = alpha
+        self.inducing_quality = inducing_quality
+        self.memory_budget = memory_budget
+        self.cache_dtype = cache_dtype
+        self.seed = seed
+        self.generator, self.sampler = self._new_sampler(seed)
+        empty = torch.empty(0, dtype=torch.long, device=arms.device)
+        self.pending = empty
+        self.failed = empty.clone()
+        self.tell_sizes: list[int] = []
+
+    def _new_sampler(self, seed: int) -> tuple[torch.Generator, CachedSparseThompson]:
+        r"""A generator seeded with ``seed`` that drew the feature basis of a fresh
+        sampler (no observations)."""
+        generator = torch.Generator(device=self.arms.device).manual_seed(seed)
+        cache = ArmFeatureCache(
+            self.arms,
+            self.covar_module,
+            self.num_features,
+            generator=generator,
+            memory_budget=self.memory_budget,
+            cache_dtype=self.cache_dtype,
+        )
+        sampler = CachedSparseThompson(
+            cache,
+            self.noise,
+            self.num_inducing,
+            inducing_quality=self.inducing_quality,
+        )
+        return generator, sampler
+
+    @property
+    def num_observations(self) -> int:
+        return self.sampler.num_observations
+
+    @property
+    def observed(self) -> Tensor:
+        r"""Told arm indices, in the order told (``t``)."""
+        return self.sampler.observed
+
+    @property
+    def rewards(self) -> Tensor:
+        r"""Their rewards (``t``)."""
+        return self.sampler.targets
+
+    def ask(self, max_arms: int | None = None) -> Tensor:
+        r"""``max_arms`` (default 1) new arm indices, added to :attr:`pending`.
+
+        Each is the argmax of a fresh path (uniformly random before any outcome), so
+        the result is never empty; ``max_arms=0`` is a ValueError.
+
+        Returns:
+            A LongTensor of ``max_arms`` arm indices (repeats possible).
+        """
+        k = 1 if max_arms is None else _check_int(max_arms, "max_arms", 1)
+        sampler = self.sampler
+        if sampler.num_observations == 0:
+            indices = torch.randint(
+                self.arms.shape[0],
+                (k,),
+                generator=self.generator,
+                device=self.arms.device,
+            )
+        else:
+            alpha = resolve_alpha(self.alpha, sampler.num_observations + 1)
+            indices = sampler.sample(k, alpha, self.generator).indices
+        self.pending = torch.cat([self.pending, indices])
+        return indices
+
+    def tell(self, indices: Tensor, rewards: Tensor) -> None:
+        r"""Report outcomes of pending arms (any non-empty sub-multiset, any order).
+
+        Args:
+            indices: ``b`` pending arm indices.
+            rewards: ``b`` (or ``b x 1``) finite rewards.
+        """
+        indices = _check_indices(indices, self.arms.shape[0], "indices")
+        rewards = check_finite(rewards, "rewards").detach().reshape(-1)
+        if rewards.shape[0] != indices.shape[0]:
+            raise ValueError(
+                f"`rewards` must hold {indices.shape[0]} values, got "
+                f"{rewards.shape[0]}."
+            )
+        pending = remove_from_pending(self.pending, indices, "indices")
+        self.sampler.observe(indices, rewards.to(self.arms))
+        self.tell_sizes.append(indices.shape[0])
+        self.pending = pending
+
+    def fail(self, indices: Tensor) -> None:
+        r"""Mark pending arms as failed: they leave :attr:`pending`, join
+        :attr:`failed` and never enter the posterior."""
+        indices = _check_indices(indices, self.arms.shape[0], "indices")
+        self.pending = remove_from_pending(self.pending, indices, "indices")
+        self.failed = torch.cat([self.failed, indices.to(self.failed.device)])
+
+    def state_dict(self) -> dict[str, Any]:
+        r"""Everything needed to resume exactly, pending and failed arms included."""
+        return {
+            "seed": self.seed,
+            "observed": self.observed.clone(),
+            "rewards": self.rewards.clone(),
+            "tell_sizes": list(self.tell_sizes),
+            "pending": self.pending.clone(),
+            "failed": self.failed.clone(),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        r"""Resume from :meth:`state_dict` (same arms and options; any ``seed``).
+
+        The state is validated first; then the feature basis is redrawn from the
+        saved seed and the observations are replayed in the saved ``tell`` calls,
+        ``O(A M + t m^2)``, so later choices equal the saved loop's."""
+        if not isinstance(state, dict):
+            raise TypeError(f"`state` must be a dict, got {type(state).__name__}.")
+        missing = set(_STATE_KEYS) - set(state)
+        if missing:
+            raise ValueError(f"`state` misses the keys {sorted(missing)}.")
+        num_arms = self.arms.shape[0]
+        seed = _check_int(state["seed"], "state['seed']", 0)
+        observed = _check_indices(state["observed"], num_arms, "state['observed']")
+        pending = _check_indices(state["pending"], num_arms, "state['pending']")
+        failed = _check_indices(state["failed"], num_arms, "state['failed']")
+        rewards = check_finite(state["rewards"], "state['rewards']")
+        if rewards.shape != observed.shape:
+            raise ValueError("`state['rewards']` must match `state['observed']`.")
+        sizes = state["tell_sizes"]
+        if (
+            not isinstance(sizes, list)
+            or any(
+                isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes
+            )
+            or sum(sizes) != observed.shape[0]
+        ):
+            raise ValueError(
+                "`state['tell_sizes']` must be a list of positive ints summing to "
+                "the number of observations."
+            )
+        if not isinstance(state["generator"], Tensor):
+            raise TypeError("`state['generator']` must be a generator state tensor.")
+        # a generator state that cannot be set fails here, before any change
+        torch.Generator(device=self.arms.device).set_state(state["generator"])
+        generator, sampler = self._new_sampler(seed)
+        device = self.arms.device
+        for chunk, values in zip(
+            observed.to(device).split(sizes),
+            rewards.to(self.arms).split(sizes),
+            strict=True,
+        ):
+            sampler.observe(chunk, values)
+        generator.set_state(state["generator"])
+        self.seed, self.generator, self.sampler = seed, generator, sampler
+        self.tell_sizes = list(sizes)
+        self.pending = pending.clone().to(device)
+        self.failed = failed.clone().to(device)

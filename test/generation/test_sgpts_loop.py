@@ -1,0 +1,269 @@
+r"""Asynchronous S-GP-TS loop: oracle against a hand-driven CachedSparseThompson,
+exact resumption with pending and failed arms, input validation."""
+
+import pytest
+import torch
+
+from botorch_sketch.generation.sgpts_loop import SGPTS, remove_from_pending
+from botorch_sketch.generation.thompson_arms import (
+    ArmFeatureCache,
+    CachedSparseThompson,
+)
+
+from ..gp_helpers import DTYPE, rbf_kernel, seeded
+
+NOISE = 0.2
+NUM_FEATURES = 64
+NUM_INDUCING = 12
+
+
+def _arms(n=200, d=2, seed=0):
+    return torch.rand(n, d, generator=seeded(seed), dtype=DTYPE)
+
+
+def _reward(arms, indices, g):
+    x = arms[indices]
+    return torch.sin(6 * x).sum(-1) + 0.3 * torch.randn(
+        indices.shape[0], generator=g, dtype=DTYPE
+    )
+
+
+def _loop(arms, seed=5, alpha=1.0):
+    return SGPTS(
+        arms,
+        covar_module=rbf_kernel(0.25, 1.0),
+        noise=NOISE,
+        num_inducing=NUM_INDUCING,
+        num_features=NUM_FEATURES,
+        alpha=alpha,
+        seed=seed,
+    )
+
+
+def _script(num_events=25, seed=11):
+    r"""A random asynchronous run: ``(k, told fraction, failed)`` per event."""
+    g = seeded(seed)
+    for _ in range(num_events):
+        k = int(torch.randint(1, 5, (1,), generator=g))
+        yield (
+            k,
+            float(torch.rand(1, generator=g)),
+            bool(torch.rand(1, generator=g) < 0.2),
+        )
+
+
+def _drive(loop, arms, events, g):
+    r"""Ask ``k``, then tell a random subset of the pending arms in a random order
+    (and fail one) per event; return every asked batch."""
+    asked = []
+    for k, fraction, fail in events:
+        asked.append(loop.ask(k))
+        pending = loop.pending
+        order = torch.randperm(pending.shape[0], generator=g)
+        told = pending[order[: max(1, int(fraction * pending.shape[0]))]]
+        loop.tell(told, _reward(arms, told, g))
+        if fail and loop.pending.numel():
+            loop.fail(loop.pending[-1:])
+    return asked
+
+
+def test_asynchronous_choices_equal_hand_driven_sampler():
+    arms = _arms()
+    schedule = lambda t: 1.0 / (1.0 + 0.1 * t)  # noqa: E731
+    loop = _loop(arms, alpha=schedule)
+    # by hand: the same basis and generator, told arms only, pending ones never
+    generator = torch.Generator().manual_seed(5)
+    cache = ArmFeatureCache(
+        arms, rbf_kernel(0.25, 1.0), NUM_FEATURES, generator=generator
+    )
+    sampler = CachedSparseThompson(cache, NOISE, NUM_INDUCING)
+    g_loop, g_hand = seeded(3), seeded(3)
+    pending: list[int] = []
+    failed: list[int] = []
+    for k, fraction, fail in _script():
+        got = loop.ask(k)
+        if sampler.num_observations == 0:
+            expected = torch.randint(arms.shape[0], (k,), generator=generator)
+        else:
+            alpha = schedule(sampler.num_observations + 1)
+            expected = sampler.sample(k, alpha, generator).indices
+        assert torch.equal(got, expected)
+        pending += expected.tolist()
+        order = torch.randperm(len(pending), generator=g_hand)
+        count = max(1, int(fraction * len(pending)))
+        told = torch.tensor(pending)[order[:count]]
+        sampler.observe(told, _reward(arms, told, g_hand))
+        for arm in told.tolist():
+            pending.remove(arm)
+        if fail and pending:
+            failed.append(pending.pop())
+        # the loop's side of the same events
+        pending_loop = loop.pending
+        order_loop = torch.randperm(pending_loop.shape[0], generator=g_loop)
+        told_loop = pending_loop[order_loop[:count]]
+        loop.tell(told_loop, _reward(arms, told_loop, g_loop))
+        if fail and loop.pending.numel():
+            loop.fail(loop.pending[-1:])
+        assert sorted(loop.pending.tolist()) == sorted(pending)
+    assert loop.failed.tolist() == failed
+    assert torch.equal(loop.observed, sampler.observed)
+    assert torch.equal(loop.rewards, sampler.targets)
+    assert sampler.num_observations > 20 and sampler.reselections > 1
+
+
+def test_synchronous_use_is_batch_sampling():
+    arms = _arms()
+    loop = _loop(arms, seed=2)
+    generator = torch.Generator().manual_seed(2)
+    cache = ArmFeatureCache(
+        arms, rbf_kernel(0.25, 1.0), NUM_FEATURES, generator=generator
+    )
+    sampler = CachedSparseThompson(cache, NOISE, NUM_INDUCING)
+    g = seeded(0)
+    first = loop.ask(3)
+    assert torch.equal(first, torch.randint(200, (3,), generator=generator))
+    rewards = _reward(arms, first, g)
+    loop.tell(first, rewards)
+    sampler.observe(first, rewards)
+    for _ in range(5):
+        batch = loop.ask(6)
+        assert torch.equal(batch, sampler.sample(6, 1.0, generator).indices)
+        rewards = _reward(arms, batch, g)
+        loop.tell(batch, rewards)
+        sampler.observe(batch, rewards)
+    assert loop.pending.numel() == 0
+
+
+@pytest.mark.parametrize("other_seed", [5, 9])
+def test_resume_makes_identical_choices_and_keeps_pending(other_seed):
+    arms = _arms()
+    loop = _loop(arms)
+    _drive(loop, arms, _script(12), seeded(1))
+    loop.ask(3)
+    assert loop.pending.numel() >= 3 and loop.failed.numel() >= 1
+    state = loop.state_dict()
+    resumed = _loop(arms, seed=other_seed)
+    resumed.ask(2)  # a resumed loop's own history is discarded
+    resumed.load_state_dict(state)
+    assert torch.equal(resumed.pending, loop.pending)
+    assert torch.equal(resumed.failed, loop.failed)
+    assert torch.equal(resumed.observed, loop.observed)
+    # the saved dict is not aliased by either loop
+    assert torch.equal(state["pending"], loop.pending)
+    events = list(_script(10, seed=4))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(
+            _drive(loop, arms, events, seeded(8)),
+            _drive(resumed, arms, events, seeded(8)),
+            strict=True,
+        )
+    )
+    assert torch.equal(resumed.pending, loop.pending)
+
+
+def test_remove_from_pending_is_a_multiset_difference():
+    pending = torch.tensor([4, 2, 4, 7, 2])
+    left = remove_from_pending(pending, torch.tensor([2, 4, 2]), "indices")
+    assert left.tolist() == [4, 7]
+    with pytest.raises(ValueError, match="not pending: \\[7\\]"):
+        remove_from_pending(pending, torch.tensor([7, 7]), "indices")
+    with pytest.raises(ValueError, match="at least one"):
+        remove_from_pending(pending, torch.tensor([], dtype=torch.long), "indices")
+
+
+def _snapshot(loop):
+    return (
+        loop.pending.clone(),
+        loop.failed.clone(),
+        loop.num_observations,
+        loop.generator.get_state(),
+    )
+
+
+def _same(loop, snapshot):
+    pending, failed, t, generator = snapshot
+    return (
+        torch.equal(loop.pending, pending)
+        and torch.equal(loop.failed, failed)
+        and loop.num_observations == t
+        and torch.equal(loop.generator.get_state(), generator)
+    )
+
+
+def test_bad_inputs_change_nothing():
+    arms = _arms()
+    loop = _loop(arms)
+    _drive(loop, arms, _script(4), seeded(1))
+    loop.ask(2)
+    arm = int(loop.pending[0])
+    snapshot = _snapshot(loop)
+    one = torch.ones(1, dtype=DTYPE)
+    arm_t = torch.tensor([arm])
+    nine = torch.tensor([arm] * 9)
+    empty = torch.tensor([], dtype=torch.long)
+    cases = [
+        (ValueError, "max_arms", lambda: loop.ask(0)),
+        (TypeError, "max_arms", lambda: loop.ask(True)),
+        (TypeError, "max_arms", lambda: loop.ask(2.0)),
+        (TypeError, "indices", lambda: loop.tell(torch.tensor([1.0]), one)),
+        (ValueError, "indices", lambda: loop.tell(arm_t.unsqueeze(0), one)),
+        (ValueError, "indices", lambda: loop.tell(torch.tensor([200]), one)),
+        (ValueError, "not pending", lambda: loop.tell(nine, one.repeat(9))),
+        (ValueError, "at least one", lambda: loop.tell(empty, one[:0])),
+        (TypeError, "rewards", lambda: loop.tell(arm_t, [1.0])),
+        (ValueError, "rewards", lambda: loop.tell(arm_t, one.repeat(2))),
+        (ValueError, "rewards", lambda: loop.tell(arm_t, one * torch.nan)),
+        (ValueError, "not pending", lambda: loop.fail(nine)),
+        (TypeError, "indices", lambda: loop.fail([arm])),
+    ]
+    for error, match, call in cases:
+        with pytest.raises(error, match=match):
+            call()
+        assert _same(loop, snapshot)
+
+
+def test_bad_states_change_nothing():
+    arms = _arms()
+    loop = _loop(arms)
+    _drive(loop, arms, _script(4), seeded(1))
+    loop.ask(2)
+    good = loop.state_dict()
+    snapshot = _snapshot(loop)
+    t = good["observed"].shape[0]
+    cases = [
+        (TypeError, "state", [1]),
+        (ValueError, "misses", {k: v for k, v in good.items() if k != "failed"}),
+        (ValueError, "pending", good | {"pending": torch.tensor([200])}),
+        (TypeError, "failed", good | {"failed": torch.tensor([0.5])}),
+        (ValueError, "tell_sizes", good | {"tell_sizes": [t + 1]}),
+        (ValueError, "tell_sizes", good | {"tell_sizes": [t, 0]}),
+        (ValueError, "rewards", good | {"rewards": good["rewards"][:-1]}),
+        (ValueError, "rewards", good | {"rewards": good["rewards"] * torch.inf}),
+        (ValueError, "seed", good | {"seed": -1}),
+        (TypeError, "generator", good | {"generator": 3}),
+        (RuntimeError, "", good | {"generator": torch.zeros(3, dtype=torch.uint8)}),
+    ]
+    for error, match, state in cases:
+        with pytest.raises(error, match=match):
+            loop.load_state_dict(state)
+        assert _same(loop, snapshot)
+
+
+def test_constructor_validation():
+    arms = _arms(20)
+    kernel = rbf_kernel(0.25, 1.0)
+    with pytest.raises(ValueError, match="noise"):
+        SGPTS(arms, covar_module=kernel, noise=0.0)
+    with pytest.raises(ValueError, match="num_inducing"):
+        SGPTS(arms, covar_module=kernel, num_inducing=0)
+    with pytest.raises(ValueError, match="alpha"):
+        SGPTS(arms, covar_module=kernel, alpha=-1.0)
+    with pytest.raises(ValueError, match="seed"):
+        SGPTS(arms, covar_module=kernel, seed=-2)
+    with pytest.raises(ValueError, match="num_features"):
+        SGPTS(arms, covar_module=kernel, num_features=7)
+    with pytest.raises(ValueError, match="inducing_quality"):
+        SGPTS(arms, covar_module=kernel, inducing_quality="best")
+    with pytest.raises(ValueError, match="arms"):
+        SGPTS(arms[0], covar_module=kernel)
