@@ -1,0 +1,485 @@
+r"""Run an ask/tell optimizer on a finite arm set with evaluations in parallel.
+
+:func:`run_parallel` keeps up to ``num_workers`` evaluations of an objective in flight
+on an execution engine, hands each result to the optimizer as soon as it arrives and
+asks for new arms as workers free up:
+
+- any :class:`concurrent.futures.Executor` (threads, processes):
+  :class:`ExecutorEngine`;
+- a Dask ``distributed.Client``: :class:`DaskEngine`;
+- Ray remote tasks: :class:`RayEngine`.
+
+The engines differ only in how they submit a call, wait for the first results and
+cancel; the loop itself (:func:`run_parallel`) is shared. The optimizer is anything
+with the :class:`AskTellOptimizer` interface, e.g.
+:class:`~botorch_sketch.generation.bbkb_loop.BBKB` (asynchronous batches: ``ask`` may
+return no arm while the batch rule waits for outcomes) or
+:class:`~botorch_sketch.generation.sgpts_loop.SGPTS`.
+
+A worker exception, or a result that is not a finite number, marks the arm as failed
+(``optimizer.fail``) and is logged with the arm; the run goes on. With a
+``checkpoint`` file the optimizer's state and the evaluation log are saved after every
+round of results and when the run is interrupted (``KeyboardInterrupt`` or any
+error); a later call with the same file resumes, re-submitting the arms that were
+still pending.
+
+Ray and Dask are optional (``pip install "botorch-sketch[distributed]"``) and are
+imported only when their engine is built.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import sys
+import traceback
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "AskTellOptimizer",
+    "DaskEngine",
+    "Engine",
+    "EvaluationError",
+    "EvaluationLog",
+    "ExecutorEngine",
+    "RayEngine",
+    "as_engine",
+    "run_parallel",
+]
+
+#: How the optional engines are installed.
+DISTRIBUTED_INSTALL_HINT = 'Install it with: pip install "botorch-sketch[distributed]"'
+#: Version of the checkpoint layout written by :func:`run_parallel`.
+CHECKPOINT_VERSION = 1
+
+
+def require(module: str) -> Any:
+    r"""Import ``module`` or raise an ImportError that names the extra to install."""
+    try:
+        return __import__(module, fromlist=["_"])
+    except ImportError as error:
+        raise ImportError(
+            f"This needs the optional dependency {module.split('.')[0]}. "
+            f"{DISTRIBUTED_INSTALL_HINT}"
+        ) from error
+
+
+@runtime_checkable
+class AskTellOptimizer(Protocol):
+    r"""An asynchronous ask/tell optimizer over the rows of ``arms`` (``A x d``).
+
+    ``ask(max_arms)`` returns up to ``max_arms`` arm indices (possibly none while it
+    waits for outcomes, at least one when nothing is pending) and adds them to
+    ``pending``; ``tell`` and ``fail`` take any non-empty sub-multiset of ``pending``;
+    ``state_dict`` includes the pending arms."""
+
+    arms: Tensor
+
+    @property
+    def pending(self) -> Tensor: ...
+
+    def ask(self, max_arms: int | None = None) -> Tensor: ...
+
+    def tell(self, indices: Tensor, rewards: Tensor) -> None: ...
+
+    def fail(self, indices: Tensor) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Engine(ABC):
+    r"""Where evaluations run: submit a call, wait for results, cancel."""
+
+    @abstractmethod
+    def submit(self, objective: Callable[[Tensor], Any], x: Tensor) -> Hashable:
+        r"""Start ``objective(x)``; return a handle (a future)."""
+
+    @abstractmethod
+    def wait(self, handles: list[Hashable]) -> list[Hashable]:
+        r"""Block until at least one of ``handles`` is done; return all done ones."""
+
+    @abstractmethod
+    def result(self, handle: Hashable) -> Any:
+        r"""The value of a done handle; raises the worker's exception."""
+
+    @abstractmethod
+    def cancel(self, handles: list[Hashable]) -> None:
+        r"""Cancel evaluations that are no longer wanted (best effort)."""
+
+
+class ExecutorEngine(Engine):
+    r"""Evaluations on a :class:`concurrent.futures.Executor`."""
+
+    def __init__(self, executor: concurrent.futures.Executor) -> None:
+        if not isinstance(executor, concurrent.futures.Executor):
+            raise TypeError(
+                "`executor` must be a concurrent.futures.Executor, got "
+                f"{type(executor).__name__}."
+            )
+        self.executor = executor
+
+    def submit(self, objective: Callable[[Tensor], Any], x: Tensor) -> Hashable:
+        return self.executor.submit(objective, x)
+
+    def wait(self, handles: list[Hashable]) -> list[Hashable]:
+        done, _ = concurrent.futures.wait(
+            handles, return_when=concurrent.futures.FIRST_COMPLETED
+        )
+        return list(done)
+
+    def result(self, handle: Hashable) -> Any:
+        return handle.result()
+
+    def cancel(self, handles: list[Hashable]) -> None:
+        for handle in handles:
+            handle.cancel()
+
+
+class DaskEngine(Engine):
+    r"""Evaluations as tasks of a Dask ``distributed.Client`` (``pure=False``: a
+    repeated arm is evaluated again)."""
+
+    def __init__(self, client: Any) -> None:
+        self.distributed = require("distributed")
+        if not isinstance(client, self.distributed.Client):
+            raise TypeError(
+                f"`client` must be a distributed.Client, got {type(client).__name__}."
+            )
+        self.client = client
+
+    def submit(self, objective: Callable[[Tensor], Any], x: Tensor) -> Hashable:
+        return self.client.submit(objective, x, pure=False)
+
+    def wait(self, handles: list[Hashable]) -> list[Hashable]:
+        done, _ = self.distributed.wait(handles, return_when="FIRST_COMPLETED")
+        return list(done)
+
+    def result(self, handle: Hashable) -> Any:
+        return handle.result()
+
+    def cancel(self, handles: list[Hashable]) -> None:
+        if handles:
+            self.client.cancel(handles)
+
+
+class RayEngine(Engine):
+    r"""Evaluations as Ray remote tasks (Ray is initialized on first use if it is
+    not yet; call ``ray.init`` first to choose the cluster).
+
+    Args:
+        **remote_options: Options of each task (``ray.remote``), e.g.
+            ``num_cpus=1``, ``num_gpus=1``, ``max_retries=0``.
+    """
+
+    def __init__(self, **remote_options: Any) -> None:
+        self.ray = require("ray")
+        self.task = self.ray.remote(_call)
+        if remote_options:
+            self.task = self.task.options(**remote_options)
+
+    def submit(self, objective: Callable[[Tensor], Any], x: Tensor) -> Hashable:
+        return self.task.remote(objective, x)
+
+    def wait(self, handles: list[Hashable]) -> list[Hashable]:
+        self.ray.wait(handles, num_returns=1)
+        done, _ = self.ray.wait(handles, num_returns=len(handles), timeout=0)
+        return done
+
+    def result(self, handle: Hashable) -> Any:
+        return self.ray.get(handle)
+
+    def cancel(self, handles: list[Hashable]) -> None:
+        for handle in handles:
+            self.ray.cancel(handle)
+
+
+def _call(objective: Callable[[Tensor], Any], x: Tensor) -> Any:
+    r"""``objective(x)``: Ray's task for any callable (functions, partials, objects)."""
+    return objective(x)
+
+
+def as_engine(engine: Any) -> Engine:
+    r"""An :class:`Engine` for ``engine``: an Engine, a concurrent.futures Executor,
+    a Dask ``distributed.Client`` or the string ``"ray"``."""
+    if isinstance(engine, Engine):
+        return engine
+    if isinstance(engine, concurrent.futures.Executor):
+        return ExecutorEngine(engine)
+    if isinstance(engine, str) and engine == "ray":
+        return RayEngine()
+    if type(engine).__module__.split(".")[0] == "distributed":
+        return DaskEngine(engine)
+    raise TypeError(
+        "`engine` must be an Engine, a concurrent.futures.Executor, a "
+        f'distributed.Client or "ray", got {type(engine).__name__}.'
+    )
+
+
+@dataclass
+class EvaluationError:
+    r"""A failed evaluation: the arm index, the arm (a list of ``d`` floats), the
+    error as ``"Type: message"`` and its formatted traceback."""
+
+    index: int
+    arm: list[float]
+    error: str
+    traceback: str
+
+
+@dataclass
+class EvaluationLog:
+    r"""What :func:`run_parallel` recorded, in completion order.
+
+    Attributes:
+        indices: Told arm indices (``n``).
+        rewards: Their rewards (``n``).
+        failed: Failed arm indices, with one :class:`EvaluationError` each in
+            ``errors``.
+        num_asked: Arms the optimizer returned from ``ask`` over the whole run
+            (told + failed + still pending).
+    """
+
+    indices: list[int] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    errors: list[EvaluationError] = field(default_factory=list)
+    num_asked: int = 0
+
+    @property
+    def num_completed(self) -> int:
+        r"""Told plus failed evaluations."""
+        return len(self.indices) + len(self.failed)
+
+    def best(self) -> tuple[int, float]:
+        r"""The told arm with the largest reward and that reward."""
+        if not self.rewards:
+            raise ValueError("No evaluation has succeeded yet.")
+        position = max(range(len(self.rewards)), key=self.rewards.__getitem__)
+        return self.indices[position], self.rewards[position]
+
+    def to_dict(self) -> dict[str, Any]:
+        r"""Plain lists, numbers and strings (loadable with ``weights_only=True``)."""
+        return {
+            "indices": list(self.indices),
+            "rewards": list(self.rewards),
+            "failed": list(self.failed),
+            "errors": [vars(error).copy() for error in self.errors],
+            "num_asked": self.num_asked,
+        }
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any]) -> EvaluationLog:
+        return cls(
+            indices=list(state["indices"]),
+            rewards=list(state["rewards"]),
+            failed=list(state["failed"]),
+            errors=[EvaluationError(**error) for error in state["errors"]],
+            num_asked=int(state["num_asked"]),
+        )
+
+
+def save_checkpoint(
+    path: str | os.PathLike, optimizer: AskTellOptimizer, log: EvaluationLog
+) -> None:
+    r"""Write the optimizer's state and the log to ``path`` atomically."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp")
+    torch.save(
+        {
+            "version": CHECKPOINT_VERSION,
+            "optimizer": optimizer.state_dict(),
+            "log": log.to_dict(),
+        },
+        temporary,
+    )
+    os.replace(temporary, path)
+
+
+def load_checkpoint(path: str | os.PathLike) -> tuple[dict[str, Any], EvaluationLog]:
+    r"""The optimizer state and the log saved by :func:`run_parallel` at ``path``."""
+    saved = torch.load(path, weights_only=True)
+    if not isinstance(saved, dict) or saved.get("version") != CHECKPOINT_VERSION:
+        raise ValueError(f"`checkpoint` {path} is not a run_parallel checkpoint.")
+    return saved["optimizer"], EvaluationLog.from_dict(saved["log"])
+
+
+def _check_count(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
+    if value < 1:
+        raise ValueError(f"`{name}` must be >= 1, got {value}.")
+    return value
+
+
+def _as_reward(value: Any) -> float:
+    r"""A finite float from an objective's return value (a number or a one-element
+    tensor/array), else ValueError/TypeError."""
+    reward = float(value.item() if hasattr(value, "item") else value)
+    if reward != reward or reward in (float("inf"), float("-inf")):
+        raise ValueError(f"the objective returned a non-finite value {reward}.")
+    return reward
+
+
+def _error(index: int, arm: Tensor, error: BaseException) -> EvaluationError:
+    return EvaluationError(
+        index=index,
+        arm=arm.tolist(),
+        error=f"{type(error).__name__}: {error}",
+        traceback="".join(traceback.format_exception(error)),
+    )
+
+
+def _progress_bar(progress: bool | None, total: int, initial: int) -> Any:
+    r"""A tqdm bar on stderr (``progress=None``: only when stderr is a terminal), or
+    None when disabled."""
+    if progress is False or (progress is None and not sys.stderr.isatty()):
+        return None
+    tqdm = require("tqdm").tqdm
+    return tqdm(total=total, initial=initial, file=sys.stderr, unit="eval")
+
+
+def run_parallel(
+    optimizer: AskTellOptimizer,
+    objective: Callable[[Tensor], Any],
+    engine: Any,
+    *,
+    num_workers: int,
+    budget: int,
+    checkpoint: str | os.PathLike | None = None,
+    progress: bool | None = None,
+    callback: Callable[[EvaluationLog], None] | None = None,
+) -> EvaluationLog:
+    r"""Evaluate ``objective`` on the arms the optimizer asks for, ``num_workers`` at
+    a time, until ``budget`` evaluations have completed.
+
+    Each round: re-submit arms left pending by an interrupted run, ``ask`` for as
+    many arms as there are free workers (the optimizer may return fewer, or none to
+    wait for outcomes), submit them, wait for the first results and ``tell`` them (in
+    submission order) or ``fail`` them. Evaluations in flight when the budget is
+    reached are waited for, so a finished run has nothing pending.
+
+    Args:
+        optimizer: An :class:`AskTellOptimizer` (e.g. ``BBKB``, ``SGPTS``).
+        objective: ``objective(x) -> reward`` for one arm ``x = arms[i]`` (a ``d``
+            tensor); the reward is maximized. It must be picklable for process,
+            Dask and Ray engines (a module-level function).
+        engine: An :class:`Engine`, a ``concurrent.futures.Executor``, a Dask
+            ``distributed.Client`` or ``"ray"``.
+        num_workers: Evaluations kept in flight (``>= 1``).
+        budget: Completed (told + failed) evaluations at which the run stops,
+            counting those of a resumed run.
+        checkpoint: File for the optimizer state and the log (``torch.save``). If it
+            exists the run resumes from it; it is rewritten after every round of
+            results and when the run is interrupted.
+        progress: tqdm bar on stderr (completed / pending / failed); None: only
+            when stderr is a terminal.
+        callback: Called with the log after every round of results.
+
+    Returns:
+        The :class:`EvaluationLog` of the whole run (a resumed one included).
+    """
+    if not isinstance(optimizer, AskTellOptimizer):
+        raise TypeError(
+            "`optimizer` must have arms, pending, ask, tell, fail, state_dict and "
+            f"load_state_dict, got {type(optimizer).__name__}."
+        )
+    if not callable(objective):
+        raise TypeError("`objective` must be callable.")
+    _check_count(num_workers, "num_workers")
+    _check_count(budget, "budget")
+    if callback is not None and not callable(callback):
+        raise TypeError("`callback` must be callable or None.")
+    engine = as_engine(engine)
+    log = EvaluationLog()
+    if checkpoint is not None and Path(checkpoint).exists():
+        state, log = load_checkpoint(checkpoint)
+        optimizer.load_state_dict(state)
+    # asked but not submitted: the arms a resumed run left pending come first
+    queue: deque[int] = deque(optimizer.pending.tolist())
+    in_flight: dict[Hashable, tuple[int, int]] = {}  # handle -> (order, arm index)
+    submitted = 0
+    bar = _progress_bar(progress, budget, log.num_completed)
+    try:
+        while True:
+            free = num_workers - len(in_flight) - len(queue)
+            remaining = budget - log.num_completed - len(in_flight) - len(queue)
+            if free > 0 and remaining > 0:
+                asked = optimizer.ask(min(free, remaining))
+                if asked.numel() > min(free, remaining):
+                    raise RuntimeError(
+                        f"`optimizer.ask({min(free, remaining)})` returned "
+                        f"{asked.numel()} arms."
+                    )
+                log.num_asked += asked.numel()
+                queue.extend(asked.tolist())
+            while queue and len(in_flight) < num_workers:
+                index = queue.popleft()
+                handle = engine.submit(objective, optimizer.arms[index])
+                in_flight[handle] = (submitted, index)
+                submitted += 1
+            if not in_flight:
+                if log.num_completed < budget:
+                    raise RuntimeError(
+                        "`optimizer.ask` returned no arm with nothing pending."
+                    )
+                break
+            done = sorted(engine.wait(list(in_flight)), key=lambda h: in_flight[h][0])
+            _record(optimizer, engine, done, [in_flight.pop(h)[1] for h in done], log)
+            if checkpoint is not None:
+                save_checkpoint(checkpoint, optimizer, log)
+            if bar is not None:
+                bar.update(len(done))
+                bar.set_postfix(
+                    pending=len(in_flight) + len(queue), failed=len(log.failed)
+                )
+            if callback is not None:
+                callback(log)
+    except BaseException:
+        engine.cancel(list(in_flight))
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, optimizer, log)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return log
+
+
+def _record(
+    optimizer: AskTellOptimizer,
+    engine: Engine,
+    handles: Iterable[Hashable],
+    indices: list[int],
+    log: EvaluationLog,
+) -> None:
+    r"""Tell the finite results of done ``handles`` (evaluations of ``indices``) in
+    one call and fail the others, logging their errors."""
+    told, rewards, failed = [], [], []
+    for handle, index in zip(handles, indices, strict=True):
+        try:
+            rewards.append(_as_reward(engine.result(handle)))
+            told.append(index)
+        except Exception as error:  # a worker's error, reported with its arm
+            failed.append(index)
+            log.errors.append(_error(index, optimizer.arms[index], error))
+    device = optimizer.arms.device
+    if told:
+        optimizer.tell(
+            torch.tensor(told, dtype=torch.long, device=device),
+            torch.tensor(rewards, dtype=optimizer.arms.dtype, device=device),
+        )
+        log.indices.extend(told)
+        log.rewards.extend(rewards)
+    if failed:
+        optimizer.fail(torch.tensor(failed, dtype=torch.long, device=device))
+        log.failed.extend(failed)

@@ -1,0 +1,363 @@
+r"""The evaluation driver on real engines: threads, processes, a Dask LocalCluster with
+two worker processes and a local Ray with two CPUs."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import os
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+
+import pytest
+import torch
+
+from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.sgpts_loop import SGPTS
+from botorch_sketch.parallel import (
+    DISTRIBUTED_INSTALL_HINT,
+    DaskEngine,
+    EvaluationLog,
+    ExecutorEngine,
+    RayEngine,
+    as_engine,
+    load_checkpoint,
+    run_parallel,
+)
+
+torch.set_num_threads(1)
+
+NUM_ARMS = 64
+
+
+def make_arms() -> torch.Tensor:
+    return torch.rand(NUM_ARMS, 2, generator=torch.Generator().manual_seed(0)).double()
+
+
+def make_optimizer(kind: str, arms: torch.Tensor):
+    if kind == "bbkb":
+        return BBKB(arms, noise=0.5, beta=0.5, ratio_threshold=3.0, seed=1)
+    return SGPTS(arms, noise=0.5, num_inducing=16, num_features=64, seed=1)
+
+
+def reward(x: torch.Tensor) -> float:
+    r"""A cheap deterministic objective of one arm (module level: picklable)."""
+    return float(torch.sin(3.0 * x).sum())
+
+
+def reward_or_error(x: torch.Tensor) -> float:
+    r"""``reward`` that raises on arms with ``x_0 > 0.75`` and returns NaN on arms with
+    ``x_1 > 0.9``."""
+    if x[0] > 0.75:
+        raise ValueError(f"no reward at {x[0]:.3f}")
+    return float("nan") if x[1] > 0.9 else reward(x)
+
+
+def wait_for_file(path: str, x: torch.Tensor) -> float:
+    r"""``reward(x)`` once ``path`` exists (a barrier that works across processes)."""
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.05)
+    return reward(x)
+
+
+def sync_loop(optimizer, budget: int) -> list[int]:
+    r"""The plain synchronous ask/tell loop, one arm at a time (the oracle)."""
+    told = []
+    while len(told) < budget:
+        index = optimizer.ask(1)
+        optimizer.tell(index, torch.tensor([reward(optimizer.arms[index[0]])]).double())
+        told.extend(index.tolist())
+    return told
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip(
+        "distributed", reason=f"needs distributed. {DISTRIBUTED_INSTALL_HINT}"
+    )
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            env={"OMP_NUM_THREADS": "1"},
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def ray_module(tmp_path_factory):
+    ray = pytest.importorskip("ray", reason=f"needs ray. {DISTRIBUTED_INSTALL_HINT}")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
+    )
+    yield ray
+    ray.shutdown()
+
+
+ENGINES = ["threads", "processes", "dask", "ray"]
+
+
+@pytest.fixture
+def engine(request):
+    r"""A fresh engine of the kind ``request.param`` (2 workers)."""
+    if request.param == "threads":
+        with concurrent.futures.ThreadPoolExecutor(2) as executor:
+            yield ExecutorEngine(executor)
+    elif request.param == "processes":
+        with concurrent.futures.ProcessPoolExecutor(2) as executor:
+            yield ExecutorEngine(executor)
+    elif request.param == "dask":
+        yield DaskEngine(request.getfixturevalue("dask_client"))
+    else:
+        request.getfixturevalue("ray_module")
+        yield RayEngine(max_retries=0)
+
+
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_wait_returns_first_results_before_slow_ones(engine, tmp_path):
+    barrier = str(tmp_path / "go")
+    slow = engine.submit(functools.partial(wait_for_file, barrier), torch.zeros(2))
+    fast = engine.submit(reward, torch.ones(2))
+    assert engine.wait([slow, fast]) == [fast]
+    assert engine.result(fast) == reward(torch.ones(2))
+    open(barrier, "w").close()
+    assert engine.wait([slow]) == [slow] and engine.result(slow) == 0.0
+
+
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+@pytest.mark.parametrize("kind", ["bbkb", "sgpts"])
+def test_one_worker_makes_the_synchronous_loop(engine, kind):
+    arms = make_arms()
+    log = run_parallel(
+        make_optimizer(kind, arms), reward, engine, num_workers=1, budget=12
+    )
+    expected = sync_loop(make_optimizer(kind, arms), 12)
+    assert log.indices == expected
+    assert log.rewards == [reward(arms[i]) for i in expected]
+    assert log.num_asked == 12 and not log.failed
+
+
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_worker_errors_are_recorded_with_their_arm(engine):
+    arms = make_arms()
+    optimizer = make_optimizer("sgpts", arms)
+    log = run_parallel(optimizer, reward_or_error, engine, num_workers=2, budget=40)
+    assert log.num_completed == log.num_asked == 40
+    assert optimizer.pending.numel() == 0
+    assert log.failed, "the run should have met failing arms"
+    assert Counter(optimizer.failed.tolist()) == Counter(log.failed)
+    assert Counter(optimizer.observed.tolist()) == Counter(log.indices)
+    assert [error.index for error in log.errors] == log.failed
+    for error in log.errors:
+        x = arms[error.index]
+        assert error.arm == x.tolist()
+        if x[0] > 0.75:
+            assert "no reward at" in error.error and "ValueError" in error.traceback
+        else:
+            assert x[1] > 0.9 and "non-finite" in error.error
+    for index, value in zip(log.indices, log.rewards, strict=True):
+        assert arms[index, 0] <= 0.75 and value == reward(arms[index])
+
+
+def test_results_are_told_as_they_complete():
+    r"""The first evaluation blocks until three later ones have been told: a driver
+    that waited for whole batches would time out."""
+    arms = make_arms()
+    release = threading.Event()
+    calls = []
+
+    def objective(x):
+        calls.append(x)
+        if len(calls) == 1 and not release.wait(timeout=20):
+            raise TimeoutError("the first evaluation was never released")
+        return reward(x)
+
+    def callback(log):
+        if len(log.indices) >= 3:
+            release.set()
+
+    optimizer = make_optimizer("sgpts", arms)
+    with concurrent.futures.ThreadPoolExecutor(3) as executor:
+        log = run_parallel(
+            optimizer, objective, executor, num_workers=3, budget=10, callback=callback
+        )
+    assert not log.failed and len(log.indices) == 10
+    first = [i for i in range(NUM_ARMS) if torch.equal(arms[i], calls[0])]
+    # the first submitted arm was told after at least three others
+    assert first[0] in log.indices[3:]
+
+
+def stop_after(count: int, error: type[BaseException]):
+    def callback(log: EvaluationLog) -> None:
+        if log.num_completed >= count:
+            raise error("stop")
+
+    return callback
+
+
+@pytest.mark.parametrize("engine", ["threads", "dask", "ray"], indirect=True)
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_resume_after_interruption_loses_nothing(engine, error, tmp_path):
+    arms = make_arms()
+    path = tmp_path / "run.pt"
+    optimizer = make_optimizer("bbkb", arms)
+    with pytest.raises(error):
+        run_parallel(
+            optimizer,
+            reward_or_error,
+            engine,
+            num_workers=3,
+            budget=30,
+            checkpoint=path,
+            callback=stop_after(10, error),
+        )
+    state, log = load_checkpoint(path)
+    saved = make_optimizer("bbkb", arms)
+    saved.load_state_dict(state)
+    pending = saved.pending.tolist()
+    assert pending, "the interruption should leave evaluations in flight"
+    assert len(log.indices) + len(log.failed) + len(pending) == log.num_asked
+    assert Counter(saved.observed.tolist()) == Counter(log.indices)
+
+    resumed = make_optimizer("bbkb", arms)
+    final = run_parallel(
+        resumed, reward_or_error, engine, num_workers=3, budget=30, checkpoint=path
+    )
+    assert final.num_completed == final.num_asked >= 30
+    assert resumed.pending.numel() == 0
+    assert final.indices[: len(log.indices)] == log.indices
+    assert final.failed[: len(log.failed)] == log.failed
+    new = Counter(final.indices[len(log.indices) :] + final.failed[len(log.failed) :])
+    assert not Counter(pending) - new, "an arm pending at the interruption was lost"
+    assert Counter(resumed.observed.tolist()) == Counter(final.indices)
+    assert Counter(resumed.failed.tolist()) == Counter(final.failed)
+
+
+@pytest.mark.parametrize("kind", ["bbkb", "sgpts"])
+def test_resumed_run_equals_an_uninterrupted_one(kind, tmp_path):
+    r"""With one worker nothing is in flight between rounds: the interrupted and
+    resumed run makes exactly the choices of a run without interruption."""
+    arms = make_arms()
+    path = tmp_path / "run.pt"
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        with pytest.raises(KeyboardInterrupt):
+            run_parallel(
+                make_optimizer(kind, arms),
+                reward,
+                executor,
+                num_workers=1,
+                budget=15,
+                checkpoint=path,
+                callback=stop_after(6, KeyboardInterrupt),
+            )
+        resumed = run_parallel(
+            make_optimizer(kind, arms),
+            reward,
+            executor,
+            num_workers=1,
+            budget=15,
+            checkpoint=path,
+        )
+    assert resumed.indices == sync_loop(make_optimizer(kind, arms), 15)
+
+
+def interrupt_on_fifth_call(counter: list[int], x: torch.Tensor) -> float:
+    counter.append(1)
+    if len(counter) == 5:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1.0)
+    return reward(x)
+
+
+def test_sigint_saves_the_run(tmp_path):
+    r"""A real SIGINT (Ctrl-C) while the driver waits on its workers."""
+    arms = make_arms()
+    path = tmp_path / "run.pt"
+    optimizer = make_optimizer("sgpts", arms)
+    objective = functools.partial(interrupt_on_fifth_call, [])
+    with concurrent.futures.ThreadPoolExecutor(2) as executor:
+        with pytest.raises(KeyboardInterrupt):
+            run_parallel(
+                optimizer,
+                objective,
+                executor,
+                num_workers=2,
+                budget=50,
+                checkpoint=path,
+            )
+    state, log = load_checkpoint(path)
+    assert 3 <= log.num_completed < 50
+    saved = make_optimizer("sgpts", arms)
+    saved.load_state_dict(state)
+    assert len(log.indices) + saved.pending.numel() == log.num_asked
+
+
+def test_progress_bar(capsys):
+    arms = make_arms()
+    with concurrent.futures.ThreadPoolExecutor(2) as executor:
+        run_parallel(
+            make_optimizer("sgpts", arms),
+            reward_or_error,
+            executor,
+            num_workers=2,
+            budget=20,
+            progress=True,
+        )
+        shown = capsys.readouterr().err
+        assert "20/20" in shown and "pending=" in shown and "failed=" in shown
+        # default: no bar when stderr is not a terminal (as under pytest)
+        run_parallel(
+            make_optimizer("sgpts", arms), reward, executor, num_workers=2, budget=5
+        )
+    assert capsys.readouterr().err == ""
+
+
+def test_bad_arguments_change_nothing():
+    arms = make_arms()
+    optimizer = make_optimizer("sgpts", arms)
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        for kwargs, exception, name in [
+            ({"num_workers": 0}, ValueError, "num_workers"),
+            ({"num_workers": 1.5}, TypeError, "num_workers"),
+            ({"budget": 0}, ValueError, "budget"),
+            ({"callback": 3}, TypeError, "callback"),
+        ]:
+            options = {"num_workers": 1, "budget": 3, **kwargs}
+            with pytest.raises(exception, match=name):
+                run_parallel(optimizer, reward, executor, **options)
+        with pytest.raises(TypeError, match="objective"):
+            run_parallel(optimizer, 3, executor, num_workers=1, budget=3)
+        with pytest.raises(TypeError, match="optimizer"):
+            run_parallel(object(), reward, executor, num_workers=1, budget=3)
+    with pytest.raises(TypeError, match="engine"):
+        run_parallel(optimizer, reward, "threads", num_workers=1, budget=3)
+    assert optimizer.pending.numel() == 0 and optimizer.num_observations == 0
+
+
+def test_as_engine():
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        engine = as_engine(executor)
+        assert isinstance(engine, ExecutorEngine) and as_engine(engine) is engine
+    with pytest.raises(TypeError, match="executor"):
+        ExecutorEngine(object())
+
+
+@pytest.mark.parametrize("module, build", [("ray", RayEngine), ("distributed", None)])
+def test_missing_engine_names_the_extra(monkeypatch, module, build):
+    monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail
+    with pytest.raises(ImportError, match=r"botorch-sketch\[distributed\]"):
+        build() if build else DaskEngine(object())
