@@ -48,7 +48,14 @@ from torch import Tensor
 from torch.nn import Module, ModuleList
 
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
-from botorch_sketch.utils.validation import check_at_least, check_matrix, check_positive
+from botorch_sketch.utils.validation import (
+    check_at_least,
+    check_generator,
+    check_int,
+    check_magnitude,
+    check_matrix,
+    check_positive,
+)
 
 
 @dataclass(frozen=True)
@@ -162,9 +169,10 @@ class ScaledSamplePaths(Module):
             ``(values, indices)``, both ``P x k``, values in decreasing order.
         """
         check_matrix(choices, "choices")
+        check_magnitude(choices, "choices")
         num_choices = choices.shape[0]
-        _check_count(chunk_size, "chunk_size")
-        _check_count(k, "k")
+        check_int(chunk_size, "chunk_size", 1)
+        check_int(k, "k", 1)
         if k > num_choices:
             raise ValueError(f"`k` must be <= the number of choices, got {k}.")
         best_values = best_index = None
@@ -220,21 +228,20 @@ def draw_scaled_paths(
         >>> g = torch.Generator().manual_seed(0)
         >>> paths = draw_scaled_paths(model, 4, alpha=2.0, generator=g)
     """
-    _check_count(num_paths, "num_paths")
-    _check_count(num_features, "num_features")
+    check_int(num_paths, "num_paths", 1)
+    check_int(num_features, "num_features", 1)
     if num_features % 2:
         raise ValueError(f"`num_features` must be even, got {num_features}.")
     alpha = check_at_least(alpha, "alpha", 0.0)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(
-            f"`generator` must be a torch.Generator, got {type(generator)}."
-        )
+    check_generator(generator)
     if paths_per_basis is not None:
-        _check_count(paths_per_basis, "paths_per_basis")
-    _check_path_model(model)
+        check_int(paths_per_basis, "paths_per_basis", 1)
+    check_path_model(model)
     if isinstance(model, DecomposedSamplingSVGP):
         model._ensure_current()
     model.eval()
+    if isinstance(model, ApproximateGPyTorchModel):
+        _drop_batched_cholesky(model.model.variational_strategy)
     per_basis = num_paths if paths_per_basis is None else paths_per_basis
     sizes = [per_basis] * (num_paths // per_basis)
     sizes += [num_paths % per_basis] if num_paths % per_basis else []
@@ -320,24 +327,19 @@ class ScaledPathThompsonSampling(AcquisitionFunction):
         return self.paths.paired(X).sum(dim=-1)
 
 
-def _check_count(value: int, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
-    if value < 1:
-        raise ValueError(f"`{name}` must be >= 1, got {value}.")
-
-
-def _check_path_model(model: Model) -> None:
+def check_path_model(model: object) -> None:
+    r"""Raise unless :func:`draw_scaled_paths` supports ``model`` (the message
+    names ``model``)."""
     if isinstance(model, ApproximateGPyTorchModel):
         strategy = model.model.variational_strategy
         if not isinstance(strategy, VariationalStrategy):
             raise TypeError(
-                "Approximate GPs need a whitened VariationalStrategy, got "
+                "`model`: approximate GPs need a whitened VariationalStrategy, got "
                 f"{type(strategy).__name__}."
             )
     elif isinstance(model, ExactGP):
         if not isinstance(model.likelihood, _GaussianLikelihoodBase):
-            raise TypeError("Exact GPs need a Gaussian likelihood.")
+            raise TypeError("`model`: exact GPs need a Gaussian likelihood.")
     else:
         raise TypeError(
             "`model` must be an approximate GP (ApproximateGPyTorchModel) or an exact "
@@ -345,6 +347,23 @@ def _check_path_model(model: Model) -> None:
         )
     if model.num_outputs != 1 or len(model.batch_shape) > 0:
         raise ValueError("`model` must have a single output and no batch shape.")
+
+
+def _drop_batched_cholesky(strategy: VariationalStrategy) -> None:
+    r"""Forget a batch-shaped cached Cholesky factor of ``K_ZZ + jitter I``.
+
+    GPyTorch's ``VariationalStrategy`` caches this factor ignoring its argument; a
+    posterior call on t-batched inputs (``b x q x d``) caches it expanded to
+    ``b x m x m``, and BoTorch's pathwise update (``draw_matheron_paths``) and
+    :func:`_scaled_update` then read that factor and fail on a shape mismatch. Plain
+    BoTorch has the same problem (``draw_matheron_paths`` on a
+    ``SingleTaskVariationalGP`` after a t-batched posterior call); dropping the
+    stale entry makes the next use recompute the ``m x m`` factor (``O(m^3)``).
+    """
+    cache = getattr(strategy, "_memoize_cache", {})
+    factor = cache.get("cholesky_factor")
+    if factor is not None and factor.shape[:-2] != strategy.inducing_points.shape[:-2]:
+        del cache["cholesky_factor"]
 
 
 def _normal(shape: torch.Size, generator: torch.Generator | None) -> Tensor:

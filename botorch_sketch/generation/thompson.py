@@ -30,9 +30,16 @@ from torch import Tensor
 
 from botorch_sketch.acquisition.thompson import (
     ScaledPathThompsonSampling,
+    check_path_model,
     resolve_alpha,
 )
-from botorch_sketch.utils.validation import check_bounds, check_matrix
+from botorch_sketch.utils.validation import (
+    check_bounds,
+    check_generator,
+    check_int,
+    check_magnitude,
+    check_matrix,
+)
 
 
 class ThompsonCandidates(NamedTuple):
@@ -94,8 +101,8 @@ def gen_thompson_candidates(
         ...     model, q=10, choices=arms, num_features=1000, generator=g
         ... )
     """
-    if isinstance(q, bool) or not isinstance(q, int) or q < 1:
-        raise ValueError(f"`q` must be a positive int, got {q!r}.")
+    check_path_model(model)
+    check_int(q, "q", 1)
     if (choices is None) == (bounds is None):
         raise ValueError(
             "Pass exactly one of `choices` (finite set) and `bounds` (box)."
@@ -103,12 +110,15 @@ def gen_thompson_candidates(
     for value, name in ((chunk_size, "chunk_size"), (num_restarts, "num_restarts")):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+    check_generator(generator)
     (train_X,) = get_train_inputs(model, transformed=False)
     dim = train_X.shape[-1]
     if choices is not None:
         check_matrix(choices, "choices", num_cols=dim)
+        check_magnitude(choices, "choices")
     else:
         check_bounds(bounds)
+        check_magnitude(bounds, "bounds")
         if bounds.shape[-1] != dim:
             raise ValueError(f"`bounds` must be 2 x {dim}, got {tuple(bounds.shape)}.")
         raw_samples = 1000 * dim if raw_samples is None else raw_samples
@@ -119,6 +129,10 @@ def gen_thompson_candidates(
         if raw_samples < 1:
             raise ValueError(
                 f"`raw_samples` must be a positive int, got {raw_samples}."
+            )
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(
+                f"`options` must be a dict or None, got {type(options).__name__}."
             )
     alpha_t = resolve_alpha(alpha, train_X.shape[-2] + 1)
     acqf = ScaledPathThompsonSampling(

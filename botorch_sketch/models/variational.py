@@ -19,6 +19,7 @@ exploration scaling ``f~ = mu + alpha (f - mu)``, come from :meth:`sample_paths`
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from collections.abc import Mapping
@@ -41,11 +42,24 @@ from gpytorch.means import Mean
 from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.variational import CholeskyVariationalDistribution, VariationalStrategy
 from linear_operator.utils.cholesky import psd_safe_cholesky
+from linear_operator.utils.errors import NanError, NotPSDError
 from torch import Tensor
 from torch.nn import Module
 
 from botorch_sketch.models.inducing import select_inducing_indices
-from botorch_sketch.utils.validation import check_matrix, check_positive
+from botorch_sketch.utils.validation import (
+    check_bool,
+    check_generator,
+    check_int,
+    check_kernel,
+    check_magnitude,
+    check_matrix,
+    check_model_dtype,
+    check_points,
+    check_positive,
+    check_same_dtype,
+    fitted_outcome_transform,
+)
 
 if TYPE_CHECKING:
     from botorch_sketch.acquisition.thompson import ScaledSamplePaths
@@ -252,10 +266,9 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             input_transform: E.g. ``Normalize(d)``, re-fitted at each update.
         """
         _check_data(train_X, train_Y, "train_X", "train_Y")
-        if isinstance(num_inducing, bool) or not isinstance(num_inducing, int):
-            raise TypeError(f"`num_inducing` must be an int, got {type(num_inducing)}.")
-        if num_inducing < 1:
-            raise ValueError(f"`num_inducing` must be >= 1, got {num_inducing}.")
+        check_int(num_inducing, "num_inducing", 1)
+        if covar_module is not None:
+            check_kernel(covar_module, "covar_module")
         if likelihood is not None and not isinstance(likelihood, GaussianLikelihood):
             raise TypeError(
                 "`likelihood` must be a GaussianLikelihood (closed-form q(u))."
@@ -264,15 +277,16 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             noise_variance = check_positive(noise_variance, "noise_variance")
             if likelihood is None:
                 likelihood = GaussianLikelihood(noise_constraint=GreaterThan(0.0))
+        check_bool(randomized_selection, "randomized_selection")
         if inducing_quality not in ("variance", "improvement"):
             raise ValueError(
                 "`inducing_quality` must be 'variance' or 'improvement', got "
                 f"{inducing_quality!r}."
             )
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(
-                f"`generator` must be a torch.Generator, got {type(generator)}."
-            )
+        check_generator(generator)
+        if outcome_transform is not None:
+            # BoTorch's constructor below fits the transform: reject bad targets first.
+            fitted_outcome_transform(outcome_transform, train_Y, "train_Y", fit=True)
         with warnings.catch_warnings():
             warnings.filterwarnings(
                 "ignore",
@@ -291,7 +305,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
                 input_transform=input_transform,
             )
         self.num_inducing = num_inducing
-        self.randomized_selection = bool(randomized_selection)
+        self.randomized_selection = randomized_selection
         self.inducing_quality = inducing_quality
         self._quality: Tensor | None = None  # weights of the current data, if any
         self._generator = generator
@@ -303,8 +317,9 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         self._set_data(train_X, train_Y)
         if inducing_quality == "improvement":
             # No model before this one: weight by the conditional-variance model's EI.
-            self._quality = self._expected_improvement(train_X)
-            self._refresh()
+            self._set_data(
+                train_X, train_Y, quality=self._expected_improvement(train_X)
+            )
 
     @property
     def inducing_points(self) -> Tensor:
@@ -326,20 +341,19 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
 
         Cost ``O(n m^2)`` (selection and ``q(u)``), memory ``O(n m)``.
 
+        Atomic: inputs or targets that give no finite posterior (e.g. targets that
+        overflow the outcome transform) raise ``ValueError`` and change nothing.
+
         Args:
             X: ``b x d`` new inputs (same dtype and device as the training data).
             Y: ``b x 1`` new targets.
         """
-        _check_data(X, Y, "X", "Y", num_cols=self._train_X.shape[-1])
-        if X.dtype != self._train_X.dtype or Y.dtype != self._train_Y.dtype:
-            raise TypeError(
-                f"`X` and `Y` must have dtype {self._train_X.dtype}, got {X.dtype} "
-                f"and {Y.dtype}."
-            )
+        _check_data(X, Y, "X", "Y", like=self._train_X)
         X_all = torch.cat([self._train_X, X])
+        quality = None
         if self.inducing_quality == "improvement":
-            self._quality = self._expected_improvement(X_all)
-        self._set_data(X_all, torch.cat([self._train_Y, Y]))
+            quality = self._expected_improvement(X_all)
+        self._set_data(X_all, torch.cat([self._train_Y, Y]), quality=quality)
 
     def load_state_dict(
         self,
@@ -363,8 +377,18 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
                 this model's data as they are; if False, re-fit them on this data.
             assign: See ``torch.nn.Module.load_state_dict``.
         """
+        previous = copy.deepcopy(self.state_dict())
         result = Module.load_state_dict(self, state_dict, strict=strict, assign=assign)
-        self._set_data(self._train_X, self._train_Y, fit_transforms=not keep_transforms)
+        try:
+            self._set_data(
+                self._train_X,
+                self._train_Y,
+                fit_transforms=not keep_transforms,
+                quality=self._quality,
+            )
+        except Exception:
+            Module.load_state_dict(self, previous)  # all or nothing
+            raise
         return result
 
     def posterior(
@@ -375,6 +399,9 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         posterior_transform: PosteriorTransform | None = None,
     ) -> Posterior:
         r"""Titsias/DTC posterior at ``X`` (``batch_shape x q x d``); see the class."""
+        check_model_dtype(X, "X")
+        check_points(X, "X", self._train_X.shape[-1])
+        check_magnitude(self.transform_inputs(X), "X")
         self._ensure_current()
         return super().posterior(
             X,
@@ -418,30 +445,59 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         quality = ExpectedImprovementQualityFunction(self, maximize=True)(X)
         return quality.reshape(X.shape[:-1])  # BoTorch squeezes a single point
 
-    def _set_data(self, X: Tensor, Y: Tensor, fit_transforms: bool = True) -> None:
+    def _set_data(
+        self,
+        X: Tensor,
+        Y: Tensor,
+        fit_transforms: bool = True,
+        quality: Tensor | None = None,
+    ) -> None:
         r"""Store all data, transform it (re-fitting the transforms unless
-        ``fit_transforms`` is False), refresh ``Z`` and ``q(u)``."""
+        ``fit_transforms`` is False), refresh ``Z`` and ``q(u)``.
+
+        Everything is computed on copies of the transforms first; nothing is
+        changed unless it all succeeds (``ValueError`` otherwise).
+        """
+        updating = hasattr(self, "_train_X")
+        x_name, y_name = ("X", "Y") if updating else ("train_X", "train_Y")
         with torch.no_grad():
             X_t = X
             input_transform = getattr(self, "input_transform", None)
             if input_transform is not None:
+                input_transform = copy.deepcopy(input_transform)
                 input_transform.train(fit_transforms)
                 X_t = input_transform(X)
+                input_transform.eval()
+            check_magnitude(X_t, x_name)
             Y_var = None
             if self._noise_variance is not None:
                 Y_var = torch.full_like(Y, self._noise_variance)
             Y_t = Y
             outcome_transform = getattr(self, "outcome_transform", None)
             if outcome_transform is not None:
-                outcome_transform.train(fit_transforms)
-                Y_t, Y_var = outcome_transform(Y, Y_var, X=X_t)
-            if Y_var is not None:
-                self.likelihood.noise = Y_var.mean()
+                outcome_transform, Y_t, Y_var = fitted_outcome_transform(
+                    outcome_transform, Y, y_name, fit=fit_transforms, Yvar=Y_var, X=X_t
+                )
+            noise = self.likelihood.noise if Y_var is None else Y_var.mean()
+            if not (torch.isfinite(noise).all() and (noise > 0).all()):
+                raise ValueError(
+                    f"`{y_name}`: the outcome transform turns the noise variance "
+                    f"into {noise.tolist()}."
+                )
+            strategy = self._fitted_strategy(X_t, Y_t.squeeze(-1), noise, quality)
+        # Commit: nothing below can fail.
+        if input_transform is not None:
+            self.input_transform = input_transform
+        if outcome_transform is not None:
+            self.outcome_transform = outcome_transform
+        if Y_var is not None:
+            self.likelihood.noise = noise
+        self._quality = quality
         self._train_X = X
         self._train_Y = Y
         self.model.train_inputs = [X_t]
         self.model.train_targets = Y_t.squeeze(-1)
-        self._refresh()
+        self._commit_strategy(strategy)
 
     def _hyperparameters(self) -> list[Tensor]:
         modules = (self.model.covar_module, self.model.mean_module, self.likelihood)
@@ -457,47 +513,73 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         if stale:
             self._refresh()
 
-    @torch.no_grad()
     def _refresh(self) -> None:
-        r"""Re-select ``Z`` with the current kernel and set ``q(u)`` to its optimum.
-
-        A fresh ``VariationalStrategy`` is built (``m_t`` may change). It is put in eval
-        mode *before* its Cholesky factor of ``K_ZZ + jitter I`` is cached (GPyTorch
-        clears caches on the train -> eval switch), and the variational parameters are
-        marked initialized (else GPyTorch resets ``q(u)`` to the prior).
-        """
-        self.eval()
+        r"""Re-select ``Z`` and recompute ``q(u)`` for the current hyperparameters."""
         (X,) = self.model.train_inputs
+        with torch.no_grad():
+            strategy = self._fitted_strategy(
+                X, self.model.train_targets, self.likelihood.noise, self._quality
+            )
+        self._commit_strategy(strategy)
+
+    def _commit_strategy(self, strategy: VariationalStrategy) -> None:
+        self.eval()
+        self.model.variational_strategy = strategy
+        self._snapshot = [p.detach().clone() for p in self._hyperparameters()]
+
+    def _fitted_strategy(
+        self, X: Tensor, y: Tensor, noise: Tensor, quality: Tensor | None
+    ) -> VariationalStrategy:
+        r"""A new strategy on transformed ``n x d`` inputs and ``n`` targets: ``Z``
+        selected with the current kernel, ``q(u)`` set to its optimum.
+
+        The strategy is put in eval mode *before* its Cholesky factor of
+        ``K_ZZ + jitter I`` is cached (GPyTorch clears caches on the train -> eval
+        switch), and the variational parameters are marked initialized (else GPyTorch
+        resets ``q(u)`` to the prior). Raises ``ValueError`` (nothing changed) when
+        the factorizations fail or ``q(u)`` is not finite.
+        """
         kernel = self.model.covar_module
-        index = select_inducing_indices(
-            X,
-            kernel,
-            self.num_inducing,
-            randomized=self.randomized_selection,
-            generator=self._generator,
-            quality=self._quality,
-        )
-        Z = X[index]
-        distribution = CholeskyVariationalDistribution(Z.shape[-2]).to(Z)
-        strategy = VariationalStrategy(
-            self.model, Z, distribution, learn_inducing_locations=False
-        )
-        strategy.eval()
-        chol = strategy._cholesky_factor(kernel(Z).add_jitter(strategy.jitter_val))
-        chol = chol.to_dense()
-        residual = self.model.train_targets - self.model.mean_module(X)
-        mean_w, chol_w = titsias_whitened_q(
-            chol,
-            kernel(Z, X).to_dense().to(chol),
-            residual.to(chol),
-            self.likelihood.noise.to(chol).reshape(()),
-        )
+        try:
+            self.model.eval()
+            index = select_inducing_indices(
+                X,
+                kernel,
+                self.num_inducing,
+                randomized=self.randomized_selection,
+                generator=self._generator,
+                quality=quality,
+            )
+            Z = X[index]
+            distribution = CholeskyVariationalDistribution(Z.shape[-2]).to(Z)
+            strategy = VariationalStrategy(
+                self.model, Z, distribution, learn_inducing_locations=False
+            )
+            strategy.eval()
+            chol = strategy._cholesky_factor(kernel(Z).add_jitter(strategy.jitter_val))
+            chol = chol.to_dense()
+            residual = y - self.model.mean_module(X)
+            mean_w, chol_w = titsias_whitened_q(
+                chol,
+                kernel(Z, X).to_dense().to(chol),
+                residual.to(chol),
+                noise.to(chol).reshape(()),
+            )
+        except (torch.linalg.LinAlgError, NanError, NotPSDError) as error:
+            raise ValueError(
+                "`X` and `Y` (with the current hyperparameters) give no factorizable "
+                f"posterior: {error}"
+            ) from error
+        if not (torch.isfinite(mean_w).all() and torch.isfinite(chol_w).all()):
+            raise ValueError(
+                "`Y` gives a non-finite q(u) (targets too large for the noise level; "
+                "standardize them, e.g. outcome_transform=Standardize(m=1))."
+            )
         distribution.variational_mean.copy_(mean_w)
         distribution.chol_variational_covar.copy_(chol_w)
         distribution.requires_grad_(False)
         strategy.variational_params_initialized.fill_(1)
-        self.model.variational_strategy = strategy
-        self._snapshot = [p.detach().clone() for p in self._hyperparameters()]
+        return strategy
 
 
 class CollapsedTitsiasBound(MarginalLogLikelihood):
@@ -579,10 +661,18 @@ def _keep_data_state(
 
 
 def _check_data(
-    X: Tensor, Y: Tensor, x_name: str, y_name: str, num_cols: int | None = None
+    X: Tensor, Y: Tensor, x_name: str, y_name: str, like: Tensor | None = None
 ) -> None:
-    check_matrix(X, x_name, num_cols=num_cols)
+    r"""Check ``n x d`` inputs and ``n x 1`` targets of one float dtype (that of
+    ``like``, the stored inputs, when given)."""
+    check_model_dtype(X, x_name)
+    check_model_dtype(Y, y_name)
+    check_matrix(X, x_name, num_cols=None if like is None else like.shape[-1])
+    check_magnitude(X, x_name)
     check_matrix(Y, y_name, num_cols=1)
+    check_same_dtype(Y, y_name, X, x_name)
+    if like is not None:
+        check_same_dtype(X, x_name, like, "train_X")
     if X.shape[0] != Y.shape[0]:
         raise ValueError(
             f"`{x_name}` and `{y_name}` must have the same number of rows, got "

@@ -6,7 +6,13 @@ so callers can validate everything before changing any state.
 
 from __future__ import annotations
 
+import copy
+import math
+
 import torch
+from botorch.exceptions.errors import InputDataError
+from botorch.models.transforms.outcome import OutcomeTransform
+from gpytorch.kernels import Kernel
 from torch import Tensor
 
 
@@ -69,3 +75,151 @@ def check_bounds(bounds: Tensor, name: str = "bounds") -> Tensor:
     if not (bounds[0] < bounds[1]).all():
         raise ValueError(f"`{name}` must satisfy lower < upper in every dimension.")
     return bounds
+
+
+#: Dtypes the models compute in: GPyTorch's Cholesky factorizations and the
+#: relative jitters are not defined for half precision.
+MODEL_DTYPES = (torch.float32, torch.float64)
+
+
+def check_model_dtype(value: Tensor, name: str) -> Tensor:
+    r"""Raise ``TypeError`` unless ``value`` is a float32 or float64 tensor."""
+    check_tensor(value, name)
+    if value.dtype not in MODEL_DTYPES:
+        raise TypeError(
+            f"`{name}` must be float32 or float64, got {value.dtype} (half precision "
+            "cannot be factorized)."
+        )
+    return value
+
+
+def check_same_dtype(
+    value: Tensor, name: str, reference: Tensor, ref_name: str
+) -> None:
+    r"""Raise ``TypeError`` unless ``value`` has the dtype of ``reference``."""
+    if value.dtype != reference.dtype:
+        raise TypeError(
+            f"`{name}` must have the dtype of `{ref_name}` ({reference.dtype}), got "
+            f"{value.dtype}."
+        )
+
+
+def check_points(value: object, name: str, num_cols: int) -> Tensor:
+    r"""Check finite ``batch x q x d`` query points (at least 2-dimensional)."""
+    check_finite(check_tensor(value, name), name)
+    if value.dim() < 2 or value.shape[-1] != num_cols:
+        raise ValueError(
+            f"`{name}` must have shape batch x q x {num_cols} (at least "
+            f"2-dimensional), got {tuple(value.shape)}."
+        )
+    return value
+
+
+def check_bool(value: object, name: str) -> bool:
+    r"""Raise ``TypeError`` unless ``value`` is a ``bool`` (truthy objects rejected)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"`{name}` must be a bool, got {type(value).__name__}.")
+    return value
+
+
+def check_int(value: object, name: str, minimum: int) -> int:
+    r"""Raise unless ``value`` is an ``int >= minimum`` (bools and floats rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
+    if value < minimum:
+        raise ValueError(f"`{name}` must be >= {minimum}, got {value}.")
+    return value
+
+
+def check_number(value: object, name: str) -> float:
+    r"""Return ``value`` as a finite float (``TypeError`` for bools, non-numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"`{name}` must be a number, got {type(value).__name__}.")
+    if not math.isfinite(value):
+        raise ValueError(f"`{name}` must be finite, got {value}.")
+    return float(value)
+
+
+def check_generator(value: object, name: str = "generator") -> None:
+    r"""Raise ``TypeError`` unless ``value`` is None or a ``torch.Generator``."""
+    if value is not None and not isinstance(value, torch.Generator):
+        raise TypeError(
+            f"`{name}` must be a torch.Generator or None, got {type(value).__name__}."
+        )
+
+
+def check_kernel(value: object, name: str = "covar_module") -> Kernel:
+    r"""Raise unless ``value`` is a GPyTorch ``Kernel`` without batch shape."""
+    if not isinstance(value, Kernel):
+        raise TypeError(
+            f"`{name}` must be a gpytorch Kernel, got {type(value).__name__}."
+        )
+    if len(value.batch_shape) > 0:
+        raise ValueError(
+            f"`{name}` must not have a batch shape, got {tuple(value.batch_shape)}."
+        )
+    return value
+
+
+def check_magnitude(value: Tensor, name: str) -> Tensor:
+    r"""Raise ``ValueError`` if an entry of ``value`` exceeds ``finfo.max ** (1/4)``
+    in magnitude (``1.2e77`` in float64, ``4.3e9`` in float32).
+
+    Kernels evaluate squared distances of inputs centred on their mean: beyond this
+    bound they overflow, and short of overflow one such point erases the precision
+    of every other point's distances.
+    """
+    limit = torch.finfo(value.dtype).max ** 0.25
+    if (value.abs() > limit).any():
+        raise ValueError(
+            f"`{name}` has entries beyond {limit:.3g} in magnitude (kernel distances "
+            "of such points overflow); rescale the inputs (e.g. a Normalize transform)."
+        )
+    return value
+
+
+def fitted_outcome_transform(
+    transform: OutcomeTransform,
+    Y: Tensor,
+    name: str,
+    *,
+    fit: bool,
+    Yvar: Tensor | None = None,
+    X: Tensor | None = None,
+) -> tuple[OutcomeTransform, Tensor, Tensor | None]:
+    r"""Apply a deep copy of ``transform`` to ``n x 1`` outcomes and check the result.
+
+    The transform itself is left untouched (a training-mode transform fits its
+    buffers), so a caller can reject bad outcomes before changing any state: a
+    transform that overflows (e.g. ``Standardize`` of ``1e300``) or leaves its domain
+    (``Log`` of negative values) gives a ``ValueError`` naming ``name``. The result
+    must be finite and map back (``untransform``) to finite values.
+
+    Args:
+        transform: The outcome transform.
+        Y: ``n x 1`` outcomes.
+        name: The argument name used in error messages.
+        fit: Fit the copy's parameters on ``Y`` (training mode) or keep them.
+        Yvar: Optional ``n x 1`` observation noise variances.
+        X: Optional ``n x d`` transformed inputs, passed to the transform.
+
+    Returns:
+        ``(copy, Y_t, Yvar_t)``: the copy (in eval mode) and its outputs.
+    """
+    trial = copy.deepcopy(transform)
+    trial.train(fit)
+    try:
+        Y_t, Yvar_t = trial(Y, Yvar, X=X)
+        trial.eval()
+        back, _ = trial.untransform(Y_t, X=X)
+    except InputDataError as error:  # BoTorch's own input checks
+        raise ValueError(
+            f"`{name}` was rejected by the outcome transform: {error}"
+        ) from error
+    outputs = [Y_t, back] + ([] if Yvar_t is None else [Yvar_t])
+    if not all(bool(torch.isfinite(value).all()) for value in outputs):
+        raise ValueError(
+            f"`{name}` gives non-finite values under the outcome transform "
+            f"{type(transform).__name__} (overflow, or values outside its domain)."
+        )
+    return trial, Y_t, Yvar_t

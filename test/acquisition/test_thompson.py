@@ -1,8 +1,13 @@
+import copy
 import math
 
 import pytest
 import torch
-from botorch.models import GenericDeterministicModel, SingleTaskGP
+from botorch.models import (
+    GenericDeterministicModel,
+    SingleTaskGP,
+    SingleTaskVariationalGP,
+)
 from botorch.optim import optimize_acqf
 
 from botorch_sketch.acquisition.thompson import (
@@ -250,3 +255,27 @@ def test_bad_inputs_raise():
         paths.topk(torch.full((3, 2), float("nan"), dtype=DTYPE))
     with pytest.raises(TypeError, match="paths"):
         ScaledPathThompsonSampling(model, paths="not paths")
+
+
+def _plain_svgp():
+    X, Y = _data()
+    model = SingleTaskVariationalGP(X, Y, inducing_points=X[:12].clone())
+    return model.eval()
+
+
+@pytest.mark.parametrize("build", [_svgp, _plain_svgp], ids=["ours", "botorch"])
+def test_paths_after_a_t_batched_posterior_call(build):
+    # Issue 14 item 6: a posterior call on t-batched X caches a batch-shaped Cholesky
+    # factor of K_ZZ in GPyTorch's VariationalStrategy, which BoTorch's own
+    # draw_matheron_paths then reads (plain BoTorch fails the same way).
+    # The reference is a copy taken after an unbatched call (BoTorch's strategy
+    # converts q(u) to whitened form on its first call).
+    model = build()
+    with torch.no_grad():
+        model.posterior(_test_points(12))
+        reference = copy.deepcopy(model)
+        model.posterior(_test_points(12).reshape(4, 3, 2))
+    reference = draw_scaled_paths(reference, 3, num_features=64, generator=seeded(5))
+    paths = draw_scaled_paths(model, 3, num_features=64, generator=seeded(5))
+    X = _test_points(7)
+    torch.testing.assert_close(paths(X), reference(X), rtol=1e-10, atol=1e-10)

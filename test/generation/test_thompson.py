@@ -140,3 +140,35 @@ def test_bad_inputs_raise():
         gen_thompson_candidates(model, 1, choices=choices, chunk_size=0)
     with pytest.raises(ValueError, match="alpha"):
         gen_thompson_candidates(model, 1, choices=choices, alpha=-2.0)
+
+
+def test_bad_arguments_are_named():
+    # Issue 14 item 9: wrong model types, seeds, flags and absurd choices raise
+    # ValueError/TypeError naming the argument.
+    model, choices = _svgp(), _choices(20)
+    with pytest.raises(TypeError, match="`model`"):
+        gen_thompson_candidates("model", 1, choices=choices)
+    with pytest.raises(TypeError, match="`q`"):
+        gen_thompson_candidates(model, True, choices=choices)
+    with pytest.raises(TypeError, match="`generator`"):
+        gen_thompson_candidates(model, 1, choices=choices, generator=1)
+    with pytest.raises(TypeError, match="`choices`"):
+        gen_thompson_candidates(model, 1, choices=choices.long())
+    with pytest.raises(TypeError, match="`options`"):
+        gen_thompson_candidates(model, 1, bounds=BOUNDS, options="fast")
+    far = choices.clone()
+    far[3] = 1e300
+    with pytest.raises(ValueError, match="`choices`"):
+        gen_thompson_candidates(model, 1, choices=far)
+    with pytest.raises(ValueError, match="`bounds`"):
+        gen_thompson_candidates(model, 1, bounds=BOUNDS * 1e300)
+
+
+def test_after_a_t_batched_posterior_call():
+    # Issue 14 item 6, through the generator: same candidates as before the call.
+    model, choices = _svgp(), _choices(50)
+    expected = gen_thompson_candidates(model, 3, choices=choices, generator=seeded(2))
+    with torch.no_grad():
+        model.posterior(choices[:12].reshape(4, 3, 2))
+    result = gen_thompson_candidates(model, 3, choices=choices, generator=seeded(2))
+    assert torch.equal(result.indices, expected.indices)

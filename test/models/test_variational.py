@@ -6,7 +6,7 @@ import pytest
 import torch
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
-from botorch.models.transforms import Normalize, Standardize
+from botorch.models.transforms import Log, Normalize, Standardize
 from botorch.models.utils.inducing_point_allocators import (
     ExpectedImprovementQualityFunction,
 )
@@ -482,3 +482,92 @@ def test_bad_inputs_raise_before_state_changes():
         model.update(torch.rand(3, 2), torch.rand(3, 1))
     assert model.train_X.shape == (20, 2)
     assert torch.equal(model.inducing_points, Z)
+
+
+def _state_tensors(model):
+    r"""Everything a rejected call must leave alone: the state dict, the data, the
+    inducing points and q(u)."""
+    strategy = model.model.variational_strategy
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    state["train_X"], state["train_Y"] = model.train_X.clone(), model.train_Y.clone()
+    state["Z"] = strategy.inducing_points.clone()
+    state["q_mean"] = strategy.variational_distribution.mean.clone()
+    return state
+
+
+def _assert_same_state(before, after):
+    assert before.keys() == after.keys()
+    for key in before:
+        assert torch.equal(before[key], after[key]), key
+
+
+def test_rejected_update_changes_nothing():
+    # Issue 14 item 7: ``update`` grew train_X before q(u) failed; huge targets with
+    # Standardize gave a silent NaN posterior.
+    X, Y = sine_data(n=20)
+    model = transformed_svgp(X, Y, 6, _kernel())
+    before = _state_tensors(model)
+    X_new = torch.rand(3, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(3))
+    with pytest.raises(ValueError, match="`Y`"):
+        model.update(X_new, torch.full((3, 1), 1e300, dtype=DTYPE))
+    _assert_same_state(before, _state_tensors(model))
+    far = X_new.clone()
+    far[1, 0] = 1e300
+    with pytest.raises(ValueError, match="`X`"):
+        model.update(far, Y[:3])
+    _assert_same_state(before, _state_tensors(model))
+    # the model still works and a valid update goes through
+    model.update(X_new, Y[:3])
+    assert model.train_X.shape == (23, 2)
+    assert torch.isfinite(model.posterior(X_new).variance).all()
+
+
+def test_outcome_transform_overflow_or_domain_error_is_rejected():
+    X, Y = sine_data(n=20)
+    for bad_Y, transform in ((Y * 1e300, Standardize(1)), (Y - 10.0, Log())):
+        with pytest.raises(ValueError, match="`train_Y`"):
+            DecomposedSamplingSVGP(X, bad_Y, outcome_transform=transform)
+    positive = Y - Y.min() + 1.0
+    model = DecomposedSamplingSVGP(X, positive, outcome_transform=Log(), num_inducing=5)
+    before = _state_tensors(model)
+    with pytest.raises(ValueError, match="`Y`"):
+        model.update(X[:2] + 0.01, -Y[:2].abs() - 1.0)
+    _assert_same_state(before, _state_tensors(model))
+
+
+def test_one_error_vocabulary_for_bad_arguments():
+    # Issue 14 items 9 and 11: each bad argument raises ValueError/TypeError naming it.
+    X, Y = sine_data(n=20)
+    with pytest.raises(TypeError, match="`train_Y`"):
+        DecomposedSamplingSVGP(X, Y.half())
+    with pytest.raises(TypeError, match="`train_X`"):
+        DecomposedSamplingSVGP(X.half(), Y.half())
+    with pytest.raises(TypeError, match="`covar_module`"):
+        DecomposedSamplingSVGP(X, Y, covar_module="rbf")
+    batched = ScaleKernel(gpytorch.kernels.RBFKernel(batch_shape=torch.Size([2])))
+    with pytest.raises(ValueError, match="`covar_module`"):
+        DecomposedSamplingSVGP(X, Y, covar_module=batched)
+    with pytest.raises(TypeError, match="`randomized_selection`"):
+        DecomposedSamplingSVGP(X, Y, randomized_selection="no")
+    with pytest.raises(TypeError, match="`generator`"):
+        DecomposedSamplingSVGP(X, Y, generator=0)
+    model = DecomposedSamplingSVGP(X, Y, num_inducing=5)
+    for bad in (torch.rand(2, dtype=DTYPE), torch.rand(4, 3, dtype=DTYPE)):
+        with pytest.raises(ValueError, match="`X`"):
+            model.posterior(bad)
+    with pytest.raises(TypeError, match="`X`"):
+        model.posterior(torch.ones(4, 2, dtype=torch.long))
+    with pytest.raises(TypeError, match="`X`"):
+        model.update(X[:2].half(), Y[:2].half())
+
+
+def test_integer_inputs_leave_transform_buffers_alone():
+    X, Y = sine_data(n=20)
+    model = transformed_svgp(X, Y, 6, _kernel())
+    before = {k: v.clone() for k, v in model.input_transform.state_dict().items()}
+    with pytest.raises(TypeError, match="`X`"):
+        model.update(torch.ones(2, 2, dtype=torch.long), Y[:2])
+    with pytest.raises(TypeError, match="`X`"):
+        model.posterior(torch.ones(2, 2, dtype=torch.bool))
+    for key, value in model.input_transform.state_dict().items():
+        assert torch.equal(value, before[key]), key
