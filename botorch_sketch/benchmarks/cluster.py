@@ -1,0 +1,681 @@
+r"""A simulated cluster: ask/tell bandits on ``W`` workers with random evaluation times.
+
+Every evaluation takes a log-normal time (mean ``duration_mean``, log-standard
+deviation ``duration_sigma``); time is simulated with an event queue, nothing sleeps.
+Whenever workers are free (and the horizon ``T`` is not yet handed out), the method is
+asked for at most that many arms; it may return fewer or none ("wait for outcomes").
+Then the next evaluation completes, the clock jumps to its end and its noisy reward is
+told to the method. Run seed ``s`` gives the method ``torch.Generator().manual_seed(2
+s)`` and the evaluation times and reward noise of the ``k``-th started evaluation
+``manual_seed(2 s + 1)``, so all methods see common random numbers.
+
+Recorded per completed evaluation ``k = 1..T`` (in completion order): the simulated
+time, the arm's noiseless value and the busy worker-time so far; per run, the measured
+time the method spent in ``ask`` and ``tell``. Derived: the regret ratio
+``R_k / (k r_unif)`` (Calandriello et al., ICML 2020) and simple regret against
+simulated time, the utilization ``busy worker-time / (W x makespan)`` and the
+optimizer's time per suggestion (measured ``ask`` + ``tell`` seconds / ``T``; not
+charged to the simulated clock).
+
+Methods (:data:`METHODS`), all on the problem's fixed kernel with the constant radius 1
+(Bayesian scale) of the other benchmarks:
+
+- ``bkb``: sequential BKB (:class:`~botorch_sketch.BBKB` with ``ratio_threshold=1``):
+  one arm at a time, so one worker is busy;
+- ``bbkb-sync``: synchronous BBKB: a batch (at most ``W`` arms) is asked when all
+  workers are idle and told when all its evaluations are back;
+- ``bbkb-async``: asynchronous BBKB: ``ask(free workers)`` after every completion;
+  pending arms enter by the hallucinated variance update and BBKB's rule may answer
+  "wait" (no arms);
+- ``gp-bucb``: GP-BUCB with fixed batches of ``W`` (Desautels et al., JMLR 2014) on
+  the exact posterior, synchronous (:class:`~.policies.baselines.ExactBUCBPolicy`:
+  ``O(A t)`` per evaluation, ``O(A T)`` memory);
+- ``sgpts-async``: asynchronous S-GP-TS (:class:`~botorch_sketch.generation.sgpts_loop.
+  SGPTS`), a fresh path per free worker;
+- ``uniform``: uniformly random arms on every free worker.
+
+Run ``python -m botorch_sketch.benchmarks.cluster --preset cluster-smoke`` (seconds),
+``--preset cluster-cadata --data-dir DATA`` or ``--preset cluster-rosenbrock``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import math
+import os
+import sys
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from torch import Tensor
+
+from botorch_sketch.benchmarks.metrics import checkpoints, expected_uniform_regret
+from botorch_sketch.benchmarks.policies.base import Policy, Problem
+from botorch_sketch.benchmarks.policies.baselines import ExactBUCBPolicy
+from botorch_sketch.benchmarks.policies.bkb import BBKBPolicy
+from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
+from botorch_sketch.benchmarks.problems import make_problem
+from botorch_sketch.generation.sgpts_loop import SGPTS
+
+
+class ClusterMethod(ABC):
+    r"""A bandit on the simulated cluster: ``ask(free)`` returns at most ``free`` arm
+    indices (possibly none while evaluations run), ``tell`` receives completed ones."""
+
+    @abstractmethod
+    def ask(self, free: int) -> Tensor:
+        r"""At most ``free`` arm indices (a LongTensor; >= 1 when none is running)."""
+
+    @abstractmethod
+    def tell(self, indices: Tensor, rewards: Tensor) -> None:
+        r"""Outcomes of completed arms (``b`` indices, ``b`` rewards)."""
+
+
+class SynchronousMethod(ClusterMethod):
+    r"""A benchmark :class:`~.policies.base.Policy` run in synchronous batches: its
+    batch (truncated to the free workers) is asked when nothing runs and told, in
+    the asked order, once every evaluation of it is back."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._batch: list[int] = []
+        self._rewards: list[float | None] = []
+
+    def ask(self, free: int) -> Tensor:
+        if self._batch:
+            return torch.empty(0, dtype=torch.long)
+        batch = self.policy.ask()[:free]
+        self._batch = batch.tolist()
+        self._rewards = [None] * len(self._batch)
+        return batch
+
+    def tell(self, indices: Tensor, rewards: Tensor) -> None:
+        for arm, reward in zip(indices.tolist(), rewards.tolist(), strict=True):
+            slot = next(
+                i
+                for i, (a, r) in enumerate(zip(self._batch, self._rewards, strict=True))
+                if a == arm and r is None
+            )
+            self._rewards[slot] = reward
+        if all(r is not None for r in self._rewards):
+            batch = torch.tensor(self._batch, dtype=torch.long)
+            self.policy.tell(batch, torch.tensor(self._rewards, dtype=torch.float64))
+            self._batch, self._rewards = [], []
+
+
+class AsynchronousMethod(ClusterMethod):
+    r"""An asynchronous ask/tell loop (``ask(max_arms)``, ``tell`` of any pending
+    subset): :class:`~botorch_sketch.BBKB` or
+    :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`."""
+
+    def __init__(self, loop: object) -> None:
+        self.loop = loop
+
+    def ask(self, free: int) -> Tensor:
+        return self.loop.ask(free)
+
+    def tell(self, indices: Tensor, rewards: Tensor) -> None:
+        self.loop.tell(indices, rewards)
+
+
+class UniformMethod(ClusterMethod):
+    r"""Uniformly random arms on every free worker."""
+
+    def __init__(self, num_arms: int, generator: torch.Generator) -> None:
+        self.num_arms = num_arms
+        self.generator = generator
+
+    def ask(self, free: int) -> Tensor:
+        return torch.randint(self.num_arms, (free,), generator=self.generator)
+
+    def tell(self, indices: Tensor, rewards: Tensor) -> None:
+        r"""Uniform sampling ignores outcomes."""
+
+
+def _synchronous(policy: Policy) -> Callable[..., ClusterMethod]:
+    def build(problem: Problem, workers: int, horizon: int, generator) -> ClusterMethod:
+        policy.reset(problem, horizon, generator)
+        return SynchronousMethod(policy)
+
+    return build
+
+
+def _bbkb_sync(problem, workers, horizon, generator) -> ClusterMethod:
+    return _synchronous(BBKBPolicy(max_batch_size=workers))(
+        problem, workers, horizon, generator
+    )
+
+
+def _bkb(problem, workers, horizon, generator) -> ClusterMethod:
+    policy = BBKBPolicy(ratio_threshold=1.0, max_batch_size=workers)  # BKB
+    return _synchronous(policy)(problem, workers, horizon, generator)
+
+
+def _gp_bucb(problem, workers, horizon, generator) -> ClusterMethod:
+    return _synchronous(ExactBUCBPolicy(batch_size=workers))(
+        problem, workers, horizon, generator
+    )
+
+
+def _bbkb_async(problem, workers, horizon, generator) -> ClusterMethod:
+    policy = BBKBPolicy(max_batch_size=workers)
+    policy.reset(problem, horizon, generator)
+    return AsynchronousMethod(policy.loop)
+
+
+def _sgpts_async(problem, workers, horizon, generator) -> ClusterMethod:
+    hp = KernelHyperparameters.from_problem(problem)
+    arms = problem.arms
+    seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
+    loop = SGPTS(
+        arms,
+        covar_module=hp.kernel(dtype=arms.dtype, device=arms.device),
+        noise=hp.noise_variance,
+        seed=seed,
+    )
+    return AsynchronousMethod(loop)
+
+
+def _uniform(problem, workers, horizon, generator) -> ClusterMethod:
+    return UniformMethod(problem.arms.shape[0], generator)
+
+
+#: Method name -> ``build(problem, workers, horizon, generator)``.
+METHODS: dict[str, Callable[..., ClusterMethod]] = {
+    "bkb": _bkb,
+    "bbkb-sync": _bbkb_sync,
+    "bbkb-async": _bbkb_async,
+    "gp-bucb": _gp_bucb,
+    "sgpts-async": _sgpts_async,
+    "uniform": _uniform,
+}
+
+#: Labels in tables and plots.
+LABELS = {
+    "bkb": "sequential BKB",
+    "bbkb-sync": "synchronous BBKB",
+    "bbkb-async": "asynchronous BBKB",
+    "gp-bucb": "GP-BUCB, batches of W",
+    "sgpts-async": "asynchronous S-GP-TS",
+    "uniform": "uniform",
+}
+
+
+@dataclass
+class ClusterTrace:
+    r"""One simulated run, per completed evaluation (arrays of length ``T``).
+
+    Attributes:
+        problem: Problem name.
+        method: Method name.
+        seed: Run seed.
+        workers: ``W``.
+        optimum: ``f*``.
+        uniform_regret: Expected per-step regret of uniform sampling.
+        times: Simulated completion times, increasing.
+        values: Noiseless values of the completed arms.
+        busy: Busy worker-time up to each completion.
+        ask_seconds: Measured time in ``ask``.
+        tell_seconds: Measured time in ``tell``.
+        setup_seconds: Measured time building the method.
+        num_asks: ``ask`` calls; ``empty_asks`` of them returned no arm.
+        empty_asks: See ``num_asks``.
+    """
+
+    problem: str
+    method: str
+    seed: int
+    workers: int
+    optimum: float
+    uniform_regret: float
+    times: np.ndarray
+    values: np.ndarray
+    busy: np.ndarray
+    ask_seconds: float
+    tell_seconds: float
+    setup_seconds: float
+    num_asks: int
+    empty_asks: int
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def horizon(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def makespan(self) -> float:
+        return float(self.times[-1])
+
+    def regret_ratio(self) -> np.ndarray:
+        r"""``R_k / (k r_unif)`` after each completion."""
+        steps = np.arange(1, self.horizon + 1)
+        return np.cumsum(self.optimum - self.values) / (steps * self.uniform_regret)
+
+    def simple_regret(self) -> np.ndarray:
+        return self.optimum - np.maximum.accumulate(self.values)
+
+    def utilization(self) -> np.ndarray:
+        r"""Busy worker-time so far over ``W`` times the elapsed simulated time."""
+        return self.busy / (self.workers * self.times)
+
+    def summary(self) -> dict[str, float]:
+        seconds = self.ask_seconds + self.tell_seconds
+        return {
+            "makespan": self.makespan,
+            "utilization": float(self.utilization()[-1]),
+            "regret_ratio": float(self.regret_ratio()[-1]),
+            "simple_regret": float(self.simple_regret()[-1]),
+            "ms_per_suggestion": 1e3 * seconds / self.horizon,
+            "ask_seconds": self.ask_seconds,
+            "tell_seconds": self.tell_seconds,
+            "setup_seconds": self.setup_seconds,
+            "num_asks": self.num_asks,
+            "empty_asks": self.empty_asks,
+        }
+
+    def to_json(self, max_points: int = 500) -> dict[str, object]:
+        r"""Summary and curves at up to ``max_points`` completions."""
+        at = checkpoints(self.horizon, max_points) - 1
+        return {
+            "problem": self.problem,
+            "method": self.method,
+            "seed": self.seed,
+            "workers": self.workers,
+            "horizon": self.horizon,
+            "summary": self.summary(),
+            "curves": {
+                "completed": (at + 1).tolist(),
+                "time": self.times[at].tolist(),
+                "regret_ratio": self.regret_ratio()[at].tolist(),
+                "simple_regret": self.simple_regret()[at].tolist(),
+                "utilization": self.utilization()[at].tolist(),
+            },
+        }
+
+
+def _check_int(value: object, name: str, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"`{name}` must lie in [{low}, {high}], got {value}.")
+    return value
+
+
+def _checked_arms(chosen: object, free: int, num_arms: int, method: str) -> Tensor:
+    where = f"{method}.ask({free})"
+    if not isinstance(chosen, Tensor) or chosen.dtype != torch.long:
+        raise TypeError(f"{where} must return a LongTensor.")
+    if chosen.dim() != 1 or chosen.shape[0] > free:
+        raise ValueError(f"{where} must return at most {free} indices in a 1-d tensor.")
+    if chosen.numel() and (chosen.min() < 0 or chosen.max() >= num_arms):
+        raise ValueError(f"{where} returned indices outside [0, {num_arms}).")
+    return chosen.cpu()
+
+
+def simulate(
+    problem: Problem,
+    method: str,
+    *,
+    workers: int,
+    horizon: int,
+    seed: int = 0,
+    duration_mean: float = 1.0,
+    duration_sigma: float = 1.0,
+    uniform_regret: float | None = None,
+) -> ClusterTrace:
+    r"""Run ``method`` on ``workers`` simulated workers for ``horizon`` evaluations.
+
+    Args:
+        problem: A finite problem.
+        method: A key of :data:`METHODS`.
+        workers: ``W`` in ``[1, 1000]``.
+        horizon: ``T >= 1`` evaluations.
+        seed: Run seed (see the module docstring).
+        duration_mean: Mean evaluation time (simulated seconds).
+        duration_sigma: Log-standard deviation of the evaluation times (0: constant).
+        uniform_regret: Precomputed :func:`~.metrics.expected_uniform_regret`.
+
+    Returns:
+        The :class:`ClusterTrace`.
+
+    Example:
+        >>> trace = simulate(problem, "sgpts-async", workers=100, horizon=10_000)
+        >>> trace.summary()["utilization"]
+    """
+    if not problem.is_finite:
+        raise ValueError("`problem` must be finite (an arm set).")
+    if method not in METHODS:
+        raise ValueError(f"`method` must be one of {sorted(METHODS)}, got {method!r}.")
+    _check_int(workers, "workers", 1, 1000)
+    _check_int(horizon, "horizon", 1)
+    _check_int(seed, "seed", 0)
+    if not (duration_mean > 0 and math.isfinite(duration_mean)):
+        raise ValueError(f"`duration_mean` must be > 0, got {duration_mean}.")
+    if not (duration_sigma >= 0 and math.isfinite(duration_sigma)):
+        raise ValueError(f"`duration_sigma` must be >= 0, got {duration_sigma}.")
+    if uniform_regret is None:
+        uniform_regret = expected_uniform_regret(problem)
+    world = torch.Generator().manual_seed(2 * seed + 1)
+    log_durations = torch.randn(horizon, generator=world, dtype=torch.float64)
+    durations = (
+        duration_mean
+        * torch.exp(duration_sigma * log_durations - duration_sigma**2 / 2)
+    ).tolist()
+    noise = problem.noise_std * torch.randn(
+        horizon, generator=world, dtype=torch.float64
+    )
+    arm_values = problem.arm_values.detach().double().cpu()
+    num_arms = arm_values.shape[0]
+
+    start = time.perf_counter()
+    runner = METHODS[method](
+        problem, workers, horizon, torch.Generator().manual_seed(2 * seed)
+    )
+    setup_seconds = time.perf_counter() - start
+    running: list[tuple[float, int, int]] = []  # (end time, start order, arm)
+    times, values, busy = (np.empty(horizon) for _ in range(3))
+    now = busy_time = ask_seconds = tell_seconds = 0.0
+    started = completed = num_asks = empty_asks = 0
+    while completed < horizon:
+        free = min(workers - len(running), horizon - started)
+        if free > 0:
+            start = time.perf_counter()
+            chosen = runner.ask(free)
+            ask_seconds += time.perf_counter() - start
+            chosen = _checked_arms(chosen, free, num_arms, method)
+            num_asks += 1
+            empty_asks += chosen.numel() == 0
+            if chosen.numel() == 0 and not running:
+                raise RuntimeError(f"{method} asked to wait with nothing running.")
+            for arm in chosen.tolist():
+                heapq.heappush(running, (now + durations[started], started, arm))
+                started += 1
+        end, order, arm = heapq.heappop(running)
+        busy_time += (len(running) + 1) * (end - now)
+        now = end
+        value = float(arm_values[arm])
+        reward = torch.tensor([value + float(noise[order])], dtype=torch.float64)
+        start = time.perf_counter()
+        runner.tell(torch.tensor([arm]), reward.to(problem.arms))
+        tell_seconds += time.perf_counter() - start
+        times[completed], values[completed], busy[completed] = now, value, busy_time
+        completed += 1
+    return ClusterTrace(
+        problem=problem.name,
+        method=method,
+        seed=seed,
+        workers=workers,
+        optimum=problem.optimum,
+        uniform_regret=uniform_regret,
+        times=times,
+        values=values,
+        busy=busy,
+        ask_seconds=ask_seconds,
+        tell_seconds=tell_seconds,
+        setup_seconds=setup_seconds,
+        num_asks=num_asks,
+        empty_asks=empty_asks,
+    )
+
+
+def _on_grid(trace: ClusterTrace, curve: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    r"""The curve's value at the last completion ``<= grid`` (NaN before the first)."""
+    at = np.searchsorted(trace.times, grid, side="right") - 1
+    return np.where(at >= 0, curve[np.maximum(at, 0)], np.nan)
+
+
+def _time_grid(traces: Sequence[ClusterTrace], points: int = 400) -> np.ndarray:
+    low = min(float(t.times[0]) for t in traces)
+    high = max(t.makespan for t in traces)
+    return np.geomspace(low, high, points)
+
+
+def time_to_reach(trace: ClusterTrace, target: float) -> float:
+    r"""The first simulated time after which the regret ratio stays ``<= target``
+    (inf if it ends above)."""
+    ratio = trace.regret_ratio()
+    above = np.nonzero(ratio > target)[0]
+    if above.size == 0:
+        return float(trace.times[0])
+    if above[-1] == trace.horizon - 1:
+        return math.inf
+    return float(trace.times[above[-1] + 1])
+
+
+def summarize(
+    traces: Sequence[ClusterTrace], reference: str = "bbkb-sync"
+) -> list[dict[str, object]]:
+    r"""One row per ``(problem, workers, method)``: means over seeds of
+    :meth:`ClusterTrace.summary`, plus ``time_to_reference``: the time to reach the
+    reference method's final regret ratio (same seed) over the reference's makespan."""
+    groups: dict[tuple[str, int, str], list[ClusterTrace]] = {}
+    for trace in traces:
+        groups.setdefault((trace.problem, trace.workers, trace.method), []).append(
+            trace
+        )
+    rows = []
+    for (problem, workers, method), group in groups.items():
+        row: dict[str, object] = {
+            "problem": problem,
+            "workers": workers,
+            "method": method,
+            "seeds": len(group),
+            "horizon": group[0].horizon,
+        }
+        finals = [trace.summary() for trace in group]
+        for key in finals[0]:
+            row[key] = float(np.mean([final[key] for final in finals]))
+        fractions = []
+        for trace in group:
+            base = groups.get((problem, workers, reference), [])
+            base = [b for b in base if b.seed == trace.seed]
+            if base:
+                target = float(base[0].regret_ratio()[-1])
+                fractions.append(time_to_reach(trace, target) / base[0].makespan)
+        if fractions:
+            row["time_to_reference"] = float(np.mean(fractions))
+        rows.append(row)
+    return rows
+
+
+def format_markdown(rows: Sequence[dict[str, object]], reference: str) -> str:
+    r"""A markdown table of :func:`summarize` rows."""
+    head = (
+        "| problem | W | method | T | seeds | makespan | utilization | regret ratio | "
+        f"simple regret | time to {LABELS.get(reference, reference)}'s final regret "
+        "ratio (/ its makespan) | optimizer ms / suggestion | empty asks |"
+    )
+    lines = [head, "|" + "---|" * 12]
+    for row in rows:
+        reach = row.get("time_to_reference", math.nan)
+        lines.append(
+            f"| {row['problem']} | {row['workers']} | "
+            f"{LABELS.get(row['method'], row['method'])} | {row['horizon']} | "
+            f"{row['seeds']} | {row['makespan']:,.0f} | {row['utilization']:.1%} | "
+            f"{row['regret_ratio']:.4f} | {row['simple_regret']:.4f} | "
+            f"{reach:.3g} | {row['ms_per_suggestion']:.2f} | "
+            f"{row['empty_asks']:.0f} / {row['num_asks']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    FigureCanvasAgg(figure)
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def plot(traces: Sequence[ClusterTrace], output_dir: str | Path) -> list[Path]:
+    r"""For each ``(problem, W)``: ``cluster_<problem>_w<W>_regret.png`` (regret
+    ratio vs simulated time, mean over seeds, log time axis) and
+    ``..._utilization.png`` (utilization so far vs simulated time)."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    runs: dict[tuple[str, int], list[ClusterTrace]] = {}
+    for trace in traces:
+        runs.setdefault((trace.problem, trace.workers), []).append(trace)
+    paths = []
+    for (problem, workers), group in runs.items():
+        grid = _time_grid(group)
+        views = (
+            ("regret", ClusterTrace.regret_ratio, "regret ratio R_k / (k r_unif)"),
+            ("utilization", ClusterTrace.utilization, "utilization so far"),
+        )
+        for suffix, curve, ylabel in views:
+            figure = Figure(figsize=(7, 4.2))
+            axes = figure.add_subplot()
+            methods = dict.fromkeys(t.method for t in group)
+            for method in methods:
+                mine = [t for t in group if t.method == method]
+                curves = np.array([_on_grid(t, curve(t), grid) for t in mine])
+                started = ~np.isnan(curves).all(axis=0)
+                mean = np.full(grid.shape, np.nan)
+                mean[started] = np.nanmean(curves[:, started], axis=0)
+                axes.plot(grid, mean, label=LABELS.get(method, method))
+            axes.set_xscale("log")
+            if suffix == "regret":
+                axes.set_yscale("log")
+            axes.set_xlabel("simulated wall time (mean evaluation time = 1)")
+            axes.set_ylabel(ylabel)
+            axes.set_title(f"{problem}, W = {workers} workers, T = {group[0].horizon}")
+            axes.grid(True, which="both", alpha=0.3)
+            axes.legend(fontsize=8)
+            figure.tight_layout()
+            name = f"cluster_{problem}_w{workers}_{suffix}.png"
+            paths.append(_save(figure, output_dir / name))
+    return paths
+
+
+@dataclass(frozen=True)
+class ClusterPreset:
+    r"""A named simulated-cluster run (see :data:`PRESETS`)."""
+
+    problem: str
+    methods: tuple[str, ...]
+    workers: int
+    horizon: int
+    seeds: tuple[int, ...]
+    needs_data: bool = False
+
+
+_ALL = ("bkb", "bbkb-sync", "bbkb-async", "gp-bucb", "sgpts-async", "uniform")
+
+#: Presets: cadata and Rosenbrock-8 (20,000 arms, as the ``default`` benchmark) with
+#: 100 workers and ``T = 10^4``, and a seconds-long smoke run.
+PRESETS = {
+    "cluster-cadata": ClusterPreset(
+        "cadata:lengthscale=3:noise_variance=1", _ALL, 100, 10_000, (0,), True
+    ),
+    "cluster-rosenbrock": ClusterPreset(
+        "rosenbrock:dim=8:arms=20000:noise_variance=1", _ALL, 100, 10_000, (0,)
+    ),
+    "cluster-smoke": ClusterPreset(
+        "rosenbrock:dim=8:arms=500:noise_variance=1", _ALL, 8, 60, (0,)
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m botorch_sketch.benchmarks.cluster",
+        description="Bandits on a simulated cluster of W workers with log-normal "
+        "evaluation times: regret vs simulated time, utilization, optimizer time.",
+    )
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="cluster-smoke")
+    parser.add_argument("--problem", help="problem spec (overrides the preset's)")
+    parser.add_argument(
+        "--methods", help=f"comma-separated subset of {', '.join(METHODS)}"
+    )
+    parser.add_argument("--workers", "-W", type=int, help="workers W (1 to 1000)")
+    parser.add_argument("--horizon", "-T", type=int, help="evaluations T")
+    parser.add_argument("--seeds", help="comma-separated run seeds, e.g. 0,1,2")
+    parser.add_argument("--duration-mean", type=float, default=1.0)
+    parser.add_argument("--duration-sigma", type=float, default=1.0)
+    parser.add_argument("--reference", default="bbkb-sync", help="method of the "
+                        "time-to-reference column")  # fmt: skip
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("BOTORCH_SKETCH_DATA", "data"),
+        help="folder with cadata.csv (default $BOTORCH_SKETCH_DATA or ./data)",
+    )
+    parser.add_argument("--output-dir", default="cluster-results")
+    parser.add_argument("--plot-dir", help="PNG folder (default: --output-dir)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    r"""Run a preset (options override it); write ``cluster_results.json``,
+    ``cluster_table.md`` and the PNGs; print the table. Returns the exit status."""
+    args = build_parser().parse_args(argv)
+    preset = PRESETS[args.preset]
+    methods = tuple(args.methods.split(",")) if args.methods else preset.methods
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise SystemExit(f"Unknown methods {unknown}; known: {sorted(METHODS)}.")
+    seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else preset.seeds
+    workers = args.workers or preset.workers
+    horizon = args.horizon or preset.horizon
+    torch.set_num_threads(1)
+    problem = make_problem(args.problem or preset.problem, data_dir=args.data_dir)
+    uniform_regret = expected_uniform_regret(problem)
+    traces = []
+    for seed in seeds:
+        for method in methods:
+            trace = simulate(
+                problem,
+                method,
+                workers=workers,
+                horizon=horizon,
+                seed=seed,
+                duration_mean=args.duration_mean,
+                duration_sigma=args.duration_sigma,
+                uniform_regret=uniform_regret,
+            )
+            summary = trace.summary()
+            print(
+                f"{method} seed {seed}: makespan {summary['makespan']:.1f}, "
+                f"utilization {summary['utilization']:.3f}, regret ratio "
+                f"{summary['regret_ratio']:.4f}, "
+                f"{summary['ms_per_suggestion']:.2f} ms / suggestion",
+                flush=True,
+            )
+            traces.append(trace)
+    output = Path(args.output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    rows = summarize(traces, args.reference)
+    table = format_markdown(rows, args.reference)
+    command = "python -m botorch_sketch.benchmarks.cluster " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    results = {
+        "command": command,
+        "settings": {
+            "problem": problem.name,
+            "workers": workers,
+            "horizon": horizon,
+            "seeds": list(seeds),
+            "duration_mean": args.duration_mean,
+            "duration_sigma": args.duration_sigma,
+            "torch_threads": torch.get_num_threads(),
+        },
+        "rows": rows,
+        "runs": [trace.to_json() for trace in traces],
+    }
+    (output / "cluster_results.json").write_text(json.dumps(results, indent=1))
+    (output / "cluster_table.md").write_text(table + "\n")
+    plot(traces, args.plot_dir or output)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
