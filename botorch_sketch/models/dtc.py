@@ -63,10 +63,24 @@ def cross_covariance(kernel: Kernel, X: Tensor, S: Tensor) -> Tensor:
     r"""Dense ``k(X, S)`` for ``... x q x d`` inputs and an ``m x d`` dictionary.
 
     The batch dimensions of ``X`` are flattened so the kernel sees one ``(N q) x m``
-    matrix instead of a broadcast ``... x q x m x d`` distance tensor.
+    matrix instead of a broadcast ``... x q x m x d`` distance tensor. It is
+    evaluated as ``k(S, X)^T``: GPyTorch centres squared distances on the mean of
+    its first argument, so with the dictionary there every point is scored
+    independently of the others (a far-away point cannot erase their precision).
     """
-    flat = kernel(X.reshape(-1, X.shape[-1]), S).to_dense()
+    flat = kernel(S, X.reshape(-1, X.shape[-1])).to_dense().mT
     return flat.reshape(*X.shape[:-1], S.shape[0])
+
+
+def prior_covariance(kernel: Kernel, X: Tensor) -> Tensor:
+    r"""Dense ``k(X, X)`` (``... x q x q``) with row ``i`` centred on ``x_i``.
+
+    ``kernel(X)`` centres all squared distances on the mean of ``X``; one far-away
+    point then erases the precision of every entry. Evaluated as ``q`` rows
+    ``k(x_i, X)`` in one broadcast call (``O(q^2 d)`` memory), each entry depends on
+    its own two points only.
+    """
+    return kernel(X.unsqueeze(-2), X.unsqueeze(-3)).to_dense().squeeze(-2)
 
 
 @dataclass(frozen=True)
@@ -202,7 +216,7 @@ class DTCState:
         Z = self.embed(kernel, X)
         A = self.whiten(Z)
         mean = (Z @ self.weights.unsqueeze(-1)).squeeze(-1)
-        prior = kernel(X).to_dense()
+        prior = prior_covariance(kernel, X)
         covariance = prior - Z @ Z.mT + self.noise * (A @ A.mT)
         return mean, covariance
 

@@ -9,6 +9,7 @@ from copy import deepcopy
 from typing import Any
 
 import torch
+from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.gpytorch import GPyTorchModel
 from botorch.models.model import FantasizeMixin
 from botorch.models.transforms.input import InputTransform
@@ -16,6 +17,7 @@ from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.models.utils.gpytorch_modules import (
     get_gaussian_likelihood_with_lognormal_prior,
 )
+from botorch.posteriors import Posterior
 from gpytorch.constraints import GreaterThan
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
@@ -23,6 +25,7 @@ from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.models import GP
 from linear_operator.operators import DenseLinearOperator, DiagLinearOperator
+from linear_operator.utils.errors import NanError, NotPSDError
 from torch import Tensor
 
 from botorch_sketch.models.dtc import DTCState, distinct_rows
@@ -30,12 +33,22 @@ from botorch_sketch.models.sketching import inclusion_probabilities, sample_dict
 from botorch_sketch.utils.validation import (
     check_at_least,
     check_finite,
+    check_generator,
+    check_kernel,
+    check_magnitude,
     check_matrix,
-    check_positive,
+    check_model_dtype,
+    check_points,
+    check_same_dtype,
+    check_tensor,
+    fitted_outcome_transform,
 )
 
 # Size of the first data prefix used to grow an initial dictionary.
 _INITIAL_PREFIX = 64
+
+#: Smallest fixed ``noise`` (the likelihood's constraint).
+MIN_NOISE = 1e-12
 
 #: Default dictionary oversampling: the papers use 2, which lost up to a factor 2 in
 #: regret against exact GP-UCB in our benchmarks, where 10 matched it
@@ -102,7 +115,8 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
             train_X: ``n x d`` training inputs (repeated rows are repeated pulls).
             train_Y: ``n x 1`` training targets.
             covar_module: Kernel; default ``ScaleKernel(RBFKernel(ard_num_dims=d))``.
-            noise: Fixed regularization / noise variance ``lambda > 0``; None learns it
+            noise: Fixed regularization / noise variance ``lambda >= 1e-12``; None
+                learns it
                 (BoTorch's log-normal noise prior) with ``fit_gpytorch_mll``.
             dictionary: Optional ``m x d`` inducing points in the input space of
                 ``train_X``; None draws one by ridge-leverage-score sampling.
@@ -115,33 +129,48 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
                 construction); posteriors are untransformed.
             generator: Random number generator for the initial dictionary.
         """
+        check_model_dtype(train_X, "train_X")
         check_matrix(train_X, "train_X")
+        check_magnitude(train_X, "train_X")
         d = train_X.shape[-1]
         check_finite(train_Y, "train_Y")
+        check_magnitude(train_Y, "train_Y")
         if train_Y.shape != (train_X.shape[0], 1):
             raise ValueError(
                 f"`train_Y` must have shape {(train_X.shape[0], 1)} (n x 1), "
                 f"got {tuple(train_Y.shape)}."
             )
-        if train_Y.dtype != train_X.dtype:
-            raise TypeError("`train_X` and `train_Y` must have the same dtype.")
+        check_same_dtype(train_Y, "train_Y", train_X, "train_X")
+        if covar_module is not None:
+            check_kernel(covar_module, "covar_module")
         if noise is not None:
-            check_positive(noise, "noise")
+            check_at_least(noise, "noise", MIN_NOISE)
         qbar = check_at_least(qbar, "qbar", 1.0)
         if dictionary is not None:
+            check_model_dtype(dictionary, "dictionary")
             check_matrix(dictionary, "dictionary", num_cols=d)
+            check_magnitude(dictionary, "dictionary")
+            check_same_dtype(dictionary, "dictionary", train_X, "train_X")
+        check_generator(generator)
+        # Transforms are fitted on copies, so a rejected call leaves the caller's alone.
+        if input_transform is not None:
+            input_transform = deepcopy(input_transform)
+            with torch.no_grad():  # fitted unless the caller put it in eval mode
+                train_X = input_transform(train_X)
+            input_transform.eval()
+            check_magnitude(train_X, "train_X")
+            if dictionary is not None:
+                dictionary = input_transform(dictionary)
+                check_magnitude(dictionary, "dictionary")
+        if outcome_transform is not None:
+            outcome_transform, train_Y, _ = fitted_outcome_transform(
+                outcome_transform, train_Y, "train_Y", fit=None, X=train_X
+            )
         super().__init__()
         tkwargs = {"dtype": train_X.dtype, "device": train_X.device}
         if input_transform is not None:
-            with torch.no_grad():
-                train_X = input_transform(train_X)
-            input_transform.eval()
             self.input_transform = input_transform
-            if dictionary is not None:
-                dictionary = input_transform(dictionary)
         if outcome_transform is not None:
-            train_Y, _ = outcome_transform(train_Y, X=train_X)
-            outcome_transform.eval()
             self.outcome_transform = outcome_transform
         self.covar_module = (
             covar_module if covar_module is not None else default_covar_module(d)
@@ -152,7 +181,7 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
             )
         else:
             # set the value in the target dtype: a float32 round trip perturbs it
-            likelihood = GaussianLikelihood(noise_constraint=GreaterThan(1e-12))
+            likelihood = GaussianLikelihood(noise_constraint=GreaterThan(MIN_NOISE))
             likelihood = likelihood.to(**tkwargs)
             likelihood.noise = torch.tensor(noise, **tkwargs)
             likelihood.raw_noise.requires_grad_(False)
@@ -220,6 +249,38 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         return self
 
     # -------------------------------------------------------------- predictive
+    def posterior(
+        self,
+        X: Tensor,
+        observation_noise: bool | Tensor = False,
+        posterior_transform: PosteriorTransform | None = None,
+        **kwargs: Any,
+    ) -> Posterior:
+        r"""DTC posterior at ``batch x q x d`` points (original input space).
+
+        Each point's marginal depends on that point only (see
+        :func:`~botorch_sketch.models.dtc.cross_covariance`). Points must be finite
+        and within ``finfo.max ** (1/4)`` in magnitude (``ValueError`` naming
+        ``X``); non-floating points raise ``TypeError``.
+        """
+        self._check_points(X, "X")
+        return super().posterior(
+            X,
+            observation_noise=observation_noise,
+            posterior_transform=posterior_transform,
+            **kwargs,
+        )
+
+    def _check_points(self, X: Tensor, name: str) -> Tensor:
+        r"""Check ``batch x n x d`` points; return them in the transformed space."""
+        check_model_dtype(X, name)
+        check_points(X, name, self.train_inputs[0].shape[-1])
+        check_magnitude(X, name)
+        self.eval()
+        X_tf = self.transform_inputs(X)
+        check_magnitude(X_tf, name)
+        return X_tf
+
     def forward(self, X: Tensor) -> MultivariateNormal:
         r"""DTC predictive at transformed ``batch x q x d`` inputs (no noise).
 
@@ -298,26 +359,36 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         return model
 
     def _transform_new_data(self, X: Tensor, Y: Tensor) -> tuple[Tensor, Tensor]:
-        check_finite(X, "X")
+        X_tf = self._check_points(X, "X")
+        check_same_dtype(X, "X", self.train_inputs[0], "train_X")
+        check_tensor(Y, "Y")
         check_finite(Y, "Y")
-        d = self.train_inputs[0].shape[-1]
-        if X.dim() < 2 or X.shape[-1] != d:
-            raise ValueError(
-                f"`X` must have shape batch x n x {d}, got {tuple(X.shape)}."
-            )
+        check_magnitude(Y, "Y")
+        check_same_dtype(Y, "Y", X, "X")
         if Y.dim() < 2 or Y.shape[-1] != 1 or Y.shape[-2] != X.shape[-2]:
             raise ValueError(
                 f"`Y` must have shape batch x {X.shape[-2]} x 1, got {tuple(Y.shape)}."
             )
-        self.eval()
-        X_tf = self.transform_inputs(X)
         if hasattr(self, "outcome_transform"):
             Y, _ = self.outcome_transform(Y, X=X_tf)
+            if not torch.isfinite(Y).all():
+                raise ValueError(
+                    "`Y` gives non-finite values under the outcome transform "
+                    "(overflow, or values outside its domain)."
+                )
         return X_tf, Y.squeeze(-1)
 
     def _append(self, X: Tensor, y: Tensor) -> None:
-        with torch.no_grad():
-            state = self.dtc_state.updated(self.covar_module, X, y)
+        try:
+            with torch.no_grad():
+                state = self.dtc_state.updated(self.covar_module, X, y)
+        except (torch.linalg.LinAlgError, NanError, NotPSDError) as error:
+            raise ValueError(f"`X` gives no factorizable posterior: {error}") from error
+        if not torch.isfinite(state.weights).all():
+            raise ValueError(
+                "`Y` gives a non-finite posterior mean (targets too large for the "
+                "noise level; standardize them)."
+            )
         old_X, old_y = self.train_inputs[0], self.train_targets
         batch = torch.broadcast_shapes(old_y.shape[:-1], X.shape[:-2], y.shape[:-1])
         self.train_inputs = (
@@ -355,7 +426,17 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         Returns:
             The model itself.
         """
+        check_generator(generator)
         reference = self if variance_model is None else variance_model
+        if not isinstance(reference, NystromGP):
+            raise TypeError(
+                f"`variance_model` must be a NystromGP, got {type(reference).__name__}."
+            )
+        if reference.train_inputs[0].dim() != 2:
+            raise ValueError(
+                "`variance_model` must be unbatched (one variance per point), got "
+                f"batch inputs of shape {tuple(reference.train_inputs[0].shape)}."
+            )
         U, counts, _ = distinct_rows(self._unbatched_inputs("resparsify"))
         with torch.no_grad():
             probabilities = inclusion_probabilities(
@@ -367,7 +448,10 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
     def set_dictionary(self, dictionary: Tensor) -> None:
         r"""Replace the dictionary by ``m' x d`` points of the transformed input space
         (duplicates merged); the factorizations are rebuilt on next use."""
+        check_model_dtype(dictionary, "dictionary")
         check_matrix(dictionary, "dictionary", num_cols=self.train_inputs[0].shape[-1])
+        check_magnitude(dictionary, "dictionary")
+        check_same_dtype(dictionary, "dictionary", self.train_inputs[0], "train_X")
         self._dictionary = torch.unique(dictionary, dim=0)
         self._state = None
 

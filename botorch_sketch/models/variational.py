@@ -670,6 +670,7 @@ def _check_data(
     check_matrix(X, x_name, num_cols=None if like is None else like.shape[-1])
     check_magnitude(X, x_name)
     check_matrix(Y, y_name, num_cols=1)
+    check_magnitude(Y, y_name)
     check_same_dtype(Y, y_name, X, x_name)
     if like is not None:
         check_same_dtype(X, x_name, like, "train_X")

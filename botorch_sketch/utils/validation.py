@@ -167,13 +167,14 @@ def check_magnitude(value: Tensor, name: str) -> Tensor:
 
     Kernels evaluate squared distances of inputs centred on their mean: beyond this
     bound they overflow, and short of overflow one such point erases the precision
-    of every other point's distances.
+    of every other point's distances. Targets beyond it overflow the sums of
+    squares of the likelihoods and of ``Standardize``.
     """
     limit = torch.finfo(value.dtype).max ** 0.25
     if (value.abs() > limit).any():
         raise ValueError(
             f"`{name}` has entries beyond {limit:.3g} in magnitude (kernel distances "
-            "of such points overflow); rescale the inputs (e.g. a Normalize transform)."
+            "or sums of squares overflow); rescale them."
         )
     return value
 
@@ -183,7 +184,7 @@ def fitted_outcome_transform(
     Y: Tensor,
     name: str,
     *,
-    fit: bool,
+    fit: bool | None,
     Yvar: Tensor | None = None,
     X: Tensor | None = None,
 ) -> tuple[OutcomeTransform, Tensor, Tensor | None]:
@@ -199,7 +200,8 @@ def fitted_outcome_transform(
         transform: The outcome transform.
         Y: ``n x 1`` outcomes.
         name: The argument name used in error messages.
-        fit: Fit the copy's parameters on ``Y`` (training mode) or keep them.
+        fit: Fit the copy's parameters on ``Y`` (training mode) or keep them
+            (eval mode); None: the transform's own mode.
         Yvar: Optional ``n x 1`` observation noise variances.
         X: Optional ``n x d`` transformed inputs, passed to the transform.
 
@@ -207,7 +209,8 @@ def fitted_outcome_transform(
         ``(copy, Y_t, Yvar_t)``: the copy (in eval mode) and its outputs.
     """
     trial = copy.deepcopy(transform)
-    trial.train(fit)
+    if fit is not None:
+        trial.train(fit)
     try:
         Y_t, Yvar_t = trial(Y, Yvar, X=X)
         trial.eval()

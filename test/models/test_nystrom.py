@@ -11,7 +11,7 @@ import torch
 from botorch.acquisition import UpperConfidenceBound, qUpperConfidenceBound
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
-from botorch.models.transforms import Normalize, Standardize
+from botorch.models.transforms import Log, Normalize, Standardize
 from botorch.optim import optimize_acqf, optimize_acqf_discrete
 from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
@@ -461,3 +461,123 @@ def test_bad_conditioning_inputs_leave_model_unchanged(X, Y, match):
         )
     assert model.train_inputs[0].shape[0] == 20
     torch.testing.assert_close(model.posterior(train_X[:3]).mean, before)
+
+
+def _model_state(model):
+    r"""Data, dictionary and hyperparameters: what a rejected call must not move."""
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    state["X"] = model.train_inputs[0].clone()
+    state["y"] = model.train_targets.clone()
+    state["dictionary"] = model.dictionary.clone()
+    return state
+
+
+def _assert_same_state(before, after):
+    assert before.keys() == after.keys()
+    for key in before:
+        assert torch.equal(before[key], after[key]), key
+
+
+@pytest.mark.parametrize("q", [1, 4])
+def test_candidates_are_scored_independently(q):
+    # Issue 14 item 8: one far-away candidate changed (NaN'd) every other one's mean
+    # and variance, because GPyTorch centres squared distances on the batch mean.
+    X, Y = make_data(30, 2)
+    model = NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1)
+    candidates = torch.rand(
+        8, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(1)
+    )
+    far = candidates.clone()
+    far[2] = torch.tensor([1e30, -1e30], dtype=DTYPE)
+    shape = (8 // q, q, 2)
+    clean = model.posterior(candidates.reshape(shape))
+    mixed = model.posterior(far.reshape(shape))
+    keep = torch.ones(8, dtype=torch.bool)
+    keep[2] = False
+    for a, b in ((clean.mean, mixed.mean), (clean.variance, mixed.variance)):
+        torch.testing.assert_close(
+            a.reshape(-1)[keep], b.reshape(-1)[keep], rtol=1e-10, atol=1e-12
+        )
+    # the far candidate gets the prior (mean 0, prior variance)
+    assert float(mixed.mean.reshape(-1)[2]) == 0.0
+    assert float(mixed.variance.reshape(-1)[2]) == pytest.approx(1.5)
+
+
+def test_absurd_inputs_are_rejected_where_they_enter():
+    X, Y = make_data(20, 2)
+    far = X.clone()
+    far[0] = 1e300
+    with pytest.raises(ValueError, match="`train_X`"):
+        NystromGP(far, Y, noise=0.1)
+    with pytest.raises(ValueError, match="`dictionary`"):
+        NystromGP(X, Y, noise=0.1, dictionary=far[:3])
+    model = NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1)
+    before = _model_state(model)
+    with pytest.raises(ValueError, match="`X`"):
+        model.condition_on_observations(far[:3], Y[:3])
+    with pytest.raises(ValueError, match="`X`"):
+        model.posterior(far[:3])
+    with pytest.raises(ValueError, match="`dictionary`"):
+        model.set_dictionary(far[:3])
+    with pytest.raises(ValueError, match="`Y`"):
+        model.condition_on_observations(X[:3], torch.full((3, 1), 1e300, dtype=DTYPE))
+    _assert_same_state(before, _model_state(model))
+    torch.testing.assert_close(model.posterior(X).mean, model.posterior(X).mean)
+
+
+def test_one_error_vocabulary_for_bad_arguments():
+    # Issue 14 items 9 and 11.
+    X, Y = make_data(20, 2)
+    with pytest.raises(TypeError, match="`covar_module`"):
+        NystromGP(X, Y, covar_module="rbf")
+    batched = ScaleKernel(RBFKernel(batch_shape=torch.Size([2]))).to(DTYPE)
+    with pytest.raises(ValueError, match="`covar_module`"):
+        NystromGP(X, Y, covar_module=batched)
+    with pytest.raises(ValueError, match="`noise`"):
+        NystromGP(X, Y, noise=1e-300)
+    with pytest.raises(TypeError, match="`train_X`"):
+        NystromGP(X.half(), Y.half())
+    with pytest.raises(TypeError, match="`generator`"):
+        NystromGP(X, Y, generator=3)
+    with pytest.raises(ValueError, match="`train_Y`"):
+        NystromGP(X, Y * 1e300, noise=0.1, outcome_transform=Standardize(1))
+    with pytest.raises(ValueError, match="`train_Y`"):
+        NystromGP(X, Y - 10.0, noise=0.1, outcome_transform=Log())
+    model = NystromGP(
+        X,
+        Y - Y.min() + 1.0,
+        noise=0.1,
+        input_transform=Normalize(2),
+        outcome_transform=Log(),
+    )
+    before = _model_state(model)
+    for bad in (torch.rand(2, dtype=DTYPE), torch.rand(4, 3, dtype=DTYPE)):
+        with pytest.raises(ValueError, match="`X`"):
+            model.posterior(bad)
+    for bad in (torch.ones(4, 2, dtype=torch.long), torch.ones(4, 2, dtype=torch.bool)):
+        with pytest.raises(TypeError, match="`X`"):
+            model.posterior(bad)
+        with pytest.raises(TypeError, match="`X`"):
+            model.condition_on_observations(bad, Y[:4])
+    with pytest.raises(TypeError, match="`X`"):
+        model.condition_on_observations(X[:3].half(), Y[:3].half())
+    with pytest.raises(ValueError, match="`Y`"):
+        model.condition_on_observations(X[:3], -torch.ones(3, 1, dtype=DTYPE))
+    _assert_same_state(before, _model_state(model))
+
+
+def test_batched_variance_model_is_rejected():
+    # Issue 14 item 11: a batched variance_model collapsed the dictionary.
+    X, Y = make_data(20, 2)
+    model = NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1)
+    fantasy = model.condition_on_observations(
+        X[:2].expand(3, 2, 2), Y[:2].expand(3, 2, 1)
+    )
+    before = _model_state(model)
+    with pytest.raises(ValueError, match="`variance_model`"):
+        model.resparsify(variance_model=fantasy)
+    with pytest.raises(TypeError, match="`variance_model`"):
+        model.resparsify(variance_model=exact_gp(X, Y, make_kernel(2), 0.1))
+    with pytest.raises(TypeError, match="`generator`"):
+        model.resparsify(generator=0)
+    _assert_same_state(before, _model_state(model))
