@@ -44,6 +44,7 @@ except ImportError as error:  # pragma: no cover - exercised without ax installe
 
     raise ImportError(AX_INSTALL_HINT) from error
 
+import inspect
 import math
 from typing import Any
 
@@ -64,7 +65,7 @@ from torch import Tensor
 
 from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
 from botorch_sketch.generation.bbkb import RULES, BBKBBatch, gen_bbkb_batch
-from botorch_sketch.integrations import ax_registry  # noqa: F401 (registers)
+from botorch_sketch.integrations.ax_registry import default_bkb_radius  # registers
 from botorch_sketch.integrations.ax_thompson import AxScaledPathThompsonSampling
 from botorch_sketch.models.nystrom import (
     DEFAULT_QBAR,
@@ -88,6 +89,264 @@ __all__ = [
 #: Name of the model-based node in the strategies built here (Ax's convention).
 MODEL_NODE = "MBM"
 
+#: ``optimize_acqf`` options the strategies accept (Ax sets the bounds, ``q``,
+#: constraints and fixed features itself).
+OPTIMIZER_OPTIONS = (
+    "num_restarts",
+    "raw_samples",
+    "options",
+    "sequential",
+    "timeout_sec",
+    "retry_on_optimization_warning",
+)
+
+#: Fixed noise variances the strategies accept, in Ax's standardized outcome units
+#: (unit variance): below, the kernel matrices' factorizations lose all precision;
+#: above, the data would be a hundred times noisier than the objective varies.
+NOISE_RANGE = (1e-6, 1e2)
+
+#: The ``GenerationStrategyDispatchStruct`` fields the strategies accept and what
+#: each must be: ``"count"`` (int >= 0 or None), ``"seed"`` (int >= 0 or None),
+#: ``"flag"`` (bool), ``"device"`` (a torch device string or None).
+DISPATCH_FIELDS = {
+    "initialization_budget": "count",
+    "initialization_random_seed": "seed",
+    "initialize_with_center": "flag",
+    "use_existing_trials_for_initialization": "flag",
+    "min_observed_initialization_trials": "count",
+    "allow_exceeding_initialization_budget": "flag",
+    "torch_device": "device",
+    "simplify_parameter_changes": "flag",
+}
+
+
+def _check_int(value: object, name: str, minimum: int) -> int:
+    r"""``value`` if it is an int (not a bool) ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`{name}` must be an int, got {value!r}.")
+    if value < minimum:
+        raise ValueError(f"`{name}` must be >= {minimum}, got {value}.")
+    return value
+
+
+def _check_flag(value: object, name: str) -> bool:
+    r"""``value`` if it is a bool (truthy non-bools are rejected)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"`{name}` must be a bool, got {value!r}.")
+    return value
+
+
+def _check_noise(value: float | None, name: str) -> float | None:
+    r"""None (learned) or a fixed noise variance inside :data:`NOISE_RANGE`."""
+    if value is None:
+        return None
+    check_positive(value, name)
+    low, high = NOISE_RANGE
+    if not low <= value <= high:
+        raise ValueError(
+            f"`{name}` must be in [{low:g}, {high:g}] (Ax's standardized outcome "
+            f"units) or None to learn it, got {value!r}."
+        )
+    return float(value)
+
+
+def _check_options_dict(value: object, name: str) -> dict[str, Any]:
+    r"""A copy of ``value`` if it is a dict with string keys."""
+    if not isinstance(value, dict):
+        raise TypeError(f"`{name}` must be a dict, got {type(value).__name__}.")
+    if not all(isinstance(key, str) for key in value):
+        raise TypeError(f"`{name}` must have string keys, got {list(value)}.")
+    return dict(value)
+
+
+def _init_arguments(cls: type) -> set[str]:
+    r"""The keyword arguments a class's constructor chain names: its own
+    ``__init__``'s, and its parents' as long as each forwards ``**kwargs``."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" not in klass.__dict__ or klass is torch.nn.Module:
+            continue
+        parameters = inspect.signature(klass.__dict__["__init__"]).parameters
+        names.update(
+            p.name
+            for p in parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        )
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+            break
+    return names - {"self"}
+
+
+def check_kernel(
+    covar_module_class: object, covar_module_options: object
+) -> dict[str, Any]:
+    r"""Check a strategy's kernel class and options before a run starts.
+
+    The class must be a GPyTorch ``Kernel`` subclass; the options must be a dict
+    whose keys the class's constructor names, and the class must build an unbatched
+    kernel from them (tried once here, one lengthscale when the class takes
+    ``ard_num_dims`` and the options leave it out: Ax fills in the input dimension).
+
+    Args:
+        covar_module_class: None (the model's default under Ax) or a kernel class.
+        covar_module_options: None or the class's keyword arguments.
+
+    Returns:
+        A copy of the options (``{}`` for None).
+
+    Example:
+        >>> check_kernel(ScaleMaternKernel, {"ard_num_dims": 2})
+        {'ard_num_dims': 2}
+    """
+    options = (
+        {}
+        if covar_module_options is None
+        else _check_options_dict(covar_module_options, "covar_module_options")
+    )
+    if covar_module_class is None:
+        if options:
+            raise ValueError(
+                "`covar_module_options` needs a `covar_module_class`; the default "
+                "kernel takes no options."
+            )
+        return options
+    if not (
+        isinstance(covar_module_class, type) and issubclass(covar_module_class, Kernel)
+    ):
+        raise TypeError(
+            "`covar_module_class` must be a gpytorch Kernel class, got "
+            f"{covar_module_class!r}."
+        )
+    known = _init_arguments(covar_module_class)
+    if unknown := sorted(set(options) - known):
+        raise ValueError(
+            f"`covar_module_options` has {unknown}, which "
+            f"{covar_module_class.__name__} does not take (it takes {sorted(known)})."
+        )
+    trial = dict(options)
+    if "ard_num_dims" in known:
+        trial.setdefault("ard_num_dims", 1)
+    try:
+        kernel = covar_module_class(**trial)
+    except Exception as error:  # the user's class: any failure means bad options
+        raise ValueError(
+            f"`covar_module_options` do not build a {covar_module_class.__name__}: "
+            f"{error}"
+        ) from error
+    if kernel.batch_shape != torch.Size([]):
+        raise ValueError(
+            "`covar_module_options` give a batch-shaped kernel (batch_shape="
+            f"{tuple(kernel.batch_shape)}); the models are single-output, unbatched."
+        )
+    return options
+
+
+def check_optimizer_options(optimizer_options: object) -> dict[str, Any] | None:
+    r"""Check a strategy's ``optimize_acqf`` options before a run starts.
+
+    Keys must be among :data:`OPTIMIZER_OPTIONS`; ``num_restarts`` and
+    ``raw_samples`` positive ints, ``options`` a dict with string keys (its
+    ``maxiter``, ``batch_limit`` and ``init_batch_limit`` positive ints),
+    ``sequential`` True (both acquisitions pick a batch one arm at a time),
+    ``timeout_sec`` a positive number, ``retry_on_optimization_warning`` a bool.
+
+    Args:
+        optimizer_options: None (Ax's defaults) or the options.
+
+    Returns:
+        A copy of the options, or None.
+
+    Example:
+        >>> check_optimizer_options({"num_restarts": 4, "raw_samples": 256})
+        {'num_restarts': 4, 'raw_samples': 256}
+    """
+    if optimizer_options is None:
+        return None
+    options = _check_options_dict(optimizer_options, "optimizer_options")
+    if unknown := sorted(set(options) - set(OPTIMIZER_OPTIONS)):
+        raise ValueError(
+            f"`optimizer_options` has {unknown}; the strategies accept "
+            f"{list(OPTIMIZER_OPTIONS)}."
+        )
+    for key in ("num_restarts", "raw_samples"):
+        if key in options:
+            _check_int(options[key], f"optimizer_options['{key}']", 1)
+    if "options" in options:
+        inner = _check_options_dict(options["options"], "optimizer_options['options']")
+        for key in ("maxiter", "batch_limit", "init_batch_limit"):
+            if key in inner:
+                _check_int(inner[key], f"optimizer_options['options']['{key}']", 1)
+    if "sequential" in options:
+        if not _check_flag(options["sequential"], "optimizer_options['sequential']"):
+            raise ValueError(
+                "`optimizer_options['sequential']` must be True: BKB-UCB and S-GP-TS "
+                "choose a batch one arm at a time, the earlier ones pending."
+            )
+    if "timeout_sec" in options:
+        check_positive(options["timeout_sec"], "optimizer_options['timeout_sec']")
+    if "retry_on_optimization_warning" in options:
+        _check_flag(
+            options["retry_on_optimization_warning"],
+            "optimizer_options['retry_on_optimization_warning']",
+        )
+    return options
+
+
+def check_dispatch_options(dispatch_options: dict[str, Any]) -> dict[str, Any]:
+    r"""Check the ``GenerationStrategyDispatchStruct`` fields a strategy passes on
+    (see :data:`DISPATCH_FIELDS`) before a run starts.
+
+    Budgets and seeds must be ints (not bools or floats) ``>= 0`` or None, flags
+    bools, ``torch_device`` None or a device string this machine has (``"cpu"``,
+    ``"cuda"`` or ``"cuda:k"`` only with that many GPUs). ``method`` is not
+    accepted: the strategies set it.
+
+    Args:
+        dispatch_options: Field names and values.
+
+    Returns:
+        The same options.
+
+    Example:
+        >>> check_dispatch_options({"initialization_budget": 8})
+        {'initialization_budget': 8}
+    """
+    if unknown := sorted(set(dispatch_options) - set(DISPATCH_FIELDS)):
+        raise TypeError(
+            f"Unexpected strategy options {unknown}; the initialization and "
+            f"dispatch options are {list(DISPATCH_FIELDS)}."
+        )
+    for name, value in dispatch_options.items():
+        kind = DISPATCH_FIELDS[name]
+        if kind == "flag":
+            _check_flag(value, name)
+        elif value is None:
+            continue
+        elif kind in ("count", "seed"):
+            _check_int(value, name, 0)
+        else:
+            _check_device(value, name)
+    return dispatch_options
+
+
+def _check_device(value: object, name: str) -> None:
+    r"""A torch device string naming a device this machine has."""
+    if not isinstance(value, str):
+        raise TypeError(f"`{name}` must be a device string, got {value!r}.")
+    try:
+        device = torch.device(value)
+    except RuntimeError as error:
+        raise ValueError(f"`{name}` is not a torch device: {value!r}.") from error
+    if device.type == "cpu":
+        return
+    if device.type != "cuda":
+        raise ValueError(f"`{name}` must be 'cpu' or a CUDA device, got {value!r}.")
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if (device.index or 0) >= available:
+        raise ValueError(
+            f"`{name}` is {value!r} but this machine has {available} CUDA device(s)."
+        )
+
 
 def _strategy(
     model_class: type[Model],
@@ -105,14 +364,18 @@ def _strategy(
     ``mll_class``) and acquisition (and its options) in the model-based node.
 
     ``dispatch_options`` are fields of Ax's ``GenerationStrategyDispatchStruct``
-    (the initialization settings and the caller's extra options).
+    (the initialization settings and the caller's extra options). Every option is
+    checked before anything is built.
     """
+    kernel_options = check_kernel(covar_module_class, covar_module_options)
+    optimizer_options = check_optimizer_options(optimizer_options)
+    check_dispatch_options(dispatch_options)
     model_config = ModelConfig(
         botorch_model_class=model_class,
         model_options=model_options,
         mll_class=mll_class,
         covar_module_class=covar_module_class,
-        covar_module_options=dict(covar_module_options or {}),
+        covar_module_options=kernel_options,
         name=model_class.__name__,
     )
     struct = GenerationStrategyDispatchStruct(method="custom", **dispatch_options)
@@ -123,15 +386,15 @@ def _strategy(
     spec.generator_kwargs["botorch_acqf_options"] = acqf_options
     if optimizer_options is not None:
         spec.generator_gen_kwargs["model_gen_options"] = {
-            "optimizer_kwargs": dict(optimizer_options)
+            "optimizer_kwargs": optimizer_options
         }
     return strategy
 
 
 def bkb_generation_strategy(
     *,
-    beta: float = 0.2,
-    noise: float | None = 1e-2,
+    beta: float | None = None,
+    noise: float | None = None,
     qbar: float = DEFAULT_QBAR,
     covar_module_class: type[Kernel] | None = None,
     covar_module_options: dict[str, Any] | None = None,
@@ -147,48 +410,55 @@ def bkb_generation_strategy(
     generation, on its collapsed bound, and maximizes
     ``mu(x) + (beta~ / sqrt(lambda)) sigma(x)`` with BoTorch's ``optimize_acqf``,
     one arm at a time with the pending arms as ``X_pending``. Inputs are normalized
-    to the unit cube by Ax's default ``Normalize`` input transform.
+    to the unit cube by Ax's default ``Normalize`` input transform. With no options
+    this is Ax's generic route with ``NystromGP`` and ``BKBUpperConfidenceBound``
+    (the Ax defaults of :mod:`~botorch_sketch.integrations.ax_registry`: learned
+    ``lambda``, an RBF kernel with Ax's dimension-scaled lengthscale prior, and
+    ``mu + 2 sigma``). Every option is checked here, before a run starts.
 
     Args:
         beta: The papers'-scale radius ``beta~ >= 0`` (a constant: Ax stores it as
-            JSON; the theory radius is not available from Ax). The default with the
-            default ``noise`` gives ``mu + 2 sigma``.
-        noise: Fixed regularization ``lambda`` in Ax's standardized outcome units
-            (default ``1e-2``); None learns it (or, when every observation has a
-            reported sem, uses their mean variance). A learned ``lambda`` is often
-            tiny for deterministic objectives, which inflates ``beta~ / sqrt(lambda)``:
-            lower ``beta`` accordingly.
-        qbar: Oversampling factor of the dictionary.
+            JSON; the theory radius is not available from Ax); None:
+            ``beta~ = 2 sqrt(lambda)`` for the fitted ``lambda``, i.e.
+            ``mu + 2 sigma``.
+        noise: Fixed regularization ``lambda`` in Ax's standardized outcome units,
+            in :data:`NOISE_RANGE`; None learns it on the collapsed bound (or, when
+            every observation has a reported sem, uses their mean variance).
+        qbar: Oversampling factor ``>= 1`` of the dictionary.
         covar_module_class: Kernel class (e.g. Ax's ``DefaultRBFKernel`` or your own,
             registered with ``ax.storage.botorch_modular_registry.register_kernel``
-            for storage); None: ``NystromGP``'s default scaled ARD RBF kernel.
-        covar_module_options: Keyword arguments of the kernel class.
-        optimizer_options: ``optimize_acqf`` options (``num_restarts``,
-            ``raw_samples``, ``options``); None: Ax's defaults.
-        initialization_budget: Initialization trials, center point included (Ax's
-            default 5).
-        initialization_random_seed: Seed of the Sobol initialization.
+            for storage); None: the Ax default kernel (see above).
+        covar_module_options: Keyword arguments of the kernel class (checked by
+            :func:`check_kernel`).
+        optimizer_options: ``optimize_acqf`` options (keys in
+            :data:`OPTIMIZER_OPTIONS`, checked by :func:`check_optimizer_options`);
+            None: Ax's defaults.
+        initialization_budget: Initialization trials ``>= 0``, center point
+            included (Ax's default 5).
+        initialization_random_seed: Seed ``>= 0`` of the Sobol initialization.
         initialize_with_center: Start with the center of the search space.
         dispatch_options: Other fields of Ax's ``GenerationStrategyDispatchStruct``
-            (e.g. ``min_observed_initialization_trials``,
+            (:data:`DISPATCH_FIELDS`: e.g. ``min_observed_initialization_trials``,
             ``allow_exceeding_initialization_budget``, ``torch_device``).
 
     Returns:
         A strategy for ``Client.set_generation_strategy``.
 
     Example:
-        >>> client.set_generation_strategy(bkb_generation_strategy(beta=0.2))
+        >>> client.set_generation_strategy(bkb_generation_strategy())
     """
-    check_at_least(beta, "beta", 0.0)
+    acqf_options: dict[str, Any] = {}
+    if beta is not None:
+        acqf_options["beta"] = check_at_least(beta, "beta", 0.0)
     model_options: dict[str, Any] = {"qbar": check_at_least(qbar, "qbar", 1.0)}
     if noise is not None:
-        model_options["noise"] = check_positive(noise, "noise")
+        model_options["noise"] = _check_noise(noise, "noise")
     return _strategy(
         NystromGP,
         NystromMarginalLogLikelihood,
         model_options,
         BKBUpperConfidenceBound,
-        {"beta": float(beta)},
+        acqf_options,
         covar_module_class=covar_module_class,
         covar_module_options=covar_module_options,
         optimizer_options=optimizer_options,
@@ -219,20 +489,23 @@ def sgpts_generation_strategy(
     The model-based node refits a ``DecomposedSamplingSVGP`` (at most
     ``num_inducing`` inducing points chosen from the data, closed-form ``q(u)``) on
     its collapsed bound and gives every arm the maximizer of a fresh scaled sample
-    path ``mu + alpha (f - mu)`` (``num_features`` random Fourier features).
+    path ``mu + alpha (f - mu)`` (``num_features`` random Fourier features). Every
+    option is checked here, before a run starts.
 
     Args:
-        num_inducing: Maximal number ``m`` of inducing points.
+        num_inducing: Maximal number ``m >= 1`` of inducing points.
         alpha: Exploration scale ``>= 0`` (a constant, stored as JSON).
-        num_features: Random Fourier features per path (even).
-        noise_variance: Fixed noise variance in standardized units; None learns it
-            (or uses the reported observation noise).
+        num_features: Random Fourier features per path (even, ``>= 2``).
+        noise_variance: Fixed noise variance in standardized units, in
+            :data:`NOISE_RANGE`; None learns it (or uses the reported observation
+            noise).
         randomized_selection: Randomized instead of greedy inducing selection.
         covar_module_class: Kernel class; None: the model's default.
         covar_module_options: Keyword arguments of the kernel class.
         optimizer_options: ``optimize_acqf`` options; None: Ax's defaults.
-        initialization_budget: Initialization trials, center point included.
-        initialization_random_seed: Seed of the Sobol initialization.
+        initialization_budget: Initialization trials ``>= 0``, center point
+            included.
+        initialization_random_seed: Seed ``>= 0`` of the Sobol initialization.
         initialize_with_center: Start with the center of the search space.
         dispatch_options: Other fields of Ax's ``GenerationStrategyDispatchStruct``.
 
@@ -242,22 +515,18 @@ def sgpts_generation_strategy(
     Example:
         >>> client.set_generation_strategy(sgpts_generation_strategy(num_inducing=50))
     """
-    if isinstance(num_inducing, bool) or not isinstance(num_inducing, int):
-        raise TypeError(f"`num_inducing` must be an int, got {num_inducing!r}.")
-    if num_inducing < 1:
-        raise ValueError(f"`num_inducing` must be >= 1, got {num_inducing}.")
-    if isinstance(num_features, bool) or not isinstance(num_features, int):
-        raise TypeError(f"`num_features` must be an int, got {num_features!r}.")
-    if num_features < 2 or num_features % 2:
-        raise ValueError(f"`num_features` must be even and >= 2, got {num_features}.")
+    _check_int(num_inducing, "num_inducing", 1)
+    _check_int(num_features, "num_features", 2)
+    if num_features % 2:
+        raise ValueError(f"`num_features` must be even, got {num_features}.")
     model_options: dict[str, Any] = {
         "num_inducing": num_inducing,
-        "randomized_selection": bool(randomized_selection),
+        "randomized_selection": _check_flag(
+            randomized_selection, "randomized_selection"
+        ),
     }
     if noise_variance is not None:
-        model_options["noise_variance"] = check_positive(
-            noise_variance, "noise_variance"
-        )
+        model_options["noise_variance"] = _check_noise(noise_variance, "noise_variance")
     acqf_options = {
         "alpha": check_at_least(alpha, "alpha", 0.0),
         "num_features": num_features,
@@ -427,7 +696,9 @@ def bbkb_batch_in_model_space(
         qbar=model.qbar,
     )
     spec = generation_strategy.nodes_by_name[MODEL_NODE].generator_specs[0]
-    beta = spec.generator_kwargs.get("botorch_acqf_options", {}).get("beta", 1.0)
+    beta = spec.generator_kwargs.get("botorch_acqf_options", {}).get("beta")
+    if beta is None:  # the Ax input constructor's default radius
+        beta = default_bkb_radius(model)
     with torch.no_grad():
         choices = model.transform_inputs(candidates)
     batch = gen_bbkb_batch(

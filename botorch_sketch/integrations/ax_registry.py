@@ -7,7 +7,9 @@ Importing this module (``botorch_sketch.integrations.ax`` does) registers, once:
   :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP`: training data,
   ``ModelConfig.model_options``, the kernel, likelihood, input and outcome transforms
   of the ``ModelConfig``, and known observation noise as the fixed homoskedastic
-  noise;
+  noise; with no options, ``NystromGP`` gets defaults for Ax's standardized outcomes
+  (learned ``lambda``, :func:`ax_nystrom_kernel`) instead of its direct-construction
+  ones;
 - fitting routines (Ax's ``fit_botorch_model``) that fit each model on its own
   collapsed bound (Ax's default ``ExactMarginalLogLikelihood`` is replaced), and
   resample the Nystrom dictionary for the fitted hyperparameters;
@@ -15,6 +17,7 @@ Importing this module (``botorch_sketch.integrations.ax`` does) registers, once:
   :class:`~botorch_sketch.acquisition.bkb.BKBUpperConfidenceBound`,
   :class:`~botorch_sketch.acquisition.thompson.ScaledPathThompsonSampling` and
   :class:`~botorch_sketch.integrations.ax_thompson.AxScaledPathThompsonSampling`;
+  without a ``beta``, BKB-UCB's index is ``mu + 2 sigma`` (:data:`AX_UCB_SCALE`);
 - the classes in Ax's JSON/SQA storage registries, so experiments and generation
   strategies that use them save and load (import this module before loading).
 """
@@ -59,6 +62,9 @@ from botorch.acquisition.input_constructors import acqf_input_constructor
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.fit import fit_gpytorch_mll
 from botorch.models.model import Model
+from botorch.models.utils.gpytorch_modules import (
+    get_covar_module_with_dim_scaled_prior,
+)
 from botorch.utils.datasets import MultiTaskDataset, SupervisedDataset
 from gpytorch.kernels import Kernel, LinearKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood, MarginalLogLikelihood
@@ -87,6 +93,53 @@ AX_SHAPED_KERNELS = (
     LinearKernel,
     ScaleMaternKernel,
 )
+
+#: ``NystromGP``'s regularization ``lambda`` from Ax when ``ModelConfig.model_options``
+#: has no ``noise``: None, learned on the collapsed bound under BoTorch's log-normal
+#: noise prior (Ax standardizes the outcomes; a deterministic objective ends near the
+#: bound 1e-4). A fixed ``lambda`` is a floor on the resolution of the posterior mean,
+#: about ``sqrt(lambda)`` outcome standard deviations: 1e-2 lost a factor 50 in simple
+#: regret on Branin (docs/ax.md).
+AX_NYSTROM_NOISE: float | None = None
+
+#: BKB-UCB's index from Ax when no ``beta`` is given: ``mu + AX_UCB_SCALE sigma``
+#: (Bayesian-scale ``sigma``), i.e. ``beta~ = AX_UCB_SCALE sqrt(lambda)`` for the
+#: fitted ``lambda``.
+AX_UCB_SCALE = 2.0
+
+
+def default_bkb_radius(model: NystromGP) -> float:
+    r"""BKB-UCB's radius from Ax when no ``beta`` is given:
+    ``beta~ = AX_UCB_SCALE sqrt(lambda)`` for the model's (fitted) ``lambda``, so the
+    index is ``mu + AX_UCB_SCALE sigma``.
+
+    Example:
+        >>> default_bkb_radius(NystromGP(X, Y, noise=1e-2))
+        0.2
+    """
+    return AX_UCB_SCALE * float(model.noise.detach().sqrt())
+
+
+def ax_nystrom_kernel(d: int) -> Kernel:
+    r"""``NystromGP``'s kernel from Ax when the ``ModelConfig`` names none: BoTorch's
+    default for ``SingleTaskGP``, an ARD RBF kernel without output scale (Ax's
+    outcomes have unit variance) whose lengthscales have the dimension-scaled
+    log-normal prior of Hvarfner et al. (ICML 2024), which keeps them from diverging
+    on the few points of an Ax run (unregularized, ``NystromGP``'s own default
+    grew lengthscales of 1e3 on 13 points of Hartmann-6).
+
+    Args:
+        d: Input dimension.
+
+    Returns:
+        An ``RBFKernel`` with ``d`` lengthscales.
+
+    Example:
+        >>> ax_nystrom_kernel(2).lengthscale.shape
+        torch.Size([1, 2])
+    """
+    return get_covar_module_with_dim_scaled_prior(ard_num_dims=d)
+
 
 #: The constructor argument that fixes each model's homoskedastic noise variance.
 NOISE_ARGUMENT: dict[type[Model], str] = {
@@ -136,7 +189,9 @@ def _sketch_model_inputs(
 
     The submodules come from the ``ModelConfig`` as for BoTorch's models (Ax's own
     transform builders, so ``input_transform_classes=DEFAULT`` adds ``Normalize`` when
-    the bounds are not the unit cube). ``surrogate`` is unused (Ax's signature).
+    the bounds are not the unit cube). A ``NystromGP`` whose options give no
+    ``noise`` gets :data:`AX_NYSTROM_NOISE` (or the reported noise), and without a
+    kernel class :func:`ax_nystrom_kernel`. ``surrogate`` is unused (Ax's signature).
     """
     name = botorch_model_class.__name__
     if isinstance(dataset, MultiTaskDataset) or search_space_digest.task_features:
@@ -151,10 +206,14 @@ def _sketch_model_inputs(
     }
     if dataset.Yvar is not None and argument not in inputs:
         inputs[argument] = known_noise_variance(dataset.Yvar, name, argument)
+    if botorch_model_class is NystromGP and "noise" not in inputs:
+        inputs["noise"] = AX_NYSTROM_NOISE
     if (kernel_class := model_config.covar_module_class) is not None:
         inputs["covar_module"] = _kernel(
             kernel_class, model_config, dataset, botorch_model_class
         )
+    elif botorch_model_class is NystromGP:
+        inputs["covar_module"] = ax_nystrom_kernel(dataset.X.shape[-1])
     if (likelihood_class := model_config.likelihood_class) is not None:
         if botorch_model_class is NystromGP:
             raise ValueError(
@@ -286,7 +345,7 @@ def _reject_outcome_constraints(
 def construct_inputs_bkb_ucb(
     model: Model,
     posterior_transform: PosteriorTransform | None = None,
-    beta: float = 1.0,
+    beta: float | None = None,
     maximize: bool = True,
     X_pending: Tensor | None = None,
     constraints_tuple: tuple[Tensor, Tensor] | None = None,
@@ -301,8 +360,10 @@ def construct_inputs_bkb_ucb(
     Args:
         model: A ``NystromGP``.
         posterior_transform: Ax's scalarization (sign of the objective).
-        beta: The papers'-scale radius ``beta~``; the index is
-            ``mu + (beta~ / sqrt(lambda)) sigma``.
+        beta: The papers'-scale radius ``beta~ >= 0``; the index is
+            ``mu + (beta~ / sqrt(lambda)) sigma``. None:
+            ``beta~ = AX_UCB_SCALE sqrt(lambda)`` for the model's (fitted)
+            ``lambda``, i.e. ``mu + 2 sigma`` whatever ``lambda`` is.
         maximize: Passed through.
         X_pending: ``p x d`` pending points.
         constraints_tuple: Outcome constraints: not supported (raises).
@@ -312,7 +373,7 @@ def construct_inputs_bkb_ucb(
         The constructor's keyword arguments.
 
     Example:
-        >>> get_acqf_input_constructor(BKBUpperConfidenceBound)(model=model, beta=1.0)
+        >>> get_acqf_input_constructor(BKBUpperConfidenceBound)(model=model)
     """
     _reject_outcome_constraints(constraints_tuple, "BKBUpperConfidenceBound")
     if not isinstance(model, NystromGP):
@@ -320,6 +381,8 @@ def construct_inputs_bkb_ucb(
             "BKBUpperConfidenceBound needs a single NystromGP (one objective, no "
             f"tracked or constrained outcomes), got {type(model).__name__}."
         )
+    if beta is None:
+        beta = default_bkb_radius(model)
     return {
         "model": model,
         "beta": beta,

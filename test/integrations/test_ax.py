@@ -5,6 +5,8 @@ and the registrations one by one."""
 
 import importlib
 import logging
+import math
+import re
 import sys
 from copy import deepcopy
 
@@ -16,6 +18,8 @@ import torch
 from ax.adapter.cross_validation import cross_validate
 from ax.api.client import Client
 from ax.api.configs import RangeParameterConfig
+from ax.api.utils.generation_strategy_dispatch import choose_generation_strategy
+from ax.api.utils.structs import GenerationStrategyDispatchStruct
 from ax.core.search_space import SearchSpaceDigest
 from ax.generators.torch.botorch_modular.kernels import (
     DefaultMaternKernel,
@@ -43,7 +47,7 @@ from botorch.optim import optimize_acqf
 from botorch.test_functions import Branin
 from botorch.utils.datasets import SupervisedDataset
 from botorch.utils.sampling import draw_sobol_samples
-from gpytorch.kernels import LinearKernel, MaternKernel, ScaleKernel
+from gpytorch.kernels import LinearKernel, MaternKernel, RBFKernel, ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
@@ -152,7 +156,9 @@ def bkb_run(tmp_path_factory):
     r"""One BKB loop of 15 trials (the last 3 generated while pending), recording the
     ``X_pending`` the acquisition received, then saved to JSON."""
     strategy = bkb_generation_strategy(
-        optimizer_options=FAST_OPTIMIZER, initialization_budget=INITIALIZATION
+        noise=1e-2,  # the ridge regime, where BBKB batches grow beyond one arm
+        optimizer_options=FAST_OPTIMIZER,
+        initialization_budget=INITIALIZATION,
     )
     client = make_client(strategy)
     pending_sizes = []
@@ -201,6 +207,7 @@ def test_bkb_loop_uses_nystrom_gp_on_the_normalized_box(bkb_run):
     model = fitted_model(strategy)
     assert isinstance(model, NystromGP)
     assert float(model.noise) == pytest.approx(1e-2)
+    assert type(model.covar_module) is RBFKernel  # the Ax default kernel
     # Ax's default input transform maps Branin's box onto the unit cube.
     assert isinstance(model.input_transform, Normalize)
     corners = torch.tensor(BOUNDS, dtype=DTYPE).T
@@ -231,7 +238,7 @@ def test_bkb_save_load_round_trip_continues(bkb_run):
     assert strategy.name == bkb_run["strategy"].name
     spec = strategy.nodes_by_name["MBM"].generator_specs[0]
     assert spec.generator_kwargs["botorch_acqf_class"] is BKBUpperConfidenceBound
-    assert spec.generator_kwargs["botorch_acqf_options"] == {"beta": 0.2}
+    assert spec.generator_kwargs["botorch_acqf_options"] == {}
     config = spec.generator_kwargs["surrogate_spec"].model_configs[0]
     assert config.botorch_model_class is NystromGP
     assert config.mll_class is NystromMarginalLogLikelihood
@@ -434,7 +441,9 @@ def test_bbkb_batch_uses_the_objective_model_of_a_model_list():
     surrogate = strategy.adapter.generator.surrogate
     model = surrogate.model.models[surrogate.outcomes.index("branin")]
     assert isinstance(model, NystromGP)
-    expected = brute_force_bbkb_batch(model, candidates, 0.2, 40.0, True)
+    # The default radius: beta~ = 2 sqrt(lambda) for the fitted lambda.
+    beta = 2 * float(model.noise.sqrt())
+    expected = brute_force_bbkb_batch(model, candidates, beta, 40.0, True)
     assert batch.indices.tolist() == expected
 
 
@@ -459,22 +468,211 @@ def test_next_bbkb_batch_size_in_initialization_and_bad_input():
         next_bbkb_batch_size(client)
 
 
-def test_strategy_arguments_are_checked():
-    with pytest.raises(ValueError, match="beta"):
-        bkb_generation_strategy(beta=-1.0)
-    with pytest.raises(ValueError, match="noise"):
-        bkb_generation_strategy(noise=0.0)
-    with pytest.raises(ValueError, match="qbar"):
-        bkb_generation_strategy(qbar=0.5)
-    with pytest.raises(ValueError, match="num_inducing"):
-        sgpts_generation_strategy(num_inducing=0)
-    with pytest.raises(ValueError, match="num_features"):
-        sgpts_generation_strategy(num_features=3)
-    with pytest.raises(ValueError, match="alpha"):
-        sgpts_generation_strategy(alpha=-0.1)
+BAD_STRATEGY_OPTIONS = [
+    # (builder, options, error type, argument named in the message)
+    (bkb_generation_strategy, {"beta": -1.0}, ValueError, "beta"),
+    (bkb_generation_strategy, {"beta": math.inf}, ValueError, "beta"),
+    (bkb_generation_strategy, {"beta": True}, TypeError, "beta"),
+    (bkb_generation_strategy, {"noise": 0.0}, ValueError, "noise"),
+    (bkb_generation_strategy, {"noise": 1e-300}, ValueError, "noise"),
+    (bkb_generation_strategy, {"noise": 1e3}, ValueError, "noise"),
+    (bkb_generation_strategy, {"noise": "0.01"}, TypeError, "noise"),
+    (bkb_generation_strategy, {"qbar": 0.5}, ValueError, "qbar"),
+    (sgpts_generation_strategy, {"num_inducing": 0}, ValueError, "num_inducing"),
+    (sgpts_generation_strategy, {"num_inducing": 10.0}, TypeError, "num_inducing"),
+    (sgpts_generation_strategy, {"num_features": 3}, ValueError, "num_features"),
+    (sgpts_generation_strategy, {"num_features": True}, TypeError, "num_features"),
+    (sgpts_generation_strategy, {"alpha": -0.1}, ValueError, "alpha"),
+    (sgpts_generation_strategy, {"noise_variance": 1e-9}, ValueError, "noise_var"),
+    (
+        sgpts_generation_strategy,
+        {"randomized_selection": 1},
+        TypeError,
+        "randomized_selection",
+    ),
+    # kernel class and options
+    (bkb_generation_strategy, {"covar_module_class": "rbf"}, TypeError, "covar_mo"),
+    (bkb_generation_strategy, {"covar_module_class": SingleTaskGP}, TypeError, "cov"),
+    (
+        bkb_generation_strategy,
+        {"covar_module_options": {"nu": 2.5}},
+        ValueError,
+        "covar_module_class",
+    ),
+    (
+        sgpts_generation_strategy,
+        {"covar_module_class": UserMatern, "covar_module_options": [("nu", 0.5)]},
+        TypeError,
+        "covar_module_options",
+    ),
+    (
+        bkb_generation_strategy,
+        {"covar_module_class": UserMatern, "covar_module_options": {"lengthscale": 1}},
+        ValueError,
+        "covar_module_options",
+    ),
+    (
+        bkb_generation_strategy,
+        {"covar_module_class": MaternKernel, "covar_module_options": {"nu": 0.3}},
+        ValueError,
+        "covar_module_options",
+    ),
+    (
+        bkb_generation_strategy,
+        {
+            "covar_module_class": ScaleMaternKernel,
+            "covar_module_options": {"batch_shape": torch.Size([2])},
+        },
+        ValueError,
+        "batch-shaped",
+    ),
+    # optimizer options
+    (bkb_generation_strategy, {"optimizer_options": 4}, TypeError, "optimizer_opt"),
+    (
+        bkb_generation_strategy,
+        {"optimizer_options": {"num_restart": 4}},
+        ValueError,
+        "optimizer_options",
+    ),
+    (
+        bkb_generation_strategy,
+        {"optimizer_options": {"num_restarts": 0}},
+        ValueError,
+        "num_restarts",
+    ),
+    (
+        sgpts_generation_strategy,
+        {"optimizer_options": {"raw_samples": 64.0}},
+        TypeError,
+        "raw_samples",
+    ),
+    (
+        bkb_generation_strategy,
+        {"optimizer_options": {"options": "fast"}},
+        TypeError,
+        "optimizer_options['options']",
+    ),
+    (
+        bkb_generation_strategy,
+        {"optimizer_options": {"options": {"maxiter": True}}},
+        TypeError,
+        "maxiter",
+    ),
+    (
+        bkb_generation_strategy,
+        {"optimizer_options": {"sequential": False}},
+        ValueError,
+        "sequential",
+    ),
+    (
+        bkb_generation_strategy,
+        {"optimizer_options": {"timeout_sec": -1.0}},
+        ValueError,
+        "timeout_sec",
+    ),
+    # seeds, budgets, flags, device, unknown fields
+    (
+        bkb_generation_strategy,
+        {"initialization_random_seed": True},
+        TypeError,
+        "initialization_random_seed",
+    ),
+    (
+        sgpts_generation_strategy,
+        {"initialization_random_seed": 1.0},
+        TypeError,
+        "initialization_random_seed",
+    ),
+    (
+        bkb_generation_strategy,
+        {"initialization_random_seed": -1},
+        ValueError,
+        "initialization_random_seed",
+    ),
+    (
+        bkb_generation_strategy,
+        {"initialization_budget": -1},
+        ValueError,
+        "initialization_budget",
+    ),
+    (
+        sgpts_generation_strategy,
+        {"initialization_budget": 5.0},
+        TypeError,
+        "initialization_budget",
+    ),
+    (
+        bkb_generation_strategy,
+        {"min_observed_initialization_trials": True},
+        TypeError,
+        "min_observed_initialization_trials",
+    ),
+    (
+        bkb_generation_strategy,
+        {"initialize_with_center": 1},
+        TypeError,
+        "initialize_with_center",
+    ),
+    (
+        bkb_generation_strategy,
+        {"allow_exceeding_initialization_budget": "yes"},
+        TypeError,
+        "allow_exceeding_initialization_budget",
+    ),
+    (bkb_generation_strategy, {"torch_device": 0}, TypeError, "torch_device"),
+    (bkb_generation_strategy, {"torch_device": "gpu0"}, ValueError, "torch_device"),
+    (bkb_generation_strategy, {"torch_device": "meta"}, ValueError, "torch_device"),
+    (
+        sgpts_generation_strategy,
+        {"torch_device": f"cuda:{torch.cuda.device_count()}"},
+        ValueError,
+        "torch_device",
+    ),
+    (bkb_generation_strategy, {"method": "fast"}, TypeError, "method"),
+    (bkb_generation_strategy, {"initialisation_budget": 5}, TypeError, "initialisa"),
+]
 
 
-# ------------------------------------------------------------ model inputs
+@pytest.mark.parametrize(
+    ("builder", "options", "error", "argument"),
+    BAD_STRATEGY_OPTIONS,
+    ids=[f"{b.__name__[:4]}-{next(iter(o))}" for b, o, _, _ in BAD_STRATEGY_OPTIONS],
+)
+def test_strategy_options_are_checked_before_a_run(builder, options, error, argument):
+    with pytest.raises(error, match=re.escape(argument)):
+        builder(**options)
+
+
+def test_valid_strategy_options_reach_the_strategy():
+    options = {"num_restarts": 3, "raw_samples": 32, "options": {"maxiter": 50}}
+    strategy = bkb_generation_strategy(
+        beta=0.1,
+        noise=1e-3,
+        covar_module_class=ScaleMaternKernel,
+        covar_module_options={"ard_num_dims": 2},
+        optimizer_options=options,
+        initialization_budget=4,
+        initialization_random_seed=3,
+        min_observed_initialization_trials=2,
+        torch_device="cpu",
+    )
+    spec = strategy.nodes_by_name["MBM"].generator_specs[0]
+    assert spec.generator_kwargs["botorch_acqf_options"] == {"beta": 0.1}
+    (config,) = spec.generator_kwargs["surrogate_spec"].model_configs
+    assert config.model_options == {"qbar": DEFAULT_QBAR, "noise": 1e-3}
+    assert config.covar_module_class is ScaleMaternKernel
+    assert config.covar_module_options == {"ard_num_dims": 2}
+    assert spec.generator_gen_kwargs["model_gen_options"] == {
+        "optimizer_kwargs": options
+    }
+    # the defaults leave beta and lambda to the Ax input constructors
+    default = bkb_generation_strategy().nodes_by_name["MBM"].generator_specs[0]
+    assert default.generator_kwargs["botorch_acqf_options"] == {}
+    (config,) = default.generator_kwargs["surrogate_spec"].model_configs
+    assert config.model_options == {"qbar": DEFAULT_QBAR}
+    assert config.covar_module_class is None
+
+
 def _dataset(n=12, Yvar=None, seed=0):
     g = torch.Generator().manual_seed(seed)
     low, high = torch.tensor(BOUNDS, dtype=DTYPE).T
@@ -512,6 +710,38 @@ def test_model_inputs_normalize_the_box_and_build_the_model(model_class):
     )
     assert "outcome_transform" not in inputs
     assert isinstance(model_class(**inputs), model_class)
+
+
+def test_ax_defaults_of_nystrom_gp_leave_direct_construction_alone():
+    dataset = _dataset()
+    inputs = _model_inputs(NystromGP, ModelConfig(), dataset)
+    assert inputs["noise"] is None  # learned on the collapsed bound
+    # The kernel is BoTorch's SingleTaskGP default: RBF, dimension-scaled prior.
+    kernel = inputs["covar_module"]
+    reference = SingleTaskGP(dataset.X, dataset.Y).covar_module
+    assert type(kernel) is type(reference) is RBFKernel
+    assert kernel.ard_num_dims == reference.ard_num_dims == 2
+    for name in ("loc", "scale"):
+        assert torch.allclose(
+            getattr(kernel.lengthscale_prior, name).double(),
+            getattr(reference.lengthscale_prior, name).double(),
+        )
+    assert torch.allclose(
+        kernel.lengthscale.double(), reference.lengthscale.double().detach()
+    )
+    model = NystromGP(**inputs)
+    assert model.likelihood.raw_noise.requires_grad
+    # Options given in the ModelConfig win.
+    config = ModelConfig(
+        model_options={"noise": 0.5}, covar_module_class=ScaleMaternKernel
+    )
+    inputs = _model_inputs(NystromGP, config, dataset)
+    assert inputs["noise"] == 0.5
+    assert isinstance(inputs["covar_module"], ScaleMaternKernel)
+    # Direct construction and the S-GP-TS model keep their own defaults.
+    assert isinstance(NystromGP(dataset.X, dataset.Y).covar_module, ScaleKernel)
+    svgp = _model_inputs(DecomposedSamplingSVGP, ModelConfig(), dataset)
+    assert "covar_module" not in svgp and "noise_variance" not in svgp
 
 
 def test_model_inputs_use_known_noise_unless_fixed():
@@ -663,6 +893,61 @@ def test_bkb_input_constructor():
         constructor(model=model, constraints_tuple=(torch.ones(1, 1), torch.ones(1, 1)))
     with pytest.raises(TypeError, match="NystromGP"):
         constructor(model=SingleTaskGP(torch.rand(5, 2), torch.rand(5, 1)))
+
+
+@pytest.mark.parametrize("noise", [1e-2, 3e-4])
+def test_bkb_input_constructor_defaults_to_two_standard_deviations(noise):
+    g = torch.Generator().manual_seed(1)
+    X = torch.rand(20, 2, generator=g, dtype=DTYPE)
+    model = NystromGP(X, torch.sin(5 * X).sum(-1, keepdim=True), noise=noise)
+    inputs = get_acqf_input_constructor(BKBUpperConfidenceBound)(model=model)
+    assert inputs["beta"] == pytest.approx(2 * math.sqrt(noise), rel=1e-12)
+    acqf = BKBUpperConfidenceBound(**inputs)
+    test_X = torch.rand(7, 1, 2, generator=g, dtype=DTYPE)
+    with torch.no_grad():
+        posterior = model.posterior(test_X)
+        expected = posterior.mean + 2 * posterior.variance.sqrt()
+        assert torch.allclose(acqf(test_X), expected.reshape(7), atol=1e-12)
+
+
+def test_generic_route_with_no_options_uses_the_ax_defaults():
+    r"""``ModelConfig(botorch_model_class=NystromGP)`` and BKB-UCB with no options:
+    learned lambda, the Ax default kernel and ``mu + 2 sigma`` (also with a pending
+    trial)."""
+    struct = GenerationStrategyDispatchStruct(
+        method="custom", initialization_budget=INITIALIZATION
+    )
+    strategy = choose_generation_strategy(
+        struct,
+        model_config=ModelConfig(botorch_model_class=NystromGP),
+        botorch_acqf_class=BKBUpperConfidenceBound,
+    )
+    spec = strategy.nodes_by_name["MBM"].generator_specs[0]
+    spec.generator_gen_kwargs["model_gen_options"] = {
+        "optimizer_kwargs": FAST_OPTIMIZER
+    }
+    client = make_client(strategy)
+    constructor = ACQF_INPUT_CONSTRUCTOR_REGISTRY[BKBUpperConfidenceBound]
+    built = []
+
+    def recording_constructor(**kwargs):
+        built.append(constructor(**kwargs))
+        return built[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(
+            ACQF_INPUT_CONSTRUCTOR_REGISTRY,
+            BKBUpperConfidenceBound,
+            recording_constructor,
+        )
+        run_loop(client, num_trials=INITIALIZATION + 3, parallel=2)
+    assert len(built) == 3 and built[-1]["X_pending"].shape == (1, 2)
+    for inputs in built:
+        model = inputs["model"]
+        assert isinstance(model, NystromGP)
+        assert type(model.covar_module) is RBFKernel
+        assert model.likelihood.raw_noise.requires_grad
+        assert inputs["beta"] == pytest.approx(2 * float(model.noise.sqrt()))
 
 
 def _exact_gp(n=15, seed=0):
