@@ -49,7 +49,7 @@ import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -141,56 +141,65 @@ class UniformMethod(ClusterMethod):
         r"""Uniform sampling ignores outcomes."""
 
 
-def _synchronous(policy: Policy) -> Callable[..., ClusterMethod]:
-    def build(problem: Problem, workers: int, horizon: int, generator) -> ClusterMethod:
-        policy.reset(problem, horizon, generator)
-        return SynchronousMethod(policy)
+@dataclass(frozen=True)
+class MethodSetup:
+    r"""What a method builder gets: the problem, ``W``, ``T``, the method's generator
+    and BBKB's ratio threshold ``C~`` (sync and async BBKB)."""
 
-    return build
-
-
-def _bbkb_sync(problem, workers, horizon, generator) -> ClusterMethod:
-    return _synchronous(BBKBPolicy(max_batch_size=workers))(
-        problem, workers, horizon, generator
-    )
+    problem: Problem
+    workers: int
+    horizon: int
+    generator: torch.Generator
+    ratio_threshold: float = 2.0
 
 
-def _bkb(problem, workers, horizon, generator) -> ClusterMethod:
-    policy = BBKBPolicy(ratio_threshold=1.0, max_batch_size=workers)  # BKB
-    return _synchronous(policy)(problem, workers, horizon, generator)
+def _synchronous(policy: Policy, setup: MethodSetup) -> ClusterMethod:
+    policy.reset(setup.problem, setup.horizon, setup.generator)
+    return SynchronousMethod(policy)
 
 
-def _gp_bucb(problem, workers, horizon, generator) -> ClusterMethod:
-    return _synchronous(ExactBUCBPolicy(batch_size=workers))(
-        problem, workers, horizon, generator
-    )
+def _bbkb_policy(setup: MethodSetup, ratio_threshold: float) -> BBKBPolicy:
+    return BBKBPolicy(ratio_threshold=ratio_threshold, max_batch_size=setup.workers)
 
 
-def _bbkb_async(problem, workers, horizon, generator) -> ClusterMethod:
-    policy = BBKBPolicy(max_batch_size=workers)
-    policy.reset(problem, horizon, generator)
+def _bkb(setup: MethodSetup) -> ClusterMethod:
+    return _synchronous(_bbkb_policy(setup, 1.0), setup)
+
+
+def _bbkb_sync(setup: MethodSetup) -> ClusterMethod:
+    return _synchronous(_bbkb_policy(setup, setup.ratio_threshold), setup)
+
+
+def _bbkb_async(setup: MethodSetup) -> ClusterMethod:
+    policy = _bbkb_policy(setup, setup.ratio_threshold)
+    policy.reset(setup.problem, setup.horizon, setup.generator)
     return AsynchronousMethod(policy.loop)
 
 
-def _sgpts_async(problem, workers, horizon, generator) -> ClusterMethod:
-    hp = KernelHyperparameters.from_problem(problem)
-    arms = problem.arms
-    seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
+def _gp_bucb(setup: MethodSetup) -> ClusterMethod:
+    return _synchronous(ExactBUCBPolicy(batch_size=setup.workers), setup)
+
+
+def _sgpts_async(setup: MethodSetup) -> ClusterMethod:
+    hp = KernelHyperparameters.from_problem(setup.problem)
+    arms = setup.problem.arms
+    seed = int(torch.randint(2**31 - 1, (1,), generator=setup.generator))
     loop = SGPTS(
         arms,
         covar_module=hp.kernel(dtype=arms.dtype, device=arms.device),
         noise=hp.noise_variance,
+        cache_dtype=torch.float32,
         seed=seed,
     )
     return AsynchronousMethod(loop)
 
 
-def _uniform(problem, workers, horizon, generator) -> ClusterMethod:
-    return UniformMethod(problem.arms.shape[0], generator)
+def _uniform(setup: MethodSetup) -> ClusterMethod:
+    return UniformMethod(setup.problem.arms.shape[0], setup.generator)
 
 
-#: Method name -> ``build(problem, workers, horizon, generator)``.
-METHODS: dict[str, Callable[..., ClusterMethod]] = {
+#: Method name -> ``build(setup)``.
+METHODS: dict[str, Callable[[MethodSetup], ClusterMethod]] = {
     "bkb": _bkb,
     "bbkb-sync": _bbkb_sync,
     "bbkb-async": _bbkb_async,
@@ -198,6 +207,9 @@ METHODS: dict[str, Callable[..., ClusterMethod]] = {
     "sgpts-async": _sgpts_async,
     "uniform": _uniform,
 }
+
+#: Methods whose label carries ``C~`` when it is not the default 2.
+USES_RATIO = ("bbkb-sync", "bbkb-async")
 
 #: Labels in tables and plots.
 LABELS = {
@@ -208,6 +220,26 @@ LABELS = {
     "sgpts-async": "asynchronous S-GP-TS",
     "uniform": "uniform",
 }
+
+
+def method_label(method: str, ratio_threshold: float) -> str:
+    r"""A trace's method: the name, with ``-c<C~>`` for BBKB's threshold unless 2."""
+    if method in USES_RATIO and ratio_threshold != 2.0:
+        return f"{method}-c{ratio_threshold:g}"
+    return method
+
+
+def _base(method: str) -> str:
+    name, sep, _ = method.rpartition("-c")
+    return name if sep and name in USES_RATIO else method
+
+
+def label(method: str) -> str:
+    r"""Table and legend name of a trace's method (``-c<C~>``: BBKB's threshold)."""
+    name, sep, threshold = method.rpartition("-c")
+    if sep and name in USES_RATIO:
+        return f"{LABELS[name]}, C~ = {threshold}"
+    return LABELS.get(method, method)
 
 
 @dataclass
@@ -224,11 +256,13 @@ class ClusterTrace:
         times: Simulated completion times, increasing.
         values: Noiseless values of the completed arms.
         busy: Busy worker-time up to each completion.
-        ask_seconds: Measured time in ``ask``.
-        tell_seconds: Measured time in ``tell``.
-        setup_seconds: Measured time building the method.
+        ask_seconds: CPU time of the process in ``ask`` (one thread: the
+            optimizer's own compute, unaffected by other processes).
+        tell_seconds: CPU time in ``tell``.
+        setup_seconds: CPU time building the method.
         num_asks: ``ask`` calls; ``empty_asks`` of them returned no arm.
         empty_asks: See ``num_asks``.
+        wall_seconds: Wall-clock time in ``ask`` and ``tell``.
     """
 
     problem: str
@@ -245,7 +279,7 @@ class ClusterTrace:
     setup_seconds: float
     num_asks: int
     empty_asks: int
-    extra: dict[str, float] = field(default_factory=dict)
+    wall_seconds: float = math.nan
 
     @property
     def horizon(self) -> int:
@@ -275,6 +309,7 @@ class ClusterTrace:
             "regret_ratio": float(self.regret_ratio()[-1]),
             "simple_regret": float(self.simple_regret()[-1]),
             "ms_per_suggestion": 1e3 * seconds / self.horizon,
+            "wall_ms_per_suggestion": 1e3 * self.wall_seconds / self.horizon,
             "ask_seconds": self.ask_seconds,
             "tell_seconds": self.tell_seconds,
             "setup_seconds": self.setup_seconds,
@@ -300,6 +335,47 @@ class ClusterTrace:
                 "utilization": self.utilization()[at].tolist(),
             },
         }
+
+
+_SCALARS = (
+    "problem",
+    "method",
+    "seed",
+    "workers",
+    "optimum",
+    "uniform_regret",
+    "ask_seconds",
+    "tell_seconds",
+    "setup_seconds",
+    "num_asks",
+    "empty_asks",
+    "wall_seconds",
+)
+
+
+def save_trace(trace: ClusterTrace, folder: str | Path) -> Path:
+    r"""Write the full trace to ``folder/<problem>_w<W>_<method>_s<seed>.npz``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{trace.problem}_w{trace.workers}_{trace.method}_s{trace.seed}.npz"
+    scalars = {key: np.array(getattr(trace, key)) for key in _SCALARS}
+    np.savez(
+        folder / name,
+        times=trace.times,
+        values=trace.values,
+        busy=trace.busy,
+        **scalars,
+    )
+    return folder / name
+
+
+def load_trace(path: str | Path) -> ClusterTrace:
+    r"""Read a trace written by :func:`save_trace`."""
+    with np.load(path) as data:
+        scalars = {key: data[key].item() for key in _SCALARS}
+        return ClusterTrace(
+            times=data["times"], values=data["values"], busy=data["busy"], **scalars
+        )
 
 
 def _check_int(value: object, name: str, low: int, high: int | None = None) -> int:
@@ -330,6 +406,7 @@ def simulate(
     seed: int = 0,
     duration_mean: float = 1.0,
     duration_sigma: float = 1.0,
+    ratio_threshold: float = 2.0,
     uniform_regret: float | None = None,
 ) -> ClusterTrace:
     r"""Run ``method`` on ``workers`` simulated workers for ``horizon`` evaluations.
@@ -342,6 +419,8 @@ def simulate(
         seed: Run seed (see the module docstring).
         duration_mean: Mean evaluation time (simulated seconds).
         duration_sigma: Log-standard deviation of the evaluation times (0: constant).
+        ratio_threshold: BBKB's ``C~`` of ``bbkb-sync`` / ``bbkb-async`` (the label
+            gets ``-c<C~>`` unless it is 2).
         uniform_regret: Precomputed :func:`~.metrics.expected_uniform_regret`.
 
     Returns:
@@ -376,21 +455,28 @@ def simulate(
     arm_values = problem.arm_values.detach().double().cpu()
     num_arms = arm_values.shape[0]
 
-    start = time.perf_counter()
+    start = time.process_time()
     runner = METHODS[method](
-        problem, workers, horizon, torch.Generator().manual_seed(2 * seed)
+        MethodSetup(
+            problem,
+            workers,
+            horizon,
+            torch.Generator().manual_seed(2 * seed),
+            ratio_threshold,
+        )
     )
-    setup_seconds = time.perf_counter() - start
+    setup_seconds = time.process_time() - start
     running: list[tuple[float, int, int]] = []  # (end time, start order, arm)
     times, values, busy = (np.empty(horizon) for _ in range(3))
-    now = busy_time = ask_seconds = tell_seconds = 0.0
+    now = busy_time = ask_seconds = tell_seconds = wall_seconds = 0.0
     started = completed = num_asks = empty_asks = 0
     while completed < horizon:
         free = min(workers - len(running), horizon - started)
         if free > 0:
-            start = time.perf_counter()
+            start, wall = time.process_time(), time.perf_counter()
             chosen = runner.ask(free)
-            ask_seconds += time.perf_counter() - start
+            ask_seconds += time.process_time() - start
+            wall_seconds += time.perf_counter() - wall
             chosen = _checked_arms(chosen, free, num_arms, method)
             num_asks += 1
             empty_asks += chosen.numel() == 0
@@ -404,14 +490,15 @@ def simulate(
         now = end
         value = float(arm_values[arm])
         reward = torch.tensor([value + float(noise[order])], dtype=torch.float64)
-        start = time.perf_counter()
+        start, wall = time.process_time(), time.perf_counter()
         runner.tell(torch.tensor([arm]), reward.to(problem.arms))
-        tell_seconds += time.perf_counter() - start
+        tell_seconds += time.process_time() - start
+        wall_seconds += time.perf_counter() - wall
         times[completed], values[completed], busy[completed] = now, value, busy_time
         completed += 1
     return ClusterTrace(
         problem=problem.name,
-        method=method,
+        method=method_label(method, ratio_threshold),
         seed=seed,
         workers=workers,
         optimum=problem.optimum,
@@ -424,6 +511,7 @@ def simulate(
         setup_seconds=setup_seconds,
         num_asks=num_asks,
         empty_asks=empty_asks,
+        wall_seconds=wall_seconds,
     )
 
 
@@ -484,25 +572,33 @@ def summarize(
         if fractions:
             row["time_to_reference"] = float(np.mean(fractions))
         rows.append(row)
-    return rows
+    order = {name: k for k, name in enumerate(METHODS)}
+
+    def key(row: dict[str, object]) -> tuple[object, ...]:
+        rank = order.get(_base(str(row["method"])), len(order))
+        return row["problem"], row["workers"], rank, row["method"]
+
+    return sorted(rows, key=key)
 
 
 def format_markdown(rows: Sequence[dict[str, object]], reference: str) -> str:
     r"""A markdown table of :func:`summarize` rows."""
     head = (
         "| problem | W | method | T | seeds | makespan | utilization | regret ratio | "
-        f"simple regret | time to {LABELS.get(reference, reference)}'s final regret "
-        "ratio (/ its makespan) | optimizer ms / suggestion | empty asks |"
+        f"simple regret | time to {label(reference)}'s final regret "
+        "ratio (/ its makespan) | optimizer CPU ms / suggestion (wall) | "
+        "empty asks |"
     )
     lines = [head, "|" + "---|" * 12]
     for row in rows:
         reach = row.get("time_to_reference", math.nan)
         lines.append(
             f"| {row['problem']} | {row['workers']} | "
-            f"{LABELS.get(row['method'], row['method'])} | {row['horizon']} | "
+            f"{label(row['method'])} | {row['horizon']} | "
             f"{row['seeds']} | {row['makespan']:,.0f} | {row['utilization']:.1%} | "
             f"{row['regret_ratio']:.4f} | {row['simple_regret']:.4f} | "
-            f"{reach:.3g} | {row['ms_per_suggestion']:.2f} | "
+            f"{reach:.3g} | {row['ms_per_suggestion']:.2f} "
+            f"({row['wall_ms_per_suggestion']:.2f}) | "
             f"{row['empty_asks']:.0f} / {row['num_asks']:.0f} |"
         )
     return "\n".join(lines)
@@ -540,7 +636,7 @@ def plot(traces: Sequence[ClusterTrace], output_dir: str | Path) -> list[Path]:
                 started = ~np.isnan(curves).all(axis=0)
                 mean = np.full(grid.shape, np.nan)
                 mean[started] = np.nanmean(curves[:, started], axis=0)
-                axes.plot(grid, mean, label=LABELS.get(method, method))
+                axes.plot(grid, mean, label=label(method))
             axes.set_xscale("log")
             if suffix == "regret":
                 axes.set_yscale("log")
@@ -600,8 +696,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", help="comma-separated run seeds, e.g. 0,1,2")
     parser.add_argument("--duration-mean", type=float, default=1.0)
     parser.add_argument("--duration-sigma", type=float, default=1.0)
-    parser.add_argument("--reference", default="bbkb-sync", help="method of the "
-                        "time-to-reference column")  # fmt: skip
+    parser.add_argument(
+        "--ratio-threshold",
+        type=float,
+        default=2.0,
+        help="BBKB's C~ for bbkb-sync and bbkb-async (default 2)",
+    )
+    parser.add_argument(
+        "--reference",
+        help="method label of the time-to-reference column (default bbkb-sync, "
+        "with -c<C~> for --ratio-threshold C~)",
+    )
+    parser.add_argument(
+        "--collect",
+        nargs="+",
+        metavar="DIR",
+        help="make the table and plots from the runs saved under these output dirs",
+    )
     parser.add_argument(
         "--data-dir",
         default=os.environ.get("BOTORCH_SKETCH_DATA", "data"),
@@ -612,10 +723,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    r"""Run a preset (options override it); write ``cluster_results.json``,
-    ``cluster_table.md`` and the PNGs; print the table. Returns the exit status."""
-    args = build_parser().parse_args(argv)
+def _run(args: argparse.Namespace) -> tuple[list[ClusterTrace], dict[str, object]]:
+    r"""Run the preset with the command line's overrides, saving every trace."""
     preset = PRESETS[args.preset]
     methods = tuple(args.methods.split(",")) if args.methods else preset.methods
     unknown = sorted(set(methods) - set(METHODS))
@@ -624,7 +733,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else preset.seeds
     workers = args.workers or preset.workers
     horizon = args.horizon or preset.horizon
-    torch.set_num_threads(1)
     problem = make_problem(args.problem or preset.problem, data_dir=args.data_dir)
     uniform_regret = expected_uniform_regret(problem)
     traces = []
@@ -638,35 +746,57 @@ def main(argv: Sequence[str] | None = None) -> int:
                 seed=seed,
                 duration_mean=args.duration_mean,
                 duration_sigma=args.duration_sigma,
+                ratio_threshold=args.ratio_threshold,
                 uniform_regret=uniform_regret,
             )
+            save_trace(trace, Path(args.output_dir) / "runs")
             summary = trace.summary()
             print(
-                f"{method} seed {seed}: makespan {summary['makespan']:.1f}, "
+                f"{trace.method} seed {seed}: makespan {summary['makespan']:.1f}, "
                 f"utilization {summary['utilization']:.3f}, regret ratio "
                 f"{summary['regret_ratio']:.4f}, "
-                f"{summary['ms_per_suggestion']:.2f} ms / suggestion",
+                f"{summary['ms_per_suggestion']:.2f} ms CPU / suggestion",
                 flush=True,
             )
             traces.append(trace)
+    settings = {
+        "problem": problem.name,
+        "workers": workers,
+        "horizon": horizon,
+        "seeds": list(seeds),
+        "duration_mean": args.duration_mean,
+        "duration_sigma": args.duration_sigma,
+        "ratio_threshold": args.ratio_threshold,
+    }
+    return traces, settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    r"""Run a preset (options override it), or with ``--collect`` gather saved runs;
+    write ``cluster_results.json``, ``cluster_table.md`` and the PNGs to
+    ``--output-dir`` (traces to its ``runs/``) and print the table. Returns the exit
+    status."""
+    args = build_parser().parse_args(argv)
+    torch.set_num_threads(1)
+    if args.collect:
+        paths = sorted(p for d in args.collect for p in Path(d).glob("runs/*.npz"))
+        if not paths:
+            raise SystemExit(f"No saved runs under {args.collect}.")
+        traces = [load_trace(path) for path in paths]
+        settings: dict[str, object] = {"collected": [str(p) for p in paths]}
+    else:
+        traces, settings = _run(args)
     output = Path(args.output_dir)
     output.mkdir(parents=True, exist_ok=True)
-    rows = summarize(traces, args.reference)
-    table = format_markdown(rows, args.reference)
+    reference = args.reference or method_label("bbkb-sync", args.ratio_threshold)
+    rows = summarize(traces, reference)
+    table = format_markdown(rows, reference)
     command = "python -m botorch_sketch.benchmarks.cluster " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
     results = {
         "command": command,
-        "settings": {
-            "problem": problem.name,
-            "workers": workers,
-            "horizon": horizon,
-            "seeds": list(seeds),
-            "duration_mean": args.duration_mean,
-            "duration_sigma": args.duration_sigma,
-            "torch_threads": torch.get_num_threads(),
-        },
+        "settings": settings | {"torch_threads": torch.get_num_threads()},
         "rows": rows,
         "runs": [trace.to_json() for trace in traces],
     }

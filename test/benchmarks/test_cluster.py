@@ -93,9 +93,9 @@ def test_sequential_and_fixed_batches_have_closed_form_makespans(problem, monkey
     np.testing.assert_allclose(bkb.times, np.cumsum(durations))
     assert bkb.utilization()[-1] == pytest.approx(1 / workers)
 
-    def fixed_batches(problem, workers, horizon, generator):
+    def fixed_batches(setup):
         policy = UniformPolicy(batch_size=5)
-        policy.reset(problem, horizon, generator)
+        policy.reset(setup.problem, setup.horizon, setup.generator)
         return SynchronousMethod(policy)
 
     monkeypatch.setitem(METHODS, "fixed", fixed_batches)
@@ -208,7 +208,7 @@ def test_bad_inputs(problem, monkeypatch):
         ("greedy", Greedy, ValueError),
         ("stuck", Stuck, RuntimeError),
     ):
-        monkeypatch.setitem(METHODS, name, lambda p, w, h, g, kind=kind: kind(10, g))
+        monkeypatch.setitem(METHODS, name, lambda setup, k=kind: k(10, setup.generator))
         with pytest.raises(error, match=name):
             simulate(problem, name, workers=2, horizon=3)
 
@@ -226,6 +226,8 @@ def test_cli_writes_table_json_and_plots(tmp_path):
             "24",
             "--seeds",
             "0,1",
+            "--ratio-threshold",
+            "3",
             "--output-dir",
             str(tmp_path),
         ]
@@ -236,6 +238,12 @@ def test_cli_writes_table_json_and_plots(tmp_path):
     assert results["settings"]["workers"] == 4
     table = (tmp_path / "cluster_table.md").read_text()
     assert table.count("\n") == 5 and "asynchronous S-GP-TS" in table
+    assert "synchronous BBKB, C~ = 3" in table
+    # the saved full traces give the same table
+    collected = tmp_path / "collected"
+    assert cluster.main(["--collect", str(tmp_path), "--output-dir", str(collected),
+                         "--reference", "bbkb-sync-c3"]) == 0  # fmt: skip
+    assert (collected / "cluster_table.md").read_text() == table
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
     assert pngs == [
         "cluster_rosenbrock2_200_w4_regret.png",
