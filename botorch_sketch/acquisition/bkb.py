@@ -16,6 +16,7 @@ with ``Sigma`` the Bayesian-scale DTC variance that ``posterior()`` returns, so
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import torch
 from botorch.acquisition.analytic import AnalyticAcquisitionFunction
@@ -26,6 +27,7 @@ from torch import Tensor
 from botorch_sketch.models.nystrom import NystromGP
 from botorch_sketch.utils.validation import (
     check_at_least,
+    check_bool,
     check_finite,
     check_positive,
 )
@@ -103,10 +105,20 @@ class TheoryRadius:
         return math.sqrt(self.ratio_threshold) * self.value
 
     def state_dict(self) -> dict[str, float]:
+        r"""The radius's run state: ``{"log_det_sum": float}``."""
         return {"log_det_sum": self.log_det_sum}
 
-    def load_state_dict(self, state: dict[str, float]) -> None:
-        self.log_det_sum = float(state["log_det_sum"])
+    def load_state_dict(self, state: Mapping[str, float]) -> None:
+        r"""Restore :meth:`state_dict` (checked first: a rejected state changes
+        nothing)."""
+        if not isinstance(state, Mapping):
+            raise TypeError(f"`state` must be a mapping, got {type(state).__name__}.")
+        if set(state) != {"log_det_sum"}:
+            raise ValueError(
+                f"`state` must have exactly the key 'log_det_sum', got {sorted(state)}."
+            )
+        value = check_at_least(state["log_det_sum"], "state['log_det_sum']", 0.0)
+        self.log_det_sum = value
 
 
 def radius_value(beta: float | TheoryRadius, *, in_batch: bool = False) -> float:
@@ -157,6 +169,8 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
         if not isinstance(model, NystromGP):
             raise TypeError(f"`model` must be a NystromGP, got {type(model).__name__}.")
         radius_value(beta)
+        check_bool(maximize, "maximize")
+        check_bool(residual_update, "residual_update")
         super().__init__(model=model, posterior_transform=posterior_transform)
         self.beta = beta
         self.maximize = maximize
@@ -170,7 +184,7 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
             self.X_pending = None
             self._variance_model = self.model
             return
-        check_finite(X_pending, "X_pending")
+        self.model._check_points(X_pending, "X_pending")
         if X_pending.dim() != 2:
             raise ValueError(
                 f"`X_pending` must be p x d, got shape {tuple(X_pending.shape)}."

@@ -52,10 +52,17 @@ from botorch_sketch.generation.threds_geometry import (
 from botorch_sketch.generation.threds_local import LocalTest, threds_beta
 from botorch_sketch.generation.threds_walk import WalkRequest, random_walk
 from botorch_sketch.utils.validation import (
+    MIN_NOISE,
     check_at_least,
+    check_bool,
     check_bounds,
     check_finite,
+    check_int,
+    check_kernel,
+    check_magnitude,
     check_matrix,
+    check_model_dtype,
+    check_number,
     check_positive,
     check_tensor,
 )
@@ -221,20 +228,26 @@ class GPThreDS:
             seed: Seeds the random first query of every test in mode ``"rwt"``
                 (mode ``"cube"`` makes no random choice).
         """
+        check_model_dtype(bounds, "bounds")
         check_bounds(bounds, "bounds")
+        check_magnitude(bounds, "bounds")
         if f_range is None:
             raise ValueError(
                 "`f_range` is required: give an interval (a, b) believed to contain "
                 "the maximum of f. There is no safe default; the threshold search "
                 "starts at its middle and can only slide down by halves."
             )
-        if len(f_range) != 2 or not all(math.isfinite(v) for v in f_range):
-            raise ValueError(f"`f_range` must be two finite numbers, got {f_range}.")
+        if not isinstance(f_range, (tuple, list)) or len(f_range) != 2:
+            raise TypeError(f"`f_range` must be a pair (a, b), got {f_range!r}.")
+        for value in f_range:
+            check_number(value, "f_range")
         if not f_range[0] < f_range[1]:
             raise ValueError(f"`f_range` must satisfy a < b, got {f_range}.")
-        if kernel is not None and not isinstance(kernel, Kernel):
-            raise TypeError("`kernel` must be a gpytorch.kernels.Kernel.")
-        check_positive(noise, "noise")
+        if not math.isfinite(f_range[1] - f_range[0]):
+            raise ValueError(f"`f_range` must have a finite width, got {f_range}.")
+        if kernel is not None:
+            check_kernel(kernel, "kernel")
+        check_at_least(noise, "noise", MIN_NOISE)
         check_at_least(B, "B", 0.0)
         check_at_least(R, "R", 0.0)
         for value, name in ((delta0, "delta0"), (walk_delta, "walk_delta")):
@@ -243,17 +256,17 @@ class GPThreDS:
                 raise ValueError(f"`{name}` must lie in (0, 1), got {value}.")
         if not callable(gamma):
             raise TypeError("`gamma` must be a callable n -> float.")
-        _check_int(grid_points, "grid_points", 2)
-        _check_int(cap, "cap", 1)
+        threds_beta(1, B, R, delta0, gamma)  # a gamma that fails at once fails here
+        check_int(grid_points, "grid_points", 2)
+        check_int(cap, "cap", 1)
         check_at_least(tol_coef, "tol_coef", 0.0)
         check_at_least(c_coef, "c_coef", 0.0)
         if max_depth is not None:
-            _check_int(max_depth, "max_depth", 0)
+            check_int(max_depth, "max_depth", 0)
         if readmit_after is not None:
-            _check_int(readmit_after, "readmit_after", 1)
-        if not isinstance(reuse_observations, bool):
-            raise TypeError("`reuse_observations` must be a bool.")
-        _check_int(seed, "seed", 0)
+            check_int(readmit_after, "readmit_after", 1)
+        check_bool(reuse_observations, "reuse_observations")
+        check_int(seed, "seed", 0)
         if mode not in ("cube", "rwt"):
             raise ValueError(f"`mode` must be 'cube' or 'rwt', got {mode!r}.")
 
@@ -414,7 +427,7 @@ class GPThreDS:
         Returns:
             ``(X, Y)``: the ``T x d`` queries and their ``T`` observations.
         """
-        _check_int(T, "T", 1)
+        check_int(T, "T", 1)
         X = self.bounds.new_empty(T, self.dim)
         Y = self.bounds.new_empty(T)
         for t in range(T):
@@ -432,14 +445,31 @@ class GPThreDS:
         return bool(((X.to(expected) - expected).abs() <= slack).all())
 
     def _observe(self, value: float) -> None:
-        r"""Record ``value`` observed at the next query and move the test on."""
+        r"""Record ``value`` observed at the next query and move the test on.
+
+        Atomic: if anything raises on the way (e.g. ``gamma`` returning NaN), the
+        generator is rebuilt from the earlier observations, exactly as it was before
+        the call, and the exception propagates; a retry then continues the run.
+        """
         self._observed_X.append(self._test.next_point)
         self._observed_Y.append(value)
-        with _one_thread(self.bounds.device):
-            self._test.observe(value)
-            self.num_queries += 1
-            if self._test.finished:
-                self._next_test()
+        try:
+            with _one_thread(self.bounds.device):
+                self._test.observe(value)
+                self.num_queries += 1
+                if self._test.finished:
+                    self._next_test()
+        except BaseException:
+            self.__dict__ = self._replayed(self._observed_Y[:-1]).__dict__
+            raise
+
+    def _replayed(self, values: list[float]) -> GPThreDS:
+        r"""A fresh generator with these options that observed ``values`` at its
+        successive queries."""
+        fresh = type(self)(**self._options)
+        for value in values:
+            fresh._observe(value)
+        return fresh
 
     # ------------------------------------------------------------------ epochs
     def _start_epoch(self) -> None:
@@ -586,12 +616,3 @@ def _check_state(state: object, dim: int) -> tuple[Tensor, Tensor]:
             f"`state['X']`, got {tuple(Y.shape)}."
         )
     return X.detach(), Y.detach()
-
-
-def _check_int(value: object, name: str, minimum: int) -> int:
-    r"""Raise unless ``value`` is an ``int >= minimum`` (bools rejected)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
-    if value < minimum:
-        raise ValueError(f"`{name}` must be >= {minimum}, got {value}.")
-    return value

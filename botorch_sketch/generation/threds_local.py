@@ -54,7 +54,18 @@ def threds_beta(
         ``beta_n``; e.g. ``0.8977`` for ``n = 1`` and the defaults
         ``B = 0.5, R = 0.1, delta = 1e-3, gamma = log``.
     """
-    return B + R * math.sqrt(2.0 * (gamma(n) + 1.0 + math.log(1.0 / delta)))
+    information = gamma(n)
+    if isinstance(information, bool) or not isinstance(information, (int, float)):
+        raise TypeError(
+            f"`gamma` must return a number, got {type(information).__name__} at n={n}."
+        )
+    spread = 2.0 * (information + 1.0 + math.log(1.0 / delta))
+    if not (math.isfinite(spread) and spread >= 0.0):
+        raise ValueError(
+            f"`gamma` returned {information} at n={n}: beta needs a finite "
+            "gamma(n) + 1 + log(1/delta) >= 0."
+        )
+    return B + R * math.sqrt(spread)
 
 
 @dataclass(frozen=True)

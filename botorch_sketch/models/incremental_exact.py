@@ -29,7 +29,16 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from botorch_sketch.utils.validation import check_finite, check_matrix, check_positive
+from botorch_sketch.utils.validation import (
+    MIN_NOISE,
+    check_at_least,
+    check_finite,
+    check_index,
+    check_matrix,
+    check_model_dtype,
+    check_scalar,
+    check_tensor,
+)
 
 #: Point sets with at most this many kernel entries ``A^2`` precompute ``K`` in
 #: :meth:`IncrementalExactGP.from_kernel`, so that a kernel column is a lookup.
@@ -71,19 +80,22 @@ class IncrementalExactGP:
             prior_variance: ``A`` prior variances ``k(x, x)``.
             kernel_column: ``j -> K(points, points[j])``, a tensor of shape ``A`` on
                 ``prior_variance``'s dtype and device.
-            noise_variance: Observation noise variance ``s2 > 0``.
+            noise_variance: Observation noise variance ``s2 >= 1e-12``.
             capacity: Maximal number of observations (``W`` is ``capacity x A``);
                 None lets the buffer grow.
         """
+        check_model_dtype(prior_variance, "prior_variance")
         check_finite(prior_variance, "prior_variance")
         if prior_variance.dim() != 1 or prior_variance.shape[0] == 0:
             raise ValueError(
                 "`prior_variance` must be a non-empty 1-d tensor, got shape "
                 f"{tuple(prior_variance.shape)}."
             )
+        if (prior_variance < 0).any():
+            raise ValueError("`prior_variance` must be non-negative.")
         if not callable(kernel_column):
             raise TypeError("`kernel_column` must be callable.")
-        noise_variance = check_positive(noise_variance, "noise_variance")
+        noise_variance = check_at_least(noise_variance, "noise_variance", MIN_NOISE)
         if capacity is not None and (
             isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1
         ):
@@ -170,23 +182,28 @@ class IncrementalExactGP:
         Returns:
             The posterior variance of that point *before* this observation.
         """
-        if isinstance(index, bool) or not 0 <= int(index) < self.num_points:
-            raise ValueError(
-                f"`index` must lie in [0, {self.num_points}), got {index}."
-            )
-        index = int(index)
+        index = check_index(index, "index", self.num_points)
         n = self.num_observations
+        if n == self.capacity and self.fixed_capacity:
+            raise ValueError(
+                f"`capacity` ({self.capacity}) exceeded; allocate a larger posterior."
+            )
+        column = self._kernel_column(index)
+        if not (
+            isinstance(column, Tensor)
+            and column.shape == self.prior_variance.shape
+            and column.dtype == self.prior_variance.dtype
+            and bool(torch.isfinite(column).all())
+        ):
+            raise ValueError(
+                f"`kernel_column` must return {self.num_points} finite values of "
+                f"dtype {self.prior_variance.dtype}."
+            )
         if n == self.capacity:
-            if self.fixed_capacity:
-                raise ValueError(
-                    f"`capacity` ({self.capacity}) exceeded; allocate a larger "
-                    "posterior."
-                )
             grown = self._w.new_empty(2 * n, self.num_points)
             grown[:n] = self._w
             self._w = grown
         variance_before = float(self.variance[index])
-        column = self._kernel_column(index)
         if n > 0:
             column = column - self._w[:n, index] @ self._w[:n]
         # d^2 = posterior variance of the point + noise; the clamp guards rounding only.
@@ -205,7 +222,8 @@ class IncrementalExactGP:
         Args:
             rewards: ``b`` rewards, ``1 <= b <= num_pending``.
         """
-        if not isinstance(rewards, Tensor) or rewards.dim() != 1:
+        check_tensor(rewards, "rewards")
+        if rewards.dim() != 1:
             raise ValueError("`rewards` must be a 1-d tensor.")
         if not 1 <= rewards.shape[0] <= self.num_pending:
             raise ValueError(
@@ -229,9 +247,7 @@ class IncrementalExactGP:
                 f"{self.num_pending} observations are pending; use `append` and "
                 "`set_rewards`."
             )
-        y = float(y)
-        if not math.isfinite(y):
-            raise ValueError(f"`y` must be finite, got {y}.")
+        y = check_scalar(y, "y")
         self.append(index)
         self._condition_mean(y)
 

@@ -26,7 +26,17 @@ from gpytorch import settings
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from botorch_sketch.utils.validation import check_finite, check_matrix
+from botorch_sketch.utils.validation import (
+    check_bool,
+    check_finite,
+    check_generator,
+    check_int,
+    check_kernel,
+    check_magnitude,
+    check_matrix,
+    check_model_dtype,
+    check_number,
+)
 
 
 class ConditionalVarianceFactor(NamedTuple):
@@ -118,22 +128,16 @@ def conditional_variance_factor(
     Returns:
         A :class:`ConditionalVarianceFactor`.
     """
+    check_model_dtype(X, "X")
     check_matrix(X, "X")
-    if isinstance(num_inducing, bool) or not isinstance(num_inducing, int):
-        raise TypeError(f"`num_inducing` must be an int, got {type(num_inducing)}.")
-    if num_inducing < 1:
-        raise ValueError(f"`num_inducing` must be >= 1, got {num_inducing}.")
-    if not isinstance(kernel, Kernel):
-        raise TypeError(f"`kernel` must be a GPyTorch Kernel, got {type(kernel)}.")
-    if len(kernel.batch_shape) > 0:
-        raise ValueError("`kernel` must not have a batch shape.")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(
-            f"`generator` must be a torch.Generator, got {type(generator)}."
-        )
+    check_magnitude(X, "X")
+    check_int(num_inducing, "num_inducing", 1)
+    check_kernel(kernel, "kernel")
+    check_bool(randomized, "randomized")
+    check_generator(generator)
     if rel_tol is None:
         rel_tol = settings.variational_cholesky_jitter.value(dtype=X.dtype)
-    if not 0.0 <= rel_tol < 1.0:
+    if not 0.0 <= check_number(rel_tol, "rel_tol") < 1.0:
         raise ValueError(f"`rel_tol` must lie in [0, 1), got {rel_tol}.")
     if quality is not None:
         check_finite(quality, "quality")

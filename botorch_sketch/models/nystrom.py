@@ -31,6 +31,7 @@ from torch import Tensor
 from botorch_sketch.models.dtc import DTCState, distinct_rows
 from botorch_sketch.models.sketching import inclusion_probabilities, sample_dictionary
 from botorch_sketch.utils.validation import (
+    MIN_NOISE,
     check_at_least,
     check_finite,
     check_generator,
@@ -46,9 +47,6 @@ from botorch_sketch.utils.validation import (
 
 # Size of the first data prefix used to grow an initial dictionary.
 _INITIAL_PREFIX = 64
-
-#: Smallest fixed ``noise`` (the likelihood's constraint).
-MIN_NOISE = 1e-12
 
 #: Default dictionary oversampling: the papers use 2, which lost up to a factor 2 in
 #: regret against exact GP-UCB in our benchmarks, where 10 matched it

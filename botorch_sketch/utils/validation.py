@@ -77,6 +77,10 @@ def check_bounds(bounds: Tensor, name: str = "bounds") -> Tensor:
     return bounds
 
 
+#: Smallest noise variance (regularization) the models accept: below it a repeated
+#: observation's factorization loses all precision.
+MIN_NOISE = 1e-12
+
 #: Dtypes the models compute in: GPyTorch's Cholesky factorizations and the
 #: relative jitters are not defined for half precision.
 MODEL_DTYPES = (torch.float32, torch.float64)
@@ -138,6 +142,33 @@ def check_number(value: object, name: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"`{name}` must be finite, got {value}.")
     return float(value)
+
+
+def check_index(value: object, name: str, size: int) -> int:
+    r"""Return ``value`` (an int or a 0-d integer tensor) as an int in ``[0, size)``."""
+    if (
+        isinstance(value, Tensor)
+        and value.dim() == 0
+        and not (
+            value.is_floating_point() or value.is_complex() or value.dtype == torch.bool
+        )
+    ):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
+    if not 0 <= value < size:
+        raise ValueError(f"`{name}` must lie in [0, {size}), got {value}.")
+    return value
+
+
+def check_scalar(value: object, name: str) -> float:
+    r"""Return a finite number or one-element floating tensor as a float."""
+    if isinstance(value, Tensor):
+        check_finite(value, name)
+        if value.numel() != 1:
+            raise ValueError(f"`{name}` must hold one value, got {value.numel()}.")
+        return float(value)
+    return check_number(value, name)
 
 
 def check_generator(value: object, name: str = "generator") -> None:

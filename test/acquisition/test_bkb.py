@@ -151,3 +151,32 @@ def test_residual_update_adds_pending_points_to_the_dictionary():
     torch.testing.assert_close(spread(test_X), mean + sigma / 0.1**0.5)
     # at the pending points the frozen dictionary leaves the prior-level residual
     assert (spread(test_X[:2]) < frozen(test_X[:2]) - 1.0).all()
+
+
+def test_flags_and_pending_points_are_checked_where_they_enter(model):
+    # Issue 14 items 8, 9 and 11: truthy non-bools, absurd pending points and a
+    # corrupt radius state raise ValueError/TypeError naming the argument.
+    with pytest.raises(TypeError, match="`maximize`"):
+        BKBUpperConfidenceBound(model, beta=1.0, maximize="no")
+    with pytest.raises(TypeError, match="`residual_update`"):
+        BKBUpperConfidenceBound(model, beta=1.0, residual_update=1)
+    far = torch.tensor([[1e300, 0.0]], dtype=DTYPE)
+    with pytest.raises(ValueError, match="`X_pending`"):
+        BKBUpperConfidenceBound(model, beta=1.0, X_pending=far)
+    with pytest.raises(TypeError, match="`X_pending`"):
+        BKBUpperConfidenceBound(model, beta=1.0, X_pending=far.long())
+    with pytest.raises(TypeError, match="`model`"):
+        BKBUpperConfidenceBound("model", beta=1.0)
+    radius = TheoryRadius(noise_std=0.1, rkhs_bound=1.0, delta=0.1, noise=1.0)
+    radius.observe(torch.tensor([0.5], dtype=DTYPE))
+    for bad, error in (
+        ({}, ValueError),
+        ({"log_det_sum": float("nan")}, ValueError),
+        ({"log_det_sum": -1.0}, ValueError),
+        ({"log_det_sum": "1"}, TypeError),
+        ({"log_det_sum": 1.0, "other": 2.0}, ValueError),
+        ([1.0], TypeError),
+    ):
+        with pytest.raises(error, match="state"):
+            radius.load_state_dict(bad)
+    assert radius.state_dict() == {"log_det_sum": math.log1p(1.5)}

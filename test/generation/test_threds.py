@@ -383,3 +383,78 @@ def test_rejected_loads_change_nothing():
     twin = GPThreDS(UNIT, f_range=(0.5, 1.2))
     twin.load_state_dict(good)
     assert torch.equal(gen.run(branin, 50)[0], twin.run(branin, 50)[0])
+
+
+def test_bad_option_types_are_named():
+    # Issue 14 item 9: half-precision bounds, non-numeric ranges and a gamma that
+    # returns NaN raise ValueError/TypeError naming the argument.
+    with pytest.raises(TypeError, match="`bounds`"):
+        GPThreDS(UNIT.half(), f_range=(0.5, 1.2))
+    with pytest.raises(TypeError, match="`f_range`"):
+        GPThreDS(UNIT, f_range=("a", "b"))
+    with pytest.raises(TypeError, match="`f_range`"):
+        GPThreDS(UNIT, f_range=5)
+    with pytest.raises(ValueError, match="`gamma`"):
+        GPThreDS(UNIT, f_range=(0.5, 1.2), gamma=lambda n: math.nan)
+    with pytest.raises(ValueError, match="`noise`"):
+        GPThreDS(UNIT, f_range=(0.5, 1.2), noise=1e-300)
+
+
+def test_gamma_failing_mid_run_changes_nothing():
+    # gamma turns NaN at the 5th observation of a test: tell raises ValueError
+    # naming gamma, and the generator is left as it was before that call.
+    gen = GPThreDS(
+        UNIT, f_range=(0.5, 1.2), gamma=lambda n: math.log(n) if n < 5 else math.nan
+    )
+    f = noisy(branin, 0)
+    for _ in range(4):
+        x = gen.ask()
+        gen.tell(x, torch.as_tensor(f(x), dtype=DTYPE))
+    before = gen.state_dict()
+    x = gen.ask()
+    with pytest.raises(ValueError, match="`gamma`"):
+        gen.tell(x, torch.tensor(0.3, dtype=DTYPE))
+    after = gen.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert gen.num_queries == 4 and torch.equal(gen.ask(), x)
+
+
+class _FlakyGamma:
+    r"""``math.log`` that raises once, at its ``fail_at``-th call (a fault inside
+    the model update of a running loop)."""
+
+    def __init__(self, fail_at):
+        self.calls, self.fail_at = 0, fail_at
+
+    def __call__(self, n):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("injected fault")
+        return math.log(n)
+
+
+@pytest.mark.parametrize("mode", ["cube", "rwt"])
+def test_fault_injection_retry_and_round_trip_lose_nothing(mode):
+    # An exception inside tell's update, then a retry, then state_dict /
+    # load_state_dict: the run makes exactly the queries of an unfaulted run.
+    f = noisy(branin, 1)
+    reference = GPThreDS(UNIT, f_range=(0.5, 1.2), mode=mode, seed=2)
+    X_ref, _ = reference.run(f, 40)
+    f = noisy(branin, 1)
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2), mode=mode, seed=2, gamma=_FlakyGamma(12))
+    faults = 0
+    for t in range(40):
+        x = gen.ask()
+        y = torch.as_tensor(f(x), dtype=DTYPE)
+        try:
+            gen.tell(x, y)
+        except RuntimeError:
+            faults += 1
+            assert gen.num_queries == t
+            gen.tell(x, y)  # the retry
+        if t == 20:
+            state = gen.state_dict()
+            gen = GPThreDS(UNIT, f_range=(0.5, 1.2), mode=mode, seed=2)
+            gen.load_state_dict(state)
+    assert faults == 1
+    assert torch.equal(gen.state_dict()["X"], X_ref)

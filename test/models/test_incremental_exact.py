@@ -150,3 +150,32 @@ def test_float32_runs_and_agrees(data):
     mean, variance = _exact(points, indices, y, _kernel())
     torch.testing.assert_close(gp.mean.double(), mean, rtol=0, atol=5e-2)
     torch.testing.assert_close(gp.variance.double(), variance, rtol=0, atol=5e-3)
+
+
+def test_indices_rewards_and_noise_are_checked(data):
+    # Issue 14 item 9: float or bool indices, non-number rewards, a noise too small
+    # to factorize a repeated observation and bad kernel columns raise, naming them.
+    points, _, _ = data
+    gp = IncrementalExactGP.from_kernel(points, _kernel(), NOISE)
+    gp.observe(2, 0.5)
+    mean, variance = gp.mean.clone(), gp.variance.clone()
+    for index, error in ((1.5, TypeError), (True, TypeError), ("3", TypeError)):
+        with pytest.raises(error, match="`index`"):
+            gp.append(index)
+    with pytest.raises(TypeError, match="`y`"):
+        gp.observe(3, "1.0")
+    with pytest.raises(TypeError, match="`rewards`"):
+        gp.set_rewards(torch.ones(1, dtype=torch.long))
+    assert gp.num_observations == 1
+    assert torch.equal(gp.mean, mean) and torch.equal(gp.variance, variance)
+    gp.observe(torch.tensor(3), torch.tensor(0.25, dtype=points.dtype))
+    assert gp.num_observations == 2
+    prior = torch.ones(3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="`noise_variance`"):
+        IncrementalExactGP(prior, prior.new_ones(3).expand, 1e-300)
+    with pytest.raises(ValueError, match="`prior_variance`"):
+        IncrementalExactGP(-prior, prior.new_ones(3).expand, NOISE)
+    wrong = IncrementalExactGP(prior, lambda j: prior.new_ones(4), NOISE)
+    with pytest.raises(ValueError, match="`kernel_column`"):
+        wrong.append(0)
+    assert wrong.num_observations == 0

@@ -161,3 +161,18 @@ def test_bad_inputs_raise():
         select_inducing_indices(X, kernel, 2, quality=-torch.ones(10, dtype=DTYPE))
     with pytest.raises(ValueError, match="quality"):
         select_inducing_indices(X, kernel, 2, quality=torch.ones(9, dtype=DTYPE))
+
+
+def test_flags_and_tolerances_are_checked():
+    # Issue 14 items 9 and 11: truthy non-bools and non-numbers raise, naming them.
+    X = torch.rand(10, 2, dtype=DTYPE)
+    with pytest.raises(TypeError, match="`randomized`"):
+        select_inducing_indices(X, _kernel(), 3, randomized="yes")
+    with pytest.raises(TypeError, match="`rel_tol`"):
+        select_inducing_indices(X, _kernel(), 3, rel_tol="small")
+    with pytest.raises(TypeError, match="`X`"):
+        select_inducing_indices(X.half(), _kernel(), 3)
+    far = X.clone()
+    far[0] = 1e300
+    with pytest.raises(ValueError, match="`X`"):
+        select_inducing_indices(far, _kernel(), 3)
