@@ -35,9 +35,18 @@ from botorch_sketch.generation.variance_tracking import (
 )
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.nystrom import NystromGP
-from botorch_sketch.utils.validation import check_at_least, check_bounds, check_matrix
+from botorch_sketch.utils.validation import (
+    check_at_least,
+    check_bounds,
+    check_matrix,
+    check_positive,
+)
 
 RULES = ("global", "local", "global+local")
+#: Default cap on the points of one batch. The rules admit about ``(C~ - 1) / sigma~^2``
+#: points, which is unbounded once some arm's variance vanishes (or with an enormous
+#: ``C~`` or ``lambda``); batches are meant for parallel workers, so they stop here.
+DEFAULT_MAX_BATCH_SIZE = 1000
 
 
 @dataclass
@@ -50,8 +59,9 @@ class BBKBBatch:
         acquisition_values: ``b`` in-batch UCB values when each point was chosen
             (model outcome space).
         start_variances: ``b`` papers'-scale variances ``sigma~^2_fb`` of the points.
-        bound: The termination rule's value for the accepted batch (``<= C~``
-            unless the batch is a single point or was forced by ``min_batch_size``).
+        bound: The termination rule's value for the accepted batch, pending points
+            included (``<= C~`` unless the batch is a single point or was forced by
+            ``min_batch_size``).
     """
 
     candidates: Tensor
@@ -76,6 +86,22 @@ class GlobalRule:
     def bound_with(self, index: int) -> float:
         return self.total + float(self.geometry.scaled_variance[index])
 
+    def value(self) -> float:
+        return self.total
+
+    def admitted_copies(self, index: int, limit: int, threshold: float) -> int:
+        r"""How many copies of ``index`` (at most ``limit``) the rule admits in turn
+        (the same float sums as adding them one at a time)."""
+        variance = float(self.geometry.scaled_variance[index])
+        total, count = self.total, 0
+        while count < limit and total + variance <= threshold:
+            total, count = total + variance, count + 1
+        return count
+
+    def add_copies(self, index: int, copies: int) -> None:
+        for _ in range(copies):
+            self.add(index)
+
     def add(self, index: int) -> None:
         self.total = self.bound_with(index)
 
@@ -89,10 +115,17 @@ class LocalRule:
         self.geometry = geometry
         self.batch: list[int] = []
         self.sums: Tensor | None = None
+        self._last: tuple[int, Tensor] | None = None  # repeats reuse their terms
 
     def _ratio_terms(self, index: int) -> Tensor:
-        variance = self.geometry.scaled_variance.clamp_min(1e-300)
-        return self.geometry.scaled_covariance(index).square() / variance
+        if self._last is None or self._last[0] != index:
+            variance = self.geometry.scaled_variance.clamp_min(1e-300)
+            terms = self.geometry.scaled_covariance(index).square() / variance
+            self._last = (index, terms)
+        return self._last[1]
+
+    def value(self) -> float:
+        return float((1 + self._materialize()).max())
 
     def _materialize(self) -> Tensor:
         if self.sums is None:
@@ -122,8 +155,9 @@ def gen_bbkb_batch(
     rule: str = "global",
     beta: float | TheoryRadius = 1.0,
     min_batch_size: int | None = None,
-    max_batch_size: int | None = None,
+    max_batch_size: int | None = DEFAULT_MAX_BATCH_SIZE,
     residual_update: bool = False,
+    pending: Tensor | None = None,
 ) -> BBKBBatch:
     r"""Select one BBKB adaptive batch from a finite candidate set.
 
@@ -145,13 +179,19 @@ def gen_bbkb_batch(
         beta: Papers'-scale radius or a :class:`TheoryRadius` (in-batch value).
         min_batch_size: Keep adding points until the batch has this many, whatever
             the rule (see :func:`gen_uncertainty_warmup` for the guarantee-based way).
-        max_batch_size: Stop at this many points.
+        max_batch_size: Stop at this many new points (default
+            :data:`DEFAULT_MAX_BATCH_SIZE`; None means that default too).
         residual_update: Also spend the residual direction of each hallucinated
             point (:class:`ResidualDirectionTracker`), so a point far from the
             dictionary is not picked again and again within a batch.
+        pending: ``p`` indices of candidates chosen earlier and not yet evaluated
+            (asynchronous batches): they are hallucinated first and count towards
+            the termination rule, and the new points extend them.
 
     Returns:
-        A :class:`BBKBBatch` (always at least one point).
+        A :class:`BBKBBatch` of the new points: at least one when nothing is
+        pending; possibly none when the pending points already fill the rule
+        (then wait for outcomes).
 
     Example:
         >>> batch = gen_bbkb_batch(model, choices, ratio_threshold=2.0, beta=1.0)
@@ -159,10 +199,7 @@ def gen_bbkb_batch(
         >>> model = update_bbkb_model(model, batch.candidates, Y)
     """
     if state is None:
-        if not isinstance(model, NystromGP):
-            raise TypeError(
-                f"`model` must be a NystromGP (or pass `state`), got {model!r}."
-            )
+        _check_model(model, alternative=" (or pass `state`)")
         check_matrix(choices, "choices", num_cols=model.train_inputs[0].shape[-1])
     else:
         if not isinstance(state, CandidateState):
@@ -177,14 +214,15 @@ def gen_bbkb_batch(
     check_at_least(ratio_threshold, "ratio_threshold", 1.0)
     if rule not in RULES:
         raise ValueError(f"`rule` must be one of {RULES}, got {rule!r}.")
+    if max_batch_size is None:
+        max_batch_size = DEFAULT_MAX_BATCH_SIZE
     for name, size in (
         ("min_batch_size", min_batch_size),
         ("max_batch_size", max_batch_size),
     ):
-        if size is not None and (
-            isinstance(size, bool) or not isinstance(size, int) or size < 1
-        ):
-            raise ValueError(f"`{name}` must be a positive integer, got {size!r}.")
+        if size is not None:
+            _check_positive_int(size, name)
+    pending_list = _pending_list(pending, choices.shape[0])
     radius = radius_value(beta, in_batch=True)
     with torch.no_grad():
         geometry = _start_of_batch_geometry(model, choices, state)
@@ -192,24 +230,42 @@ def gen_bbkb_batch(
             ResidualDirectionTracker if residual_update else FrozenDictionaryTracker
         )(geometry)
         rules = _make_rules(rule, geometry)
+        for index in pending_list:
+            for batch_rule in rules:
+                batch_rule.add(index)
+            tracker.add(index)
         argmax = LazyArgmax(geometry.mean, radius, tracker)
         chosen: list[int] = []
         values: list[float] = []
-        bound = 1.0
-        while max_batch_size is None or len(chosen) < max_batch_size:
+        bound = None
+        while len(chosen) < max_batch_size:
+            started = bool(chosen or pending_list)
             forced = min_batch_size is not None and len(chosen) < min_batch_size
-            if chosen and not forced and _nothing_admissible(rules, ratio_threshold):
+            if started and not forced and _nothing_admissible(rules, ratio_threshold):
                 break
             index, value = argmax()
             proposed = _first_admitting(rules, index, ratio_threshold)
-            if chosen and proposed is None and not forced:
+            if started and proposed is None and not forced:
                 break
             bound = proposed if proposed is not None else rules[0].bound_with(index)
+            if not forced and _repeats_in_closed_form(rules, tracker, index):
+                scores = argmax.repeats(index, min(max_batch_size - len(chosen), 256))
+                copies = rules[0].admitted_copies(
+                    index, scores.shape[0], ratio_threshold
+                )
+                rules[0].add_copies(index, copies)
+                tracker.add_copies(copies)
+                bound = rules[0].value()
+                chosen.extend([index] * copies)
+                values.extend(scores[:copies].tolist())
+                continue
             for batch_rule in rules:
                 batch_rule.add(index)
             tracker.add(index)
             chosen.append(index)
             values.append(value)
+        if bound is None:  # nothing new: the rule's value with the pending points
+            bound = min(batch_rule.value() for batch_rule in rules)
     if state is not None:
         state.flops += tracker.flops
     indices = torch.tensor(chosen, dtype=torch.long, device=choices.device)
@@ -235,6 +291,33 @@ def _start_of_batch_geometry(
     )
 
 
+def _check_model(model: object, alternative: str = "") -> None:
+    if not isinstance(model, NystromGP):
+        raise TypeError(
+            f"`model` must be a NystromGP{alternative}, got {type(model).__name__}."
+        )
+
+
+def _check_positive_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+    return value
+
+
+def _pending_list(pending: Tensor | None, num_choices: int) -> list[int]:
+    r"""Validated pending indices, sorted so that copies of an arm are adjacent (one
+    hallucinated step each, :class:`FrozenDictionaryTracker`)."""
+    if pending is None:
+        return []
+    if not isinstance(pending, Tensor) or pending.dtype != torch.long:
+        raise TypeError("`pending` must be a LongTensor of candidate indices.")
+    if pending.dim() != 1:
+        raise ValueError(f"`pending` must be 1-d, got shape {tuple(pending.shape)}.")
+    if pending.numel() and (pending.min() < 0 or pending.max() >= num_choices):
+        raise ValueError(f"`pending` must hold indices in [0, {num_choices}).")
+    return torch.sort(pending).values.tolist()
+
+
 def _make_rules(
     rule: str, geometry: CandidateGeometry | CachedGeometry
 ) -> list[GlobalRule | LocalRule]:
@@ -245,9 +328,23 @@ def _make_rules(
     return [GlobalRule(geometry), LocalRule(geometry)]
 
 
-def _nothing_admissible(
-    rules: list[GlobalRule | LocalRule], threshold: float
+def _repeats_in_closed_form(
+    rules: list[GlobalRule | LocalRule],
+    tracker: FrozenDictionaryTracker | ResidualDirectionTracker,
+    index: int,
 ) -> bool:
+    r"""Whether a pick repeats the last step's candidate under the global rule and
+    the papers' tracker, so that the run of copies is decided at once
+    (:meth:`LazyArgmax.repeats`)."""
+    return (
+        len(rules) == 1
+        and isinstance(rules[0], GlobalRule)
+        and isinstance(tracker, FrozenDictionaryTracker)
+        and tracker.last_index == index
+    )
+
+
+def _nothing_admissible(rules: list[GlobalRule | LocalRule], threshold: float) -> bool:
     r"""Whether the global rule alone decides and admits no candidate at all
     (``total + min_x sigma~^2_fb(x) > C~``), so the next argmax can be skipped."""
     if len(rules) != 1 or not isinstance(rules[0], GlobalRule):
@@ -310,18 +407,12 @@ def gen_uncertainty_warmup(
     Returns:
         ``w x d`` points to evaluate (``w >= 0``).
     """
-    d = model.train_inputs[0].shape[-1]
-    check_matrix(choices, "choices", num_cols=d)
-    if ratio_threshold <= 1:
-        raise ValueError(f"`ratio_threshold` must be > 1, got {ratio_threshold}.")
-    if (
-        isinstance(min_batch_size, bool)
-        or not isinstance(min_batch_size, int)
-        or min_batch_size < 1
-    ):
-        raise ValueError(
-            f"`min_batch_size` must be a positive integer, got {min_batch_size!r}."
-        )
+    _check_model(model)
+    check_matrix(choices, "choices", num_cols=model.train_inputs[0].shape[-1])
+    check_positive(ratio_threshold, "ratio_threshold", minimum=1.0)
+    _check_positive_int(min_batch_size, "min_batch_size")
+    if max_points is not None:
+        _check_positive_int(max_points, "max_points")
     target = (ratio_threshold - 1) / min_batch_size
     limit = choices.shape[0] if max_points is None else max_points
     model.eval()
@@ -347,6 +438,7 @@ def gen_bbkb_batch_continuous(
     max_batch_size: int = 32,
     num_restarts: int = 8,
     raw_samples: int = 256,
+    X_pending: Tensor | None = None,
 ) -> Tensor:
     r"""Greedy BBKB batch on a box: ``optimize_acqf`` on BKB-UCB with the batch so far
     as ``X_pending``, stopped by the global rule (the local rule's maximum over a
@@ -357,27 +449,42 @@ def gen_bbkb_batch_continuous(
         bounds: ``2 x d`` box.
         ratio_threshold: ``C~ >= 1``.
         beta: Papers'-scale radius or a :class:`TheoryRadius`.
-        max_batch_size: Stop at this many points.
+        max_batch_size: Stop at this many new points.
         num_restarts: Restarts of each ``optimize_acqf`` call.
         raw_samples: Raw samples of each ``optimize_acqf`` call.
+        X_pending: ``p x d`` points chosen earlier and not yet evaluated
+            (asynchronous batches): hallucinated, and counted by the global rule.
 
     Returns:
-        ``b x d`` batch, ``1 <= b <= max_batch_size``.
+        ``b x d`` new points, ``b <= max_batch_size``; ``b >= 1`` when nothing is
+        pending, ``b = 0`` when the pending points already fill the rule.
     """
+    _check_model(model)
     check_bounds(bounds)
     check_at_least(ratio_threshold, "ratio_threshold", 1.0)
+    _check_positive_int(max_batch_size, "max_batch_size")
+    d = bounds.shape[-1]
+    points = []
+    if X_pending is not None:
+        points.append(check_matrix(X_pending, "X_pending", num_cols=d))
     total = 1.0
-    batch: list[Tensor] = []
-    while len(batch) < max_batch_size:
-        pending = torch.cat(batch) if batch else None
-        acqf = BKBUpperConfidenceBound(model, beta=beta, X_pending=pending)
+    if points:
+        with torch.no_grad():
+            start = model.scaled_variance(model.transform_inputs(X_pending))
+        total += float(start.sum())
+    new = 0
+    while new < max_batch_size:
+        acqf = BKBUpperConfidenceBound(
+            model, beta=beta, X_pending=torch.cat(points) if points else None
+        )
         candidate, _ = optimize_acqf(
             acqf, bounds=bounds, q=1, num_restarts=num_restarts, raw_samples=raw_samples
         )
         with torch.no_grad():
             variance = model.scaled_variance(model.transform_inputs(candidate))
-        if batch and total + float(variance) > ratio_threshold:
+        if points and total + float(variance) > ratio_threshold:
             break
         total += float(variance)
-        batch.append(candidate)
-    return torch.cat(batch)
+        points.append(candidate)
+        new += 1
+    return torch.cat(points)[-new:] if new else bounds.new_zeros(0, d)

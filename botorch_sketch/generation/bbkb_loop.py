@@ -1,4 +1,5 @@
-r"""Ask/tell BBKB (and BKB, ``ratio_threshold=1``) on a finite arm set, resumable."""
+r"""Ask/tell BBKB (and BKB, ``ratio_threshold=1``) on a finite arm set, synchronous or
+asynchronous, resumable."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.acquisition.bkb import TheoryRadius
-from botorch_sketch.generation.bbkb import RULES, BBKBBatch, gen_bbkb_batch
+from botorch_sketch.generation.bbkb import (
+    DEFAULT_MAX_BATCH_SIZE,
+    RULES,
+    _check_positive_int,
+    gen_bbkb_batch,
+)
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.nystrom import DEFAULT_QBAR, NystromGP, default_covar_module
 from botorch_sketch.models.sketching import inclusion_probabilities, sample_dictionary
@@ -38,10 +44,20 @@ class BBKB:
     far fewer dictionary changes (see
     :func:`~botorch_sketch.models.sketching.sample_dictionary`).
 
+    Asynchronous use: arms asked and not yet told are :attr:`pending`. ``ask`` scores
+    the next arms with the pending ones hallucinated (variance-only update, the same
+    as inside a batch) and counted by the termination rule, so ``ask(max_arms=k)``
+    fills ``k`` free workers while the rule admits more arms and returns fewer, or
+    none, when fresh outcomes must be waited for. ``tell`` takes any subset of the
+    pending arms in any order and ends a batch (posterior update and dictionary
+    resampling) for them; ``fail`` records arms whose evaluation failed. Used
+    synchronously (``ask()`` with nothing pending, then ``tell`` the whole batch)
+    this is the BBKB of the paper; with one worker (``ask(1)``, ``tell``) it is BKB.
+
     Everything needed to resume is in :meth:`state_dict`: observed arm indices and
-    rewards, the dictionary, the persistent draws, the radius state and the generator
-    state; ``load_state_dict`` on a loop built with the same arms and options
-    recomputes the posterior and continues with the same choices.
+    rewards, pending and failed arms, the dictionary, the persistent draws, the radius
+    state and the generator state; ``load_state_dict`` on a loop built with the same
+    arms and options recomputes the posterior and continues with the same choices.
 
     Example:
         >>> loop = BBKB(arms, covar_module=kernel, noise=1.0, beta=1.0, seed=0)
@@ -62,7 +78,7 @@ class BBKB:
         qbar: float = DEFAULT_QBAR,
         resampling: str = "coupled",
         residual_update: bool = False,
-        max_batch_size: int | None = None,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         feature_dtype: torch.dtype | None = None,
         seed: int = 0,
     ) -> None:
@@ -80,7 +96,9 @@ class BBKB:
             resampling: ``"coupled"`` (persistent draws, low churn) or
                 ``"independent"`` (fresh draws at every batch end, as in the papers).
             residual_update: In-batch updates along residual directions too.
-            max_batch_size: Optional cap on the batch size.
+            max_batch_size: Cap on the arms of one batch, pending ones included
+                (default 1,000: the rules alone admit unboundedly many copies of
+                an arm whose variance vanishes).
             feature_dtype: dtype of the cached ``A x m`` features
                 (``torch.float32`` halves their memory).
             seed: Seed of the generator behind every random choice.
@@ -95,6 +113,7 @@ class BBKB:
             raise ValueError(
                 f"`resampling` must be one of {RESAMPLING}, got {resampling!r}."
             )
+        _check_positive_int(max_batch_size, "max_batch_size")
         self.arms = arms
         self.covar_module = (
             covar_module
@@ -117,7 +136,9 @@ class BBKB:
         self.observed = torch.empty(0, dtype=torch.long, device=arms.device)
         self.rewards = torch.empty(0, dtype=arms.dtype, device=arms.device)
         self.draws = torch.full_like(self.state.counts, float("nan"))
-        self.pending: BBKBBatch | None = None
+        self.pending = self.observed.clone()
+        self.failed = self.observed.clone()
+        self._pending_variances = self.rewards.clone()  # sigma~^2 when asked
         self.total_churn = 0
         self.num_batches = 0
         self._model: NystromGP | None = None
@@ -141,54 +162,68 @@ class BBKB:
             )
         return self._model
 
-    def ask(self) -> Tensor:
-        r"""The next batch as a LongTensor of ``b >= 1`` arm indices (the first ask,
-        with no data, draws one arm uniformly at random)."""
-        if self.pending is not None:
-            raise RuntimeError("`ask` called twice: `tell` the pending batch first.")
-        if self.num_observations == 0:
-            index = torch.randint(
+    def ask(self, max_arms: int | None = None) -> Tensor:
+        r"""The next arms, given the :attr:`pending` ones.
+
+        Args:
+            max_arms: At most this many arms (e.g. the free workers); default: as
+                many as the batch rule admits (and ``max_batch_size``).
+
+        Returns:
+            A LongTensor of ``b`` arm indices, repeats possible. ``b >= 1`` when
+            nothing is pending (the first ask, with no data, draws one arm uniformly
+            at random); ``b = 0`` when the pending arms already fill the batch rule:
+            wait for their outcomes.
+        """
+        if max_arms is not None:
+            _check_positive_int(max_arms, "max_arms")
+        cap = self.batch_options["max_batch_size"] - self.pending.shape[0]
+        cap = cap if max_arms is None else min(cap, max_arms)
+        if cap < 1:
+            return self.pending[:0].clone()
+        if self.num_observations == 0 and self.pending.numel() == 0:
+            indices = torch.randint(
                 self.arms.shape[0],
                 (1,),
                 generator=self.generator,
                 device=self.arms.device,
             )
-            variance = self.state.scaled_variance[index]
-            self.pending = BBKBBatch(
-                candidates=self.arms[index],
-                indices=index,
-                acquisition_values=torch.full_like(variance, float("nan")),
-                start_variances=variance,
-                bound=1.0,
-            )
+            start_variances = self.state.scaled_variance[indices]
         else:
-            self.pending = gen_bbkb_batch(
-                None, self.arms, state=self.state, beta=self.beta, **self.batch_options
+            options = {**self.batch_options, "max_batch_size": cap}
+            batch = gen_bbkb_batch(
+                None,
+                self.arms,
+                state=self.state,
+                beta=self.beta,
+                pending=self.pending,
+                **options,
             )
-        return self.pending.indices
+            indices, start_variances = batch.indices, batch.start_variances
+        self.pending = torch.cat([self.pending, indices])
+        self._pending_variances = torch.cat([self._pending_variances, start_variances])
+        return indices.clone()
 
     def tell(self, indices: Tensor, rewards: Tensor) -> None:
-        r"""Report rewards of the pending batch (or of its first ``b`` arms, e.g. when
-        a horizon truncates it). ``indices`` must match the asked ones, in order.
+        r"""Report rewards of pending arms (any subset, in any order; of repeated arms,
+        the earliest asked copies are the ones told).
 
-        The posterior is updated in place; if the update fails, the loop is rebuilt
-        from the observations it had before the call and the batch stays pending, so
-        nothing is lost and ``tell`` can be retried.
+        The posterior is updated in place and the dictionary resampled (a batch end);
+        if the update fails, the loop is rebuilt from the observations it had before
+        the call and the arms stay pending, so nothing is lost and ``tell`` can be
+        retried.
 
         Args:
-            indices: ``b`` arm indices (a prefix of the last ``ask()``).
+            indices: ``b`` pending arm indices (LongTensor).
             rewards: ``b`` (or ``b x 1``) observed rewards.
         """
-        if self.pending is None:
-            raise RuntimeError("`tell` called without a pending `ask`.")
+        keep = self._check_pending(indices)
         rewards = check_finite(rewards, "rewards").detach().reshape(-1)
-        if not isinstance(indices, Tensor) or indices.dtype != torch.long:
-            raise TypeError("`indices` must be a LongTensor.")
-        b = indices.shape[0]
-        if b == 0 or not torch.equal(indices, self.pending.indices[:b]):
-            raise ValueError("`indices` must be a non-empty prefix of the asked batch.")
-        if rewards.shape[0] != b:
-            raise ValueError(f"`rewards` must hold {b} values, got {rewards.shape[0]}.")
+        if rewards.shape[0] != indices.shape[0]:
+            raise ValueError(
+                f"`rewards` must hold {indices.shape[0]} values, got "
+                f"{rewards.shape[0]}."
+            )
         rewards = rewards.to(self.arms)
         generator_state = self.generator.get_state()
         dictionary = self.state.dictionary.clone()
@@ -200,12 +235,45 @@ class BBKB:
             self.state = self._new_state(self.observed, self.rewards, dictionary)
             raise
         if isinstance(self.beta, TheoryRadius):
-            self.beta.observe(self.pending.start_variances[:b])
+            self.beta.observe(self._pending_variances[~keep])
         self.draws = draws
         self.observed = torch.cat([self.observed, indices])
         self.rewards = torch.cat([self.rewards, rewards])
-        self.pending = None
+        self._drop_pending(keep)
         self._model = None
+
+    def fail(self, indices: Tensor) -> None:
+        r"""Record pending arms whose evaluation failed: they leave :attr:`pending` for
+        :attr:`failed` and never enter the posterior.
+
+        Args:
+            indices: ``b`` pending arm indices (LongTensor).
+        """
+        keep = self._check_pending(indices)
+        self.failed = torch.cat([self.failed, indices])
+        self._drop_pending(keep)
+
+    def _check_pending(self, indices: Tensor) -> Tensor:
+        r"""Validate ``indices`` as a sub-multiset of :attr:`pending`; return the mask
+        of pending entries that stay (the earliest copies of each arm leave first)."""
+        if not isinstance(indices, Tensor) or indices.dtype != torch.long:
+            raise TypeError("`indices` must be a LongTensor of arm indices.")
+        if indices.dim() != 1 or indices.numel() == 0:
+            raise ValueError("`indices` must be a non-empty 1-d tensor.")
+        num_arms = self.arms.shape[0]
+        if indices.min() < 0 or indices.max() >= num_arms:
+            raise ValueError(f"`indices` must hold arm indices in [0, {num_arms}).")
+        indices = indices.to(self.pending.device)
+        leaving = torch.bincount(indices, minlength=num_arms)
+        if bool((leaving > torch.bincount(self.pending, minlength=num_arms)).any()):
+            raise ValueError(
+                "`indices` must be pending arms (asked, not yet told or failed)."
+            )
+        return _occurrence_rank(self.pending) >= leaving[self.pending]
+
+    def _drop_pending(self, keep: Tensor) -> None:
+        self.pending = self.pending[keep]
+        self._pending_variances = self._pending_variances[keep]
 
     def _update_posterior(
         self, indices: Tensor, rewards: Tensor, draws: Tensor
@@ -269,12 +337,13 @@ class BBKB:
         }
 
     def state_dict(self) -> dict[str, Any]:
-        r"""Everything needed to resume the run exactly (pending batches excluded)."""
-        if self.pending is not None:
-            raise RuntimeError("`tell` the pending batch before saving.")
+        r"""Everything needed to resume the run exactly, pending arms included."""
         return {
             "observed": self.observed.clone(),
             "rewards": self.rewards.clone(),
+            "pending": self.pending.clone(),
+            "pending_variances": self._pending_variances.clone(),
+            "failed": self.failed.clone(),
             "dictionary": self.state.dictionary.clone(),
             "draws": self.draws.clone(),
             "radius": self.beta.state_dict()
@@ -287,8 +356,10 @@ class BBKB:
         r"""Resume from :meth:`state_dict` (the loop must use the same arms/options).
 
         The whole state is validated before anything changes; the posterior is
-        recomputed from scratch from the observations and the dictionary."""
+        recomputed from scratch from the observations and the dictionary. States
+        saved without ``pending``/``failed`` entries load with none."""
         observed, rewards, dictionary, draws = _checked_state(state, self.arms)
+        pending, pending_variances, failed = _checked_pending_state(state, self.arms)
         new_state = self._new_state(observed, rewards, dictionary)
         # a generator state that cannot be set fails here, before any change
         torch.Generator(device=self.arms.device).set_state(state["generator"])
@@ -297,7 +368,8 @@ class BBKB:
         self.state = new_state
         self.observed, self.rewards, self.draws = observed, rewards, draws
         self.generator.set_state(state["generator"])
-        self.pending = None
+        self.pending, self._pending_variances = pending, pending_variances
+        self.failed = failed
         self._model = None
 
 
@@ -316,14 +388,7 @@ def _checked_state(
     observed, rewards = state["observed"], state["rewards"]
     dictionary, draws = state["dictionary"], state["draws"]
     for name, value in (("observed", observed), ("dictionary", dictionary)):
-        if not isinstance(value, Tensor) or value.dtype != torch.long:
-            raise TypeError(f"`state['{name}']` must be a LongTensor.")
-        if value.dim() != 1 or (
-            value.numel() and (value.min() < 0 or value.max() >= num_arms)
-        ):
-            raise ValueError(
-                f"`state['{name}']` must be a 1-d tensor of indices in [0, {num_arms})."
-            )
+        _check_index_tensor(value, f"state['{name}']", num_arms)
     check_finite(rewards, "state['rewards']")
     if rewards.shape != observed.shape:
         raise ValueError("`state['rewards']` must match `state['observed']` in shape.")
@@ -339,3 +404,48 @@ def _checked_state(
         dictionary.clone().to(arms.device),
         draws.clone().to(arms),
     )
+
+
+def _checked_pending_state(
+    state: dict[str, Any], arms: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Validate the pending and failed arms of a :meth:`BBKB.state_dict` (absent in
+    states saved by synchronous versions: none); return copies."""
+    none = torch.empty(0, dtype=torch.long, device=arms.device)
+    pending = state.get("pending", none)
+    variances = state.get("pending_variances", arms.new_zeros(0))
+    failed = state.get("failed", none)
+    for name, value in (("pending", pending), ("failed", failed)):
+        _check_index_tensor(value, f"state['{name}']", arms.shape[0])
+    check_finite(variances, "state['pending_variances']")
+    if variances.shape != pending.shape:
+        raise ValueError(
+            "`state['pending_variances']` must match `state['pending']` in shape."
+        )
+    return (
+        pending.clone().to(arms.device),
+        variances.clone().to(arms),
+        failed.clone().to(arms.device),
+    )
+
+
+def _check_index_tensor(value: object, name: str, num_arms: int) -> None:
+    if not isinstance(value, Tensor) or value.dtype != torch.long:
+        raise TypeError(f"`{name}` must be a LongTensor.")
+    if value.dim() != 1 or (
+        value.numel() and (value.min() < 0 or value.max() >= num_arms)
+    ):
+        raise ValueError(
+            f"`{name}` must be a 1-d tensor of indices in [0, {num_arms})."
+        )
+
+
+def _occurrence_rank(values: Tensor) -> Tensor:
+    r"""For each entry, how many equal entries come before it (``0`` for the first
+    copy of a value, ``1`` for the second, ...), ``O(p log p)``."""
+    order = torch.argsort(values, stable=True)
+    ordered = values[order]
+    first = torch.searchsorted(ordered, ordered)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(values.shape[0], device=values.device) - first
+    return rank

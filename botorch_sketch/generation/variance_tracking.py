@@ -13,7 +13,10 @@ added to the data without its outcome. With feature rows ``f(x)`` and a base mat
 
 and Sherman-Morrison gives, with ``h_s = H_{s} f_s`` and ``d_s = 1 + f_s^T h_s``,
 ``sigma~^2_{s+1}(x) = sigma~^2_s(x) - (f(x)^T h_s)^2 / d_s``: ``O(m)`` per candidate
-and step. Variances only decrease, which makes stale scores upper bounds.
+and step. ``k`` copies of one point are one term with ``d_s = 1 / k + f_s^T h_s``
+(Sherman-Morrison on ``sqrt(k) f_s``), so a batch that picks the same arm again and
+again costs one step, not ``k``. Variances only decrease, which makes stale scores
+upper bounds.
 """
 
 from __future__ import annotations
@@ -207,6 +210,9 @@ class _Columns:
                 [self._data, self._data.new_zeros(extra, self._data.shape[1])]
             )
 
+    def set_last_denominator(self, denominator: Tensor) -> None:
+        self._denominators[self.count - 1] = denominator
+
     def append(self, column: Tensor, denominator: Tensor | None = None) -> None:
         if self.count == self._data.shape[1]:
             self._data = torch.cat([self._data, torch.zeros_like(self._data)], dim=1)
@@ -242,6 +248,8 @@ class FrozenDictionaryTracker:
         self.refreshed_at = torch.zeros(len(geometry), dtype=torch.long)
         self.directions = _Columns(geometry.num_features, geometry.scaled_variance)
         self.flops = 0.0
+        self.last_index: int | None = None  # the candidate of the last step
+        self._last_copies = 0  # and how many copies of it that step holds
 
     @property
     def step(self) -> int:
@@ -273,12 +281,41 @@ class FrozenDictionaryTracker:
         return self.variance[indices]
 
     def add(self, index: int) -> None:
-        r"""Hallucinate an observation at candidate ``index``, ``O(m t)``."""
+        r"""Hallucinate an observation at candidate ``index``, ``O(m t)``; a repeat of
+        the last step's candidate raises that step's multiplicity instead, ``O(r m)``
+        for the ``r`` candidates already refreshed past it."""
+        if index == self.last_index:
+            self.add_copies(1)
+            return
         a = self.geometry.feature_rows(index)
         h = self.directions.apply_inverse(a, self.geometry.solve)
         self.directions.append(h, 1 + a @ h)
+        self.last_index, self._last_copies = index, 1
         m = a.shape[0]
         self.flops += 2.0 * m * m + 4.0 * m * self.step
+
+    def copy_denominators(self, copies: Tensor) -> Tensor:
+        r"""The last step's denominators ``1 / (k + j) + f^T h`` with ``j`` more copies
+        of its candidate (``copies`` holds the ``j``)."""
+        last = self.directions.denominators[-1]
+        return last - 1.0 / self._last_copies + 1.0 / (self._last_copies + copies)
+
+    def add_copies(self, copies: int) -> None:
+        r"""``copies`` more copies of the last step's candidate: ``d = 1 / k + f^T h``
+        becomes ``1 / (k + copies) + f^T h``; candidates already refreshed past the
+        step take the difference of the two terms, the others catch up with the
+        new one."""
+        old = self.directions.denominators[-1].clone()
+        new = self.copy_denominators(torch.tensor(float(copies), dtype=old.dtype))
+        self.directions.set_last_denominator(new)
+        self._last_copies += copies
+        current = torch.nonzero(self.refreshed_at == self.step).squeeze(-1)
+        if current.numel() > 0:
+            h = self.directions.matrix[:, -1]
+            products = self.geometry.feature_rows(current) @ h
+            extra = products.square() * (1.0 / new - 1.0 / old)
+            self.variance[current] = (self.variance[current] - extra).clamp_min(0.0)
+            self.flops += 2.0 * current.numel() * h.shape[0]
 
 
 class ResidualDirectionTracker:
@@ -404,3 +441,42 @@ class LazyArgmax:
         top = scores.max()
         index = int(refreshed[scores == top].min())
         return index, float(top)
+
+    def repeats(self, index: int, limit: int) -> Tensor:
+        r"""Scores of the last step's candidate ``index`` at the next picks, while the
+        greedy would keep picking it (one more copy each time), at most ``limit``.
+
+        ``index`` must be the current maximizer. With ``j`` more copies every
+        refreshed candidate's variance is known in closed form
+        (:meth:`FrozenDictionaryTracker.copy_denominators`), so the whole run is
+        one ``r x limit`` computation; it ends where another refreshed candidate
+        wins (ties to the lowest index) or where the best unrefreshed bound could.
+
+        Returns:
+            ``k >= 1`` scores; the greedy takes ``k`` copies of ``index``.
+        """
+        tracker = self.tracker
+        copies = torch.arange(limit, dtype=self.mean.dtype, device=self.mean.device)
+        denominators = tracker.copy_denominators(copies)
+        drop = 1.0 / denominators - 1.0 / denominators[0]
+        products = (self.rows @ tracker.directions.matrix[:, -1]).square()
+        variance = tracker.variance[self.refreshed].unsqueeze(-1)
+        scores = (
+            self.mean[self.refreshed].unsqueeze(-1)
+            + self.radius
+            * (variance - products.unsqueeze(-1) * drop).clamp_min(0.0).sqrt()
+        )
+        top = scores.max(0).values
+        winner = (
+            torch.where(scores == top, self.refreshed.unsqueeze(-1), len(self.mean))
+            .min(0)
+            .values
+        )
+        unrefreshed = (
+            self.bounds[self.order[self.position]]
+            if self.position < self.order.shape[0]
+            else -float("inf")
+        )
+        keeps = (winner == index) & (top > unrefreshed)
+        count = int(keeps.long().cumprod(0).sum())
+        return scores[self.refreshed == index][0, : max(count, 1)]

@@ -3,6 +3,7 @@ r"""BBKB batches against recomputation from scratch, brute-force argmax and BKB.
 from __future__ import annotations
 
 from copy import deepcopy
+from itertools import groupby
 
 import pytest
 import torch
@@ -66,6 +67,31 @@ def test_frozen_tracker_equals_recomputation():
     chosen = [5, 17, 5, 200, 42]
     for i in chosen:
         tracker.add(i)
+    refreshed = tracker.refresh(torch.arange(arms.shape[0]))
+    torch.testing.assert_close(
+        refreshed, hallucinated_variances(model, arms, chosen), atol=1e-9, rtol=0
+    )
+
+
+def test_frozen_tracker_merges_copies_exactly():
+    # consecutive copies of an arm are one step with a multiplicity; candidates
+    # refreshed between copies take the difference, the others catch up later
+    arms, model = make_problem()
+    geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
+    tracker = FrozenDictionaryTracker(geometry)
+    chosen = [5, 5, 5, 17, 17, 5, 200, 200, 200, 200]
+    probe = torch.arange(0, arms.shape[0], 7)
+    for step, i in enumerate(chosen):
+        tracker.add(i)
+        if step % 2 == 0:
+            tracker.refresh(probe)
+        torch.testing.assert_close(
+            tracker.refresh(torch.tensor([i, 3])),
+            hallucinated_variances(model, arms, chosen[: step + 1])[[i, 3]],
+            atol=1e-9,
+            rtol=0,
+        )
+    assert tracker.step == 4  # 5, 17, 5, 200
     refreshed = tracker.refresh(torch.arange(arms.shape[0]))
     torch.testing.assert_close(
         refreshed, hallucinated_variances(model, arms, chosen), atol=1e-9, rtol=0
@@ -146,6 +172,31 @@ def test_lazy_argmax_equals_brute_force(residual_update):
             brute = int((geometry.mean + beta * tracker.variance.sqrt()).argmax())
             assert int(batch.indices[step]) == brute
             tracker.add(brute)
+
+
+@pytest.mark.parametrize("lengthscale, beta", [(0.4, 4.0), (1.0, 1.0), (1.0, 0.5)])
+def test_runs_of_copies_equal_brute_force(lengthscale, beta):
+    # the greedy takes runs of copies of an arm (decided in closed form) between
+    # other arms; every step equals the argmax of a full recomputation
+    arms, model = make_problem(n_arms=300, seed=1, lengthscale=lengthscale)
+    size = 60
+    batch = gen_bbkb_batch(
+        model, arms, ratio_threshold=1e9, beta=beta, max_batch_size=size
+    )
+    mean = model.posterior(arms.unsqueeze(-2)).mean.squeeze()
+    chosen: list[int] = []
+    for _ in range(size):
+        variance = hallucinated_variances(model, arms, chosen)
+        chosen.append(int((mean + beta * variance.sqrt()).argmax()))
+    assert batch.indices.tolist() == chosen
+    runs = [len(list(run)) for _, run in groupby(chosen)]
+    assert max(runs) >= 5 and len(runs) >= 5
+    # a global rule that admits exactly the first k points stops there, mid-run
+    start = model.scaled_variance(arms)[torch.tensor(chosen)].tolist()
+    for k in (7, 23):
+        threshold = 1 + sum(start[:k]) + 0.5 * start[k]
+        cut = gen_bbkb_batch(model, arms, ratio_threshold=threshold, beta=beta)
+        assert cut.indices.tolist() == chosen[:k]
 
 
 def test_ratio_threshold_one_reproduces_bkb_step_for_step():
@@ -247,6 +298,24 @@ def test_uncertainty_warmup_reaches_target_variance():
     assert float(tracker.variance.max()) <= 0.25
 
 
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"ratio_threshold": float("nan")}, ValueError, "ratio_threshold"),
+        ({"ratio_threshold": 1.0}, ValueError, "ratio_threshold"),
+        ({"max_points": 0}, ValueError, "max_points"),
+        ({"max_points": float("nan")}, ValueError, "max_points"),
+        ({"min_batch_size": True}, ValueError, "min_batch_size"),
+        ({"model": "a model"}, TypeError, "model"),
+    ],
+)
+def test_uncertainty_warmup_rejects_what_it_would_ignore(kwargs, error, match):
+    arms, model = make_problem(n_arms=50)
+    arguments = {"model": model, "choices": arms, "min_batch_size": 2} | kwargs
+    with pytest.raises(error, match=match):
+        gen_uncertainty_warmup(**arguments)
+
+
 def test_residual_update_avoids_repeated_copies():
     r"""A dictionary far from the promising region: the frozen update keeps picking
     the same arm (its variance lies outside the dictionary's span), the residual
@@ -281,6 +350,18 @@ def test_continuous_batch_uses_global_rule():
     total = 1 + float(model.scaled_variance(batch).sum())
     assert batch.shape[0] == 1 or total <= 1.5
     assert ((batch >= 0) & (batch <= 1)).all()
+    # asynchronous: pending points count towards the rule and are not returned
+    options = {"ratio_threshold": 1.5, "beta": 0.5, "num_restarts": 2}
+    pending = batch[:1]
+    more = gen_bbkb_batch_continuous(model, bounds, X_pending=pending, **options)
+    total = 1 + float(model.scaled_variance(torch.cat([pending, more])).sum())
+    assert more.shape[0] == 0 or total <= 1.5
+    full = arms[:1].expand(40, 3)  # far more variance than the rule admits
+    assert 1 + float(model.scaled_variance(full).sum()) > 1.5
+    none = gen_bbkb_batch_continuous(model, bounds, X_pending=full, **options)
+    assert none.shape == (0, 3)
+    with pytest.raises(ValueError, match="X_pending"):
+        gen_bbkb_batch_continuous(model, bounds, X_pending=full[:, :2], **options)
 
 
 @pytest.mark.parametrize(

@@ -70,20 +70,46 @@ def test_save_and_load_resume_exactly():
     assert fresh_radius.value == pytest.approx(radius.value)
 
 
-def test_truncated_tell_and_protocol_errors():
+def test_protocol_errors_change_nothing():
     arms = torch.rand(100, 2, dtype=DTYPE)
     loop = make_loop(arms)
-    with pytest.raises(RuntimeError, match="tell"):
+    with pytest.raises(ValueError, match="pending"):
         loop.tell(torch.tensor([0]), torch.zeros(1, dtype=DTYPE))
     first = loop.ask()
-    with pytest.raises(RuntimeError, match="ask"):
-        loop.ask()
-    with pytest.raises(ValueError, match="rewards"):
-        loop.tell(first, torch.tensor([float("nan")], dtype=DTYPE))
-    with pytest.raises(ValueError, match="indices"):
-        loop.tell(first + 1, torch.zeros(1, dtype=DTYPE))
+    before = loop.state_dict()
+    for rewards in (torch.tensor([float("nan")], dtype=DTYPE), torch.zeros(2)):
+        with pytest.raises(ValueError, match="rewards"):
+            loop.tell(first, rewards)
+    for indices, error, match in (
+        ((first + 1) % 100, ValueError, "pending"),
+        (first.repeat(2), ValueError, "pending"),
+        (first.tolist(), TypeError, "indices"),
+        (first.double(), TypeError, "indices"),
+        (first[:0], ValueError, "indices"),
+        (torch.tensor([100]), ValueError, "indices"),
+    ):
+        with pytest.raises(error, match=match):
+            loop.fail(indices)
+        with pytest.raises(error, match=match):
+            loop.tell(indices, torch.zeros(1, dtype=DTYPE))
+    assert_same_state(loop.state_dict(), before)
+    for max_arms in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="max_arms"):
+            loop.ask(max_arms)
+    assert_same_state(loop.state_dict(), before)
     loop.tell(first, torch.zeros(1, dtype=DTYPE))
-    assert loop.num_observations == 1
+    assert loop.num_observations == 1 and loop.pending.numel() == 0
+
+
+def assert_same_state(state, reference):
+    assert state.keys() == reference.keys()
+    for key, value in reference.items():
+        if isinstance(value, torch.Tensor):
+            torch.testing.assert_close(
+                state[key], value, rtol=0, atol=0, equal_nan=True
+            )
+        else:
+            assert state[key] == value, key
 
 
 @pytest.mark.parametrize(
@@ -140,7 +166,7 @@ def test_failed_update_loses_nothing_and_can_be_retried(monkeypatch):
         loop.tell(indices, rewards)
     # nothing recorded, the batch still pending, the posterior as before the call
     assert torch.equal(loop.observed, before["observed"])
-    assert loop.pending is not None and torch.equal(loop.pending.indices, indices)
+    assert torch.equal(loop.pending, indices)
     reference = make_loop(arms)
     reference.load_state_dict(before)
     torch.testing.assert_close(loop.state.mean, reference.state.mean)

@@ -1,0 +1,188 @@
+r"""Asynchronous BBKB: pending arms, partial and failed evaluations, resume."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from botorch_sketch import BBKB, gen_bbkb_batch
+from botorch_sketch.models.candidate_state import CandidateState
+
+DTYPE = torch.float64
+
+
+def objective(X):
+    return -((X - 0.4) ** 2).sum(-1)
+
+
+def make_loop(arms, **options):
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    kernel.base_kernel.lengthscale = 0.3
+    defaults = {"noise": 1.0, "beta": 0.5, "ratio_threshold": 5.0, "seed": 0}
+    options = defaults | {"max_batch_size": 64} | options
+    return BBKB(arms, covar_module=kernel, **options)
+
+
+def warm(loop, arms, batches, seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(batches):
+        indices = loop.ask()
+        noise = 0.01 * torch.randn(indices.shape[0], generator=gen, dtype=DTYPE)
+        loop.tell(indices, objective(arms[indices]) + noise)
+
+
+@pytest.fixture
+def arms():
+    return torch.rand(300, 3, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
+
+
+def test_synchronous_asks_are_the_batches_of_the_stateless_generator(arms):
+    # the oracle rescoring every arm from a NystromGP built from scratch on the
+    # loop's observations and dictionary
+    loop = make_loop(arms)
+    warm(loop, arms, 3)
+    for _ in range(4):
+        expected = gen_bbkb_batch(
+            loop.model, arms, beta=0.5, ratio_threshold=5.0, max_batch_size=64
+        )
+        indices = loop.ask()
+        assert torch.equal(indices, expected.indices)
+        loop.tell(indices, objective(arms[indices]))
+
+
+def test_asks_in_pieces_continue_the_same_batch(arms):
+    # pending arms are hallucinated exactly as the earlier steps of the batch, so
+    # asking 1, then 2, then the rest gives the one-ask batch
+    whole, pieces = make_loop(arms), make_loop(arms)
+    warm(whole, arms, 4)
+    warm(pieces, arms, 4)
+    batch = whole.ask()
+    assert batch.numel() >= 4
+    parts = [pieces.ask(1), pieces.ask(2), pieces.ask()]
+    assert torch.equal(torch.cat(parts), batch)
+    assert pieces.ask().numel() == 0  # the rule is full: wait for outcomes
+    assert torch.equal(pieces.pending, batch)
+
+
+def test_one_worker_is_bkb(arms):
+    # ask one arm, tell it, repeat: BBKB with C~ = 2 plays what BKB (C~ = 1) plays
+    asynchronous = make_loop(arms, ratio_threshold=2.0)
+    bkb = make_loop(arms, ratio_threshold=1.0)
+    for _ in range(30):
+        index = asynchronous.ask(1)
+        assert torch.equal(index, bkb.ask())
+        reward = objective(arms[index])
+        asynchronous.tell(index, reward)
+        bkb.tell(index, reward)
+    torch.testing.assert_close(asynchronous.state.mean, bkb.state.mean)
+    assert torch.equal(asynchronous.state.dictionary, bkb.state.dictionary)
+
+
+def test_tells_in_any_order_reach_the_exact_posterior(arms):
+    loop = make_loop(arms)
+    warm(loop, arms, 3)
+    batch = loop.ask()
+    assert batch.numel() >= 3
+    order = torch.randperm(batch.numel(), generator=torch.Generator().manual_seed(2))
+    first, rest = batch[order[:2]], batch[order[2:]]
+    loop.tell(first, objective(arms[first]))
+    assert torch.equal(torch.sort(loop.pending).values, torch.sort(rest).values)
+    more = loop.ask(3)  # asked while `rest` is pending
+    if rest.numel():
+        loop.tell(rest.flip(0), objective(arms[rest.flip(0)]))
+    if more.numel():
+        loop.tell(more, objective(arms[more]))
+    assert loop.pending.numel() == 0
+    reference = CandidateState.from_observations(
+        arms,
+        loop.covar_module,
+        loop.noise,
+        loop.observed,
+        loop.rewards,
+        loop.state.dictionary,
+    )
+    torch.testing.assert_close(loop.state.mean, reference.mean)
+    torch.testing.assert_close(loop.state.variance, reference.variance)
+
+
+def test_repeated_arms_leave_earliest_copy_first():
+    arms = torch.rand(5, 2, dtype=DTYPE)
+    loop = make_loop(arms)
+    loop.pending = torch.tensor([3, 1, 3, 3])
+    loop._pending_variances = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=DTYPE)
+    loop.fail(torch.tensor([3, 3]))
+    assert torch.equal(loop.pending, torch.tensor([1, 3]))
+    assert torch.equal(loop._pending_variances, torch.tensor([0.2, 0.4], dtype=DTYPE))
+    assert torch.equal(loop.failed, torch.tensor([3, 3]))
+
+
+def test_failures_are_recorded_and_nothing_is_lost_across_a_resume(arms):
+    loop = make_loop(arms)
+    warm(loop, arms, 3)
+    asked = torch.cat([loop.ask(2), loop.ask(3)])
+    loop.fail(asked[:1])
+    loop.tell(asked[1:2], objective(arms[asked[1:2]]))
+    state = loop.state_dict()
+    resumed = make_loop(arms, seed=7)
+    resumed.load_state_dict(state)
+    assert torch.equal(resumed.pending, loop.pending)
+    assert torch.equal(resumed.failed, asked[:1])
+    n = loop.num_observations
+    assert (
+        n + loop.pending.numel() + loop.failed.numel()
+        == resumed.num_observations + (resumed.pending.numel() + resumed.failed.numel())
+    )
+    # the resumed loop makes the same choices from here on
+    for _ in range(3):
+        a, b = loop.ask(2), resumed.ask(2)
+        assert torch.equal(a, b)
+        if loop.pending.numel():
+            told = loop.pending[:1].clone()
+            loop.tell(told, objective(arms[told]))
+            resumed.tell(told, objective(arms[told]))
+    torch.testing.assert_close(resumed.state.mean, loop.state.mean)
+
+
+def test_states_saved_without_pending_arms_still_load(arms):
+    loop = make_loop(arms)
+    warm(loop, arms, 2)
+    state = loop.state_dict()
+    for key in ("pending", "pending_variances", "failed"):
+        del state[key]
+    resumed = make_loop(arms)
+    resumed.load_state_dict(state)
+    assert resumed.pending.numel() == 0 and resumed.failed.numel() == 0
+    with pytest.raises(ValueError, match="pending"):
+        resumed.load_state_dict(
+            loop.state_dict() | {"pending": torch.tensor([len(arms)])}
+        )
+
+
+def test_batches_stay_bounded_when_one_arm_dominates():
+    # the README's loop shape: once one arm dominates, the rules admit thousands of
+    # copies of it; the default cap stops the batch, and copies cost one step each
+    gen = torch.Generator().manual_seed(0)
+    arms = torch.rand(2000, 4, generator=gen, dtype=DTYPE)
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    kernel.base_kernel.lengthscale = 0.3
+    loop = BBKB(arms, covar_module=kernel, noise=1.0, beta=1.0, ratio_threshold=2.0)
+    sizes = []
+    for _ in range(25):
+        indices = loop.ask()
+        sizes.append(indices.numel())
+        loop.tell(indices, objective(arms[indices]))
+    assert max(sizes) <= 1000
+    assert loop.num_observations == sum(sizes)
+
+
+def test_bad_pending_for_the_generator(arms):
+    loop = make_loop(arms)
+    warm(loop, arms, 2)
+    for pending, error in (
+        (torch.tensor([0.5]), TypeError),
+        (torch.tensor([[1]]), ValueError),
+        (torch.tensor([len(arms)]), ValueError),
+    ):
+        with pytest.raises(error, match="pending"):
+            gen_bbkb_batch(None, arms, state=loop.state, pending=pending)
