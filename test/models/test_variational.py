@@ -571,3 +571,49 @@ def test_integer_inputs_leave_transform_buffers_alone():
         model.posterior(torch.ones(2, 2, dtype=torch.bool))
     for key, value in model.input_transform.state_dict().items():
         assert torch.equal(value, before[key]), key
+
+
+class _FaultyRBF(gpytorch.kernels.RBFKernel):
+    r"""RBF kernel that raises once, at its ``fail_at``-th evaluation (a fault
+    inside the model update)."""
+
+    def __init__(self, fail_at, **kwargs):
+        super().__init__(**kwargs)
+        self.calls, self.fail_at = 0, fail_at
+
+    def forward(self, x1, x2, diag=False, **params):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("injected fault")
+        return super().forward(x1, x2, diag=diag, **params)
+
+
+def test_fault_injection_update_retry_round_trip_loses_no_observation():
+    # Issue 14 Deliver: an exception inside update, a retry, then state_dict /
+    # load_state_dict: every observation is kept, and the model equals one built
+    # from scratch on all data.
+    X, Y = sine_data(n=30)
+    kernel = ScaleKernel(_FaultyRBF(fail_at=0)).to(DTYPE)
+    kernel.base_kernel.lengthscale = 0.3
+    model = transformed_svgp(X[:10], Y[:10], 8, kernel)
+    faults = 0
+    for start in range(10, 30, 4):
+        batch_X, batch_Y = X[start : start + 4], Y[start : start + 4]
+        kernel.base_kernel.fail_at = kernel.base_kernel.calls + 3
+        before = _state_tensors(model)
+        try:
+            model.update(batch_X, batch_Y)
+        except RuntimeError:
+            faults += 1
+            _assert_same_state(before, _state_tensors(model))
+            model.update(batch_X, batch_Y)  # the retry
+    assert faults == 5
+    assert torch.equal(model.train_X, X) and torch.equal(model.train_Y, Y)
+    restored = transformed_svgp(X, Y, 8, copy.deepcopy(kernel))
+    restored.load_state_dict(model.state_dict())
+    test_X = torch.rand(6, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(4))
+    a, b = model.posterior(test_X), restored.posterior(test_X)
+    torch.testing.assert_close(a.mean, b.mean, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(a.variance, b.variance, rtol=1e-10, atol=1e-10)
+    scratch = transformed_svgp(X, Y, 8, copy.deepcopy(kernel))
+    torch.testing.assert_close(scratch.posterior(test_X).mean, a.mean)
