@@ -3,24 +3,34 @@ r"""Command line of the benchmark suite: ``python -m botorch_sketch.benchmarks``
 Without arguments it runs the ``default`` preset (BBKB vs BKB vs exact GP-UCB vs
 uniform on a 20,000-arm, 8-d problem), prints a table, and writes ``summary.csv``,
 ``curves.csv``, ``results.json`` and PNG plots to ``./benchmark_results``. Flags pick
-another preset, override its problems, policies, horizon, seeds and policy options,
-and choose dtype, device, threads and output folder. ``--list`` shows what exists.
-Timings are single-threaded unless ``--threads`` says otherwise.
+another preset (or ``--config`` reruns a saved ``results.json``), override its
+problems, policies, horizon, seeds and policy options, and choose dtype, device,
+threads and output folder. ``--list`` shows what exists. Timings are single-threaded
+unless ``--threads`` says otherwise.
+
+Each finished (problem, policy, seed) run is written to ``OUTPUT_DIR/runs/`` at once;
+after Ctrl-C or a crash the finished runs and their summary stay on disk, and the same
+command with ``--resume`` runs only what is missing. Bad arguments end in one line on
+stderr and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
 from botorch_sketch.benchmarks.metrics import (
+    RunTrace,
     format_table,
     summarize,
     verdict,
@@ -33,39 +43,63 @@ from botorch_sketch.benchmarks.problems import (
     PAPER_PROBLEMS,
     SYNTHETIC_FUNCTIONS,
     make_problem,
+    parse_problem_spec,
 )
 from botorch_sketch.benchmarks.registry import (
     REGISTRY,
+    PerHorizon,
     PolicyConfig,
     parse_option,
     policy_options,
     policy_status,
 )
-from botorch_sketch.benchmarks.runner import environment_metadata, run_benchmark
+from botorch_sketch.benchmarks.runner import (
+    RunStore,
+    environment_metadata,
+    run_benchmark,
+)
 
 DEFAULT_OUTPUT_DIR = "benchmark_results"
+DATA_ENV = "BOTORCH_SKETCH_DATA"
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+class _Parser(argparse.ArgumentParser):
+    r"""argparse with usage errors on one line (``prog: error: ... (see --help)``)."""
+
+    def error(self, message: str) -> NoReturn:
+        text = " ".join(message.split())
+        self.exit(2, f"{self.prog}: error: {text} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     r"""The argument parser (also documents every flag in ``--help``)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="botorch-sketch-bench",
         description="Run GP-bandit benchmarks (sketched methods vs exact baselines).",
         epilog="Examples:\n"
         "  botorch-sketch-bench                       # built-in comparison\n"
         "  botorch-sketch-bench --preset bbkb-cadata --data-dir DATA --smoke\n"
         "  botorch-sketch-bench --problem ackley:dim=4:arms=5000 "
-        "--algorithms exact-ucb,exact-bucb -T 500 --option exact-bucb:batch_size=5",
+        "--algorithms exact-ucb,exact-bucb -T 500 --option exact-bucb:batch_size=5\n"
+        "  botorch-sketch-bench --resume             # finish an interrupted run\n"
+        "  botorch-sketch-bench --config benchmark_results/results.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--preset", default="default", help=f"one of {', '.join(PRESETS)}"
+        "--preset", help=f"one of {', '.join(PRESETS)} (default: default)"
     )
     parser.add_argument(
         "--smoke",
         action="store_true",
         help="the preset's reduced variant (small T, one seed) for quick checks",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="RESULTS_JSON",
+        help="rerun the problems, policies, options, T, seeds, dtype, device and "
+        "threads saved in a results.json (instead of a preset; other flags still "
+        "override them)",
     )
     parser.add_argument(
         "--problem",
@@ -102,29 +136,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size", type=int, help="shortcut for --option batch_size=B"
     )
     parser.add_argument("--radius", help="shortcut for --option radius=R")
-    parser.add_argument("--dtype", choices=sorted(_DTYPES), default="float64")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    parser.add_argument("--dtype", choices=sorted(_DTYPES), help="default float64")
+    parser.add_argument("--device", help="cpu (default), cuda, cuda:1, ...")
     parser.add_argument(
         "--threads",
         type=int,
-        default=1,
         help="torch CPU threads (default 1: single-threaded timings are comparable "
         "across methods and robust on shared machines; 0 keeps torch's default)",
     )
     parser.add_argument(
         "--data-dir",
-        default=os.environ.get("BOTORCH_SKETCH_DATA", "data"),
-        help="folder with abalone.csv / cadata.csv (default $BOTORCH_SKETCH_DATA "
-        "or ./data)",
+        help=f"folder with abalone.csv / cadata.csv (default ${DATA_ENV} or ./data)",
     )
     parser.add_argument(
         "--output-dir",
         default=DEFAULT_OUTPUT_DIR,
-        help=f"where results and plots go (default ./{DEFAULT_OUTPUT_DIR})",
+        help=f"where results and plots go (default ./{DEFAULT_OUTPUT_DIR}); "
+        "finished runs go to its runs/ folder as they complete",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the finished runs in OUTPUT_DIR/runs/ made with the same "
+        "settings and run only the missing ones",
     )
     parser.add_argument("--no-plots", action="store_true", help="skip PNG plots")
     parser.add_argument(
-        "--no-progress", action="store_true", help="hide the progress bars"
+        "--no-progress",
+        action="store_true",
+        help="no progress display (default: bars on a terminal, else a log line "
+        "per finished run and every minute)",
     )
     parser.add_argument(
         "--list", action="store_true", help="list presets, policies and problems"
@@ -209,10 +250,265 @@ def _listing() -> str:
     return "\n".join(lines)
 
 
+def _format_value(value: object, horizon: int) -> str:
+    r"""An option value as printed: floats to 4 significant digits, ``1/T (0.0001)``."""
+    if isinstance(value, PerHorizon):
+        return f"{value.text} ({_format_value(value.function(horizon), horizon)})"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (tuple, list)):
+        return ",".join(_format_value(item, horizon) for item in value)
+    return str(value)
+
+
 def _describe_options(config: PolicyConfig, horizon: int) -> str:
-    options = config.resolved_options(horizon)
-    text = ", ".join(f"{key}={value!r}" for key, value in options.items())
+    text = ", ".join(
+        f"{key}={_format_value(value, horizon)}"
+        for key, value in config.options.items()
+    )
     return f"{config.label} ({config.name}{': ' + text if text else ''})"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def format_seeds(seeds: Sequence[int]) -> str:
+    r"""``seed 0``, ``seeds 0-4`` (consecutive) or ``seeds 0, 2, 7``."""
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if len(seeds) > 2 and list(seeds) == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return "seeds " + ", ".join(map(str, seeds))
+
+
+@dataclass(frozen=True)
+class Job:
+    r"""Everything a benchmark command runs, after presets, ``--config`` and flags.
+
+    Attributes:
+        source: The preset's name or ``config FILE``.
+        smoke: Whether the preset's smoke variant was taken.
+        problems: Problem specs.
+        problem_settings: Settings applied on top of every spec.
+        policies: Policies with their options.
+        horizon: Evaluations per run.
+        seeds: Run seeds.
+        dtype: ``"float64"`` or ``"float32"``.
+        device: A CPU or available CUDA device.
+        threads: torch CPU threads (0: torch's default).
+        data_dir: Folder of the datasets.
+    """
+
+    source: str
+    smoke: bool
+    problems: tuple[str, ...]
+    problem_settings: Mapping[str, object]
+    policies: tuple[PolicyConfig, ...]
+    horizon: int
+    seeds: tuple[int, ...]
+    dtype: str
+    device: torch.device
+    threads: int
+    data_dir: str
+
+    def config(self) -> dict[str, object]:
+        r"""The JSON-able settings ``--config`` reads back (options resolved for
+        ``horizon``)."""
+        return {
+            "problems": list(self.problems),
+            "problem_settings": dict(self.problem_settings),
+            "policies": [
+                {
+                    "name": c.name,
+                    "label": c.label,
+                    "options": c.resolved_options(self.horizon),
+                }
+                for c in self.policies
+            ],
+            "horizon": self.horizon,
+            "seeds": list(self.seeds),
+            "dtype": self.dtype,
+            "device": str(self.device),
+            "threads": self.threads,
+        }
+
+
+def _tuples(value: object) -> object:
+    r"""JSON lists back into tuples (option values such as ``f_range=0.5,1.2``)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def load_config(path: str) -> dict[str, object]:
+    r"""The ``metadata.config`` of a saved ``results.json``, checked.
+
+    Raises:
+        ValueError: The file is missing, not JSON, or holds no valid config.
+    """
+    try:
+        payload = json.loads(Path(path).read_text())
+    except OSError as error:
+        raise ValueError(
+            f"--config {path}: cannot read it ({error.strerror})"
+        ) from None
+    except ValueError:
+        raise ValueError(f"--config {path}: not a JSON file") from None
+    metadata = payload.get("metadata") if isinstance(payload, dict) else None
+    config = metadata.get("config") if isinstance(metadata, dict) else None
+    needed = {"problems", "problem_settings", "policies", "horizon", "seeds"}
+    if not isinstance(config, dict) or not needed <= set(config):
+        raise ValueError(
+            f"--config {path}: no metadata.config with {sorted(needed)} (is it a "
+            "results.json written by this version?)"
+        )
+    try:
+        config["policies"] = tuple(
+            PolicyConfig(
+                entry["name"],
+                entry["label"],
+                {key: _tuples(value) for key, value in entry["options"].items()},
+            )
+            for entry in config["policies"]
+        )
+        config["seeds"] = tuple(int(seed) for seed in config["seeds"])
+        config["horizon"] = int(config["horizon"])
+        config["problems"] = tuple(str(spec) for spec in config["problems"])
+    except (KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"--config {path}: malformed config ({error!r})") from None
+    return config
+
+
+def _check_device(text: str) -> torch.device:
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise ValueError(
+            f"--device {text!r} is not a device; use cpu, cuda or cuda:N"
+        ) from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"--device {text}: CUDA is not available (torch {torch.__version__} "
+                "finds no GPU); use --device cpu"
+            )
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"--device {text}: this machine has {count} CUDA devices")
+    elif device.type != "cpu":
+        raise ValueError(f"--device {text}: only cpu and cuda devices are supported")
+    return device
+
+
+def _check_output_dir(text: str) -> Path:
+    r"""``--output-dir`` as a path, if it or its nearest existing parent is a
+    writable folder."""
+    path = Path(text)
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(
+                    f"--output-dir {text}: {folder} is a file, not a folder"
+                )
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise ValueError(f"--output-dir {text}: {folder} is not writable")
+            break
+    return path
+
+
+def _check_datasets(specs: Sequence[str], data_dir: str) -> None:
+    for spec in specs:
+        name, _ = parse_problem_spec(spec)
+        if name in KNOWN_DATASETS and not (Path(data_dir) / f"{name}.csv").is_file():
+            raise ValueError(
+                f"problem {name!r} reads {name}.csv, which is not in the data folder "
+                f"{data_dir!r}: pass --data-dir FOLDER or set {DATA_ENV}=FOLDER"
+            )
+
+
+def resolve_job(args: argparse.Namespace) -> Job:
+    r"""Combine the preset (or ``--config``) with the flags; check every value.
+
+    Raises:
+        ValueError: A bad or conflicting argument (the message names it).
+    """
+    saved: dict[str, object] = {}
+    if args.config:
+        if args.preset or args.smoke:
+            raise ValueError("--config replaces --preset and --smoke; give one of them")
+        saved = load_config(args.config)
+        source, policies = f"config {args.config}", saved["policies"]
+        horizon, seeds = saved["horizon"], saved["seeds"]
+        specs, settings = saved["problems"], dict(saved["problem_settings"])
+    else:
+        preset = get_preset(args.preset or "default")
+        policies, horizon, seeds, settings = preset.variant(args.smoke)
+        source, specs = f"preset {preset.name}", preset.problems
+    if args.algorithms:
+        policies = parse_algorithms(args.algorithms, policies)
+    if args.horizon is not None:
+        if args.horizon < 1:
+            raise ValueError(f"-T/--horizon must be >= 1, got {args.horizon}")
+        horizon = args.horizon
+    if args.seeds and args.num_seeds is not None:
+        raise ValueError("give --seeds or --num-seeds, not both")
+    if args.seeds:
+        seeds = parse_seeds(args.seeds)
+    elif args.num_seeds is not None:
+        if args.num_seeds < 1:
+            raise ValueError(f"--num-seeds must be >= 1, got {args.num_seeds}")
+        seeds = tuple(range(args.num_seeds))
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct and >= 0, got {list(seeds)}")
+    shortcuts = []
+    if args.batch_size is not None:
+        shortcuts.append(f"batch_size={args.batch_size}")
+    if args.radius is not None:
+        shortcuts.append(f"radius={args.radius}")
+    policies = apply_options(policies, shortcuts + list(args.option))
+    threads = args.threads if args.threads is not None else saved.get("threads", 1)
+    if threads < 0:
+        raise ValueError(f"--threads must be >= 0, got {threads}")
+    if args.problems:
+        specs = [spec for group in args.problems for spec in group.split(",")]
+        settings = {}
+    data_dir = args.data_dir or os.environ.get(DATA_ENV) or "data"
+    _check_datasets(specs, data_dir)
+    return Job(
+        source=source,
+        smoke=args.smoke,
+        problems=tuple(specs),
+        problem_settings=settings,
+        policies=tuple(policies),
+        horizon=horizon,
+        seeds=tuple(seeds),
+        dtype=args.dtype or saved.get("dtype", "float64"),
+        device=_check_device(args.device or saved.get("device", "cpu")),
+        threads=threads,
+        data_dir=data_dir,
+    )
+
+
+def _save_partial(
+    traces: Sequence[RunTrace],
+    output_dir: Path,
+    metadata: dict[str, object],
+    what: str,
+) -> None:
+    r"""Summarize the finished runs after an interruption or a crash (no plots)."""
+    if not traces:
+        print(f"{what} before any run finished", file=sys.stderr)
+        return
+    write_results(traces, output_dir, metadata | {"incomplete": what})
+    print(
+        f"{what} after {_plural(len(traces), 'finished run')}: they are in "
+        f"{output_dir / 'runs'}/ and summarized in {output_dir}/summary.csv and "
+        "results.json; the same command with --resume runs the rest",
+        file=sys.stderr,
+    )
+
+
+def _log(text: str) -> None:
+    print(text, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -223,55 +519,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_listing())
         return 0
     try:
-        preset = get_preset(args.preset)
-        policies, horizon, seeds, problem_settings = preset.variant(args.smoke)
-        if args.algorithms:
-            policies = parse_algorithms(args.algorithms, policies)
-        horizon = args.horizon if args.horizon is not None else horizon
-        if args.seeds and args.num_seeds:
-            raise ValueError("Give --seeds or --num-seeds, not both.")
-        if args.seeds:
-            seeds = parse_seeds(args.seeds)
-        elif args.num_seeds is not None:
-            if args.num_seeds < 1:
-                raise ValueError("--num-seeds must be >= 1.")
-            seeds = tuple(range(args.num_seeds))
-        shortcuts = []
-        if args.batch_size is not None:
-            shortcuts.append(f"batch_size={args.batch_size}")
-        if args.radius is not None:
-            shortcuts.append(f"radius={args.radius}")
-        policies = apply_options(policies, shortcuts + list(args.option))
-        if args.threads < 0:
-            raise ValueError("--threads must be >= 0.")
-        dtype = _DTYPES[args.dtype]
-        device = torch.device(args.device)
-        if args.problems:
-            specs = [spec for group in args.problems for spec in group.split(",")]
-            problem_settings = {}
-        else:
-            specs = list(preset.problems)
+        job = resolve_job(args)
+        dtype = _DTYPES[job.dtype]
         problems = [
             make_problem(
                 spec,
-                data_dir=args.data_dir,
+                data_dir=job.data_dir,
                 dtype=dtype,
-                device=device,
-                **problem_settings,
+                device=job.device,
+                **job.problem_settings,
             )
-            for spec in specs
+            for spec in job.problems
         ]
-    except (ValueError, RuntimeError) as error:
+        for config in job.policies:  # bad option names and values fail here
+            if policy_status(config.name) is None:
+                try:
+                    config.build(job.horizon)
+                except (ValueError, TypeError) as error:
+                    raise ValueError(f"policy {config.label}: {error}") from None
+        output_dir = _check_output_dir(args.output_dir)
+    except (ValueError, TypeError, RuntimeError) as error:
         parser.error(str(error))
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    output_dir = Path(args.output_dir)
-    metadata = environment_metadata(dtype, device)
+    if job.threads > 0:
+        torch.set_num_threads(job.threads)
+    metadata = environment_metadata(dtype, job.device)
     print(
-        f"botorch-sketch benchmark: preset {preset.name}"
-        f"{' (smoke)' if args.smoke else ''}, T = {horizon}, seeds {list(seeds)}, "
-        f"{metadata['dtype']} on {metadata['device']}, "
-        f"{metadata['torch_threads']} threads, "
+        f"botorch-sketch benchmark: {job.source}{' (smoke)' if job.smoke else ''}, "
+        f"T = {job.horizon}, {format_seeds(job.seeds)}, {metadata['dtype']} on "
+        f"{metadata['device']}, {_plural(metadata['torch_threads'], 'thread')}, "
         f"matmul {metadata['matmul_gflops']:.1f} GFLOP/s"
     )
     for problem in problems:
@@ -279,15 +554,49 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{problem.arms.shape[0]} arms" if problem.is_finite else "continuous box"
         )
         print(f"  problem {problem.name}: d = {problem.dim}, {kind}")
-    for config in policies:
-        print(f"  policy {_describe_options(config, horizon)}")
+    for config in job.policies:
+        print(f"  policy {_describe_options(config, job.horizon)}")
+    metadata |= {
+        "command": shlex.join(
+            ["botorch-sketch-bench", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "preset": job.source,
+        "smoke": job.smoke,
+        "horizon": job.horizon,
+        "seeds": list(job.seeds),
+        "problems": list(job.problems),
+        "problem_settings": dict(job.problem_settings),
+        "policies": [_describe_options(c, job.horizon) for c in job.policies],
+        "config": job.config(),
+    }
+    store = RunStore(output_dir / "runs")
+    if not args.resume and len(store):
+        _log(
+            f"note: {store.directory}/ holds {_plural(len(store), 'finished run')} "
+            "of an earlier command; this one replaces those it repeats (--resume "
+            "would reuse them)"
+        )
+    progress = "off" if args.no_progress else "bar" if sys.stderr.isatty() else "log"
+    finished: list[RunTrace] = []
     start = time.perf_counter()
     try:
         traces, notes = run_benchmark(
-            problems, policies, horizon, seeds, progress=not args.no_progress
+            problems,
+            job.policies,
+            job.horizon,
+            job.seeds,
+            progress=progress,
+            log=_log,
+            store=store,
+            resume=args.resume,
+            on_trace=finished.append,
         )
-    except (ValueError, TypeError) as error:
-        parser.error(str(error))
+    except KeyboardInterrupt:
+        _save_partial(finished, output_dir, metadata, "interrupted")
+        return 130
+    except BaseException:
+        _save_partial(finished, output_dir, metadata, "crashed")
+        raise
     wall = time.perf_counter() - start
     if not traces:
         print("No run was possible (see the notes above).")
@@ -300,16 +609,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(summary_line)
     metadata |= {
-        "command": shlex.join(
-            ["botorch-sketch-bench", *(sys.argv[1:] if argv is None else argv)]
-        ),
-        "preset": preset.name,
-        "smoke": args.smoke,
-        "horizon": horizon,
-        "seeds": list(seeds),
-        "problems": specs,
-        "problem_settings": problem_settings,
-        "policies": [_describe_options(c, horizon) for c in policies],
         "notes": notes,
         "peak_memory_method": sorted({trace.memory_method for trace in traces}),
         "benchmark_wall_seconds": wall,
@@ -317,7 +616,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     written = write_results(traces, output_dir, metadata)
     if not args.no_plots:
         written += plot_all(traces, output_dir)
-    print(f"\nwall time {wall:.1f} s; wrote {len(written)} files to {output_dir}/")
+    print(
+        f"\nwall time {wall:.1f} s; wrote {_plural(len(written), 'file')} to "
+        f"{output_dir}/ (and the runs to {store.directory}/)"
+    )
     for path in written:
         print(f"  {path}")
     return 0

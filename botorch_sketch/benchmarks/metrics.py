@@ -13,9 +13,12 @@ policy's diagnostics after each batch. Derived curves:
 - cumulative selection / update / total wall time (the total includes the policy's
   ``reset``), batch size, diagnostics.
 
-Across seeds, curves are summarized by their mean and a Student-t 95% interval
-(:func:`mean_interval`). :class:`PeakMemoryMonitor` measures peak memory and
-:func:`measure_matmul_gflops` the machine's matrix-multiply throughput.
+Across seeds, curves and final values are summarized by their mean and a band
+(:func:`seed_band`): the range ``[min, max]`` of the seeds when there are fewer than
+:data:`MIN_SEEDS_FOR_INTERVAL`, else a Student-t 95% interval clipped at the
+quantity's lower bound (0 for regrets, times, sizes and memory); one seed has no band.
+:class:`PeakMemoryMonitor` measures peak memory and :func:`measure_matmul_gflops` the
+machine's matrix-multiply throughput.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import ctypes
 import json
 import math
 import os
+import re
 import resource
 import sys
 import threading
@@ -52,8 +56,40 @@ CURVES = (
 )
 
 #: ``time_per_evaluation`` averages over the last ``horizon // TIME_WINDOWS``
-#: evaluations (so batch policies, timed per batch, give a smooth curve).
+#: evaluations (after spreading each batch's time over its evaluations).
 TIME_WINDOWS = 50
+
+#: With fewer seeds than this, bands are the seeds' range, not a t-interval.
+MIN_SEEDS_FOR_INTERVAL = 5
+
+#: Curves, final values and diagnostics that cannot be negative (bands stop at 0).
+NONNEGATIVE = frozenset(
+    {
+        *CURVES,
+        "ask_seconds",
+        "tell_seconds",
+        "setup_seconds",
+        "total_seconds",
+        "num_batches",
+        "max_batch_size",
+        "peak_memory_mb",
+        "dictionary_size",
+        "dictionary_churn",
+        "gflop",
+        "num_inducing",
+        "reselections",
+        "grid_points",
+        "num_cubes",
+        "epoch",
+        "cube_level",
+    }
+)
+
+
+def safe_name(name: str) -> str:
+    r"""``name`` with every run of characters outside ``[A-Za-z0-9_.-]`` as ``_``
+    (for file names)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
 def expected_uniform_regret(
@@ -142,7 +178,11 @@ class RunTrace:
             return self.setup_seconds + np.cumsum(self.ask_seconds + self.tell_seconds)
         if name == "time_per_evaluation":
             window = max(1, self.horizon // TIME_WINDOWS)
-            total = np.cumsum(self.ask_seconds + self.tell_seconds)
+            sizes = np.bincount(self.batch_index)
+            batch_seconds = np.bincount(
+                self.batch_index, weights=self.ask_seconds + self.tell_seconds
+            )
+            total = np.cumsum((batch_seconds / sizes)[self.batch_index])
             lagged = np.concatenate([np.zeros(window), total[:-window]])
             return (total - lagged) / np.minimum(steps, window)
         if name == "batch_size":
@@ -151,6 +191,52 @@ class RunTrace:
 
     def curve_names(self) -> list[str]:
         return list(CURVES) + sorted(self.diagnostics)
+
+    def to_dict(self) -> dict[str, object]:
+        r"""Every field as strict-JSON values (arrays as lists, NaN as None)."""
+        return {
+            "problem": self.problem,
+            "policy": self.policy,
+            "seed": self.seed,
+            "optimum": self.optimum,
+            "uniform_regret": self.uniform_regret,
+            "values": _finite_list(self.values),
+            "ask_seconds": self.ask_seconds.tolist(),
+            "tell_seconds": self.tell_seconds.tolist(),
+            "batch_index": self.batch_index.tolist(),
+            "diagnostics": {
+                key: _finite_list(values) for key, values in self.diagnostics.items()
+            },
+            "setup_seconds": self.setup_seconds,
+            "peak_memory_mb": _json_safe(self.peak_memory_mb),
+            "memory_method": self.memory_method,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> RunTrace:
+        r"""Inverse of :meth:`to_dict` (None becomes NaN)."""
+
+        def floats(values: object) -> np.ndarray:
+            return np.array([math.nan if v is None else v for v in values], dtype=float)
+
+        peak = data["peak_memory_mb"]
+        return cls(
+            problem=data["problem"],
+            policy=data["policy"],
+            seed=int(data["seed"]),
+            optimum=float(data["optimum"]),
+            uniform_regret=float(data["uniform_regret"]),
+            values=floats(data["values"]),
+            ask_seconds=floats(data["ask_seconds"]),
+            tell_seconds=floats(data["tell_seconds"]),
+            batch_index=np.array(data["batch_index"], dtype=np.int64),
+            diagnostics={
+                key: floats(values) for key, values in data["diagnostics"].items()
+            },
+            setup_seconds=float(data["setup_seconds"]),
+            peak_memory_mb=math.nan if peak is None else float(peak),
+            memory_method=data["memory_method"],
+        )
 
     def summary(self) -> dict[str, float]:
         r"""Final values: regrets, times, batches, last diagnostics, memory."""
@@ -193,6 +279,45 @@ def mean_interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray,
     return mean, mean - half, mean + half
 
 
+def seed_band(
+    samples: np.ndarray, lower: float = -math.inf, level: float = 0.95
+) -> tuple[np.ndarray, ...]:
+    r"""Mean and band over the first axis (the seeds), never below ``lower``.
+
+    Fewer than :data:`MIN_SEEDS_FOR_INTERVAL` seeds: the band is the seeds' range
+    ``[min, max]`` (a t-interval from 2-4 seeds is too wide to mean anything); more:
+    the Student-t interval of :func:`mean_interval`, clipped at ``lower``. One seed:
+    the band collapses to the value.
+
+    Args:
+        samples: ``n x ...`` values, one row per seed.
+        lower: The quantity's lower bound (e.g. 0 for times and regrets).
+        level: Coverage of the t-interval.
+
+    Returns:
+        ``(mean, low, high)``, each of shape ``...``.
+    """
+    samples = np.asarray(samples, dtype=float)
+    if samples.shape[0] < MIN_SEEDS_FOR_INTERVAL:
+        return samples.mean(axis=0), samples.min(axis=0), samples.max(axis=0)
+    mean, low, high = mean_interval(samples, level)
+    return mean, np.maximum(low, lower), high
+
+
+def lower_bound(name: str) -> float:
+    r"""0 for quantities in :data:`NONNEGATIVE`, else ``-inf``."""
+    return 0.0 if name in NONNEGATIVE else -math.inf
+
+
+def band_description(num_seeds: int) -> str:
+    r"""What :func:`seed_band` shows for ``num_seeds`` seeds, in words."""
+    if num_seeds == 1:
+        return "1 seed"
+    if num_seeds < MIN_SEEDS_FOR_INTERVAL:
+        return f"mean and range (min, max) of {num_seeds} seeds"
+    return f"mean and 95% t-interval of {num_seeds} seeds, clipped at 0"
+
+
 def group_traces(traces: Iterable[RunTrace]) -> dict[tuple[str, str], list[RunTrace]]:
     r"""Group traces by ``(problem, policy)``, keeping first-seen order."""
     groups: dict[tuple[str, str], list[RunTrace]] = {}
@@ -202,10 +327,11 @@ def group_traces(traces: Iterable[RunTrace]) -> dict[tuple[str, str], list[RunTr
 
 
 def aggregate_curve(traces: Sequence[RunTrace], name: str) -> tuple[np.ndarray, ...]:
-    r"""``(t, mean, low, high)`` of a curve over seeds (common horizon)."""
+    r"""``(t, mean, low, high)`` of a curve over seeds (common horizon), with the
+    band of :func:`seed_band`."""
     horizon = min(trace.horizon for trace in traces)
     stacked = np.stack([trace.curve(name)[:horizon] for trace in traces])
-    return (np.arange(1, horizon + 1), *mean_interval(stacked))
+    return (np.arange(1, horizon + 1), *seed_band(stacked, lower_bound(name)))
 
 
 _SUMMARY_KEYS = (
@@ -227,7 +353,11 @@ def summarize(
     reference: str = "exact-ucb",
     matmul_gflops: float | None = None,
 ) -> list[dict[str, object]]:
-    r"""One row per ``(problem, policy)``: mean and 95% interval of final values.
+    r"""One row per ``(problem, policy)``: mean and band of the final values.
+
+    ``KEY_low`` / ``KEY_high`` hold the :func:`seed_band` of each value (the seeds'
+    range below :data:`MIN_SEEDS_FOR_INTERVAL` seeds, else a 95% t-interval clipped at
+    0 for non-negative quantities) and ``band`` says which in words.
 
     When the policy labelled ``reference`` ran on the same problem, each row also
     gets ``time_vs_reference`` and ``regret_vs_reference``: the ratios of mean total
@@ -249,10 +379,11 @@ def summarize(
             "policy": policy,
             "horizon": min(final["horizon"] for final in finals),
             "seeds": len(group),
+            "band": band_description(len(group)),
         }
         for key in keys:
             values = np.array([final.get(key, math.nan) for final in finals])
-            mean, low, high = mean_interval(values)
+            mean, low, high = seed_band(values, lower_bound(key))
             row[key] = float(mean)
             row[f"{key}_low"] = float(low)
             row[f"{key}_high"] = float(high)
@@ -278,7 +409,9 @@ def _ratio(value: float, base: float) -> float:
 
 
 def format_table(rows: Sequence[dict[str, object]]) -> str:
-    r"""A fixed-width text table of :func:`summarize` rows (mean +- half interval)."""
+    r"""A fixed-width text table of :func:`summarize` rows: means, with the band of
+    regrets and total time in brackets when there are several seeds, and a last line
+    saying what the band is."""
     columns = [
         ("problem", "problem", "{}"),
         ("policy", "policy", "{}"),
@@ -297,12 +430,7 @@ def format_table(rows: Sequence[dict[str, object]]) -> str:
         ("dictionary_churn", "churn", "{:.1f}"),
         ("peak_memory_mb", "peak MiB", "{:.0f}"),
     ]
-    interval_keys = {
-        "cumulative_regret",
-        "regret_ratio",
-        "simple_regret",
-        "total_seconds",
-    }
+    interval_keys = {"cumulative_regret", "regret_ratio", "total_seconds"}
     cells = []
     for row in rows:
         line = []
@@ -313,9 +441,8 @@ def format_table(rows: Sequence[dict[str, object]]) -> str:
                 continue
             text = fmt.format(value)
             if key in interval_keys and row["seeds"] > 1:
-                text += " +- " + fmt.format(
-                    (row[f"{key}_high"] - row[f"{key}_low"]) / 2
-                )
+                low, high = row[f"{key}_low"], row[f"{key}_high"]
+                text += f" [{fmt.format(low)}, {fmt.format(high)}]"
             line.append(text)
         cells.append(line)
     headers = [header for _, header, _ in columns]
@@ -328,7 +455,15 @@ def format_table(rows: Sequence[dict[str, object]]) -> str:
         return "  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True))
 
     rule = "  ".join("-" * w for w in widths)
-    return "\n".join([render(headers), rule, *(render(line) for line in cells)])
+    lines = [render(headers), rule, *(render(line) for line in cells)]
+    bands = dict.fromkeys(
+        band_description(row["seeds"]).removeprefix("mean and ")
+        for row in rows
+        if row["seeds"] > 1
+    )
+    if bands:
+        lines.append(f"means; in brackets the {'; '.join(bands)}")
+    return "\n".join(lines)
 
 
 def verdict(rows: Sequence[dict[str, object]], reference: str = "exact-ucb") -> str:

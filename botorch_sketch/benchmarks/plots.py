@@ -1,50 +1,131 @@
 r"""PNG plots of benchmark traces (matplotlib's Agg canvas; no global backend change).
 
 For each problem, :func:`plot_problem` draws one figure per view, a line per policy
-with the mean over seeds and a shaded 95% interval:
+with the mean over seeds and, with several seeds, a shaded band (:func:`seed_band`:
+the seeds' range below five seeds, a 95% t-interval clipped at 0 from five on):
 
 - ``<problem>_regret_ratio.png``: regret ratio ``R_t / R_t(uniform)`` vs ``t``;
 - ``<problem>_cumulative_time.png``: cumulative wall time (selection + update) vs ``t``;
+- ``<problem>_time_per_evaluation.png``: wall time per evaluation (each batch's time
+  spread over its evaluations, averaged over a trailing window) vs ``t``;
 - ``<problem>_batch_size.png``: size of the batch holding evaluation ``t``;
 - ``<problem>_dictionary_size.png``: the ``dictionary_size`` diagnostic vs ``t``
   (only when some policy reports it);
 - ``<problem>_regret_vs_time.png``: cumulative regret vs cumulative wall time.
+
+Every policy has its own color, line style and markers (placed at staggered steps),
+so lines that coincide, e.g. several policies at batch size 1, stay visible; the
+legend sits outside the axes.
 """
 
 from __future__ import annotations
 
-import re
+import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from botorch_sketch.benchmarks.metrics import RunTrace, aggregate_curve, group_traces
-
-#: ``(file suffix, curve, y label, log y)`` of the views against ``t``.
-VIEWS = (
-    ("regret_ratio", "regret_ratio", "regret ratio R_t / R_t(uniform)", False),
-    ("cumulative_time", "cumulative_time", "cumulative wall time [s]", True),
-    (
-        "time_per_evaluation",
-        "time_per_evaluation",
-        "wall time per evaluation [s]",
-        True,
-    ),
-    ("batch_size", "batch_size", "batch size", True),
-    ("dictionary_size", "dictionary_size", "dictionary size", False),
+from botorch_sketch.benchmarks.metrics import (
+    RunTrace,
+    aggregate_curve,
+    band_description,
+    group_traces,
+    safe_name,
 )
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+@dataclass(frozen=True)
+class View:
+    r"""One plot against ``t``.
+
+    Attributes:
+        suffix: File name suffix.
+        curve: :meth:`RunTrace.curve` name.
+        ylabel: Y axis label.
+        log_y: Logarithmic y axis.
+        legend_value: ``"max"`` or ``"last"``: add that value of the mean curve to
+            each legend entry (for sizes several policies may share), or None.
+    """
+
+    suffix: str
+    curve: str
+    ylabel: str
+    log_y: bool = False
+    legend_value: str | None = None
 
 
-def _save(figure: Figure, path: Path) -> Path:
+VIEWS = (
+    View("regret_ratio", "regret_ratio", "regret ratio R_t / R_t(uniform)"),
+    View("cumulative_time", "cumulative_time", "cumulative wall time [s]", True),
+    View(
+        "time_per_evaluation",
+        "time_per_evaluation",
+        "wall time per evaluation [s]\n(batch time / batch size, trailing mean)",
+        True,
+    ),
+    View("batch_size", "batch_size", "batch size", True, "max"),
+    View("dictionary_size", "dictionary_size", "dictionary size", False, "last"),
+)
+
+_LINE_STYLES = ("-", "--", "-.", ":")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+_NUM_MARKERS = 8
+
+
+def _styles(num_policies: int, num_steps: int) -> list[dict[str, object]]:
+    r"""Line style, marker and staggered ``markevery`` of each policy, so that
+    coinciding lines show every policy's markers at different steps."""
+    every = max(1, num_steps // _NUM_MARKERS)
+    styles = itertools.cycle(_LINE_STYLES)
+    markers = itertools.cycle(_MARKERS)
+    return [
+        {
+            "linestyle": next(styles),
+            "marker": next(markers),
+            "markevery": (min(i * every // num_policies, num_steps - 1), every),
+            "markersize": 5,
+            "linewidth": 1.4,
+            "color": f"C{i % 10}",
+        }
+        for i in range(num_policies)
+    ]
+
+
+def plot_title(problem: str, groups: dict[str, list[RunTrace]]) -> str:
+    r"""The figures' title: the seed of one-seed runs, else what the band shows."""
+    counts = {len(group) for group in groups.values()}
+    if counts == {1}:
+        seeds = {group[0].seed for group in groups.values()}
+        if len(seeds) == 1:
+            return f"{problem}: seed {seeds.pop()}"
+        return f"{problem}: 1 seed per policy"
+    if len(counts) == 1:
+        return f"{problem}: {band_description(counts.pop())}"
+    return f"{problem}: mean and band over the seeds in the legend"
+
+
+def _label(policy: str, group: list[RunTrace], mixed: bool) -> str:
+    return f"{policy} ({len(group)} seeds)" if mixed else policy
+
+
+def _finish(figure: Figure, axes: Axes, title: str, path: Path) -> Path:
+    axes.set_title(title, fontsize=10)
+    axes.grid(True, which="major", alpha=0.3)
+    figure.legend(loc="outside right upper", fontsize=8)
     FigureCanvasAgg(figure)
     figure.savefig(path, dpi=110)
     return path
+
+
+def _new_figure() -> tuple[Figure, Axes]:
+    figure = Figure(figsize=(8.0, 4.2), layout="constrained")
+    return figure, figure.add_subplot()
 
 
 def plot_problem(
@@ -69,42 +150,56 @@ def plot_problem(
     }
     if not groups:
         raise ValueError(f"No traces for problem {problem!r}.")
-    seeds = sorted({len(group) for group in groups.values()})
-    title = f"{problem}: mean, 95% t-interval over {'/'.join(map(str, seeds))} seeds"
+    title = plot_title(problem, groups)
+    mixed = len({len(group) for group in groups.values()}) > 1
+    horizon = min(trace.horizon for group in groups.values() for trace in group)
+    styles = dict(zip(groups, _styles(len(groups), horizon), strict=True))
+    prefix = safe_name(problem)
     written = []
-    for suffix, curve, ylabel, log_y in VIEWS:
+    for view in VIEWS:
         curves = {
-            policy: aggregate_curve(group, curve)
+            policy: aggregate_curve(group, view.curve)
             for policy, group in groups.items()
-            if curve in group[0].curve_names()
+            if view.curve in group[0].curve_names()
         }
         if not curves:
             continue
-        figure = Figure(figsize=(6.4, 4.2), layout="constrained")
-        axes = figure.add_subplot()
+        figure, axes = _new_figure()
         for policy, (steps, mean, low, high) in curves.items():
-            (line,) = axes.plot(steps, mean, label=policy)
-            axes.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
-        if log_y:
+            label = _label(policy, groups[policy], mixed)
+            if view.legend_value is not None:
+                value = np.nanmax(mean) if view.legend_value == "max" else mean[-1]
+                label += f": {view.legend_value} {value:.0f}"
+            axes.plot(steps, mean, label=label, **styles[policy])
+            if len(groups[policy]) > 1:
+                axes.fill_between(
+                    steps, low, high, color=styles[policy]["color"], alpha=0.15
+                )
+        if view.log_y:
             axes.set_yscale("log")
+        if view.legend_value is not None:  # sizes: plain numbers on the axis
+            axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axes.yaxis.set_minor_formatter(NullFormatter())
         axes.set_xlabel("evaluations t")
-        axes.set_ylabel(ylabel)
-        axes.set_title(title)
-        axes.legend()
-        written.append(_save(figure, output_dir / f"{_safe(problem)}_{suffix}.png"))
-    figure = Figure(figsize=(6.4, 4.2), layout="constrained")
-    axes = figure.add_subplot()
+        axes.set_ylabel(view.ylabel)
+        written.append(
+            _finish(figure, axes, title, output_dir / f"{prefix}_{view.suffix}.png")
+        )
+    figure, axes = _new_figure()
     for policy, group in groups.items():
         _, seconds, _, _ = aggregate_curve(group, "cumulative_time")
         _, regret, low, high = aggregate_curve(group, "cumulative_regret")
-        (line,) = axes.plot(seconds, regret, label=policy)
-        axes.fill_between(seconds, low, high, color=line.get_color(), alpha=0.15)
+        axes.plot(seconds, regret, label=_label(policy, group, mixed), **styles[policy])
+        if len(group) > 1:
+            axes.fill_between(
+                seconds, low, high, color=styles[policy]["color"], alpha=0.15
+            )
     axes.set_xscale("log")
     axes.set_xlabel("cumulative wall time [s] (mean over seeds)")
     axes.set_ylabel("cumulative regret")
-    axes.set_title(title)
-    axes.legend()
-    written.append(_save(figure, output_dir / f"{_safe(problem)}_regret_vs_time.png"))
+    written.append(
+        _finish(figure, axes, title, output_dir / f"{prefix}_regret_vs_time.png")
+    )
     return written
 
 

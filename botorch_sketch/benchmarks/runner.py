@@ -5,7 +5,8 @@ last one so that exactly ``T`` rewards are observed, draws the Gaussian reward n
 times ``ask()`` and ``tell()`` separately (synchronizing CUDA first), records the
 policy's diagnostics and measures peak memory. :func:`run_benchmark` runs every
 (problem, policy, seed) combination, skipping unavailable or unsuited policies with a
-note.
+note; with a :class:`RunStore` it writes each run to its own JSON file as soon as it
+finishes and, when resuming, reuses the files of runs made with the same settings.
 
 Seeds: run seed ``s`` gives the policy ``torch.Generator().manual_seed(2 s)`` and the
 reward noise ``manual_seed(2 s + 1)``, both CPU generators (policies on other devices
@@ -15,11 +16,15 @@ policies see common random numbers.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 import platform
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 
 import botorch
 import gpytorch
@@ -33,9 +38,21 @@ from botorch_sketch.benchmarks.metrics import (
     RunTrace,
     expected_uniform_regret,
     measure_matmul_gflops,
+    safe_name,
 )
 from botorch_sketch.benchmarks.policies.base import Policy, Problem
 from botorch_sketch.benchmarks.registry import PolicyConfig, policy_status
+
+#: Progress display modes: tqdm bars, periodic log lines, nothing.
+PROGRESS_MODES = ("bar", "log", "off")
+
+
+def _progress_mode(progress: bool | str) -> str:
+    if isinstance(progress, bool):
+        return "bar" if progress else "off"
+    if progress not in PROGRESS_MODES:
+        raise ValueError(f"`progress` must be a bool or one of {PROGRESS_MODES}.")
+    return progress
 
 
 def _check_positive_int(value: object, name: str) -> int:
@@ -80,9 +97,11 @@ def run_policy(
     seed: int = 0,
     *,
     label: str | None = None,
-    progress: bool = True,
+    progress: bool | str = True,
     uniform_regret: float | None = None,
     warm_up_steps: int = 2,
+    log: Callable[[str], None] = print,
+    log_every: float = 60.0,
 ) -> RunTrace:
     r"""Run ``policy`` on ``problem`` for exactly ``horizon`` noisy evaluations.
 
@@ -97,9 +116,12 @@ def run_policy(
         horizon: Number of evaluations ``T``.
         seed: Run seed (policy randomness and reward noise).
         label: Policy name in the trace (default ``policy.name``).
-        progress: Show a tqdm progress bar.
+        progress: ``"bar"`` (or True) for a tqdm progress bar, ``"log"`` for a line
+            to ``log`` every ``log_every`` seconds, ``"off"`` (or False) for nothing.
         uniform_regret: Precomputed :func:`expected_uniform_regret` of ``problem``.
         warm_up_steps: Untimed ask/tell rounds before the measured run.
+        log: Receives the progress lines of ``progress="log"``.
+        log_every: Seconds between progress lines.
 
     Returns:
         The run's :class:`RunTrace`.
@@ -109,6 +131,7 @@ def run_policy(
         >>> trace.curve("regret_ratio")[-1]
     """
     _check_positive_int(horizon, "horizon")
+    mode = _progress_mode(progress)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.")
     if problem.is_finite and not policy.supports_finite:
@@ -131,13 +154,17 @@ def run_policy(
     batch_index = np.empty(horizon, dtype=np.int64)
     diagnostics: dict[str, np.ndarray] = {}
     noise_generator = torch.Generator().manual_seed(2 * seed + 1)
-    bar = tqdm(
-        total=horizon,
-        desc=f"{label} | {problem.name} | seed {seed}",
-        disable=not progress,
-        leave=False,
-        dynamic_ncols=True,
-    )
+    description = f"{label} | {problem.name} | seed {seed}"
+    if mode == "log":
+        bar = _LogProgress(horizon, description, log, log_every)
+    else:
+        bar = tqdm(
+            total=horizon,
+            desc=description,
+            disable=mode == "off",
+            leave=False,
+            dynamic_ncols=True,
+        )
     if warm_up_steps:
         _warm_up(problem, policy, horizon, warm_up_steps)
     with PeakMemoryMonitor(device) as memory, bar:
@@ -205,6 +232,39 @@ def _warm_up(problem: Problem, policy: Policy, horizon: int, steps: int) -> None
         t += chosen.shape[0]
 
 
+class _LogProgress:
+    r"""A progress "bar" that logs ``description: t = .../T (... s)`` at most every
+    ``every`` seconds (for logs and pipes, where tqdm's redraws are noise)."""
+
+    def __init__(
+        self, total: int, description: str, log: Callable[[str], None], every: float
+    ) -> None:
+        self.total, self.description, self.log, self.every = (
+            total,
+            description,
+            log,
+            every,
+        )
+        self.done = 0
+        self.start = self.last = time.perf_counter()
+
+    def update(self, count: int) -> None:
+        self.done += count
+        now = time.perf_counter()
+        if now - self.last >= self.every and self.done < self.total:
+            self.last = now
+            self.log(
+                f"  {self.description}: t = {self.done}/{self.total} "
+                f"({now - self.start:.0f} s)"
+            )
+
+    def __enter__(self) -> _LogProgress:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
 class _Clock:
     r"""Wall-clock timing of a call, synchronizing the device before reading."""
 
@@ -221,14 +281,111 @@ class _Clock:
         return result, time.perf_counter() - start
 
 
+def _json_normal(value: object) -> object:
+    r"""``value`` as it reads back from JSON (tuples as lists, other objects as
+    their repr)."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+def run_fingerprint(
+    problem: Problem, config: PolicyConfig, horizon: int, uniform_regret: float
+) -> dict[str, object]:
+    r"""What makes two runs of the same seed interchangeable: the problem (name,
+    settings, a SHA-256 of its bounds, arms and arm values, dtype, device), the policy
+    (registry name, options resolved for ``horizon``) and ``horizon``."""
+    digest = hashlib.sha256()
+    for tensor in (problem.bounds, problem.arms, problem.arm_values):
+        if tensor is not None:
+            digest.update(tensor.detach().double().cpu().contiguous().numpy().tobytes())
+    return _json_normal(
+        {
+            "problem": problem.name,
+            "dtype": str(problem.bounds.dtype).removeprefix("torch."),
+            "device": str(problem.bounds.device),
+            "noise_std": problem.noise_std,
+            "optimum": problem.optimum,
+            "uniform_regret": uniform_regret,
+            "hyperparameters": problem.hyperparameters,
+            "data_sha256": digest.hexdigest(),
+            "policy": config.name,
+            "options": config.resolved_options(horizon),
+            "horizon": horizon,
+        }
+    )
+
+
+class RunStore:
+    r"""Finished runs, one JSON file each,
+    ``directory/<problem>__<label>__seed<s>.json``, holding
+    ``{"fingerprint": ..., "trace": RunTrace.to_dict()}``.
+
+    Files are written atomically (a temporary file renamed into place), so an
+    interrupted write never leaves a half file under the final name.
+
+    Example:
+        >>> store = RunStore("benchmark_results/runs")
+        >>> store.save(trace, fingerprint)
+        >>> store.load("cadata", "bbkb", 0, fingerprint)  # the trace, or None
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+
+    def path(self, problem: str, label: str, seed: int) -> Path:
+        return (
+            self.directory
+            / f"{safe_name(problem)}__{safe_name(label)}__seed{seed}.json"
+        )
+
+    def save(self, trace: RunTrace, fingerprint: dict[str, object]) -> Path:
+        r"""Write ``trace`` with its ``fingerprint`` (:func:`run_fingerprint`)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.path(trace.problem, trace.policy, trace.seed)
+        partial = path.with_name(path.name + ".partial")
+        payload = {"fingerprint": fingerprint, "trace": trace.to_dict()}
+        partial.write_text(json.dumps(payload))
+        os.replace(partial, path)
+        return path
+
+    def load(
+        self, problem: str, label: str, seed: int, fingerprint: dict[str, object]
+    ) -> tuple[RunTrace | None, str | None]:
+        r"""``(trace, None)`` if a run with this ``fingerprint`` is stored, else
+        ``(None, why)`` (``why`` is None when there is no file at all)."""
+        path = self.path(problem, label, seed)
+        if not path.is_file():
+            return None, None
+        try:
+            payload = json.loads(path.read_text())
+            trace = RunTrace.from_dict(payload["trace"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            return None, f"{path} is unreadable ({error})"
+        if payload.get("fingerprint") != fingerprint or (
+            trace.problem,
+            trace.policy,
+            trace.seed,
+        ) != (problem, label, seed):
+            return None, f"{path} was made with other settings"
+        return trace, None
+
+    def __len__(self) -> int:
+        r"""Number of stored run files."""
+        if not self.directory.is_dir():
+            return 0
+        return sum(1 for _ in self.directory.glob("*__seed*.json"))
+
+
 def run_benchmark(
     problems: Sequence[Problem],
     policies: Sequence[PolicyConfig],
     horizon: int,
     seeds: Sequence[int],
     *,
-    progress: bool = True,
+    progress: bool | str = True,
     log: Callable[[str], None] = print,
+    store: RunStore | None = None,
+    resume: bool = False,
+    on_trace: Callable[[RunTrace], None] | None = None,
 ) -> tuple[list[RunTrace], list[str]]:
     r"""Run every policy on every problem for every seed.
 
@@ -241,18 +398,26 @@ def run_benchmark(
         policies: Policies (registry name, label, options).
         horizon: Evaluations per run.
         seeds: Run seeds.
-        progress: Show tqdm progress bars.
-        log: Receives one line per note.
+        progress: ``"bar"``/True, ``"log"`` (a line per finished run and periodic
+            lines within long runs) or ``"off"``/False, see :func:`run_policy`.
+        log: Receives one line per note (and the ``"log"`` progress lines).
+        store: Where each run is written as soon as it finishes.
+        resume: Reuse the runs ``store`` holds with the same settings
+            (:func:`run_fingerprint`) instead of running them again.
+        on_trace: Called with each finished (or reused) run, in order.
 
     Returns:
-        ``(traces, notes)``.
+        ``(traces, notes)``, traces in (problem, policy, seed) order.
     """
     _check_positive_int(horizon, "horizon")
+    mode = _progress_mode(progress)
     if not seeds:
         raise ValueError("`seeds` must not be empty.")
     labels = [config.label for config in policies]
     if len(set(labels)) != len(labels):
         raise ValueError(f"Policy labels must be unique, got {labels}.")
+    if resume and store is None:
+        raise ValueError("`resume` needs a `store`.")
     notes: list[str] = []
 
     def note(text: str) -> None:
@@ -266,7 +431,7 @@ def run_benchmark(
             note(f"skipping {config.label} ({reason})")
             continue
         built[config.label] = config.build(horizon)
-    traces = []
+    plan = []
     for problem in problems:
         uniform_regret = expected_uniform_regret(problem)
         for config in policies:
@@ -278,18 +443,52 @@ def run_benchmark(
                 kind = "finite" if problem.is_finite else "box"
                 note(f"skipping {config.label} on {problem.name} (no {kind} support)")
                 continue
+            fingerprint = run_fingerprint(problem, config, horizon, uniform_regret)
             for seed in seeds:
-                traces.append(
-                    run_policy(
-                        problem,
-                        config.build(horizon),
-                        horizon,
-                        seed,
-                        label=config.label,
-                        progress=progress,
-                        uniform_regret=uniform_regret,
+                stored = None
+                if resume:
+                    stored, why = store.load(
+                        problem.name, config.label, seed, fingerprint
                     )
+                    if why is not None:
+                        note(f"running again: {why}")
+                plan.append(
+                    (problem, config, seed, uniform_regret, fingerprint, stored)
                 )
+    reused = sum(stored is not None for *_, stored in plan)
+    if resume:
+        note(f"resuming: {reused} of {len(plan)} runs already done")
+    traces = []
+    for number, (
+        problem,
+        config,
+        seed,
+        uniform_regret,
+        fingerprint,
+        trace,
+    ) in enumerate(plan, 1):
+        if trace is None:
+            start = time.perf_counter()
+            trace = run_policy(
+                problem,
+                config.build(horizon),
+                horizon,
+                seed,
+                label=config.label,
+                progress=mode,
+                uniform_regret=uniform_regret,
+                log=log,
+            )
+            if store is not None:
+                store.save(trace, fingerprint)
+            if mode == "log":
+                log(
+                    f"run {number}/{len(plan)} done: {config.label} | {problem.name} "
+                    f"| seed {seed} ({time.perf_counter() - start:.1f} s)"
+                )
+        traces.append(trace)
+        if on_trace is not None:
+            on_trace(trace)
     return traces, notes
 
 

@@ -1,19 +1,24 @@
 import csv
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from botorch_sketch.benchmarks import __main__ as entry
+from botorch_sketch.benchmarks import registry
 from botorch_sketch.benchmarks.cli import (
     apply_options,
+    format_seeds,
     main,
     parse_algorithms,
     parse_seeds,
 )
+from botorch_sketch.benchmarks.policies.baselines import UniformPolicy
 from botorch_sketch.benchmarks.presets import PRESETS, get_preset
-from botorch_sketch.benchmarks.registry import PolicyConfig
+from botorch_sketch.benchmarks.registry import PolicyConfig, PolicyEntry
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
@@ -82,7 +87,7 @@ def test_custom_run_writes_only_to_the_output_dir(
             "--algorithms", "exact-ucb,u=uniform,exact-bucb",
             "-T", "15",
             "--seeds", "0-1",
-            "--option", "exact-ucb:radius=2",
+            "--option", "exact-ucb:radius=2.0000001",
             "--batch-size", "4",
             "--dtype", "float32",
             "--threads", "2",
@@ -105,23 +110,137 @@ def test_custom_run_writes_only_to_the_output_dir(
     metadata = json.loads((out_dir / "results.json").read_text())["metadata"]
     assert metadata["matmul_gflops"] > 0 and metadata["dtype"] == "float32"
     assert metadata["torch_threads"] == 2
-    assert "exact-ucb (exact-ucb: radius=2)" in metadata["policies"]
+    assert "exact-ucb (exact-ucb: radius=2)" in metadata["policies"]  # rounded
+    assert "policy exact-ucb (exact-ucb: radius=2)\n" in printed
+    assert "2 threads" in printed and "seeds 0, 1" in printed
+    assert len(list((out_dir / "runs").glob("*.json"))) == 6
 
 
 @pytest.mark.parametrize(
-    "argv",
+    "argv, message",
     [
-        ["--preset", "nope"],
-        ["--option", "typo=1"],
-        ["--problem", "levy:dim=x"],
-        ["--seeds", "1", "--num-seeds", "2"],
-        ["--threads", "-1"],
+        (["--preset", "nope"], "Unknown preset"),
+        (["--option", "typo=1"], "typo"),
+        (["--option", "radius=abc"], "policy bbkb: `radius`"),
+        (["--problem", "levy:dim=x"], "levy:dim=x"),
+        (["--seeds", "1", "--num-seeds", "2"], "not both"),
+        (["--threads", "-1"], "--threads"),
+        (["-T", "0"], "--horizon"),
+        (["--device", "cuda:99"], "--device cuda:99"),
+        (["--device", "tpu"], "--device"),
+        (["--config", "missing.json"], "--config missing.json"),
+        (["--config", "x.json", "--preset", "default"], "--config replaces"),
+        (["--problem", "cadata", "--data-dir", "nowhere"], "--data-dir"),
+        (["--threads", "two"], "--threads"),
     ],
 )
-def test_bad_arguments_exit_with_usage_error(argv, tmp_path):
+def test_bad_arguments_end_in_one_line_and_exit_2(argv, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([*argv, "--output-dir", str(tmp_path / "x")])
     assert exit_info.value.code == 2 and not (tmp_path / "x").exists()
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+def test_missing_dataset_names_the_flag_and_variable(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("BOTORCH_SKETCH_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        main(["--preset", "bbkb-cadata", "--smoke"])
+    err = capsys.readouterr().err
+    assert "cadata.csv" in err and "--data-dir" in err
+    assert "BOTORCH_SKETCH_DATA" in err and len(err.splitlines()) == 1
+
+
+def test_output_dir_that_is_a_file_in_a_subprocess(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for target in (blocker, blocker / "below"):
+        done = subprocess.run(
+            [sys.executable, "-m", "botorch_sketch.benchmarks"]
+            + ["--output-dir", str(target), "-T", "3"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.count("\n") == 1 and "is a file, not a folder" in done.stderr
+    assert blocker.read_text() == ""
+
+
+class StopOnce(UniformPolicy):
+    r"""Uniform play that raises KeyboardInterrupt (a user's Ctrl-C) at the
+    ``stop_at``-th ask over all instances."""
+
+    asks = 0
+    stop_at = -1
+
+    def ask(self):
+        StopOnce.asks += 1
+        if StopOnce.asks == StopOnce.stop_at:
+            raise KeyboardInterrupt
+        return super().ask()
+
+
+def _deterministic_summaries(out_dir):
+    payload = json.loads((out_dir / "results.json").read_text())
+    keys = ("cumulative_regret", "regret_ratio", "simple_regret", "num_batches")
+    return [
+        (run["policy"], run["seed"], [run["summary"][k] for k in keys])
+        for run in payload["runs"]
+    ]
+
+
+def test_interrupt_then_resume_equals_an_uninterrupted_run(
+    tmp_path, capsys, monkeypatch, restore_threads
+):
+    monkeypatch.setitem(
+        registry.REGISTRY, "stop-once", PolicyEntry(__name__, "StopOnce", "test")
+    )
+    argv = [
+        "--problem", "levy:dim=2:arms=60",
+        "--algorithms", "exact-bucb,stop-once",
+        "--batch-size", "2",
+        "-T", "8",
+        "--seeds", "0-1",
+        "--no-plots",
+    ]  # fmt: skip
+    StopOnce.asks, StopOnce.stop_at = 0, -1
+    assert main([*argv, "--output-dir", str(tmp_path / "whole")]) == 0
+    printed = capsys.readouterr().out
+    assert "T = 8, seeds 0, 1, float64 on cpu, 1 thread," in printed
+    assert "run 4/4 done: stop-once | levy2_60 | seed 1" in printed  # not a TTY
+    out = tmp_path / "parts"
+    # 6 asks per stop-once run (2 warm-up, 4 batches): the 7th is its second run's.
+    StopOnce.asks, StopOnce.stop_at = 0, 7
+    assert main([*argv, "--output-dir", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted after 3 finished runs" in err and "--resume" in err
+    assert len(list((out / "runs").iterdir())) == 3
+    with (out / "summary.csv").open() as handle:
+        rows = {(row["policy"], row["seeds"]) for row in csv.DictReader(handle)}
+    assert rows == {("exact-bucb", "2"), ("stop-once", "1")}
+    partial = json.loads((out / "results.json").read_text())
+    assert partial["metadata"]["incomplete"] == "interrupted"
+    StopOnce.asks, StopOnce.stop_at = 0, -1
+    assert main([*argv, "--output-dir", str(out), "--resume"]) == 0
+    assert StopOnce.asks == 6  # only the missing run ran
+    assert "resuming: 3 of 4 runs already done" in capsys.readouterr().out
+    whole = _deterministic_summaries(tmp_path / "whole")
+    assert _deterministic_summaries(out) == whole
+    # The saved results.json reruns the same command.
+    rerun = tmp_path / "rerun"
+    saved = str(out / "results.json")
+    assert main(["--config", saved, "--output-dir", str(rerun), "--no-plots"]) == 0
+    assert _deterministic_summaries(rerun) == whole
+    assert "config " + saved in capsys.readouterr().out
+
+
+def test_counts_and_seed_lists_read_naturally():
+    assert format_seeds([0]) == "seed 0"
+    assert format_seeds([0, 1]) == "seeds 0, 1"
+    assert format_seeds([0, 1, 2, 3]) == "seeds 0-3"
+    assert format_seeds([0, 2, 7]) == "seeds 0, 2, 7"
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

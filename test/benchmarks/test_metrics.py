@@ -5,16 +5,20 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy.stats import t as student_t
 
 from botorch_sketch.benchmarks.metrics import (
+    MIN_SEEDS_FOR_INTERVAL,
     PeakMemoryMonitor,
     RunTrace,
     aggregate_curve,
+    band_description,
     checkpoints,
     expected_uniform_regret,
     format_table,
     mean_interval,
     measure_matmul_gflops,
+    seed_band,
     summarize,
     write_results,
 )
@@ -75,23 +79,32 @@ def test_curves_by_hand():
         trace.curve("nope")
 
 
-def test_time_per_evaluation_is_a_trailing_window_mean():
+def test_time_per_evaluation_spreads_batches_then_averages_a_window():
+    # Batch 0 took 0.1 + 0.2 + 0.4 s over 2 evaluations, batch 1 0.3 + 0.5 s over 2.
     np.testing.assert_allclose(
-        _trace().curve("time_per_evaluation"), [0.1, 0.6, 0, 0.8]
+        _trace().curve("time_per_evaluation"), [0.35, 0.35, 0.4, 0.4]
     )
     rng = np.random.default_rng(0)
     horizon = 120  # window of 120 // 50 = 2 evaluations
-    ask, tell = rng.random(horizon), rng.random(horizon)
+    sizes = [5, 1, 30, 2, 40, 42]  # batches; time booked at a batch's ends only
+    batch_index = np.repeat(np.arange(len(sizes)), sizes)
+    ask, tell = np.zeros(horizon), np.zeros(horizon)
+    ends = np.cumsum(sizes)
+    ask[ends - np.array(sizes)] = rng.random(len(sizes))
+    tell[ends - 1] = rng.random(len(sizes))
     trace = _trace(
         values=np.zeros(horizon),
         ask_seconds=ask,
         tell_seconds=tell,
-        batch_index=np.arange(horizon),
+        batch_index=batch_index,
         diagnostics={},
     )
-    seconds = ask + tell
-    expected = [seconds[max(0, i - 1) : i + 1].mean() for i in range(horizon)]
-    np.testing.assert_allclose(trace.curve("time_per_evaluation"), expected)
+    per_batch = [(ask + tell)[batch_index == b].sum() / n for b, n in enumerate(sizes)]
+    spread = np.array([per_batch[b] for b in batch_index])
+    expected = [spread[max(0, i - 1) : i + 1].mean() for i in range(horizon)]
+    curve = trace.curve("time_per_evaluation")
+    np.testing.assert_allclose(curve, expected)
+    assert curve.min() > 0  # no drop to 0 inside a batch (log axes)
 
 
 def test_mean_interval_student_t():
@@ -103,6 +116,113 @@ def test_mean_interval_student_t():
     np.testing.assert_allclose(mean - low, high - mean)
     mean, low, high = mean_interval(np.array([[5.0]]))
     assert mean == low == high == 5.0
+
+
+def test_seed_band_by_number_of_seeds():
+    rng = np.random.default_rng(1)
+    one = rng.random((1, 4))
+    mean, low, high = seed_band(one, lower=0.0)
+    np.testing.assert_array_equal(mean, one[0])
+    np.testing.assert_array_equal(low, one[0])
+    np.testing.assert_array_equal(high, one[0])
+    for n in (2, MIN_SEEDS_FOR_INTERVAL - 1):  # few seeds: the range
+        few = rng.normal(size=(n, 4))
+        mean, low, high = seed_band(few, lower=0.0)
+        np.testing.assert_allclose(mean, few.mean(axis=0))
+        np.testing.assert_array_equal(low, few.min(axis=0))  # never clipped: data
+        np.testing.assert_array_equal(high, few.max(axis=0))
+    many = np.array([[0.0, 5.0], [0.0, 6.0], [0.0, 7.0], [0.0, 4.0], [10.0, 5.5]])
+    mean, low, high = seed_band(many, lower=0.0)
+    half = student_t.ppf(0.975, 4) * many.std(axis=0, ddof=1) / np.sqrt(5)
+    np.testing.assert_allclose(mean, [2.0, 5.5])
+    np.testing.assert_allclose(high, mean + half)
+    # Column 0: mean 2, half-width 5.55 -> clipped at 0; column 1 stays symmetric.
+    assert mean[0] - half[0] < 0
+    np.testing.assert_allclose(low, [0.0, 5.5 - half[1]])
+    unclipped = seed_band(many)[1]
+    np.testing.assert_allclose(unclipped, mean - half)
+    assert band_description(1) == "1 seed"
+    assert "range" in band_description(2) and "2 seeds" in band_description(2)
+    assert "t-interval of 5 seeds" in band_description(5)
+
+
+def _seeds(policy, finals):
+    r"""One trace per seed whose final cumulative regret is ``finals[i]`` (T = 4,
+    regret only at the last step) and whose total time is ``1 + finals[i]``."""
+    return [
+        _trace(
+            policy=policy,
+            seed=seed,
+            values=(1.0, 1.0, 1.0, 1.0 - final),
+            ask_seconds=np.array([0.0, 0.0, 0.0, final]),
+            tell_seconds=np.zeros(4),
+        )
+        for seed, final in enumerate(finals)
+    ]
+
+
+def test_summary_of_one_two_and_many_seeds_against_numpy():
+    finals = {
+        "one": [0.3],
+        "two": [0.1, 0.9],
+        "many": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.05, 0.05, 0.05, 2.0],
+    }
+    traces = [trace for policy, f in finals.items() for trace in _seeds(policy, f)]
+    rows = {row["policy"]: row for row in summarize(traces)}
+    for policy, values in finals.items():
+        row, values = rows[policy], np.array(values)
+        assert row["seeds"] == len(values)
+        ratio = values / (4 * 0.5)  # R_T / (T r_unif)
+        seconds = 1.0 + values  # setup 1 s
+        for key, samples in (
+            ("cumulative_regret", values),
+            ("regret_ratio", ratio),
+            ("total_seconds", seconds),
+        ):
+            assert row[key] == pytest.approx(samples.mean(), rel=1e-12)
+            if len(values) == 1:
+                assert row[f"{key}_low"] == row[f"{key}_high"] == row[key]
+            elif len(values) < 5:
+                assert row[f"{key}_low"] == pytest.approx(samples.min(), rel=1e-12)
+                assert row[f"{key}_high"] == pytest.approx(samples.max(), rel=1e-12)
+            else:
+                half = student_t.ppf(0.975, len(values) - 1) * samples.std(ddof=1)
+                half /= np.sqrt(len(values))
+                assert row[f"{key}_high"] == pytest.approx(samples.mean() + half)
+                low = max(samples.mean() - half, 0.0)
+                assert row[f"{key}_low"] == pytest.approx(low, abs=1e-12)
+    # The 10-seed regrets' t-interval reaches below 0: clipped, never negative.
+    assert rows["many"]["cumulative_regret_low"] == 0.0
+    assert all(
+        v >= 0 for r in rows.values() for k, v in r.items() if k.endswith("_low")
+    )
+    assert rows["one"]["band"] == "1 seed"
+    assert "range (min, max) of 2 seeds" in rows["two"]["band"]
+    assert "t-interval of 10 seeds, clipped at 0" in rows["many"]["band"]
+    table = format_table(list(rows.values()))
+    assert "+-" not in table and "t-interval" in table.splitlines()[-1]
+    assert "0.2500 [0.0500, 0.4500]" in table  # "two": ratio mean [min, max]
+    single = format_table([rows["one"]])
+    assert "[" not in single and len(single.splitlines()) == 3
+
+
+def test_trace_round_trips_through_json():
+    trace = _trace(
+        diagnostics={"dictionary_size": np.array([2.0, np.nan, 3.0, 3.0])},
+        peak_memory_mb=float("nan"),
+        memory_method="sampled",
+    )
+    text = json.dumps(trace.to_dict(), allow_nan=False)
+    back = RunTrace.from_dict(json.loads(text))
+    for name in ("values", "ask_seconds", "tell_seconds", "batch_index"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(trace, name))
+    np.testing.assert_array_equal(
+        back.diagnostics["dictionary_size"], trace.diagnostics["dictionary_size"]
+    )
+    assert back.batch_index.dtype == np.int64 and math.isnan(back.peak_memory_mb)
+    for key in ("problem", "policy", "seed", "optimum", "setup_seconds"):
+        assert getattr(back, key) == getattr(trace, key)
+    assert back.summary()["cumulative_regret"] == trace.summary()["cumulative_regret"]
 
 
 def test_aggregate_and_summary_table():
@@ -125,7 +245,7 @@ def test_aggregate_and_summary_table():
     assert rows[1]["regret_ratio"] == pytest.approx(0.875)
     table = format_table(rows)
     assert "0.8750" in table and "time/exact" in table
-    assert len(table.splitlines()) == 4
+    assert len(table.splitlines()) == 5  # header, rule, 2 rows, what the band is
 
 
 def test_checkpoints():

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
+from scipy.stats import t as student_t
 
-from botorch_sketch.benchmarks.metrics import RunTrace
-from botorch_sketch.benchmarks.plots import plot_all, plot_problem
+from botorch_sketch.benchmarks.metrics import RunTrace, aggregate_curve
+from botorch_sketch.benchmarks.plots import plot_all, plot_problem, plot_title
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -48,3 +49,30 @@ def test_plot_problem_writes_every_view(tmp_path):
     assert len(plot_all(traces, tmp_path / "all")) == 11
     with pytest.raises(ValueError, match="No traces"):
         plot_problem(traces, tmp_path, "missing")
+
+
+def test_bands_never_go_below_zero_and_one_seed_has_no_interval(tmp_path):
+    r"""Sizes whose t-interval over 5 seeds would reach -100 are clipped at 0;
+    2 seeds show their range; a one-seed title names the seed, not an interval."""
+    sizes = [0.0, 0.0, 0.0, 0.0, 300.0]  # final dictionary sizes of 5 seeds
+    traces = [
+        _trace("p", "a", seed, {"dictionary_size": np.full(20, size)})
+        for seed, size in enumerate(sizes)
+    ]
+    _, mean, low, high = aggregate_curve(traces, "dictionary_size")
+    half = student_t.ppf(0.975, 4) * np.std(sizes, ddof=1) / np.sqrt(5)
+    assert mean[-1] - half < -100  # what the unclipped interval would show
+    np.testing.assert_allclose(low, 0.0)
+    np.testing.assert_allclose(high, 60.0 + half)
+    _, _, low, high = aggregate_curve(traces[3:], "dictionary_size")
+    np.testing.assert_allclose(low, 0.0)
+    np.testing.assert_allclose(high, 300.0)
+    one = {"a": [_trace("p", "a", 3)], "b": [_trace("p", "b", 3)]}
+    assert plot_title("p", one) == "p: seed 3"
+    two = {"a": traces[:2], "b": traces[2:4]}
+    assert plot_title("p", two) == "p: mean and range (min, max) of 2 seeds"
+    mixed = {"a": traces, "b": traces[:1]}
+    assert "legend" in plot_title("p", mixed)
+    for name in ("t-interval over 1", "1 seeds"):
+        assert name not in plot_title("p", one)
+    assert len(plot_problem(traces + [_trace("p", "b", 0)], tmp_path, "p")) == 6

@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -8,8 +10,10 @@ from botorch_sketch.benchmarks.policies.baselines import UniformPolicy
 from botorch_sketch.benchmarks.problems import make_synthetic_problem
 from botorch_sketch.benchmarks.registry import PolicyConfig, register_policy
 from botorch_sketch.benchmarks.runner import (
+    RunStore,
     environment_metadata,
     run_benchmark,
+    run_fingerprint,
     run_policy,
 )
 
@@ -195,6 +199,112 @@ def test_run_benchmark_validates_before_running(problem, fake_registry):
         )
     with pytest.raises(ValueError, match="seeds"):
         run_benchmark([problem], [PolicyConfig("uniform")], 3, [], progress=False)
+
+
+class StoppingPolicy(UniformPolicy):
+    r"""Uniform play that raises KeyboardInterrupt at its ``stop_at``-th ask (counted
+    over every instance), as a user's Ctrl-C would."""
+
+    name = "stopper"
+    asks = 0
+    stop_at = 0
+
+    def ask(self):
+        StoppingPolicy.asks += 1
+        if StoppingPolicy.asks == StoppingPolicy.stop_at:
+            raise KeyboardInterrupt
+        return super().ask()
+
+
+def _deterministic(trace):
+    return (
+        trace.problem,
+        trace.policy,
+        trace.seed,
+        trace.values.tolist(),
+        trace.batch_index.tolist(),
+        {key: value.tolist() for key, value in trace.diagnostics.items()},
+    )
+
+
+def test_interrupted_benchmark_resumes_to_the_uninterrupted_result(
+    problem, fake_registry, tmp_path
+):
+    register_policy("stopper", __name__, "StoppingPolicy", "test policy")
+    policies = [
+        PolicyConfig("exact-bucb", options={"batch_size": 3}),
+        PolicyConfig("stopper", options={"batch_size": 2}),
+    ]
+    arguments = ([problem], policies, 8, [0, 1])
+    StoppingPolicy.asks, StoppingPolicy.stop_at = 0, -1
+    reference, _ = run_benchmark(*arguments, progress=False)
+    store = RunStore(tmp_path / "runs")
+    finished = []
+    # Warm-up (2 asks) + 4 batches of 2 per run: the 7th ask is the second stopper
+    # run's first, after 3 finished runs.
+    StoppingPolicy.asks, StoppingPolicy.stop_at = 0, 7
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(*arguments, progress=False, store=store, on_trace=finished.append)
+    assert [(t.policy, t.seed) for t in finished] == [
+        ("exact-bucb", 0),
+        ("exact-bucb", 1),
+        ("stopper", 0),
+    ]
+    assert len(store) == 3
+    StoppingPolicy.asks, StoppingPolicy.stop_at = 0, -1
+    lines = []
+    resumed, notes = run_benchmark(
+        *arguments, progress="log", log=lines.append, store=store, resume=True
+    )
+    assert "resuming: 3 of 4 runs already done" in notes
+    assert StoppingPolicy.asks == 6  # only the missing run ran
+    done = [line for line in lines if line.startswith("run ")]
+    assert len(done) == 1
+    assert re.fullmatch(
+        r"run 4/4 done: stopper \| ackley2_40 \| seed 1 \(\d+\.\d s\)", done[0]
+    )
+    assert [_deterministic(t) for t in resumed] == [
+        _deterministic(t) for t in reference
+    ]
+    assert len(store) == 4
+
+
+def test_run_store_checks_the_settings(problem, tmp_path):
+    config = PolicyConfig("uniform", options={"batch_size": 2})
+    trace = run_policy(problem, config.build(6), 6, seed=1, progress=False)
+    fingerprint = run_fingerprint(problem, config, 6, trace.uniform_regret)
+    store = RunStore(tmp_path)
+    path = store.save(trace, fingerprint)
+    assert path.name == "ackley2_40__uniform__seed1.json"
+    assert not list(tmp_path.glob("*.partial"))
+    loaded, why = store.load(problem.name, "uniform", 1, fingerprint)
+    assert why is None and _deterministic(loaded) == _deterministic(trace)
+    np.testing.assert_array_equal(loaded.ask_seconds, trace.ask_seconds)
+    assert store.load(problem.name, "uniform", 2, fingerprint) == (None, None)
+    changed = [
+        run_fingerprint(problem, config.with_options({"batch_size": 3}), 6, 1.0),
+        run_fingerprint(problem, config, 7, trace.uniform_regret),
+    ]
+    other = make_synthetic_problem("ackley", dim=2, num_arms=40, noise_std=0.5, seed=9)
+    changed.append(run_fingerprint(other, config, 6, trace.uniform_regret))
+    for mismatch in changed:
+        assert mismatch != fingerprint
+        loaded, why = store.load(problem.name, "uniform", 1, mismatch)
+        assert loaded is None and "other settings" in why
+    path.write_text("{not json")
+    loaded, why = store.load(problem.name, "uniform", 1, fingerprint)
+    assert loaded is None and "unreadable" in why
+
+
+def test_log_progress_lines(problem):
+    lines = []
+    run_policy(
+        problem, UniformPolicy(), 5, progress="log", log=lines.append, log_every=0.0
+    )
+    assert lines[0].startswith("  uniform | ackley2_40 | seed 0: t = 1/5 (")
+    assert len(lines) == 4  # t = 1..4; none at the end
+    with pytest.raises(ValueError, match="progress"):
+        run_policy(problem, UniformPolicy(), 5, progress="bars")
 
 
 def test_environment_metadata():
