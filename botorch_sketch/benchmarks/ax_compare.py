@@ -1,0 +1,283 @@
+r"""Ax's default strategy against the package's models in Ax, on test functions.
+
+Each run is one Ax ``Client`` loop on a noiseless BoTorch test function (minimized on
+its native box) with one of four strategies, all with their defaults:
+
+- ``ax-default``: Ax's own choice (center, Sobol, then a ``SingleTaskGP`` with
+  ``qLogNoisyExpectedImprovement``);
+- ``generic``: Ax's generic route with no options,
+  ``ModelConfig(botorch_model_class=NystromGP)`` and
+  ``botorch_acqf_class=BKBUpperConfidenceBound``;
+- ``bkb``: :func:`~botorch_sketch.integrations.ax.bkb_generation_strategy`;
+- ``sgpts``: :func:`~botorch_sketch.integrations.ax.sgpts_generation_strategy`.
+
+Trials run either asynchronously with ``--pending k`` trials in flight (a new trial
+is requested whenever the oldest completes, so each request sees ``k - 1`` pending
+trials; ``k = 1`` is sequential) or in synchronous batches (``--batch-size b``: ``b``
+trials requested at once, then all completed). The simple regret after each trial is
+``min_{s <= t} f(x_s) - f*``; the time per trial is the time spent in
+``Client.get_next_trials`` divided by the number of trials.
+
+Run::
+
+    OMP_NUM_THREADS=1 python -m botorch_sketch.benchmarks.ax_compare \
+        --problems branin hartmann6 --seeds 0 1 2 --num-trials 40 --pending 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+from ax.api.client import Client
+from ax.api.configs import RangeParameterConfig
+from ax.api.utils.generation_strategy_dispatch import choose_generation_strategy
+from ax.api.utils.structs import GenerationStrategyDispatchStruct
+from ax.generation_strategy.generation_strategy import GenerationStrategy
+from ax.generators.torch.botorch_modular.utils import ModelConfig
+from ax.utils.common.logger import set_ax_logger_levels
+from botorch.test_functions import Ackley, Branin, Hartmann
+from botorch.test_functions.synthetic import SyntheticTestFunction
+
+from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
+from botorch_sketch.integrations.ax import (
+    bkb_generation_strategy,
+    sgpts_generation_strategy,
+)
+from botorch_sketch.models.nystrom import NystromGP
+
+#: Test functions by name (minimized on their native boxes).
+PROBLEMS: dict[str, tuple[type[SyntheticTestFunction], dict[str, int]]] = {
+    "branin": (Branin, {}),
+    "hartmann6": (Hartmann, {"dim": 6}),
+    "ackley4": (Ackley, {"dim": 4}),
+}
+#: Strategy names, in table order.
+METHODS = ("ax-default", "generic", "bkb", "sgpts")
+
+
+def make_function(problem: str) -> SyntheticTestFunction:
+    r"""The noiseless test function ``problem`` (a key of :data:`PROBLEMS`)."""
+    if problem not in PROBLEMS:
+        raise ValueError(
+            f"`problem` must be one of {sorted(PROBLEMS)}, got {problem!r}."
+        )
+    function_class, options = PROBLEMS[problem]
+    return function_class(**options).to(torch.float64)
+
+
+def make_strategy(method: str, seed: int) -> GenerationStrategy:
+    r"""The strategy ``method`` (see :data:`METHODS`) with its defaults and a seeded
+    Sobol initialization."""
+    if method == "ax-default":
+        struct = GenerationStrategyDispatchStruct(initialization_random_seed=seed)
+        return choose_generation_strategy(struct)
+    if method == "generic":
+        struct = GenerationStrategyDispatchStruct(
+            method="custom", initialization_random_seed=seed
+        )
+        return choose_generation_strategy(
+            struct,
+            model_config=ModelConfig(botorch_model_class=NystromGP),
+            botorch_acqf_class=BKBUpperConfidenceBound,
+        )
+    if method == "bkb":
+        return bkb_generation_strategy(initialization_random_seed=seed)
+    if method == "sgpts":
+        return sgpts_generation_strategy(initialization_random_seed=seed)
+    raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
+
+
+@dataclass
+class AxRun:
+    r"""One loop: the evaluated parameters (``num_trials`` lists of ``d`` floats, in
+    completion order), the simple regret after each of them and the time spent
+    generating trials."""
+
+    problem: str
+    method: str
+    seed: int
+    pending: int
+    batch_size: int
+    parameters: list[list[float]]
+    regret: list[float]
+    generation_seconds: float
+
+    @property
+    def seconds_per_trial(self) -> float:
+        return self.generation_seconds / len(self.regret)
+
+
+def _point(function: SyntheticTestFunction, parameters: dict) -> list[float]:
+    return [float(parameters[f"x{i}"]) for i in range(function.dim)]
+
+
+def run_ax(
+    problem: str,
+    method: str,
+    seed: int,
+    num_trials: int,
+    *,
+    pending: int = 1,
+    batch_size: int = 1,
+) -> AxRun:
+    r"""One Ax loop of ``num_trials`` trials (see the module docstring for
+    ``pending`` and ``batch_size``; at most one of them exceeds 1).
+
+    Returns:
+        An :class:`AxRun` whose ``regret`` has ``num_trials`` entries, in completion
+        order.
+    """
+    for name, value in (
+        ("seed", seed),
+        ("num_trials", num_trials),
+        ("pending", pending),
+        ("batch_size", batch_size),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"`{name}` must be an int, got {value!r}.")
+        if value < (0 if name == "seed" else 1):
+            raise ValueError(f"`{name}` must be positive, got {value}.")
+    if pending > 1 and batch_size > 1:
+        raise ValueError("Set `pending` or `batch_size` above 1, not both.")
+    if method not in METHODS:
+        raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
+    function = make_function(problem)
+    torch.manual_seed(seed)
+    client = Client(random_seed=seed)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(
+                name=f"x{i}", parameter_type="float", bounds=(float(lo), float(hi))
+            )
+            for i, (lo, hi) in enumerate(function.bounds.t().tolist())
+        ]
+    )
+    client.configure_optimization(objective="-f")
+    client.set_generation_strategy(make_strategy(method, seed))
+    points: list[list[float]] = []
+    values: list[float] = []
+    running: dict[int, dict] = {}
+    seconds = 0.0
+    while len(values) < num_trials:
+        room = num_trials - len(values) - len(running)
+        request = min(room, max(pending, batch_size) - len(running))
+        if request > 0:
+            start = time.perf_counter()
+            running.update(client.get_next_trials(max_trials=request))
+            seconds += time.perf_counter() - start
+        if not running:
+            raise RuntimeError(f"{method} generated no trial on {problem}.")
+        # Pending mode completes the oldest trial; batch mode the whole batch.
+        done = sorted(running)[: 1 if pending > 1 else len(running)]
+        for index in done:
+            point = _point(function, running.pop(index))
+            value = float(function.evaluate_true(torch.tensor([point]).double()))
+            client.complete_trial(index, raw_data={"f": value})
+            points.append(point)
+            values.append(value)
+    best = [min(values[: t + 1]) - function.optimal_value for t in range(num_trials)]
+    return AxRun(problem, method, seed, pending, batch_size, points, best, seconds)
+
+
+def summarize_runs(runs: Sequence[AxRun]) -> list[dict[str, float | str | int]]:
+    r"""One row per (problem, method): final simple regret mean, min and max over
+    seeds, and the mean time per trial."""
+    groups: dict[tuple[str, str], list[AxRun]] = {}
+    for run in runs:
+        groups.setdefault((run.problem, run.method), []).append(run)
+    rows = []
+    for (problem, method), group in groups.items():
+        final = [run.regret[-1] for run in group]
+        rows.append(
+            {
+                "problem": problem,
+                "method": method,
+                "seeds": len(group),
+                "regret_mean": statistics.fmean(final),
+                "regret_min": min(final),
+                "regret_max": max(final),
+                "seconds_per_trial": statistics.fmean(
+                    run.seconds_per_trial for run in group
+                ),
+            }
+        )
+    return rows
+
+
+def markdown_table(rows: Sequence[dict]) -> str:
+    r"""The rows as a Markdown table (regret: mean [min, max] over seeds)."""
+    lines = [
+        "| function | strategy | seeds | simple regret: mean [min, max] | s / trial |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['problem']} | {row['method']} | {row['seeds']} | "
+            f"{row['regret_mean']:.3g} [{row['regret_min']:.3g}, "
+            f"{row['regret_max']:.3g}] | {row['seconds_per_trial']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> list[AxRun]:
+    r"""Command line: run every (problem, method, seed), print the table, optionally
+    save every run as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--problems", nargs="+", default=list(PROBLEMS))
+    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--num-trials", type=int, default=40)
+    parser.add_argument("--pending", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=1)
+    parser.add_argument("--output", help="JSON file for every run's trace")
+    args = parser.parse_args(argv)
+    for problem in args.problems:
+        if problem not in PROBLEMS:
+            parser.error(
+                f"--problems: unknown {problem!r} (choose from {list(PROBLEMS)})"
+            )
+    for method in args.methods:
+        if method not in METHODS:
+            parser.error(f"--methods: unknown {method!r} (choose from {list(METHODS)})")
+    torch.set_num_threads(1)
+    set_ax_logger_levels(logging.WARNING)
+    warnings.filterwarnings("ignore")
+    runs = []
+    for problem in args.problems:
+        for method in args.methods:
+            for seed in args.seeds:
+                run = run_ax(
+                    problem,
+                    method,
+                    seed,
+                    args.num_trials,
+                    pending=args.pending,
+                    batch_size=args.batch_size,
+                )
+                runs.append(run)
+                print(
+                    f"{problem} {method} seed {seed}: regret {run.regret[-1]:.4g}, "
+                    f"{run.seconds_per_trial:.2f} s/trial",
+                    flush=True,
+                )
+                if args.output:
+                    records = [
+                        {**asdict(r), "seconds_per_trial": r.seconds_per_trial}
+                        for r in runs
+                    ]
+                    with open(args.output, "w") as handle:
+                        json.dump(records, handle)
+    print(markdown_table(summarize_runs(runs)))
+    return runs
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
