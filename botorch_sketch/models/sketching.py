@@ -16,6 +16,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from botorch_sketch.utils.validation import (
+    check_at_least,
+    check_finite,
+    check_generator,
+)
+
 
 def inclusion_probabilities(
     scaled_variances: Tensor, counts: Tensor, qbar: float
@@ -30,6 +36,16 @@ def inclusion_probabilities(
     Returns:
         ``u`` probabilities ``min(1, qbar count sigma~^2)``.
     """
+    check_finite(scaled_variances, "scaled_variances")
+    check_finite(counts, "counts")
+    check_at_least(qbar, "qbar", 1.0)
+    if scaled_variances.dim() != 1 or (scaled_variances < 0).any():
+        raise ValueError("`scaled_variances` must be a 1-d tensor of values >= 0.")
+    if counts.shape != scaled_variances.shape or (counts < 0).any():
+        raise ValueError(
+            f"`counts` must hold {scaled_variances.shape[0]} values >= 0, got shape "
+            f"{tuple(counts.shape)}."
+        )
     return (qbar * counts * scaled_variances).clamp(0.0, 1.0)
 
 
@@ -62,6 +78,17 @@ def sample_dictionary(
         Sorted LongTensor of the selected indices; if no point was drawn, the index of
         the most probable point.
     """
+    check_finite(probabilities, "probabilities")
+    if probabilities.dim() != 1 or probabilities.shape[0] == 0:
+        raise ValueError(
+            "`probabilities` must be a non-empty 1-d tensor, got shape "
+            f"{tuple(probabilities.shape)}."
+        )
+    check_generator(generator)
+    if draws is not None:
+        check_finite(draws, "draws")
+        if ((draws < 0) | (draws >= 1)).any():
+            raise ValueError("`draws` must lie in [0, 1).")
     if draws is None:
         draws = torch.rand(
             probabilities.shape,

@@ -74,3 +74,22 @@ def test_persistent_draws_shape_is_checked():
     p = torch.tensor([0.5, 0.5], dtype=torch.float64)
     with pytest.raises(ValueError, match="draws"):
         sample_dictionary(p, draws=torch.rand(3, dtype=torch.float64))
+
+
+def test_bad_arguments_are_named():
+    # Issue 14 item 9: NaN probabilities gave an arbitrary "most probable" point.
+    p = torch.tensor([0.2, 0.5], dtype=torch.float64)
+    with pytest.raises(ValueError, match="`probabilities`"):
+        sample_dictionary(torch.tensor([float("nan"), 0.5], dtype=torch.float64))
+    with pytest.raises(ValueError, match="`probabilities`"):
+        sample_dictionary(p[:0])
+    with pytest.raises(TypeError, match="`generator`"):
+        sample_dictionary(p, 0)
+    with pytest.raises(ValueError, match="`draws`"):
+        sample_dictionary(p, draws=torch.tensor([0.5, 1.5], dtype=torch.float64))
+    with pytest.raises(ValueError, match="`qbar`"):
+        inclusion_probabilities(p, torch.ones(2, dtype=torch.float64), qbar=0.5)
+    with pytest.raises(ValueError, match="`counts`"):
+        inclusion_probabilities(p, torch.ones(3, dtype=torch.float64), qbar=2.0)
+    with pytest.raises(ValueError, match="`scaled_variances`"):
+        inclusion_probabilities(-p, torch.ones(2, dtype=torch.float64), qbar=2.0)
