@@ -230,10 +230,11 @@ def gen_bbkb_batch(
             ResidualDirectionTracker if residual_update else FrozenDictionaryTracker
         )(geometry)
         rules = _make_rules(rule, geometry)
-        for index in pending_list:
+        for index, copies in pending_list:
             for batch_rule in rules:
-                batch_rule.add(index)
-            tracker.add(index)
+                for _ in range(copies):
+                    batch_rule.add(index)
+            tracker.add(index, copies)
         argmax = LazyArgmax(geometry.mean, radius, tracker)
         chosen: list[int] = []
         values: list[float] = []
@@ -304,9 +305,9 @@ def _check_positive_int(value: object, name: str) -> int:
     return value
 
 
-def _pending_list(pending: Tensor | None, num_choices: int) -> list[int]:
-    r"""Validated pending indices, sorted so that copies of an arm are adjacent (one
-    hallucinated step each, :class:`FrozenDictionaryTracker`)."""
+def _pending_list(pending: Tensor | None, num_choices: int) -> list[tuple[int, int]]:
+    r"""Validated pending indices as ``(index, copies)`` pairs (copies of an arm are
+    one hallucinated step, :meth:`FrozenDictionaryTracker.add_copies`)."""
     if pending is None:
         return []
     if not isinstance(pending, Tensor) or pending.dtype != torch.long:
@@ -315,7 +316,8 @@ def _pending_list(pending: Tensor | None, num_choices: int) -> list[int]:
         raise ValueError(f"`pending` must be 1-d, got shape {tuple(pending.shape)}.")
     if pending.numel() and (pending.min() < 0 or pending.max() >= num_choices):
         raise ValueError(f"`pending` must hold indices in [0, {num_choices}).")
-    return torch.sort(pending).values.tolist()
+    indices, copies = torch.unique(pending, return_counts=True)
+    return list(zip(indices.tolist(), copies.tolist(), strict=True))
 
 
 def _make_rules(

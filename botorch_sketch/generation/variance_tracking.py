@@ -280,17 +280,17 @@ class FrozenDictionaryTracker:
             self.flops += 2.0 * stale.numel() * H.shape[0] * H.shape[1]
         return self.variance[indices]
 
-    def add(self, index: int) -> None:
-        r"""Hallucinate an observation at candidate ``index``, ``O(m t)``; a repeat of
-        the last step's candidate raises that step's multiplicity instead, ``O(r m)``
-        for the ``r`` candidates already refreshed past it."""
+    def add(self, index: int, copies: int = 1) -> None:
+        r"""Hallucinate ``copies`` observations at candidate ``index``, ``O(m t)``; a
+        repeat of the last step's candidate raises that step's multiplicity instead,
+        ``O(r m)`` for the ``r`` candidates already refreshed past it."""
         if index == self.last_index:
-            self.add_copies(1)
+            self.add_copies(copies)
             return
         a = self.geometry.feature_rows(index)
         h = self.directions.apply_inverse(a, self.geometry.solve)
-        self.directions.append(h, 1 + a @ h)
-        self.last_index, self._last_copies = index, 1
+        self.directions.append(h, 1.0 / copies + a @ h)
+        self.last_index, self._last_copies = index, copies
         m = a.shape[0]
         self.flops += 2.0 * m * m + 4.0 * m * self.step
 
@@ -351,8 +351,13 @@ class ResidualDirectionTracker:
     def refresh(self, indices: Tensor) -> Tensor:
         return self.variance[indices]
 
-    def add(self, index: int) -> None:
-        r"""Hallucinate an observation at candidate ``index``, ``O(n (m + t))``."""
+    def add(self, index: int, copies: int = 1) -> None:
+        r"""Hallucinate ``copies`` observations at candidate ``index``, ``O(n (m + t))``
+        each."""
+        for _ in range(copies):
+            self._add_one(index)
+
+    def _add_one(self, index: int) -> None:
         geometry = self.geometry
         scale = geometry.noise.sqrt()
         residual = self.residual[index]
@@ -380,14 +385,13 @@ class LazyArgmax:
 
     In-batch variances only decrease, so start-of-batch scores are upper bounds
     (lazy greedy evaluation, Minoux 1978). The first step is a plain argmax; then
-    the candidates are sorted once by their start-of-batch score, and a step
-    refreshes the candidates it refreshed before (``O(r m)`` for ``r`` of them, their
-    feature rows read once per batch)
-    and then walks down the sorted list, refreshing
-    blocks of candidates while the next start-of-batch score can still reach the
-    best refreshed score. No step touches all ``n`` candidates (except with an eager
-    tracker, whose variances are all current anyway). Ties go to the lowest index,
-    as ``torch.argmax`` of a full recomputation.
+    a step refreshes the candidates it refreshed before (``O(r m)`` for ``r`` of
+    them, their feature rows read once per batch) and walks down the candidates in
+    decreasing start-of-batch score (found by ``topk`` as far as needed, never a full
+    sort), refreshing blocks of them while the next start-of-batch score can still
+    reach the best refreshed score. No step touches all ``n`` candidates (except
+    with an eager tracker, whose variances are all current anyway). Ties go to the
+    lowest index, as ``torch.argmax`` of a full recomputation.
     """
 
     def __init__(
@@ -402,7 +406,8 @@ class LazyArgmax:
         self.tracker = tracker
         self.block_size = block_size
         self.bounds = mean + radius * tracker.variance.sqrt()
-        self.order: Tensor | None = None  # sorted on the second call
+        self.order: Tensor | None = None  # the largest bounds first, grown on demand
+        self._ordered: Tensor | None = None  # whether a candidate is in `order`
         self.position = 0
         self.refreshed = torch.zeros(0, dtype=torch.long, device=mean.device)
         self.rows = mean.new_zeros(0, tracker.geometry.num_features)  # of refreshed
@@ -422,14 +427,16 @@ class LazyArgmax:
             if self.tracker.step == 0:  # nothing hallucinated yet: all scores current
                 index = int(self.bounds.argmax())
                 return index, float(self.bounds[index])
-            self.order = torch.argsort(self.bounds, descending=True, stable=True)
+            self.order = torch.zeros_like(self.refreshed)
+            self._ordered = torch.zeros_like(self.bounds, dtype=torch.bool)
         refreshed, rows = self.refreshed, self.rows
         scores = self._scores(refreshed, rows)
         block = self.block_size
-        while self.position < self.order.shape[0]:
+        while self.position < len(self.bounds):
             best = float(scores.max()) if scores.numel() else -float("inf")
-            if float(self.bounds[self.order[self.position]]) < best:
+            if self._next_bound() < best:
                 break
+            self._extend_order(self.position + block)
             new = self.order[self.position : self.position + block]
             new_rows = self.tracker.geometry.feature_rows(new)
             self.position += new.shape[0]
@@ -441,6 +448,25 @@ class LazyArgmax:
         top = scores.max()
         index = int(refreshed[scores == top].min())
         return index, float(top)
+
+    def _extend_order(self, count: int) -> None:
+        r"""Make :attr:`order` hold at least ``count`` candidates (or all): the next
+        largest bounds by ``topk``, doubling, so no step sorts all ``n``."""
+        n = len(self.bounds)
+        if self.order.shape[0] >= min(count, n):
+            return
+        k = min(n, max(count, 2 * self.order.shape[0], 4 * self.block_size))
+        top = torch.topk(self.bounds, k).indices
+        fresh = top[~self._ordered[top]]  # ties at the boundary may differ: skip
+        self._ordered[fresh] = True
+        self.order = torch.cat([self.order, fresh])
+
+    def _next_bound(self) -> float:
+        r"""The largest bound of a candidate not refreshed yet (``-inf`` if none)."""
+        if self.position >= len(self.bounds):
+            return -float("inf")
+        self._extend_order(self.position + 1)
+        return float(self.bounds[self.order[self.position]])
 
     def repeats(self, index: int, limit: int) -> Tensor:
         r"""Scores of the last step's candidate ``index`` at the next picks, while the
@@ -472,11 +498,6 @@ class LazyArgmax:
             .min(0)
             .values
         )
-        unrefreshed = (
-            self.bounds[self.order[self.position]]
-            if self.position < self.order.shape[0]
-            else -float("inf")
-        )
-        keeps = (winner == index) & (top > unrefreshed)
+        keeps = (winner == index) & (top > self._next_bound())
         count = int(keeps.long().cumprod(0).sum())
         return scores[self.refreshed == index][0, : max(count, 1)]
