@@ -60,7 +60,7 @@ class BBKBPolicy(Policy):
             qbar: Dictionary oversampling.
             resampling: ``"coupled"`` (persistent draws) or ``"independent"``.
             residual_update: In-batch updates along residual directions too.
-            max_batch_size: Optional cap on batch sizes.
+            max_batch_size: Cap on batch sizes (default: the loop's, 1,000).
             feature_precision: ``"double"`` or ``"single"``: precision of the
                 cached ``A x m`` features (the rest stays in the arms' dtype).
             lengthscale: Override of the problem's kernel lengthscale.
@@ -110,7 +110,9 @@ class BBKBPolicy(Policy):
         else:
             beta = float(self.radius) * math.sqrt(noise)
         self.horizon = horizon
-        self.max_batch_size = self.options["max_batch_size"]
+        options = dict(self.options)
+        if options["max_batch_size"] is None:
+            del options["max_batch_size"]  # the loop's default cap
         seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
         self.loop = BBKB(
             problem.arms,
@@ -121,20 +123,12 @@ class BBKBPolicy(Policy):
             beta=beta,
             seed=seed,
             feature_dtype=_PRECISIONS[self.feature_precision],
-            **self.options,
+            **options,
         )
 
     def ask(self) -> Tensor:
-        # a batch never needs more arms than the horizon has left (batches of copies of
-        # a well-pulled arm can otherwise grow geometrically)
-        remaining = self.horizon - self.loop.num_observations
-        cap = (
-            remaining
-            if self.max_batch_size is None
-            else min(self.max_batch_size, remaining)
-        )
-        self.loop.batch_options["max_batch_size"] = max(cap, 1)
-        return self.loop.ask()
+        # a batch never needs more arms than the horizon has left
+        return self.loop.ask(max(self.horizon - self.loop.num_observations, 1))
 
     def tell(self, chosen: Tensor, rewards: Tensor) -> None:
         self.loop.tell(chosen, rewards)
