@@ -1,0 +1,448 @@
+r"""Ray Tune searchers: asynchronous BBKB and S-GP-TS over a finite set of
+configurations.
+
+Needs the optional dependency ray[tune] (``pip install "botorch-sketch[distributed]"``).
+
+Both searchers turn the search space into a finite arm set (:class:`ArmSpace`): a
+Tune search space (``tune.uniform``, ``quniform``, ``loguniform``, ``qloguniform``,
+``randint``, ``qrandint``, ``lograndint``, ``choice``; nested dicts and constants
+allowed) becomes ``num_arms`` scrambled Sobol configurations (duplicates of discrete
+spaces dropped), each with its features in the unit cube: floats and integers by their
+position between the bounds (in log space for log-uniform domains, after rounding and
+quantization), each ``choice`` as one coordinate per category (one-hot). A finite list
+of configurations is taken as is, numeric values scaled to ``[0, 1]`` over the list
+and other values one-hot. The searcher then asks the loop for one arm per trial:
+
+- :class:`BBKBSearch`: :class:`~botorch_sketch.generation.bbkb_loop.BBKB`; running
+  trials enter by BBKB's hallucinated variance update and ``suggest`` returns None
+  while the batch rule waits for their results (Tune asks again later);
+- :class:`SGPTSSearch`: :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`, a fresh
+  Thompson path per trial (it never waits).
+
+Rewards are the metric (``mode="max"``) or its negative (``mode="min"``), as
+reported: the loop's kernel and noise are fixed, so choose them for the metric's
+scale. A trial that errored, or ended without a finite value of the metric, is failed
+in the loop (it never enters the posterior) and listed in ``failures``.
+
+Example:
+    >>> from ray import tune
+    >>> searcher = BBKBSearch(noise=1e-2, beta=0.5, seed=0)
+    >>> tuner = tune.Tuner(
+    ...     trainable,
+    ...     param_space={"lr": tune.loguniform(1e-4, 1e-1), "act": tune.choice(["relu", "tanh"])},
+    ...     tune_config=tune.TuneConfig(
+    ...         search_alg=searcher, metric="accuracy", mode="max", num_samples=100
+    ...     ),
+    ... )
+    >>> results = tuner.fit()
+"""  # noqa: E501
+
+from __future__ import annotations
+
+try:
+    import ray.tune  # noqa: F401
+except ImportError as error:  # pragma: no cover - exercised without ray installed
+    from botorch_sketch.parallel import DISTRIBUTED_INSTALL_HINT
+
+    raise ImportError(
+        "botorch_sketch.integrations.ray_tune needs the optional dependency "
+        f"ray[tune]. {DISTRIBUTED_INSTALL_HINT}"
+    ) from error
+
+import copy
+import math
+import pickle
+from numbers import Real
+from typing import Any
+
+import torch
+from ray.tune.search import Searcher
+from ray.tune.search.sample import (
+    Categorical,
+    Float,
+    Integer,
+    LogUniform,
+    Quantized,
+    Uniform,
+)
+from ray.tune.search.variant_generator import parse_spec_vars
+from torch import Tensor
+
+from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.sgpts_loop import SGPTS
+
+__all__ = ["ArmSpace", "BBKBSearch", "SGPTSSearch"]
+
+#: Default number of configurations drawn from a Tune search space.
+DEFAULT_NUM_ARMS = 2048
+
+KeyPath = tuple[str, ...]
+
+
+class _Numeric:
+    r"""A float or integer domain: unit coordinate <-> value (log space for
+    log-uniform samplers), rounding for integers, quantization."""
+
+    width = 1
+
+    def __init__(self, path: KeyPath, domain: Float | Integer) -> None:
+        sampler = domain.get_sampler()
+        self.q = sampler.q if isinstance(sampler, Quantized) else None
+        sampler = sampler.sampler if isinstance(sampler, Quantized) else sampler
+        if not isinstance(sampler, (Uniform, LogUniform)):
+            raise ValueError(
+                f"`space` parameter {'/'.join(path)}: only uniform and log-uniform "
+                f"samplers are supported, got {type(sampler).__name__}."
+            )
+        self.log = isinstance(sampler, LogUniform)
+        self.integer = isinstance(domain, Integer)
+        self.upper = domain.upper
+        transform = math.log if self.log else float
+        self.low, self.high = transform(domain.lower), transform(domain.upper)
+
+    def values(self, unit: Tensor) -> Tensor:
+        r"""The domain's values (``n``) at unit coordinates (``n x 1``, float64)."""
+        values = self.low + unit[:, 0] * (self.high - self.low)
+        values = values.exp() if self.log else values
+        if self.integer:  # [lower, upper), as tune.randint
+            values = values.floor().clamp(max=self.upper - 1)
+        if self.q is not None:
+            values = torch.round(values / self.q) * self.q
+        return values
+
+    def features(self, values: Tensor) -> Tensor:
+        r"""Unit coordinates of ``values`` (``n x 1``)."""
+        position = values.log() if self.log else values
+        unit = (position - self.low) / (self.high - self.low)
+        return unit.clamp(0.0, 1.0).unsqueeze(-1)
+
+    def config_value(self, value: float) -> int | float:
+        return int(value) if self.integer else float(value)
+
+
+class _Choice:
+    r"""A categorical domain: one unit coordinate per category, the largest wins."""
+
+    def __init__(self, path: KeyPath, domain: Categorical) -> None:
+        if not isinstance(domain.get_sampler(), Uniform):
+            raise ValueError(
+                f"`space` parameter {'/'.join(path)}: only uniform choices are "
+                "supported."
+            )
+        self.categories = list(domain.categories)
+        self.width = len(self.categories)
+
+    def values(self, unit: Tensor) -> Tensor:
+        r"""Category indices (``n``) of unit coordinates (``n x width``)."""
+        return unit.argmax(dim=-1).double()
+
+    def features(self, values: Tensor) -> Tensor:
+        return torch.nn.functional.one_hot(values.long(), self.width).double()
+
+    def config_value(self, value: float) -> Any:
+        return copy.deepcopy(self.categories[int(value)])
+
+
+class ArmSpace:
+    r"""A finite arm set for a Tune search space or a list of configurations.
+
+    Attributes:
+        features: ``A x D`` arm features in the unit cube (float64).
+        num_arms: ``A``.
+
+    Args:
+        space: A Tune search space (a dict, possibly nested, of Tune domains and
+            constants) or a non-empty list of configurations (dicts).
+        num_arms: Configurations drawn from a search space before duplicates are
+            dropped (ignored for a list).
+        seed: Seed of the scrambled Sobol sequence.
+    """
+
+    def __init__(
+        self, space: dict | list[dict], num_arms: int = DEFAULT_NUM_ARMS, seed: int = 0
+    ) -> None:
+        _check_int(num_arms, "num_arms", 1)
+        _check_int(seed, "seed", 0)
+        if isinstance(space, dict):
+            self._init_domains(space, num_arms, seed)
+        elif isinstance(space, list):
+            self._init_list(space)
+        else:
+            raise TypeError(
+                "`space` must be a dict (a Tune search space) or a list of "
+                f"configurations, got {type(space).__name__}."
+            )
+
+    def _init_domains(self, space: dict, num_arms: int, seed: int) -> None:
+        constants, domains, grids = parse_spec_vars(space)
+        if grids:
+            names = ["/".join(map(str, path)) for path, _ in grids]
+            raise ValueError(f"`space` must not use grid_search, found {names}.")
+        if not domains:
+            raise ValueError("`space` holds no Tune domain to search over.")
+        codecs: list[_Numeric | _Choice] = []
+        for path, domain in domains:
+            if isinstance(domain, (Float, Integer)):
+                codecs.append(_Numeric(path, domain))
+            elif isinstance(domain, Categorical):
+                codecs.append(_Choice(path, domain))
+            else:
+                raise ValueError(
+                    f"`space` parameter {'/'.join(map(str, path))}: unsupported "
+                    f"domain {type(domain).__name__}."
+                )
+        widths = [codec.width for codec in codecs]
+        unit = torch.quasirandom.SobolEngine(sum(widths), scramble=True, seed=seed)
+        blocks = unit.draw(num_arms, dtype=torch.float64).split(widths, dim=-1)
+        values = torch.stack(
+            [codec.values(block) for codec, block in zip(codecs, blocks, strict=True)],
+            dim=-1,
+        )
+        features = torch.cat(
+            [codec.features(values[:, j]) for j, codec in enumerate(codecs)], dim=-1
+        )
+        keep = _first_unique_rows(values)
+        self.features, self._values = features[keep], values[keep]
+        self._codecs = codecs
+        self._paths = [path for path, _ in domains]
+        self._constants = constants
+        self._configs = None
+
+    def _init_list(self, configs: list[dict]) -> None:
+        if not configs or not all(isinstance(c, dict) for c in configs):
+            raise ValueError("`space` as a list must hold at least one dict.")
+        flat = [dict(_flatten(config)) for config in configs]
+        keys = list(flat[0])
+        if any(set(f) != set(keys) for f in flat):
+            raise ValueError("`space`: every configuration must have the same keys.")
+        columns = []
+        for key in keys:
+            column = [f[key] for f in flat]
+            if all(isinstance(v, Real) and not isinstance(v, bool) for v in column):
+                values = torch.tensor([float(v) for v in column], dtype=torch.float64)
+                span = values.max() - values.min()
+                scaled = (
+                    (values - values.min()) / span if span > 0 else values * 0 + 0.5
+                )
+                columns.append(scaled.unsqueeze(-1))
+            else:
+                distinct: list[Any] = []
+                for v in column:
+                    if v not in distinct:
+                        distinct.append(v)
+                codes = torch.tensor([distinct.index(v) for v in column])
+                columns.append(
+                    torch.nn.functional.one_hot(codes, len(distinct)).double()
+                )
+        self.features = torch.cat(columns, dim=-1)
+        self._configs = [copy.deepcopy(config) for config in configs]
+
+    @property
+    def num_arms(self) -> int:
+        return self.features.shape[0]
+
+    def config(self, index: int) -> dict:
+        r"""The configuration of arm ``index`` (a fresh nested dict)."""
+        if self._configs is not None:
+            return copy.deepcopy(self._configs[index])
+        config: dict = {}
+        for path, value in self._constants:
+            _assign(config, path, copy.deepcopy(value))
+        for path, codec, value in zip(
+            self._paths, self._codecs, self._values[index].tolist(), strict=True
+        ):
+            _assign(config, path, codec.config_value(value))
+        return config
+
+
+def _check_int(value: object, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
+    if value < low:
+        raise ValueError(f"`{name}` must be >= {low}, got {value}.")
+    return value
+
+
+def _first_unique_rows(values: Tensor) -> Tensor:
+    r"""Indices of the first occurrence of each distinct row, in order."""
+    _, inverse = torch.unique(values, dim=0, return_inverse=True)
+    first = torch.full((int(inverse.max()) + 1,), values.shape[0], dtype=torch.long)
+    first.scatter_reduce_(0, inverse, torch.arange(values.shape[0]), "amin")
+    return first.sort().values
+
+
+def _flatten(config: dict, prefix: KeyPath = ()) -> list[tuple[KeyPath, Any]]:
+    items = []
+    for key, value in config.items():
+        path = (*prefix, key)
+        items.extend(
+            _flatten(value, path) if isinstance(value, dict) else [(path, value)]
+        )
+    return items
+
+
+def _assign(config: dict, path: KeyPath, value: Any) -> None:
+    for key in path[:-1]:
+        config = config.setdefault(key, {})
+    config[path[-1]] = value
+
+
+class _LoopSearch(Searcher):
+    r"""A Tune searcher that asks an ask/tell loop on an :class:`ArmSpace` for one
+    arm per trial; subclasses name the loop class."""
+
+    loop_class: type
+
+    def __init__(
+        self,
+        space: dict | list[dict] | None = None,
+        metric: str | None = None,
+        mode: str | None = None,
+        *,
+        num_arms: int = DEFAULT_NUM_ARMS,
+        seed: int = 0,
+        **loop_options: Any,
+    ) -> None:
+        super().__init__(metric=metric, mode=mode)
+        _check_int(num_arms, "num_arms", 1)
+        _check_int(seed, "seed", 0)
+        self._num_arms, self._seed, self._loop_options = num_arms, seed, loop_options
+        self._spec: dict | list[dict] | None = None
+        self.arm_space: ArmSpace | None = None
+        self.loop: Any = None
+        self._trials: dict[str, int] = {}
+        #: One entry per failed trial: trial id, arm index, configuration, reason.
+        self.failures: list[dict[str, Any]] = []
+        if space:
+            self._set_space(space)
+
+    def _set_space(self, space: dict | list[dict]) -> None:
+        arm_space = ArmSpace(space, self._num_arms, self._seed)
+        self.loop = self.loop_class(
+            arm_space.features, seed=self._seed, **self._loop_options
+        )
+        self._spec, self.arm_space = space, arm_space
+
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict, **spec: Any
+    ) -> bool:
+        self._metric = self._metric or metric
+        self._mode = self._mode or mode
+        if self.arm_space is not None:
+            return False
+        self._set_space(config)
+        return True
+
+    def suggest(self, trial_id: str) -> dict | None:
+        r"""The next configuration, or None while the loop waits for results."""
+        if self.arm_space is None:
+            raise RuntimeError(
+                f"{type(self).__name__} has no search space: pass `space` or a "
+                "`param_space` to tune.Tuner."
+            )
+        if self._metric is None or self._mode not in ("min", "max"):
+            raise RuntimeError(
+                f"{type(self).__name__} needs `metric` and `mode` ('min' or 'max'), "
+                "here or in tune.TuneConfig."
+            )
+        indices = self.loop.ask(1)
+        if indices.numel() == 0:
+            return None
+        self._trials[trial_id] = int(indices[0])
+        return self.arm_space.config(int(indices[0]))
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict | None = None, error: bool = False
+    ) -> None:
+        r"""Tell the trial's metric (negated for ``mode="min"``), or fail its arm
+        if it errored or ended without a finite metric."""
+        index = self._trials.pop(trial_id, None)
+        if index is None:  # not suggested by this searcher
+            return
+        indices = torch.tensor([index])
+        value = (result or {}).get(self._metric)
+        if error or not isinstance(value, Real) or not math.isfinite(value):
+            reason = (
+                "error"
+                if error
+                else f"no finite value of {self._metric!r} (got {value!r})"
+            )
+            self.loop.fail(indices)
+            self.failures.append(
+                {
+                    "trial_id": trial_id,
+                    "index": index,
+                    "config": self.arm_space.config(index),
+                    "reason": reason,
+                }
+            )
+            return
+        reward = float(value) if self._mode == "max" else -float(value)
+        self.loop.tell(indices, torch.tensor([reward], dtype=torch.float64))
+
+    def save(self, checkpoint_path: str) -> None:
+        r"""Pickle the search space, options, running trials and the loop's
+        ``state_dict`` (pending arms included)."""
+        state = {
+            "spec": self._spec,
+            "metric": self._metric,
+            "mode": self._mode,
+            "num_arms": self._num_arms,
+            "seed": self._seed,
+            "loop_options": self._loop_options,
+            "loop": self.loop.state_dict() if self.loop is not None else None,
+            "trials": dict(self._trials),
+            "failures": copy.deepcopy(self.failures),
+        }
+        with open(checkpoint_path, "wb") as file:
+            pickle.dump(state, file)
+
+    def restore(self, checkpoint_path: str) -> None:
+        r"""Rebuild the arm set and the loop from :meth:`save`'s file."""
+        with open(checkpoint_path, "rb") as file:
+            state = pickle.load(file)
+        self._metric, self._mode = state["metric"], state["mode"]
+        self._num_arms, self._seed = state["num_arms"], state["seed"]
+        self._loop_options = state["loop_options"]
+        self._spec, self.arm_space, self.loop = None, None, None
+        if state["spec"]:
+            self._set_space(state["spec"])
+            self.loop.load_state_dict(state["loop"])
+        self._trials = dict(state["trials"])
+        self.failures = state["failures"]
+
+
+class BBKBSearch(_LoopSearch):
+    r"""Asynchronous BBKB as a Ray Tune searcher.
+
+    Args:
+        space: Tune search space or list of configurations (or None: Tune's
+            ``param_space``).
+        metric: The result key to optimize (or None: ``tune.TuneConfig``'s).
+        mode: ``"max"`` or ``"min"``.
+        num_arms: Configurations drawn from a search space (default 2,048).
+        seed: Seed of the arm set and of the loop.
+        **loop_options: Options of
+            :class:`~botorch_sketch.generation.bbkb_loop.BBKB` (``covar_module``,
+            ``noise``, ``beta``, ``ratio_threshold``, ``rule``, ...).
+    """
+
+    loop_class = BBKB
+
+
+class SGPTSSearch(_LoopSearch):
+    r"""Asynchronous S-GP-TS as a Ray Tune searcher.
+
+    Args:
+        space: Tune search space or list of configurations (or None: Tune's
+            ``param_space``).
+        metric: The result key to optimize (or None: ``tune.TuneConfig``'s).
+        mode: ``"max"`` or ``"min"``.
+        num_arms: Configurations drawn from a search space (default 2,048).
+        seed: Seed of the arm set and of the loop.
+        **loop_options: Options of
+            :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` (``covar_module``,
+            ``noise``, ``num_inducing``, ``num_features``, ``alpha``, ...).
+    """
+
+    loop_class = SGPTS
