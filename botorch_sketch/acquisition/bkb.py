@@ -168,6 +168,8 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
         """
         if not isinstance(model, NystromGP):
             raise TypeError(f"`model` must be a NystromGP, got {type(model).__name__}.")
+        if model.train_inputs[0].dim() != 2:
+            raise ValueError("`model` must be unbatched (not a fantasy model).")
         radius_value(beta)
         check_bool(maximize, "maximize")
         check_bool(residual_update, "residual_update")
@@ -198,9 +200,18 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
         self._variance_model = hallucinated
         self.X_pending = X_pending.detach()
 
-    @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
         r"""Evaluate on ``batch x 1 x d`` points; returns ``batch`` values."""
+        self.model._check_points(X, "X")
+        if X.shape[-2] != 1:
+            raise ValueError(
+                f"`X` must be batch x 1 x d (one point per t-batch), got shape "
+                f"{tuple(X.shape)}."
+            )
+        return self._values(X)
+
+    @t_batch_mode_transform(expected_q=1)
+    def _values(self, X: Tensor) -> Tensor:
         posterior = self.model.posterior(
             X, posterior_transform=self.posterior_transform
         )

@@ -49,6 +49,7 @@ from torch.nn import Module, ModuleList
 
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
 from botorch_sketch.utils.validation import (
+    check_allocation,
     check_at_least,
     check_generator,
     check_int,
@@ -116,15 +117,19 @@ class ScaledSamplePaths(Module):
         >>> values, index = paths.topk(choices, k=1)   # argmax of each path
     """
 
-    def __init__(self, blocks: list[MatheronPath], alpha: float) -> None:
+    def __init__(
+        self, blocks: list[MatheronPath], alpha: float, dim: int | None = None
+    ) -> None:
         r"""
         Args:
             blocks: Matheron paths from ``draw_matheron_paths`` (sample shape ``P_b``).
             alpha: The exploration scale the paths were drawn with (informative).
+            dim: The input dimension ``d`` (checked on evaluation), if known.
         """
         super().__init__()
         self.blocks = ModuleList(blocks)
         self.alpha = alpha
+        self.dim = dim
         self._sizes = [block["prior_paths"].weight.shape[0] for block in blocks]
 
     @property
@@ -168,7 +173,7 @@ class ScaledSamplePaths(Module):
         Returns:
             ``(values, indices)``, both ``P x k``, values in decreasing order.
         """
-        check_matrix(choices, "choices")
+        check_matrix(choices, "choices", num_cols=self.dim)
         check_magnitude(choices, "choices")
         num_choices = choices.shape[0]
         check_int(chunk_size, "chunk_size", 1)
@@ -236,6 +241,7 @@ def draw_scaled_paths(
     check_generator(generator)
     if paths_per_basis is not None:
         check_int(paths_per_basis, "paths_per_basis", 1)
+    check_allocation(num_paths * num_features, "`num_paths` x `num_features`")
     check_path_model(model)
     if isinstance(model, DecomposedSamplingSVGP):
         model._ensure_current()
@@ -263,7 +269,8 @@ def draw_scaled_paths(
                 ),
             )
         )
-    return ScaledSamplePaths(blocks, alpha)
+    (train_X,) = get_train_inputs(model, transformed=False)
+    return ScaledSamplePaths(blocks, alpha, dim=train_X.shape[-1])
 
 
 class ScaledPathThompsonSampling(AcquisitionFunction):

@@ -34,6 +34,7 @@ from botorch_sketch.acquisition.thompson import (
     resolve_alpha,
 )
 from botorch_sketch.utils.validation import (
+    check_allocation,
     check_bounds,
     check_generator,
     check_int,
@@ -103,6 +104,8 @@ def gen_thompson_candidates(
     """
     check_path_model(model)
     check_int(q, "q", 1)
+    check_int(num_features, "num_features", 1)
+    check_allocation(q * num_features, "`q` x `num_features`")
     if (choices is None) == (bounds is None):
         raise ValueError(
             "Pass exactly one of `choices` (finite set) and `bounds` (box)."
@@ -130,6 +133,7 @@ def gen_thompson_candidates(
             raise ValueError(
                 f"`raw_samples` must be a positive int, got {raw_samples}."
             )
+        check_allocation(raw_samples * dim, "`raw_samples` x d")
         if options is not None and not isinstance(options, dict):
             raise TypeError(
                 f"`options` must be a dict or None, got {type(options).__name__}."

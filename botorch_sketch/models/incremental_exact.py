@@ -31,9 +31,11 @@ from torch import Tensor
 
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
+    check_allocation,
     check_at_least,
     check_finite,
     check_index,
+    check_kernel,
     check_matrix,
     check_model_dtype,
     check_scalar,
@@ -102,11 +104,12 @@ class IncrementalExactGP:
             raise ValueError(
                 f"`capacity` must be a positive int or None, got {capacity!r}."
             )
+        num_points = prior_variance.shape[0]
+        check_allocation((capacity or _INITIAL_ROWS) * num_points, "`capacity` x A")
         self.prior_variance = prior_variance
         self.noise_variance = noise_variance
         self.fixed_capacity = capacity is not None
         self._kernel_column = kernel_column
-        num_points = prior_variance.shape[0]
         self._w = prior_variance.new_empty(capacity or _INITIAL_ROWS, num_points)
         # (point index, d) of the appended observations still waiting for a reward.
         self._pending: deque[tuple[int, float]] = deque()
@@ -142,8 +145,7 @@ class IncrementalExactGP:
             The prior posterior on ``points``.
         """
         check_matrix(points, "points")
-        if not isinstance(kernel, Kernel):
-            raise TypeError("`kernel` must be a gpytorch Kernel.")
+        check_kernel(kernel, "kernel")
         with torch.no_grad():
             prior_variance = kernel(points, diag=True).to(points)
             if points.shape[0] ** 2 <= MAX_PRECOMPUTED_ENTRIES:

@@ -142,7 +142,10 @@ def conditional_variance_factor(
     if quality is not None:
         check_finite(quality, "quality")
         if quality.shape != X.shape[:1] or bool((quality < 0).any()):
-            raise ValueError(f"`quality` must hold {X.shape[0]} non-negative weights.")
+            raise ValueError(
+                f"`quality` must hold {X.shape[0]} non-negative weights (one per row "
+                "of `X`)."
+            )
 
     n = X.shape[0]
     max_pivots = min(num_inducing, n)

@@ -135,8 +135,8 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         check_magnitude(train_Y, "train_Y")
         if train_Y.shape != (train_X.shape[0], 1):
             raise ValueError(
-                f"`train_Y` must have shape {(train_X.shape[0], 1)} (n x 1), "
-                f"got {tuple(train_Y.shape)}."
+                f"`train_Y` must have shape {(train_X.shape[0], 1)} (n x 1, n the "
+                f"rows of `train_X`), got {tuple(train_Y.shape)}."
             )
         check_same_dtype(train_Y, "train_Y", train_X, "train_X")
         if covar_module is not None:
@@ -146,7 +146,12 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         qbar = check_at_least(qbar, "qbar", 1.0)
         if dictionary is not None:
             check_model_dtype(dictionary, "dictionary")
-            check_matrix(dictionary, "dictionary", num_cols=d)
+            check_matrix(dictionary, "dictionary")
+            if dictionary.shape[-1] != d:
+                raise ValueError(
+                    f"`dictionary` must have the {d} columns of `train_X`, got shape "
+                    f"{tuple(dictionary.shape)}."
+                )
             check_magnitude(dictionary, "dictionary")
             check_same_dtype(dictionary, "dictionary", train_X, "train_X")
         check_generator(generator)
@@ -262,6 +267,7 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         ``X``); non-floating points raise ``TypeError``.
         """
         self._check_points(X, "X")
+        self._transformed_points(X, "X")
         return super().posterior(
             X,
             observation_noise=observation_noise,
@@ -270,10 +276,15 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         )
 
     def _check_points(self, X: Tensor, name: str) -> Tensor:
-        r"""Check ``batch x n x d`` points; return them in the transformed space."""
+        r"""Check finite ``batch x n x d`` points of the model's dtype."""
         check_model_dtype(X, name)
         check_points(X, name, self.train_inputs[0].shape[-1])
         check_magnitude(X, name)
+        check_same_dtype(X, name, self.train_inputs[0], "train_X")
+        return X
+
+    def _transformed_points(self, X: Tensor, name: str) -> Tensor:
+        r"""Checked points (:meth:`_check_points`) in the transformed input space."""
         self.eval()
         X_tf = self.transform_inputs(X)
         check_magnitude(X_tf, name)
@@ -357,16 +368,17 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         return model
 
     def _transform_new_data(self, X: Tensor, Y: Tensor) -> tuple[Tensor, Tensor]:
-        X_tf = self._check_points(X, "X")
-        check_same_dtype(X, "X", self.train_inputs[0], "train_X")
+        self._check_points(X, "X")
         check_tensor(Y, "Y")
         check_finite(Y, "Y")
         check_magnitude(Y, "Y")
         check_same_dtype(Y, "Y", X, "X")
         if Y.dim() < 2 or Y.shape[-1] != 1 or Y.shape[-2] != X.shape[-2]:
             raise ValueError(
-                f"`Y` must have shape batch x {X.shape[-2]} x 1, got {tuple(Y.shape)}."
+                f"`Y` must have shape batch x {X.shape[-2]} x 1 (the rows of `X`), "
+                f"got {tuple(Y.shape)}."
             )
+        X_tf = self._transformed_points(X, "X")
         if hasattr(self, "outcome_transform"):
             Y, _ = self.outcome_transform(Y, X=X_tf)
             if not torch.isfinite(Y).all():

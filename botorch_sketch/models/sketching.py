@@ -43,8 +43,8 @@ def inclusion_probabilities(
         raise ValueError("`scaled_variances` must be a 1-d tensor of values >= 0.")
     if counts.shape != scaled_variances.shape or (counts < 0).any():
         raise ValueError(
-            f"`counts` must hold {scaled_variances.shape[0]} values >= 0, got shape "
-            f"{tuple(counts.shape)}."
+            f"`counts` must hold values >= 0, one per entry of `scaled_variances` "
+            f"({scaled_variances.shape[0]}), got shape {tuple(counts.shape)}."
         )
     return (qbar * counts * scaled_variances).clamp(0.0, 1.0)
 
@@ -98,8 +98,8 @@ def sample_dictionary(
         )
     elif draws.shape != probabilities.shape:
         raise ValueError(
-            f"`draws` must have shape {tuple(probabilities.shape)}, got "
-            f"{tuple(draws.shape)}."
+            f"`draws` must have the shape of `probabilities` "
+            f"{tuple(probabilities.shape)}, got {tuple(draws.shape)}."
         )
     selected = torch.nonzero(draws < probabilities).squeeze(-1)
     if selected.numel() == 0:

@@ -171,6 +171,20 @@ def check_scalar(value: object, name: str) -> float:
     return check_number(value, name)
 
 
+#: Most tensor elements a size argument may ask for (8 TiB in float64): larger
+#: requests are mistakes, and torch reports them as overflows or allocation errors.
+MAX_ELEMENTS = 2**40
+
+
+def check_allocation(num_elements: int, names: str) -> None:
+    r"""Raise ``ValueError`` naming ``names`` if they ask for more than
+    :data:`MAX_ELEMENTS` tensor elements."""
+    if num_elements > MAX_ELEMENTS:
+        raise ValueError(
+            f"{names} ask for {num_elements} tensor elements, more than 2**40."
+        )
+
+
 def check_generator(value: object, name: str = "generator") -> None:
     r"""Raise ``TypeError`` unless ``value`` is None or a ``torch.Generator``."""
     if value is not None and not isinstance(value, torch.Generator):
