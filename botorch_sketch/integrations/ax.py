@@ -691,7 +691,7 @@ def bbkb_batch_in_model_space(
         train_X,
         sign * model.train_targets.unsqueeze(-1),
         covar_module=model.covar_module,
-        noise=float(model.noise),
+        noise=float(model.noise.detach()),
         dictionary=model.dictionary,
         qbar=model.qbar,
     )

@@ -442,7 +442,7 @@ def test_bbkb_batch_uses_the_objective_model_of_a_model_list():
     model = surrogate.model.models[surrogate.outcomes.index("branin")]
     assert isinstance(model, NystromGP)
     # The default radius: beta~ = 2 sqrt(lambda) for the fitted lambda.
-    beta = 2 * float(model.noise.sqrt())
+    beta = 2 * float(model.noise.detach().sqrt())
     expected = brute_force_bbkb_batch(model, candidates, beta, 40.0, True)
     assert batch.indices.tolist() == expected
 
@@ -947,7 +947,7 @@ def test_generic_route_with_no_options_uses_the_ax_defaults():
         assert isinstance(model, NystromGP)
         assert type(model.covar_module) is RBFKernel
         assert model.likelihood.raw_noise.requires_grad
-        assert inputs["beta"] == pytest.approx(2 * float(model.noise.sqrt()))
+        assert inputs["beta"] == pytest.approx(2 * float(model.noise.detach().sqrt()))
 
 
 def _exact_gp(n=15, seed=0):
