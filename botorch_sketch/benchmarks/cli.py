@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
         "  botorch-sketch-bench --preset bbkb-cadata --data-dir DATA --smoke\n"
         "  botorch-sketch-bench --problem ackley:dim=4:arms=5000 "
         "--algorithms exact-ucb,exact-bucb -T 500 --option exact-bucb:batch_size=5\n"
-        "  botorch-sketch-bench --resume             # finish an interrupted run\n"
+        "  botorch-sketch-bench ... --resume         # after Ctrl-C: the same "
+        "command, finishing the missing runs\n"
         "  botorch-sketch-bench --config benchmark_results/results.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

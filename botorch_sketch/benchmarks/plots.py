@@ -11,7 +11,8 @@ the seeds' range below five seeds, a 95% t-interval clipped at 0 from five on):
 - ``<problem>_batch_size.png``: size of the batch holding evaluation ``t``;
 - ``<problem>_dictionary_size.png``: the ``dictionary_size`` diagnostic vs ``t``
   (only when some policy reports it);
-- ``<problem>_regret_vs_time.png``: cumulative regret vs cumulative wall time.
+- ``<problem>_regret_vs_time.png``: cumulative regret vs cumulative wall time (both
+  logarithmic).
 
 Every policy has its own color, line style and markers (placed at staggered steps),
 so lines that coincide, e.g. several policies at batch size 1, stay visible; the
@@ -195,6 +196,7 @@ def plot_problem(
                 seconds, low, high, color=styles[policy]["color"], alpha=0.15
             )
     axes.set_xscale("log")
+    axes.set_yscale("log", nonpositive="mask")
     axes.set_xlabel("cumulative wall time [s] (mean over seeds)")
     axes.set_ylabel("cumulative regret")
     written.append(

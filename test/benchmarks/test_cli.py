@@ -1,7 +1,9 @@
 import csv
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -234,6 +236,41 @@ def test_interrupt_then_resume_equals_an_uninterrupted_run(
     assert main(["--config", saved, "--output-dir", str(rerun), "--no-plots"]) == 0
     assert _deterministic_summaries(rerun) == whole
     assert "config " + saved in capsys.readouterr().out
+
+
+def test_sigint_keeps_finished_runs_and_resume_completes(
+    tmp_path, capsys, restore_threads
+):
+    out = tmp_path / "out"
+    argv = [
+        "--problem", "levy:dim=2:arms=300",
+        "--algorithms", "exact-ucb,uniform",
+        "-T", "150",
+        "--seeds", "0-5",
+        "--output-dir", str(out),
+        "--no-plots",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "botorch_sketch.benchmarks", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while len(list(out.glob("runs/*.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    kept = len(list(out.glob("runs/*.json")))
+    if process.returncode == 0:  # it finished before the signal arrived
+        pytest.skip("the run ended before SIGINT")
+    assert process.returncode == 130 and "Traceback" not in err
+    assert f"interrupted after {kept} finished runs" in err
+    with (out / "summary.csv").open() as handle:
+        assert sum(int(row["seeds"]) for row in csv.DictReader(handle)) == kept
+    assert main([*argv, "--resume"]) == 0
+    assert f"resuming: {kept} of 12 runs already done" in capsys.readouterr().out
+    assert len(list(out.glob("runs/*.json"))) == 12
 
 
 def test_counts_and_seed_lists_read_naturally():
