@@ -48,6 +48,8 @@ from torch.nn import Module
 
 from botorch_sketch.models.inducing import select_inducing_indices
 from botorch_sketch.utils.validation import (
+    MIN_NOISE,
+    check_at_least,
     check_bool,
     check_generator,
     check_int,
@@ -56,7 +58,6 @@ from botorch_sketch.utils.validation import (
     check_matrix,
     check_model_dtype,
     check_points,
-    check_positive,
     check_same_dtype,
     fitted_outcome_transform,
 )
@@ -249,8 +250,9 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             mean_module: Prior mean; default ``ConstantMean``.
             likelihood: A ``GaussianLikelihood``; default BoTorch's (LogNormal prior on
                 the noise), or an unconstrained one if ``noise_variance`` is given.
-            noise_variance: Fixed observation noise variance in the units of
-                ``train_Y`` (converted by the outcome transform); None to learn it.
+            noise_variance: Fixed observation noise variance ``>= 1e-12`` in the
+                units of ``train_Y`` (converted by the outcome transform); None to
+                learn it.
             randomized_selection: Draw inducing points with probability proportional
                 to their conditional variance instead of greedily.
             inducing_quality: ``"variance"``: pure conditional-variance selection
@@ -274,7 +276,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
                 "`likelihood` must be a GaussianLikelihood (closed-form q(u))."
             )
         if noise_variance is not None:
-            noise_variance = check_positive(noise_variance, "noise_variance")
+            noise_variance = check_at_least(noise_variance, "noise_variance", MIN_NOISE)
             if likelihood is None:
                 likelihood = GaussianLikelihood(noise_constraint=GreaterThan(0.0))
         check_bool(randomized_selection, "randomized_selection")

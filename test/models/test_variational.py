@@ -551,6 +551,8 @@ def test_one_error_vocabulary_for_bad_arguments():
         DecomposedSamplingSVGP(X, Y, randomized_selection="no")
     with pytest.raises(TypeError, match="`generator`"):
         DecomposedSamplingSVGP(X, Y, generator=0)
+    with pytest.raises(ValueError, match="`noise_variance`"):
+        DecomposedSamplingSVGP(X, Y, noise_variance=1e-300)
     model = DecomposedSamplingSVGP(X, Y, num_inducing=5)
     for bad in (torch.rand(2, dtype=DTYPE), torch.rand(4, 3, dtype=DTYPE)):
         with pytest.raises(ValueError, match="`X`"):
