@@ -11,8 +11,8 @@ the seeds' range below five seeds, a 95% t-interval clipped at 0 from five on):
 - ``<problem>_batch_size.png``: size of the batch holding evaluation ``t``;
 - ``<problem>_dictionary_size.png``: the ``dictionary_size`` diagnostic vs ``t``
   (only when some policy reports it);
-- ``<problem>_regret_vs_time.png``: cumulative regret vs cumulative wall time (both
-  logarithmic).
+- ``<problem>_regret_vs_time.png``: mean cumulative regret vs mean cumulative wall
+  time, both logarithmic (no band: it would be two-dimensional).
 
 Every policy has its own color, line style and markers (placed at staggered steps),
 so lines that coincide, e.g. several policies at batch size 1, stay visible; the
@@ -189,16 +189,17 @@ def plot_problem(
     figure, axes = _new_figure()
     for policy, group in groups.items():
         _, seconds, _, _ = aggregate_curve(group, "cumulative_time")
-        _, regret, low, high = aggregate_curve(group, "cumulative_regret")
+        _, regret, _, _ = aggregate_curve(group, "cumulative_regret")
         axes.plot(seconds, regret, label=_label(policy, group, mixed), **styles[policy])
-        if len(group) > 1:
-            axes.fill_between(
-                seconds, low, high, color=styles[policy]["color"], alpha=0.15
-            )
     axes.set_xscale("log")
     axes.set_yscale("log", nonpositive="mask")
-    axes.set_xlabel("cumulative wall time [s] (mean over seeds)")
+    axes.set_xlabel("cumulative wall time [s]")
     axes.set_ylabel("cumulative regret")
+    counts = {len(group) for group in groups.values()}
+    if mixed:  # no band here: the title says "mean" only
+        title = f"{problem}: mean over the seeds in the legend"
+    elif counts != {1}:
+        title = f"{problem}: mean of {counts.pop()} seeds"
     written.append(
         _finish(figure, axes, title, output_dir / f"{prefix}_regret_vs_time.png")
     )
