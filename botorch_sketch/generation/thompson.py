@@ -40,6 +40,7 @@ from botorch_sketch.utils.validation import (
     check_int,
     check_magnitude,
     check_matrix,
+    check_model_dtype,
 )
 
 
@@ -117,9 +118,11 @@ def gen_thompson_candidates(
     (train_X,) = get_train_inputs(model, transformed=False)
     dim = train_X.shape[-1]
     if choices is not None:
+        check_model_dtype(choices, "choices")
         check_matrix(choices, "choices", num_cols=dim)
         check_magnitude(choices, "choices")
     else:
+        check_model_dtype(bounds, "bounds")
         check_bounds(bounds)
         check_magnitude(bounds, "bounds")
         if bounds.shape[-1] != dim:
@@ -177,13 +180,18 @@ def _maximize_on_box(
     k = min(num_restarts, raw_samples)
     raw_values, raw_index = paths.topk(raw, k=k, chunk_size=chunk_size)  # q x k
     starts = raw[raw_index].transpose(0, 1)  # k x q x d
-    optimized, _ = gen_candidates_scipy(
-        initial_conditions=starts.contiguous(),
-        acquisition_function=acqf,
-        lower_bounds=bounds[0],
-        upper_bounds=bounds[1],
-        options=options,
-    )
+    try:
+        optimized, _ = gen_candidates_scipy(
+            initial_conditions=starts.contiguous(),
+            acquisition_function=acqf,
+            lower_bounds=bounds[0],
+            upper_bounds=bounds[1],
+            options=options,
+        )
+    except (TypeError, ValueError) as error:  # everything else was checked
+        kind = TypeError if isinstance(error, TypeError) else ValueError
+        raise kind(f"`options` were rejected by the optimizer: {error}") from error
+
     with torch.no_grad():
         values = paths.paired(optimized)  # k x q
     best_values, best_restart = values.max(dim=0)

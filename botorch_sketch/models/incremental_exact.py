@@ -144,6 +144,7 @@ class IncrementalExactGP:
         Returns:
             The prior posterior on ``points``.
         """
+        check_model_dtype(points, "points")
         check_matrix(points, "points")
         check_kernel(kernel, "kernel")
         with torch.no_grad():

@@ -141,6 +141,7 @@ def conditional_variance_factor(
         raise ValueError(f"`rel_tol` must lie in [0, 1), got {rel_tol}.")
     if quality is not None:
         check_finite(quality, "quality")
+        check_magnitude(quality, "quality")
         if quality.shape != X.shape[:1] or bool((quality < 0).any()):
             raise ValueError(
                 f"`quality` must hold {X.shape[0]} non-negative weights (one per row "

@@ -195,8 +195,10 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         self._state: DTCState | None = None
         if dictionary is None:
             self._dictionary = self._initial_dictionary(generator)
+            self._state = self._checked_state(self._dictionary, "train_X")
         else:
             self._dictionary = torch.unique(dictionary, dim=0)
+            self._state = self._checked_state(self._dictionary, "dictionary")
 
     # ------------------------------------------------------------------ state
     @property
@@ -221,6 +223,22 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
             with torch.no_grad():
                 self._state = self._build_state(self._dictionary)
         return self._state
+
+    def _checked_state(self, dictionary: Tensor, name: str) -> DTCState:
+        r"""The state on ``dictionary``; ``ValueError`` naming ``name`` if it cannot
+        be factorized or is not finite (e.g. points so far apart that the kernel's
+        squared distances lose all precision)."""
+        try:
+            with torch.no_grad():
+                state = self._build_state(dictionary)
+        except (torch.linalg.LinAlgError, NanError, NotPSDError) as error:
+            raise ValueError(
+                f"`{name}` gives no factorizable posterior (points too far apart or "
+                f"too close for the kernel): {error}"
+            ) from error
+        if not torch.isfinite(state.weights).all():
+            raise ValueError(f"`{name}` gives a non-finite posterior mean.")
+        return state
 
     def _build_state(self, dictionary: Tensor) -> DTCState:
         X, y = self.train_inputs[0], self.train_targets
@@ -457,13 +475,15 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
 
     def set_dictionary(self, dictionary: Tensor) -> None:
         r"""Replace the dictionary by ``m' x d`` points of the transformed input space
-        (duplicates merged); the factorizations are rebuilt on next use."""
+        (duplicates merged) and refactorize, ``O(u m'^2 + m'^3)``; a dictionary that
+        cannot be factorized raises ``ValueError`` and changes nothing."""
         check_model_dtype(dictionary, "dictionary")
         check_matrix(dictionary, "dictionary", num_cols=self.train_inputs[0].shape[-1])
         check_magnitude(dictionary, "dictionary")
         check_same_dtype(dictionary, "dictionary", self.train_inputs[0], "train_X")
-        self._dictionary = torch.unique(dictionary, dim=0)
-        self._state = None
+        dictionary = torch.unique(dictionary, dim=0)
+        state = self._checked_state(dictionary, "dictionary")
+        self._dictionary, self._state = dictionary, state
 
     def _unbatched_inputs(self, caller: str) -> Tensor:
         X = self.train_inputs[0]

@@ -162,6 +162,12 @@ def test_bad_arguments_are_named():
         gen_thompson_candidates(model, 1, choices=far)
     with pytest.raises(ValueError, match="`bounds`"):
         gen_thompson_candidates(model, 1, bounds=BOUNDS * 1e300)
+    with pytest.raises(TypeError, match="`bounds`"):
+        gen_thompson_candidates(model, 1, bounds=BOUNDS.half())
+    with pytest.raises(TypeError, match="`options`"):
+        gen_thompson_candidates(
+            model, 1, bounds=BOUNDS, raw_samples=16, options={"maxiter": "3"}
+        )
 
 
 def test_after_a_t_batched_posterior_call():

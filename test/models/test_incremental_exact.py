@@ -179,3 +179,9 @@ def test_indices_rewards_and_noise_are_checked(data):
     with pytest.raises(ValueError, match="`kernel_column`"):
         wrong.append(0)
     assert wrong.num_observations == 0
+
+
+def test_half_precision_points_are_named(data):
+    points, _, _ = data
+    with pytest.raises(TypeError, match="`points`"):
+        IncrementalExactGP.from_kernel(points.half(), _kernel(), NOISE)

@@ -176,3 +176,11 @@ def test_flags_and_tolerances_are_checked():
     far[0] = 1e300
     with pytest.raises(ValueError, match="`X`"):
         select_inducing_indices(far, _kernel(), 3)
+
+
+def test_quality_that_overflows_is_rejected():
+    X = torch.rand(10, 2, dtype=DTYPE)
+    quality = torch.ones(10, dtype=DTYPE)
+    quality[3] = 1e300  # its square overflows the draw probabilities
+    with pytest.raises(ValueError, match="`quality`"):
+        select_inducing_indices(X, _kernel(), 3, randomized=True, quality=quality)

@@ -581,3 +581,18 @@ def test_batched_variance_model_is_rejected():
     with pytest.raises(TypeError, match="`generator`"):
         model.resparsify(generator=0)
     _assert_same_state(before, _model_state(model))
+
+
+def test_dictionary_too_spread_for_the_kernel_is_rejected():
+    # Found by the property suite: a dictionary point at 2**40 (lengthscale 0.3)
+    # made K_SS lose all precision; the model was built and failed at first use.
+    X, Y = make_data(12, 2)
+    far = X[:4].clone()
+    far[0, 0] = 2.0**40
+    with pytest.raises(ValueError, match="`dictionary`"):
+        NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1, dictionary=far)
+    model = NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1)
+    before = _model_state(model)
+    with pytest.raises(ValueError, match="`dictionary`"):
+        model.set_dictionary(far)
+    _assert_same_state(before, _model_state(model))
