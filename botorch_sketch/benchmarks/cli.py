@@ -591,6 +591,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             store=store,
             resume=args.resume,
             on_trace=finished.append,
+            environment={
+                key: metadata[key]
+                for key in ("torch_threads", "matmul_gflops", "dtype", "device")
+            },
         )
     except KeyboardInterrupt:
         _save_partial(finished, output_dir, metadata, "interrupted")

@@ -133,6 +133,8 @@ class RunTrace:
         setup_seconds: Time of ``policy.reset`` (counted in the total time).
         peak_memory_mb: Peak memory growth during the run.
         memory_method: How it was measured (:class:`PeakMemoryMonitor`).
+        environment: Where it ran, e.g. ``{"torch_threads": 1, "matmul_gflops":
+            33.0}`` (times depend on it).
     """
 
     problem: str
@@ -148,6 +150,7 @@ class RunTrace:
     setup_seconds: float = 0.0
     peak_memory_mb: float = math.nan
     memory_method: str = ""
+    environment: dict[str, object] = field(default_factory=dict)
 
     @property
     def horizon(self) -> int:
@@ -210,6 +213,7 @@ class RunTrace:
             "setup_seconds": self.setup_seconds,
             "peak_memory_mb": _json_safe(self.peak_memory_mb),
             "memory_method": self.memory_method,
+            "environment": _json_safe(self.environment),
         }
 
     @classmethod
@@ -236,6 +240,7 @@ class RunTrace:
             setup_seconds=float(data["setup_seconds"]),
             peak_memory_mb=math.nan if peak is None else float(peak),
             memory_method=data["memory_method"],
+            environment=dict(data.get("environment") or {}),
         )
 
     def summary(self) -> dict[str, float]:
@@ -280,7 +285,10 @@ def mean_interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray,
 
 
 def seed_band(
-    samples: np.ndarray, lower: float = -math.inf, level: float = 0.95
+    samples: np.ndarray,
+    lower: float = -math.inf,
+    level: float = 0.95,
+    method: str = "auto",
 ) -> tuple[np.ndarray, ...]:
     r"""Mean and band over the first axis (the seeds), never below ``lower``.
 
@@ -293,12 +301,16 @@ def seed_band(
         samples: ``n x ...`` values, one row per seed.
         lower: The quantity's lower bound (e.g. 0 for times and regrets).
         level: Coverage of the t-interval.
+        method: ``"auto"`` as above, or ``"range"`` for ``[min, max]`` at any number
+            of seeds (for logarithmic axes, where a band clipped at 0 would vanish).
 
     Returns:
         ``(mean, low, high)``, each of shape ``...``.
     """
+    if method not in ("auto", "range"):
+        raise ValueError(f"`method` must be 'auto' or 'range', got {method!r}.")
     samples = np.asarray(samples, dtype=float)
-    if samples.shape[0] < MIN_SEEDS_FOR_INTERVAL:
+    if method == "range" or samples.shape[0] < MIN_SEEDS_FOR_INTERVAL:
         return samples.mean(axis=0), samples.min(axis=0), samples.max(axis=0)
     mean, low, high = mean_interval(samples, level)
     return mean, np.maximum(low, lower), high
@@ -309,11 +321,11 @@ def lower_bound(name: str) -> float:
     return 0.0 if name in NONNEGATIVE else -math.inf
 
 
-def band_description(num_seeds: int) -> str:
+def band_description(num_seeds: int, method: str = "auto") -> str:
     r"""What :func:`seed_band` shows for ``num_seeds`` seeds, in words."""
     if num_seeds == 1:
         return "1 seed"
-    if num_seeds < MIN_SEEDS_FOR_INTERVAL:
+    if method == "range" or num_seeds < MIN_SEEDS_FOR_INTERVAL:
         return f"mean and range (min, max) of {num_seeds} seeds"
     return f"mean and 95% t-interval of {num_seeds} seeds, clipped at 0"
 
@@ -326,12 +338,15 @@ def group_traces(traces: Iterable[RunTrace]) -> dict[tuple[str, str], list[RunTr
     return groups
 
 
-def aggregate_curve(traces: Sequence[RunTrace], name: str) -> tuple[np.ndarray, ...]:
+def aggregate_curve(
+    traces: Sequence[RunTrace], name: str, method: str = "auto"
+) -> tuple[np.ndarray, ...]:
     r"""``(t, mean, low, high)`` of a curve over seeds (common horizon), with the
-    band of :func:`seed_band`."""
+    band of :func:`seed_band` (``method``)."""
     horizon = min(trace.horizon for trace in traces)
     stacked = np.stack([trace.curve(name)[:horizon] for trace in traces])
-    return (np.arange(1, horizon + 1), *seed_band(stacked, lower_bound(name)))
+    band = seed_band(stacked, lower_bound(name), method=method)
+    return (np.arange(1, horizon + 1), *band)
 
 
 _SUMMARY_KEYS = (

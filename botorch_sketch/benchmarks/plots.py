@@ -2,7 +2,8 @@ r"""PNG plots of benchmark traces (matplotlib's Agg canvas; no global backend ch
 
 For each problem, :func:`plot_problem` draws one figure per view, a line per policy
 with the mean over seeds and, with several seeds, a shaded band (:func:`seed_band`:
-the seeds' range below five seeds, a 95% t-interval clipped at 0 from five on):
+the seeds' range below five seeds or on a logarithmic axis, else a 95% t-interval
+clipped at 0):
 
 - ``<problem>_regret_ratio.png``: regret ratio ``R_t / R_t(uniform)`` vs ``t``;
 - ``<problem>_cumulative_time.png``: cumulative wall time (selection + update) vs ``t``;
@@ -52,6 +53,7 @@ class View:
         log_y: Logarithmic y axis.
         legend_value: ``"max"`` or ``"last"``: add that value of the mean curve to
             each legend entry (for sizes several policies may share), or None.
+        timed: Whether the curve is a wall time.
     """
 
     suffix: str
@@ -59,16 +61,24 @@ class View:
     ylabel: str
     log_y: bool = False
     legend_value: str | None = None
+    timed: bool = False
 
 
 VIEWS = (
     View("regret_ratio", "regret_ratio", "regret ratio R_t / R_t(uniform)"),
-    View("cumulative_time", "cumulative_time", "cumulative wall time [s]", True),
+    View(
+        "cumulative_time",
+        "cumulative_time",
+        "cumulative wall time [s]",
+        log_y=True,
+        timed=True,
+    ),
     View(
         "time_per_evaluation",
         "time_per_evaluation",
         "wall time per evaluation [s]\n(batch time / batch size, trailing mean)",
-        True,
+        log_y=True,
+        timed=True,
     ),
     View("batch_size", "batch_size", "batch size", True, "max"),
     View("dictionary_size", "dictionary_size", "dictionary size", False, "last"),
@@ -98,8 +108,11 @@ def _styles(num_policies: int, num_steps: int) -> list[dict[str, object]]:
     ]
 
 
-def plot_title(problem: str, groups: dict[str, list[RunTrace]]) -> str:
-    r"""The figures' title: the seed of one-seed runs, else what the band shows."""
+def plot_title(
+    problem: str, groups: dict[str, list[RunTrace]], method: str = "auto"
+) -> str:
+    r"""The figures' title: the seed of one-seed runs, else what the band
+    (:func:`seed_band` with ``method``) shows."""
     counts = {len(group) for group in groups.values()}
     if counts == {1}:
         seeds = {group[0].seed for group in groups.values()}
@@ -107,16 +120,37 @@ def plot_title(problem: str, groups: dict[str, list[RunTrace]]) -> str:
             return f"{problem}: seed {seeds.pop()}"
         return f"{problem}: 1 seed per policy"
     if len(counts) == 1:
-        return f"{problem}: {band_description(counts.pop())}"
+        return f"{problem}: {band_description(counts.pop(), method)}"
     return f"{problem}: mean and band over the seeds in the legend"
+
+
+def machine_line(traces: Sequence[RunTrace]) -> str | None:
+    r"""``"1 thread, matmul 33.0 GFLOP/s"`` from the runs' environments (a range of
+    throughputs when they differ, e.g. after ``--resume``); None when unknown."""
+    known = [t.environment for t in traces if "matmul_gflops" in t.environment]
+    if not known:
+        return None
+    threads = sorted({int(env["torch_threads"]) for env in known})
+    gflops = sorted(float(env["matmul_gflops"]) for env in known)
+    count = "/".join(map(str, threads))
+    speed = f"{gflops[0]:.1f}" + (
+        f"-{gflops[-1]:.1f}" if gflops[-1] - gflops[0] >= 0.05 else ""
+    )
+    unknown = " (some runs unknown)" if len(known) < len(traces) else ""
+    return (
+        f"{count} thread{'' if threads == [1] else 's'}, matmul {speed} GFLOP/s "
+        f"measured at the start{unknown}"
+    )
 
 
 def _label(policy: str, group: list[RunTrace], mixed: bool) -> str:
     return f"{policy} ({len(group)} seeds)" if mixed else policy
 
 
-def _finish(figure: Figure, axes: Axes, title: str, path: Path) -> Path:
-    axes.set_title(title, fontsize=10)
+def _finish(
+    figure: Figure, axes: Axes, title: str, path: Path, machine: str | None
+) -> Path:
+    axes.set_title(title if machine is None else f"{title}\n{machine}", fontsize=10)
     axes.grid(True, which="major", alpha=0.3)
     figure.legend(loc="outside right upper", fontsize=8)
     FigureCanvasAgg(figure)
@@ -137,7 +171,9 @@ def plot_problem(
     Args:
         traces: Traces of that problem (any policies and seeds).
         output_dir: Existing or new folder for the PNG files.
-        problem: The problem's name (file prefix and title).
+        problem: The problem's name (file prefix and title). Views of wall time get
+            a second title line with the runs' threads and measured matmul
+            throughput (:attr:`RunTrace.environment`), when known.
 
     Returns:
         The written paths.
@@ -151,15 +187,17 @@ def plot_problem(
     }
     if not groups:
         raise ValueError(f"No traces for problem {problem!r}.")
-    title = plot_title(problem, groups)
+    machine = machine_line([trace for group in groups.values() for trace in group])
     mixed = len({len(group) for group in groups.values()}) > 1
     horizon = min(trace.horizon for group in groups.values() for trace in group)
     styles = dict(zip(groups, _styles(len(groups), horizon), strict=True))
     prefix = safe_name(problem)
     written = []
     for view in VIEWS:
+        method = "range" if view.log_y else "auto"  # log axes: no band clipped at 0
+        title = plot_title(problem, groups, method)
         curves = {
-            policy: aggregate_curve(group, view.curve)
+            policy: aggregate_curve(group, view.curve, method)
             for policy, group in groups.items()
             if view.curve in group[0].curve_names()
         }
@@ -184,7 +222,13 @@ def plot_problem(
         axes.set_xlabel("evaluations t")
         axes.set_ylabel(view.ylabel)
         written.append(
-            _finish(figure, axes, title, output_dir / f"{prefix}_{view.suffix}.png")
+            _finish(
+                figure,
+                axes,
+                title,
+                output_dir / f"{prefix}_{view.suffix}.png",
+                machine if view.timed else None,
+            )
         )
     figure, axes = _new_figure()
     for policy, group in groups.items():
@@ -196,12 +240,15 @@ def plot_problem(
     axes.set_xlabel("cumulative wall time [s]")
     axes.set_ylabel("cumulative regret")
     counts = {len(group) for group in groups.values()}
+    title = plot_title(problem, groups)
     if mixed:  # no band here: the title says "mean" only
         title = f"{problem}: mean over the seeds in the legend"
     elif counts != {1}:
         title = f"{problem}: mean of {counts.pop()} seeds"
     written.append(
-        _finish(figure, axes, title, output_dir / f"{prefix}_regret_vs_time.png")
+        _finish(
+            figure, axes, title, output_dir / f"{prefix}_regret_vs_time.png", machine
+        )
     )
     return written
 

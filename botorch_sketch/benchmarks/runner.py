@@ -386,6 +386,7 @@ def run_benchmark(
     store: RunStore | None = None,
     resume: bool = False,
     on_trace: Callable[[RunTrace], None] | None = None,
+    environment: dict[str, object] | None = None,
 ) -> tuple[list[RunTrace], list[str]]:
     r"""Run every policy on every problem for every seed.
 
@@ -405,6 +406,7 @@ def run_benchmark(
         resume: Reuse the runs ``store`` holds with the same settings
             (:func:`run_fingerprint`) instead of running them again.
         on_trace: Called with each finished (or reused) run, in order.
+        environment: Stored in each new run's :attr:`RunTrace.environment`.
 
     Returns:
         ``(traces, notes)``, traces in (problem, policy, seed) order.
@@ -479,6 +481,7 @@ def run_benchmark(
                 uniform_regret=uniform_regret,
                 log=log,
             )
+            trace.environment = dict(environment or {})
             if store is not None:
                 store.save(trace, fingerprint)
             if mode == "log":

@@ -141,6 +141,11 @@ def test_seed_band_by_number_of_seeds():
     np.testing.assert_allclose(low, [0.0, 5.5 - half[1]])
     unclipped = seed_band(many)[1]
     np.testing.assert_allclose(unclipped, mean - half)
+    _, low, high = seed_band(many, lower=0.0, method="range")
+    np.testing.assert_array_equal(low, many.min(axis=0))
+    np.testing.assert_array_equal(high, many.max(axis=0))
+    with pytest.raises(ValueError, match="method"):
+        seed_band(many, method="sd")
     assert band_description(1) == "1 seed"
     assert "range" in band_description(2) and "2 seeds" in band_description(2)
     assert "t-interval of 5 seeds" in band_description(5)
@@ -211,6 +216,7 @@ def test_trace_round_trips_through_json():
         diagnostics={"dictionary_size": np.array([2.0, np.nan, 3.0, 3.0])},
         peak_memory_mb=float("nan"),
         memory_method="sampled",
+        environment={"torch_threads": 1, "matmul_gflops": 33.0},
     )
     text = json.dumps(trace.to_dict(), allow_nan=False)
     back = RunTrace.from_dict(json.loads(text))
@@ -220,7 +226,7 @@ def test_trace_round_trips_through_json():
         back.diagnostics["dictionary_size"], trace.diagnostics["dictionary_size"]
     )
     assert back.batch_index.dtype == np.int64 and math.isnan(back.peak_memory_mb)
-    for key in ("problem", "policy", "seed", "optimum", "setup_seconds"):
+    for key in ("problem", "policy", "seed", "optimum", "setup_seconds", "environment"):
         assert getattr(back, key) == getattr(trace, key)
     assert back.summary()["cumulative_regret"] == trace.summary()["cumulative_regret"]
 

@@ -3,7 +3,12 @@ import pytest
 from scipy.stats import t as student_t
 
 from botorch_sketch.benchmarks.metrics import RunTrace, aggregate_curve
-from botorch_sketch.benchmarks.plots import plot_all, plot_problem, plot_title
+from botorch_sketch.benchmarks.plots import (
+    machine_line,
+    plot_all,
+    plot_problem,
+    plot_title,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -76,3 +81,23 @@ def test_bands_never_go_below_zero_and_one_seed_has_no_interval(tmp_path):
     for name in ("t-interval over 1", "1 seeds"):
         assert name not in plot_title("p", one)
     assert len(plot_problem(traces + [_trace("p", "b", 0)], tmp_path, "p")) == 6
+
+
+def test_machine_line_and_log_axes_use_the_range():
+    traces = [_trace("p", "a", seed) for seed in range(6)]
+    assert machine_line(traces) is None
+    for trace, gflops in zip(traces, [6.2, 6.2, 33.0, 6.2, 6.2, 6.2], strict=True):
+        trace.environment = {"torch_threads": 1, "matmul_gflops": gflops}
+    assert (
+        machine_line(traces[:2]) == "1 thread, matmul 6.2 GFLOP/s measured at the start"
+    )
+    assert "matmul 6.2-33.0 GFLOP/s" in machine_line(traces)
+    traces[0].environment = {}
+    assert machine_line(traces).endswith("(some runs unknown)")
+    _, mean, low, high = aggregate_curve(traces, "cumulative_time", "range")
+    stacked = np.stack([trace.curve("cumulative_time") for trace in traces])
+    np.testing.assert_array_equal(low, stacked.min(axis=0))
+    np.testing.assert_array_equal(high, stacked.max(axis=0))
+    assert plot_title("p", {"a": traces}, "range") == (
+        "p: mean and range (min, max) of 6 seeds"
+    )

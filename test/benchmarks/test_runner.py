@@ -254,8 +254,14 @@ def test_interrupted_benchmark_resumes_to_the_uninterrupted_result(
     StoppingPolicy.asks, StoppingPolicy.stop_at = 0, -1
     lines = []
     resumed, notes = run_benchmark(
-        *arguments, progress="log", log=lines.append, store=store, resume=True
+        *arguments,
+        progress="log",
+        log=lines.append,
+        store=store,
+        resume=True,
+        environment={"matmul_gflops": 3.0},
     )
+    assert [t.environment for t in resumed] == [{}] * 3 + [{"matmul_gflops": 3.0}]
     assert "resuming: 3 of 4 runs already done" in notes
     assert StoppingPolicy.asks == 6  # only the missing run ran
     done = [line for line in lines if line.startswith("run ")]
