@@ -196,7 +196,12 @@ class RayEngine(Engine):
         return done
 
     def result(self, handle: Hashable) -> Any:
-        return self.ray.get(handle)
+        try:
+            return self.ray.get(handle)
+        except self.ray.exceptions.RayTaskError as error:
+            if error.cause is None:
+                raise
+            raise error.cause from error  # the objective's own exception
 
     def cancel(self, handles: list[Hashable]) -> None:
         for handle in handles:
