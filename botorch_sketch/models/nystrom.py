@@ -195,10 +195,10 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         self._state: DTCState | None = None
         if dictionary is None:
             self._dictionary = self._initial_dictionary(generator)
-            self._state = self._checked_state(self._dictionary, "train_X")
+            self._set_state(self._checked_state(self._dictionary, "train_X"))
         else:
             self._dictionary = torch.unique(dictionary, dim=0)
-            self._state = self._checked_state(self._dictionary, "dictionary")
+            self._set_state(self._checked_state(self._dictionary, "dictionary"))
 
     # ------------------------------------------------------------------ state
     @property
@@ -218,11 +218,25 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
 
     @property
     def dtc_state(self) -> DTCState:
-        r"""Cached factorizations of the current posterior (built on first use)."""
-        if self._state is None:
+        r"""Cached factorizations of the current posterior (built on first use, and
+        rebuilt when a kernel or noise hyperparameter changed since)."""
+        if self._state is None or self._hyperparameters_changed():
             with torch.no_grad():
-                self._state = self._build_state(self._dictionary)
+                self._set_state(self._build_state(self._dictionary))
         return self._state
+
+    def _set_state(self, state: DTCState | None) -> None:
+        r"""Cache ``state`` with the hyperparameters it was built with."""
+        self._state = state
+        self._state_hyperparameters = [p.detach().clone() for p in self.parameters()]
+
+    def _hyperparameters_changed(self) -> bool:
+        current = list(self.parameters())
+        saved = getattr(self, "_state_hyperparameters", [])
+        return len(current) != len(saved) or any(
+            a.shape != b.shape or not torch.equal(a.detach(), b)
+            for a, b in zip(current, saved, strict=True)
+        )
 
     def _checked_state(self, dictionary: Tensor, name: str) -> DTCState:
         r"""The state on ``dictionary``; ``ValueError`` naming ``name`` if it cannot
@@ -483,7 +497,8 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         check_same_dtype(dictionary, "dictionary", self.train_inputs[0], "train_X")
         dictionary = torch.unique(dictionary, dim=0)
         state = self._checked_state(dictionary, "dictionary")
-        self._dictionary, self._state = dictionary, state
+        self._dictionary = dictionary
+        self._set_state(state)
 
     def _unbatched_inputs(self, caller: str) -> Tensor:
         X = self.train_inputs[0]

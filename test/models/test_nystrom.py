@@ -596,3 +596,24 @@ def test_dictionary_too_spread_for_the_kernel_is_rejected():
     with pytest.raises(ValueError, match="`dictionary`"):
         model.set_dictionary(far)
     _assert_same_state(before, _model_state(model))
+
+
+def test_hyperparameters_set_after_construction_are_used():
+    # The constructor now factorizes eagerly (to reject bad data at the door); a
+    # hyperparameter set afterwards must still be used, as before.
+    X, Y = make_data(20, 2)
+    model = NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1, dictionary=X)
+    model.covar_module.base_kernel.lengthscale = torch.tensor([[0.5, 0.2]])
+    fresh = NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1, dictionary=X)
+    fresh.covar_module.base_kernel.lengthscale = torch.tensor([[0.5, 0.2]])
+    fresh._state = None  # the lazily built reference
+    test_X = torch.rand(
+        5, 1, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(2)
+    )
+    torch.testing.assert_close(
+        model.posterior(test_X).mean, fresh.posterior(test_X).mean
+    )
+    exact = exact_gp(X, Y, model.covar_module, 0.1).eval()
+    torch.testing.assert_close(
+        model.posterior(test_X).mean, exact.posterior(test_X).mean, atol=1e-6, rtol=0
+    )
