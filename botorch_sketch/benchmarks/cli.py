@@ -472,6 +472,9 @@ def resolve_job(args: argparse.Namespace) -> Job:
     if args.problems:
         specs = [spec for group in args.problems for spec in group.split(",")]
         settings = {}
+    dtype = args.dtype or saved.get("dtype", "float64")
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
     data_dir = args.data_dir or os.environ.get(DATA_ENV) or "data"
     _check_datasets(specs, data_dir)
     return Job(
@@ -482,7 +485,7 @@ def resolve_job(args: argparse.Namespace) -> Job:
         policies=tuple(policies),
         horizon=horizon,
         seeds=tuple(seeds),
-        dtype=args.dtype or saved.get("dtype", "float64"),
+        dtype=dtype,
         device=_check_device(args.device or saved.get("device", "cpu")),
         threads=threads,
         data_dir=data_dir,

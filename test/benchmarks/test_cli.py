@@ -144,6 +144,36 @@ def test_bad_arguments_end_in_one_line_and_exit_2(argv, message, tmp_path, capsy
     assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
 
 
+def test_bad_configs_end_in_one_line(tmp_path, capsys):
+    config = {
+        "problems": ["levy:dim=2:arms=60"],
+        "problem_settings": {},
+        "policies": [{"name": "uniform", "label": "u", "options": {}}],
+        "horizon": 5,
+        "seeds": [0],
+        "dtype": "float16",
+    }
+    cases = {
+        "dtype": {"metadata": {"config": config}},
+        "no metadata.config": {"metadata": {}},
+        "malformed": {"metadata": {"config": config | {"policies": [{"x": 1}]}}},
+        "Unknown policy": {
+            "metadata": {
+                "config": config
+                | {"policies": [{"name": "nope", "label": "u", "options": {}}]}
+            }
+        },
+    }
+    for message, payload in cases.items():
+        path = tmp_path / "results.json"
+        path.write_text(json.dumps(payload))
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--config", str(path), "--output-dir", str(tmp_path / "x")])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and len(err.splitlines()) == 1
+        assert message in err and not (tmp_path / "x").exists()
+
+
 def test_missing_dataset_names_the_flag_and_variable(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("BOTORCH_SKETCH_DATA", raising=False)
     monkeypatch.chdir(tmp_path)
