@@ -175,7 +175,12 @@ def _maximize_on_box(
     keeps its best restart, or its best raw point if no restart beat it.
     """
     seed = int(torch.randint(2**62, (1,), generator=generator))
-    raw = draw_sobol_samples(bounds, n=raw_samples, q=1, seed=seed).squeeze(-2)
+    try:
+        raw = draw_sobol_samples(bounds, n=raw_samples, q=1, seed=seed).squeeze(-2)
+    except RuntimeError as error:  # allocation failure (out of memory)
+        raise ValueError(
+            f"`raw_samples` ({raw_samples} points) cannot be allocated: {error}"
+        ) from error
     paths = acqf.paths
     k = min(num_restarts, raw_samples)
     raw_values, raw_index = paths.topk(raw, k=k, chunk_size=chunk_size)  # q x k

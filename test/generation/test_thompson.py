@@ -164,6 +164,8 @@ def test_bad_arguments_are_named():
         gen_thompson_candidates(model, 1, bounds=BOUNDS * 1e300)
     with pytest.raises(TypeError, match="`bounds`"):
         gen_thompson_candidates(model, 1, bounds=BOUNDS.half())
+    with pytest.raises(ValueError, match="`raw_samples`"):  # 8 TiB of Sobol points
+        gen_thompson_candidates(model, 1, bounds=BOUNDS, raw_samples=2**39)
     with pytest.raises(TypeError, match="`options`"):
         gen_thompson_candidates(
             model, 1, bounds=BOUNDS, raw_samples=16, options={"maxiter": "3"}
