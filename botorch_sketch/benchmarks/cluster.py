@@ -516,9 +516,23 @@ def simulate(
 
 
 def _on_grid(trace: ClusterTrace, curve: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    r"""The curve's value at the last completion ``<= grid`` (NaN before the first)."""
+    r"""The curve's value at the last completion ``<= grid`` (NaN before the first
+    completion and after the makespan)."""
+    grid = np.asarray(grid, dtype=float)
     at = np.searchsorted(trace.times, grid, side="right") - 1
-    return np.where(at >= 0, curve[np.maximum(at, 0)], np.nan)
+    inside = (at >= 0) & (grid <= trace.makespan)
+    return np.where(inside, curve[np.maximum(at, 0)], np.nan)
+
+
+def busy_fraction(trace: ClusterTrace, grid: np.ndarray) -> np.ndarray:
+    r"""Fraction of the ``W`` workers busy on average over ``(grid[i-1], grid[i]]``
+    (from 0 for ``i = 0``); NaN past the makespan. Exact: evaluations start only at 0
+    or at completions, so the busy worker-time grows linearly between completions."""
+    grid = np.asarray(grid, dtype=float)
+    busy = np.interp(grid, np.r_[0.0, trace.times], np.r_[0.0, trace.busy])
+    widths = np.diff(grid, prepend=0.0)
+    fraction = np.diff(busy, prepend=0.0) / (trace.workers * widths)
+    return np.where(grid <= trace.makespan, fraction, np.nan)
 
 
 def _time_grid(traces: Sequence[ClusterTrace], points: int = 400) -> np.ndarray:
@@ -543,8 +557,10 @@ def summarize(
     traces: Sequence[ClusterTrace], reference: str = "bbkb-sync"
 ) -> list[dict[str, object]]:
     r"""One row per ``(problem, workers, method)``: means over seeds of
-    :meth:`ClusterTrace.summary`, plus ``time_to_reference``: the time to reach the
-    reference method's final regret ratio (same seed) over the reference's makespan."""
+    :meth:`ClusterTrace.summary`, plus, against the reference method's run of the same
+    seed, ``time_to_reference``: the time to reach (and stay at or below) its final
+    regret ratio over its makespan, and ``reference_at_makespan``: its regret ratio
+    when this method finished (its last value if it finished earlier)."""
     groups: dict[tuple[str, int, str], list[ClusterTrace]] = {}
     for trace in traces:
         groups.setdefault((trace.problem, trace.workers, trace.method), []).append(
@@ -562,15 +578,18 @@ def summarize(
         finals = [trace.summary() for trace in group]
         for key in finals[0]:
             row[key] = float(np.mean([final[key] for final in finals]))
-        fractions = []
+        fractions, at_makespan = [], []
         for trace in group:
             base = groups.get((problem, workers, reference), [])
             base = [b for b in base if b.seed == trace.seed]
             if base:
-                target = float(base[0].regret_ratio()[-1])
-                fractions.append(time_to_reach(trace, target) / base[0].makespan)
+                ratio = base[0].regret_ratio()
+                fractions.append(time_to_reach(trace, ratio[-1]) / base[0].makespan)
+                grid = np.array([trace.makespan])
+                at_makespan.append(_on_grid(base[0], ratio, grid)[0])
         if fractions:
             row["time_to_reference"] = float(np.mean(fractions))
+            row["reference_at_makespan"] = float(np.mean(at_makespan))
         rows.append(row)
     order = {name: k for k, name in enumerate(METHODS)}
 
@@ -586,18 +605,19 @@ def format_markdown(rows: Sequence[dict[str, object]], reference: str) -> str:
     head = (
         "| problem | W | method | T | seeds | makespan | utilization | regret ratio | "
         f"simple regret | time to {label(reference)}'s final regret "
-        "ratio (/ its makespan) | optimizer CPU ms / suggestion (wall) | "
-        "empty asks |"
+        f"ratio (/ its makespan) | {label(reference)}'s regret ratio at this "
+        "makespan | optimizer CPU ms / suggestion (wall) | empty asks |"
     )
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
     for row in rows:
         reach = row.get("time_to_reference", math.nan)
+        base = row.get("reference_at_makespan", math.nan)
         lines.append(
             f"| {row['problem']} | {row['workers']} | "
             f"{label(row['method'])} | {row['horizon']} | "
             f"{row['seeds']} | {row['makespan']:,.0f} | {row['utilization']:.1%} | "
             f"{row['regret_ratio']:.4f} | {row['simple_regret']:.4f} | "
-            f"{reach:.3g} | {row['ms_per_suggestion']:.2f} "
+            f"{reach:.3g} | {base:.4f} | {row['ms_per_suggestion']:.2f} "
             f"({row['wall_ms_per_suggestion']:.2f}) | "
             f"{row['empty_asks']:.0f} / {row['num_asks']:.0f} |"
         )
@@ -612,8 +632,9 @@ def _save(figure: Figure, path: Path) -> Path:
 
 def plot(traces: Sequence[ClusterTrace], output_dir: str | Path) -> list[Path]:
     r"""For each ``(problem, W)``: ``cluster_<problem>_w<W>_regret.png`` (regret
-    ratio vs simulated time, mean over seeds, log time axis) and
-    ``..._utilization.png`` (utilization so far vs simulated time)."""
+    ratio vs simulated time, mean over seeds, log time axis, each line ending at its
+    makespan) and ``..._utilization.png`` (:func:`busy_fraction` over log-spaced
+    windows)."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[tuple[str, int], list[ClusterTrace]] = {}
@@ -623,8 +644,12 @@ def plot(traces: Sequence[ClusterTrace], output_dir: str | Path) -> list[Path]:
     for (problem, workers), group in runs.items():
         grid = _time_grid(group)
         views = (
-            ("regret", ClusterTrace.regret_ratio, "regret ratio R_k / (k r_unif)"),
-            ("utilization", ClusterTrace.utilization, "utilization so far"),
+            (
+                "regret",
+                lambda t, g: _on_grid(t, t.regret_ratio(), g),
+                "regret ratio R_k / (k r_unif)",
+            ),
+            ("utilization", busy_fraction, "fraction of workers busy"),
         )
         for suffix, curve, ylabel in views:
             figure = Figure(figsize=(7, 4.2))
@@ -632,7 +657,7 @@ def plot(traces: Sequence[ClusterTrace], output_dir: str | Path) -> list[Path]:
             methods = dict.fromkeys(t.method for t in group)
             for method in methods:
                 mine = [t for t in group if t.method == method]
-                curves = np.array([_on_grid(t, curve(t), grid) for t in mine])
+                curves = np.array([curve(t, grid) for t in mine])
                 started = ~np.isnan(curves).all(axis=0)
                 mean = np.full(grid.shape, np.nan)
                 mean[started] = np.nanmean(curves[:, started], axis=0)
@@ -665,14 +690,15 @@ class ClusterPreset:
 
 _ALL = ("bkb", "bbkb-sync", "bbkb-async", "gp-bucb", "sgpts-async", "uniform")
 
-#: Presets: cadata and Rosenbrock-8 (20,000 arms, as the ``default`` benchmark) with
-#: 100 workers and ``T = 10^4``, and a seconds-long smoke run.
+#: Presets, all with ``W = 100`` but the smoke run: cadata with ``T = 10^4``
+#: (needs ``--data-dir``), Rosenbrock-8 on 20,000 arms with ``T = 2,000`` (the
+#: ``default`` benchmark's problem and horizon), and a seconds-long smoke run.
 PRESETS = {
     "cluster-cadata": ClusterPreset(
         "cadata:lengthscale=3:noise_variance=1", _ALL, 100, 10_000, (0,), True
     ),
     "cluster-rosenbrock": ClusterPreset(
-        "rosenbrock:dim=8:arms=20000:noise_variance=1", _ALL, 100, 10_000, (0,)
+        "rosenbrock:dim=8:arms=20000:noise_variance=1", _ALL, 100, 2000, (0,)
     ),
     "cluster-smoke": ClusterPreset(
         "rosenbrock:dim=8:arms=500:noise_variance=1", _ALL, 8, 60, (0,)

@@ -92,6 +92,11 @@ def test_sequential_and_fixed_batches_have_closed_form_makespans(problem, monkey
     assert bkb.makespan == pytest.approx(durations.sum())
     np.testing.assert_allclose(bkb.times, np.cumsum(durations))
     assert bkb.utilization()[-1] == pytest.approx(1 / workers)
+    grid = np.geomspace(0.01, 2 * bkb.makespan, 50)
+    fraction = cluster.busy_fraction(bkb, grid)
+    inside = grid <= bkb.makespan
+    np.testing.assert_allclose(fraction[inside], 1 / workers)
+    assert np.isnan(fraction[~inside]).all() and inside.sum() > 40
 
     def fixed_batches(setup):
         policy = UniformPolicy(batch_size=5)
@@ -103,6 +108,12 @@ def test_sequential_and_fixed_batches_have_closed_form_makespans(problem, monkey
     batch_ends = np.cumsum(durations.reshape(-1, 5).max(axis=1))
     np.testing.assert_allclose(trace.times[4::5], batch_ends)
     assert trace.busy[-1] == pytest.approx(durations.sum())
+    # all 5 of a batch's evaluations run from its start to their ends
+    first = durations[:5]
+    grid = np.sort(first)
+    expected = [np.mean(np.minimum(first, g) - np.minimum(first, a)) * 5 / (g - a) / 8
+                for a, g in zip(np.r_[0, grid[:-1]], grid, strict=True)]  # fmt: skip
+    np.testing.assert_allclose(cluster.busy_fraction(trace, grid), expected)
     # 12 batches; every other completion finds free workers and an empty answer
     assert trace.num_asks - trace.empty_asks == 12 and trace.empty_asks == 11 * 4
 
@@ -175,6 +186,9 @@ def test_time_to_reach_and_summary():
     rows = summarize([trace, reference])
     mine = next(r for r in rows if r["method"] == "m")
     assert mine["time_to_reference"] == pytest.approx(2.0 / 8.0)  # <= 0.7 from t=2
+    # the reference's ratio at t = 4 (its 2nd completion); NaN before its first
+    assert mine["reference_at_makespan"] == pytest.approx(0.7)
+    assert math.isnan(cluster._on_grid(reference, reference.regret_ratio(), [1.0])[0])
     assert mine["utilization"] == pytest.approx(1 / (2 * 4))  # busy 1 of 2 x 4
 
 
