@@ -38,6 +38,7 @@ from botorch_sketch.models.nystrom import NystromGP
 from botorch_sketch.utils.validation import (
     check_at_least,
     check_bounds,
+    check_int,
     check_matrix,
     check_positive,
 )
@@ -221,7 +222,7 @@ def gen_bbkb_batch(
         ("max_batch_size", max_batch_size),
     ):
         if size is not None:
-            _check_positive_int(size, name)
+            check_int(size, name, 1)
     pending_list = _pending_list(pending, choices.shape[0])
     radius = radius_value(beta, in_batch=True)
     with torch.no_grad():
@@ -297,12 +298,10 @@ def _check_model(model: object, alternative: str = "") -> None:
         raise TypeError(
             f"`model` must be a NystromGP{alternative}, got {type(model).__name__}."
         )
-
-
-def _check_positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
-    return value
+    if len(model.batch_shape) > 0:
+        raise ValueError(
+            f"`model` must not be batched, got batch shape {tuple(model.batch_shape)}."
+        )
 
 
 def _pending_list(pending: Tensor | None, num_choices: int) -> list[tuple[int, int]]:
@@ -412,9 +411,9 @@ def gen_uncertainty_warmup(
     _check_model(model)
     check_matrix(choices, "choices", num_cols=model.train_inputs[0].shape[-1])
     check_positive(ratio_threshold, "ratio_threshold", minimum=1.0)
-    _check_positive_int(min_batch_size, "min_batch_size")
+    check_int(min_batch_size, "min_batch_size", 1)
     if max_points is not None:
-        _check_positive_int(max_points, "max_points")
+        check_int(max_points, "max_points", 1)
     target = (ratio_threshold - 1) / min_batch_size
     limit = choices.shape[0] if max_points is None else max_points
     model.eval()
@@ -464,7 +463,7 @@ def gen_bbkb_batch_continuous(
     _check_model(model)
     check_bounds(bounds)
     check_at_least(ratio_threshold, "ratio_threshold", 1.0)
-    _check_positive_int(max_batch_size, "max_batch_size")
+    check_int(max_batch_size, "max_batch_size", 1)
     d = bounds.shape[-1]
     points = []
     if X_pending is not None:

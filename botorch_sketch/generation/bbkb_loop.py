@@ -13,7 +13,6 @@ from botorch_sketch.acquisition.bkb import TheoryRadius
 from botorch_sketch.generation.bbkb import (
     DEFAULT_MAX_BATCH_SIZE,
     RULES,
-    _check_positive_int,
     gen_bbkb_batch,
 )
 from botorch_sketch.models.candidate_state import CandidateState
@@ -22,7 +21,10 @@ from botorch_sketch.models.sketching import inclusion_probabilities, sample_dict
 from botorch_sketch.utils.validation import (
     check_at_least,
     check_finite,
+    check_int,
+    check_kernel,
     check_matrix,
+    check_model_dtype,
     check_positive,
 )
 
@@ -103,7 +105,10 @@ class BBKB:
                 (``torch.float32`` halves their memory).
             seed: Seed of the generator behind every random choice.
         """
-        check_matrix(arms, "arms")
+        check_matrix(check_model_dtype(arms, "arms"), "arms")
+        if covar_module is not None:
+            check_kernel(covar_module)
+        check_int(seed, "seed", 0)
         check_positive(noise, "noise")
         check_at_least(ratio_threshold, "ratio_threshold", 1.0)
         check_at_least(qbar, "qbar", 1.0)
@@ -113,7 +118,7 @@ class BBKB:
             raise ValueError(
                 f"`resampling` must be one of {RESAMPLING}, got {resampling!r}."
             )
-        _check_positive_int(max_batch_size, "max_batch_size")
+        check_int(max_batch_size, "max_batch_size", 1)
         self.arms = arms
         self.covar_module = (
             covar_module
@@ -176,7 +181,7 @@ class BBKB:
             wait for their outcomes.
         """
         if max_arms is not None:
-            _check_positive_int(max_arms, "max_arms")
+            check_int(max_arms, "max_arms", 1)
         cap = self.batch_options["max_batch_size"] - self.pending.shape[0]
         cap = cap if max_arms is None else min(cap, max_arms)
         if cap < 1:
@@ -361,8 +366,6 @@ class BBKB:
         observed, rewards, dictionary, draws = _checked_state(state, self.arms)
         pending, pending_variances, failed = _checked_pending_state(state, self.arms)
         new_state = self._new_state(observed, rewards, dictionary)
-        # a generator state that cannot be set fails here, before any change
-        torch.Generator(device=self.arms.device).set_state(state["generator"])
         if isinstance(self.beta, TheoryRadius) and state["radius"] is not None:
             self.beta.load_state_dict(state["radius"])
         self.state = new_state
@@ -398,6 +401,12 @@ def _checked_state(
         raise ValueError(f"`state['draws']` must be a tensor of shape ({num_arms},).")
     if not isinstance(state["generator"], Tensor):
         raise TypeError("`state['generator']` must be a generator state tensor.")
+    try:
+        torch.Generator(device=arms.device).set_state(state["generator"])
+    except RuntimeError as error:
+        raise ValueError(
+            f"`state['generator']` is not a generator state: {error}"
+        ) from None
     return (
         observed.clone().to(arms.device),
         rewards.clone().to(arms),

@@ -55,7 +55,12 @@ from torch import Tensor
 
 from botorch_sketch.models.dtc import relative_jitter
 from botorch_sketch.models.kernel_columns import KernelColumns
-from botorch_sketch.utils.validation import check_matrix, check_positive
+from botorch_sketch.utils.validation import (
+    check_kernel,
+    check_matrix,
+    check_model_dtype,
+    check_positive,
+)
 
 #: Distinct observed candidates folded into one Woodbury update (bounds the
 #: ``A x block`` temporaries of :meth:`CandidateState.observe`).
@@ -107,9 +112,8 @@ class CandidateState:
             max_feature_bytes: Memory budget of the feature cache; growing past it
                 raises a ``MemoryError`` naming the budget (default: no budget).
         """
-        check_matrix(points, "points")
-        if not isinstance(kernel, Kernel):
-            raise TypeError(f"`kernel` must be a gpytorch Kernel, got {kernel!r}.")
+        check_matrix(check_model_dtype(points, "points"), "points")
+        check_kernel(kernel, "kernel")
         noise = check_positive(noise, "noise")
         if feature_dtype is not None and not (
             isinstance(feature_dtype, torch.dtype) and feature_dtype.is_floating_point
@@ -665,7 +669,8 @@ class CandidateState:
     def _check_rewards(self, rewards: object, indices: Tensor) -> None:
         if not isinstance(rewards, Tensor) or rewards.shape != indices.shape:
             raise ValueError(
-                f"`rewards` must be a tensor of shape {tuple(indices.shape)}."
+                f"`rewards` must be a tensor of the shape of `indices`, "
+                f"{tuple(indices.shape)}."
             )
         if not torch.isfinite(rewards).all():
             raise ValueError("`rewards` contains NaN or infinite values.")
@@ -676,7 +681,9 @@ class CandidateState:
         if indices.dim() != 1:
             raise ValueError(f"`{name}` must be 1-dimensional, got {indices.dim()}.")
         if indices.numel() and (indices.min() < 0 or indices.max() >= self.num_points):
-            raise ValueError(f"`{name}` must lie in [0, {self.num_points}).")
+            raise ValueError(
+                f"`{name}` must lie in [0, {self.num_points}) (the rows of `points`)."
+            )
         return indices.to(self.points.device)
 
 

@@ -304,8 +304,8 @@ def test_uncertainty_warmup_reaches_target_variance():
         ({"ratio_threshold": float("nan")}, ValueError, "ratio_threshold"),
         ({"ratio_threshold": 1.0}, ValueError, "ratio_threshold"),
         ({"max_points": 0}, ValueError, "max_points"),
-        ({"max_points": float("nan")}, ValueError, "max_points"),
-        ({"min_batch_size": True}, ValueError, "min_batch_size"),
+        ({"max_points": float("nan")}, TypeError, "max_points"),
+        ({"min_batch_size": True}, TypeError, "min_batch_size"),
         ({"model": "a model"}, TypeError, "model"),
     ],
 )

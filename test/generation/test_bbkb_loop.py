@@ -93,9 +93,11 @@ def test_protocol_errors_change_nothing():
         with pytest.raises(error, match=match):
             loop.tell(indices, torch.zeros(1, dtype=DTYPE))
     assert_same_state(loop.state_dict(), before)
-    for max_arms in (0, -1, 1.5, True):
-        with pytest.raises(ValueError, match="max_arms"):
+    for max_arms, error in ((0, ValueError), (-1, ValueError), (1.5, TypeError)):
+        with pytest.raises(error, match="max_arms"):
             loop.ask(max_arms)
+    with pytest.raises(TypeError, match="max_arms"):
+        loop.ask(True)
     assert_same_state(loop.state_dict(), before)
     loop.tell(first, torch.zeros(1, dtype=DTYPE))
     assert loop.num_observations == 1 and loop.pending.numel() == 0

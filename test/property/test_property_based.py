@@ -750,16 +750,6 @@ def _checked_call(call: Call, argument: str, value: Any) -> tuple[str, str | Non
     return "accepted", None
 
 
-#: Entry points owned elsewhere whose default (derandomized) run fails the
-#: property today, with the failing example; strict: the mark fails once fixed.
-KNOWN_FAILURES: dict[str, str] = {
-    "CandidateState.observe": "indices of shape b x 1 (rewards of shape b) raise a "
-    "ValueError that names only `rewards`",
-    "CandidateState.update": "indices of shape b x 1 (rewards of shape b) raise a "
-    "ValueError that names only `rewards`",
-}
-
-
 def _batched_kernel() -> ScaleKernel:
     return ScaleKernel(RBFKernel(batch_shape=torch.Size([2]))).to(DTYPE)
 
@@ -775,9 +765,9 @@ def _fantasy_model() -> NystromGP:
     )
 
 
-#: Failing examples found by the large run in code this suite does not own:
-#: (entry, argument, value builder, what happens).
-KNOWN_FAILING_EXAMPLES = [
+#: Examples the large run found failing, now fixed (regression tests):
+#: (entry, argument, value builder, what happened).
+FIXED_EXAMPLES = [
     ("BBKB", "seed", lambda: True, "RuntimeError from torch's manual_seed"),
     ("BBKB", "seed", lambda: 1.5, "RuntimeError from torch's manual_seed"),
     ("BBKB", "covar_module", lambda: "rbf", "AttributeError: 'str' ... 'to'"),
@@ -818,30 +808,15 @@ KNOWN_FAILING_EXAMPLES = [
 
 @pytest.mark.parametrize(
     "entry, argument, build, reason",
-    [
-        pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason=case[3]))
-        for case in KNOWN_FAILING_EXAMPLES
-    ],
-    ids=[f"{case[0]}-{case[1]}-{i}" for i, case in enumerate(KNOWN_FAILING_EXAMPLES)],
+    FIXED_EXAMPLES,
+    ids=[f"{case[0]}-{case[1]}-{i}" for i, case in enumerate(FIXED_EXAMPLES)],
 )
-def test_known_failing_examples(entry, argument, build, reason):
+def test_fixed_examples(entry, argument, build, reason):
     outcome, violation = _checked_call(ENTRY_POINTS[entry](), argument, build())
     assert violation is None, violation
 
 
-def _params() -> list:
-    return [
-        pytest.param(
-            name,
-            marks=[pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[name])]
-            if name in KNOWN_FAILURES and not REPORT
-            else [],
-        )
-        for name in ENTRY_POINTS
-    ]
-
-
-@pytest.mark.parametrize("entry", _params())
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS))
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
