@@ -349,6 +349,13 @@ def test_bad_arguments_change_nothing():
     assert optimizer.pending.numel() == 0 and optimizer.num_observations == 0
 
 
+def test_as_engine_of_dask_and_ray(dask_client, ray_module):
+    assert isinstance(as_engine(dask_client), DaskEngine)
+    assert isinstance(as_engine("ray"), RayEngine)
+    with pytest.raises(TypeError, match="client"):
+        DaskEngine(object())
+
+
 def test_as_engine():
     with concurrent.futures.ThreadPoolExecutor(1) as executor:
         engine = as_engine(executor)
