@@ -45,7 +45,7 @@ from ax.api.utils.structs import GenerationStrategyDispatchStruct
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generators.torch.botorch_modular.utils import ModelConfig
 from ax.utils.common.logger import set_ax_logger_levels
-from botorch.test_functions import Ackley, Branin, Hartmann
+from botorch.test_functions import Branin, Hartmann, Levy
 from botorch.test_functions.synthetic import SyntheticTestFunction
 
 from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
@@ -59,7 +59,7 @@ from botorch_sketch.models.nystrom import NystromGP
 PROBLEMS: dict[str, tuple[type[SyntheticTestFunction], dict[str, int]]] = {
     "branin": (Branin, {}),
     "hartmann6": (Hartmann, {"dim": 6}),
-    "ackley4": (Ackley, {"dim": 4}),
+    "levy4": (Levy, {"dim": 4}),
 }
 #: Strategy names, in table order (the last is not run by default).
 METHODS = ("ax-default", "generic", "bkb", "sgpts", "bkb-ridge")

@@ -276,16 +276,40 @@ def _own_bound_or(
     return mll_class
 
 
+class NystromMAPBound(NystromMarginalLogLikelihood):
+    r"""``NystromGP``'s collapsed bound plus the log densities of the priors
+    registered on its kernel and likelihood, per observation, as GPyTorch's
+    ``ExactMarginalLogLikelihood`` adds them for ``SingleTaskGP``: maximizing it fits
+    the hyperparameters by MAP. ``NystromMarginalLogLikelihood`` leaves the priors
+    out, so the lengthscale prior of :func:`ax_nystrom_kernel` would not act; without
+    priors the two are equal.
+
+    Example:
+        >>> fit_gpytorch_mll(NystromMAPBound(model.likelihood, model))
+    """
+
+    def forward(self, *args: Any, **kwargs: Any) -> Tensor:
+        r"""``(bound + sum of log priors) / n`` on the model's own data (arguments
+        ignored)."""
+        log_prior = sum(  # the model's priors, its likelihood's included
+            prior.log_prob(closure(module)).sum()
+            for _, module, prior, closure, _ in self.model.named_priors()
+        )
+        num_data = self.model.train_targets.shape[-1]
+        return super().forward() + log_prior / num_data
+
+
 def fit_nystrom_gp(
     model: NystromGP,
     mll_class: type[MarginalLogLikelihood] | None = None,
     mll_options: dict[str, Any] | None = None,
 ) -> None:
-    r"""Fit a ``NystromGP`` from Ax: ``fit_gpytorch_mll`` on its collapsed bound
-    (``NystromMarginalLogLikelihood`` unless another non-default ``mll_class`` is
-    given), then one ridge-leverage-score resampling of the dictionary with the
-    fitted hyperparameters (global random state: Ax's ``Client(random_seed=...)``
-    makes it reproducible).
+    r"""Fit a ``NystromGP`` from Ax: ``fit_gpytorch_mll`` on its collapsed bound with
+    the hyperparameters' log priors (:class:`NystromMAPBound`, also when
+    ``NystromMarginalLogLikelihood`` is named; another non-default ``mll_class`` is
+    used as given), then one ridge-leverage-score resampling of the dictionary with
+    the fitted hyperparameters (global random state: Ax's
+    ``Client(random_seed=...)`` makes it reproducible).
 
     Args:
         model: The model Ax constructed.
@@ -295,7 +319,9 @@ def fit_nystrom_gp(
     Example:
         >>> fit_nystrom_gp(model)
     """
-    mll_class = _own_bound_or(mll_class, NystromMarginalLogLikelihood)
+    mll_class = _own_bound_or(mll_class, NystromMAPBound)
+    if mll_class is NystromMarginalLogLikelihood:
+        mll_class = NystromMAPBound
     mll = mll_class(likelihood=model.likelihood, model=model, **(mll_options or {}))
     fit_gpytorch_mll(mll)
     model.resparsify()

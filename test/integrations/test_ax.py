@@ -64,6 +64,7 @@ from botorch_sketch.integrations.ax import (
 )
 from botorch_sketch.integrations.ax_guard import AX_INSTALL_HINT
 from botorch_sketch.integrations.ax_registry import (
+    NystromMAPBound,
     fit_decomposed_sampling_svgp,
     fit_nystrom_gp,
     known_noise_variance,
@@ -818,6 +819,27 @@ def test_known_noise_variance_checks_its_input():
 
 
 # ---------------------------------------------------------------- fitting
+def test_map_bound_adds_the_log_priors_per_observation():
+    dataset = _dataset(n=15)
+    inputs = _model_inputs(NystromGP, ModelConfig(), dataset)  # priors: both
+    model = NystromGP(**inputs)
+    model.covar_module.lengthscale = torch.tensor([[0.3, 0.7]])
+    kernel, likelihood = model.covar_module, model.likelihood
+    by_hand = (
+        kernel.lengthscale_prior.log_prob(kernel.lengthscale).sum()
+        + likelihood.noise_covar.noise_prior.log_prob(likelihood.noise).sum()
+    )
+    bound = NystromMarginalLogLikelihood(likelihood, model)()
+    value = NystromMAPBound(likelihood, model)()
+    assert torch.allclose(value, bound + by_hand / 15, atol=1e-12)
+    # Without priors (fixed lambda, NystromGP's own kernel) nothing is added.
+    plain = NystromGP(dataset.X, dataset.Y, noise=1e-2)
+    assert torch.equal(
+        NystromMAPBound(plain.likelihood, plain)(),
+        NystromMarginalLogLikelihood(plain.likelihood, plain)(),
+    )
+
+
 def test_fit_nystrom_gp_uses_its_own_bound_then_resparsifies():
     dataset = _dataset(n=15)
     config = ModelConfig(model_options={"noise": 1e-2})
@@ -828,7 +850,7 @@ def test_fit_nystrom_gp_uses_its_own_bound_then_resparsifies():
     torch.manual_seed(1)
     fit_nystrom_gp(model, ExactMarginalLogLikelihood)  # Ax's default mll class
     torch.manual_seed(1)
-    fit_gpytorch_mll(NystromMarginalLogLikelihood(reference.likelihood, reference))
+    fit_gpytorch_mll(NystromMAPBound(reference.likelihood, reference))
     reference.resparsify()
     for (name, value), (_, expected) in zip(
         model.named_parameters(), reference.named_parameters(), strict=True
