@@ -286,8 +286,12 @@ class SGPTS:
             )
         if not isinstance(state["generator"], Tensor):
             raise TypeError("`state['generator']` must be a generator state tensor.")
-        # a generator state that cannot be set fails here, before any change
-        torch.Generator(device=self.arms.device).set_state(state["generator"])
+        try:  # a generator state that cannot be set fails here, before any change
+            torch.Generator(device=self.arms.device).set_state(state["generator"])
+        except RuntimeError as error:
+            raise ValueError(
+                f"`state['generator']` is not a generator state: {error}"
+            ) from error
         generator, sampler = self._new_sampler(seed)
         device = self.arms.device
         for chunk, values in zip(
