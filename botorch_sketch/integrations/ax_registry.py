@@ -11,8 +11,10 @@ Importing this module (``botorch_sketch.integrations.ax`` does) registers, once:
   (learned ``lambda``, :func:`ax_nystrom_kernel`) instead of its direct-construction
   ones;
 - fitting routines (Ax's ``fit_botorch_model``) that fit each model on its own
-  collapsed bound (Ax's default ``ExactMarginalLogLikelihood`` is replaced), and
-  resample the Nystrom dictionary for the fitted hyperparameters;
+  collapsed bound (Ax's default ``ExactMarginalLogLikelihood`` is replaced; for
+  ``NystromGP`` the bound plus its hyperparameters' log priors,
+  :class:`NystromMAPBound`), and resample the Nystrom dictionary for the fitted
+  hyperparameters;
 - BoTorch acquisition input constructors (``acqf_input_constructor``) for
   :class:`~botorch_sketch.acquisition.bkb.BKBUpperConfidenceBound`,
   :class:`~botorch_sketch.acquisition.thompson.ScaledPathThompsonSampling` and
@@ -531,7 +533,11 @@ acqf_input_constructor(ScaledPathThompsonSampling)(construct_inputs_scaled_path_
 acqf_input_constructor(AxScaledPathThompsonSampling)(construct_inputs_ax_scaled_path_ts)
 for _model_class in (NystromGP, DecomposedSamplingSVGP):
     register_model(_model_class)
-for _mll_class in (NystromMarginalLogLikelihood, CollapsedTitsiasBound):
+for _mll_class in (
+    NystromMarginalLogLikelihood,
+    NystromMAPBound,
+    CollapsedTitsiasBound,
+):
     register_mll(_mll_class)
 for _acqf_class in (
     BKBUpperConfidenceBound,

@@ -1070,6 +1070,7 @@ def test_storage_registries_know_the_classes():
     assert models["DecomposedSamplingSVGP"] is DecomposedSamplingSVGP
     mlls = CLASS_TO_REVERSE_REGISTRY[MarginalLogLikelihood]
     assert mlls["NystromMarginalLogLikelihood"] is NystromMarginalLogLikelihood
+    assert mlls["NystromMAPBound"] is NystromMAPBound
     assert mlls["CollapsedTitsiasBound"] is CollapsedTitsiasBound
     acqfs = CLASS_TO_REVERSE_REGISTRY[AcquisitionFunction]
     for acqf_class in (
