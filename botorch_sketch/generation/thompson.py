@@ -136,7 +136,7 @@ def gen_thompson_candidates(
             raise ValueError(
                 f"`raw_samples` must be a positive int, got {raw_samples}."
             )
-        check_allocation(raw_samples * dim, "`raw_samples` x d")
+        check_allocation(raw_samples * dim, "`raw_samples` x d", bounds)
         if options is not None and not isinstance(options, dict):
             raise TypeError(
                 f"`options` must be a dict or None, got {type(options).__name__}."

@@ -105,7 +105,9 @@ class IncrementalExactGP:
                 f"`capacity` must be a positive int or None, got {capacity!r}."
             )
         num_points = prior_variance.shape[0]
-        check_allocation((capacity or _INITIAL_ROWS) * num_points, "`capacity` x A")
+        check_allocation(
+            (capacity or _INITIAL_ROWS) * num_points, "`capacity` x A", prior_variance
+        )
         self.prior_variance = prior_variance
         self.noise_variance = noise_variance
         self.fixed_capacity = capacity is not None

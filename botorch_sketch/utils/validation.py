@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 
 import torch
 from botorch.exceptions.errors import InputDataError
@@ -171,17 +172,30 @@ def check_scalar(value: object, name: str) -> float:
     return check_number(value, name)
 
 
-#: Most tensor elements a size argument may ask for (8 TiB in float64): larger
-#: requests are mistakes, and torch reports them as overflows or allocation errors.
-MAX_ELEMENTS = 2**40
+def device_memory(device: torch.device) -> int:
+    r"""Total memory in bytes of ``device`` (a GPU's own, else the machine's RAM)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def check_allocation(num_elements: int, names: str) -> None:
-    r"""Raise ``ValueError`` naming ``names`` if they ask for more than
-    :data:`MAX_ELEMENTS` tensor elements."""
-    if num_elements > MAX_ELEMENTS:
+def check_allocation(num_elements: int, names: str, like: Tensor | None = None) -> None:
+    r"""Raise ``ValueError`` naming ``names`` if they ask for one tensor of
+    ``num_elements`` entries (of ``like``'s dtype and device; default float64 on
+    the CPU) larger than half of the device's memory.
+
+    Such a request cannot be meant, and attempting it ends in an overflow, an
+    allocation error or the operating system killing the process.
+    """
+    dtype = torch.float64 if like is None else like.dtype
+    device = torch.device("cpu") if like is None else like.device
+    size = num_elements * torch.finfo(dtype).bits // 8
+    limit = device_memory(device) // 2
+    if size > limit:
         raise ValueError(
-            f"{names} ask for {num_elements} tensor elements, more than 2**40."
+            f"{names} ask for a tensor of {num_elements} entries ({size / 2**30:.3g} "
+            f"GiB), more than half of the {device.type} memory "
+            f"({2 * limit / 2**30:.3g} GiB)."
         )
 
 

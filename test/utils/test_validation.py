@@ -126,3 +126,14 @@ def test_fitted_outcome_transform_works_on_a_copy():
     fitted_again, Y_again, _ = v.fitted_outcome_transform(fitted, 2 * Y, "Y", fit=None)
     torch.testing.assert_close(Y_again, (2 * Y - 7 / 3) / Y.std(), rtol=1e-14, atol=0)
     assert torch.equal(fitted_again.means, fitted.means)
+
+
+def test_allocation_bound_is_half_the_device_memory():
+    half = v.device_memory(torch.device("cpu")) // 2
+    v.check_allocation(half // 8, "`n`")  # float64: exactly half is allowed
+    with pytest.raises(ValueError, match="`n`"):
+        v.check_allocation(half // 8 + 1, "`n`")
+    like = torch.zeros(1, dtype=torch.float32)
+    v.check_allocation(half // 4, "`n`", like)
+    with pytest.raises(ValueError, match="`n` x `m`"):
+        v.check_allocation(2**62, "`n` x `m`", like)
