@@ -91,8 +91,8 @@ class _Numeric:
         sampler = sampler.sampler if isinstance(sampler, Quantized) else sampler
         if not isinstance(sampler, (Uniform, LogUniform)):
             raise ValueError(
-                f"`space` parameter {'/'.join(path)}: only uniform and log-uniform "
-                f"samplers are supported, got {type(sampler).__name__}."
+                f"`space` parameter {'/'.join(map(str, path))}: only uniform and "
+                f"log-uniform samplers are supported, got {type(sampler).__name__}."
             )
         self.log = isinstance(sampler, LogUniform)
         self.integer = isinstance(domain, Integer)
@@ -126,8 +126,8 @@ class _Choice:
     def __init__(self, path: KeyPath, domain: Categorical) -> None:
         if not isinstance(domain.get_sampler(), Uniform):
             raise ValueError(
-                f"`space` parameter {'/'.join(path)}: only uniform choices are "
-                "supported."
+                f"`space` parameter {'/'.join(map(str, path))}: only uniform "
+                "choices are supported."
             )
         self.categories = list(domain.categories)
         self.width = len(self.categories)
@@ -222,7 +222,9 @@ class ArmSpace:
                 values = torch.tensor([float(v) for v in column], dtype=torch.float64)
                 span = values.max() - values.min()
                 scaled = (
-                    (values - values.min()) / span if span > 0 else values * 0 + 0.5
+                    (values - values.min()) / span
+                    if span > 0
+                    else torch.full_like(values, 0.5)
                 )
                 columns.append(scaled.unsqueeze(-1))
             else:
