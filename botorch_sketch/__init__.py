@@ -14,6 +14,7 @@ from botorch_sketch.generation.bbkb import (
     update_bbkb_model,
 )
 from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.generation.thompson import gen_thompson_candidates
 from botorch_sketch.generation.thompson_arms import (
     ArmFeatureCache,
@@ -27,6 +28,7 @@ from botorch_sketch.models.variational import (
     CollapsedTitsiasBound,
     DecomposedSamplingSVGP,
 )
+from botorch_sketch.parallel import run_parallel
 
 __version__ = "0.1.0"
 
@@ -47,9 +49,11 @@ __all__ = [
     "GPThreDS",
     "NystromGP",
     "NystromMarginalLogLikelihood",
+    "SGPTS",
     "TheoryRadius",
     "gen_bbkb_batch",
     "gen_bbkb_batch_continuous",
     "gen_uncertainty_warmup",
+    "run_parallel",
     "update_bbkb_model",
 ]
