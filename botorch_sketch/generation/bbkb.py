@@ -159,6 +159,7 @@ def gen_bbkb_batch(
     max_batch_size: int | None = DEFAULT_MAX_BATCH_SIZE,
     residual_update: bool = False,
     pending: Tensor | None = None,
+    excluded: Tensor | None = None,
 ) -> BBKBBatch:
     r"""Select one BBKB adaptive batch from a finite candidate set.
 
@@ -188,6 +189,8 @@ def gen_bbkb_batch(
         pending: ``p`` indices of candidates chosen earlier and not yet evaluated
             (asynchronous batches): they are hallucinated first and count towards
             the termination rule, and the new points extend them.
+        excluded: ``n`` booleans marking candidates never to choose (e.g. whose
+            evaluation failed); at least one candidate must stay allowed.
 
     Returns:
         A :class:`BBKBBatch` of the new points: at least one when nothing is
@@ -224,6 +227,15 @@ def gen_bbkb_batch(
         if size is not None:
             check_int(size, name, 1)
     pending_list = _pending_list(pending, choices.shape[0])
+    if excluded is not None:
+        if not isinstance(excluded, Tensor) or excluded.shape != choices.shape[:1]:
+            raise ValueError(
+                f"`excluded` must be a tensor of {choices.shape[0]} booleans."
+            )
+        if excluded.dtype != torch.bool:
+            raise TypeError(f"`excluded` must be boolean, got {excluded.dtype}.")
+        if bool(excluded.all()):
+            raise ValueError("`excluded` must leave at least one candidate.")
     radius = radius_value(beta, in_batch=True)
     with torch.no_grad():
         geometry = _start_of_batch_geometry(model, choices, state)
@@ -236,7 +248,7 @@ def gen_bbkb_batch(
                 for _ in range(copies):
                     batch_rule.add(index)
             tracker.add(index, copies)
-        argmax = LazyArgmax(geometry.mean, radius, tracker)
+        argmax = LazyArgmax(geometry.mean, radius, tracker, excluded=excluded)
         chosen: list[int] = []
         values: list[float] = []
         bound = None

@@ -20,6 +20,7 @@ from botorch_sketch.models.nystrom import DEFAULT_QBAR, NystromGP, default_covar
 from botorch_sketch.models.sketching import inclusion_probabilities, sample_dictionary
 from botorch_sketch.utils.validation import (
     check_at_least,
+    check_bool,
     check_finite,
     check_int,
     check_kernel,
@@ -81,6 +82,7 @@ class BBKB:
         resampling: str = "coupled",
         residual_update: bool = False,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        retry_failed: bool = False,
         feature_dtype: torch.dtype | None = None,
         seed: int = 0,
     ) -> None:
@@ -101,6 +103,9 @@ class BBKB:
             max_batch_size: Cap on the arms of one batch, pending ones included
                 (default 1,000: the rules alone admit unboundedly many copies of
                 an arm whose variance vanishes).
+            retry_failed: Whether arms whose evaluation failed may be asked again
+                (by default they are not: a configuration that crashes keeps its
+                high UCB, so it would be proposed again and again).
             feature_dtype: dtype of the cached ``A x m`` features
                 (``torch.float32`` halves their memory).
             seed: Seed of the generator behind every random choice.
@@ -109,6 +114,7 @@ class BBKB:
         if covar_module is not None:
             check_kernel(covar_module)
         check_int(seed, "seed", 0)
+        check_bool(retry_failed, "retry_failed")
         check_positive(noise, "noise")
         check_at_least(ratio_threshold, "ratio_threshold", 1.0)
         check_at_least(qbar, "qbar", 1.0)
@@ -134,6 +140,7 @@ class BBKB:
             "max_batch_size": max_batch_size,
         }
         self.qbar = qbar
+        self.retry_failed = retry_failed
         self.resampling = resampling
         self.feature_dtype = feature_dtype
         self.generator = torch.Generator(device=arms.device).manual_seed(seed)
@@ -186,13 +193,17 @@ class BBKB:
         cap = cap if max_arms is None else min(cap, max_arms)
         if cap < 1:
             return self.pending[:0].clone()
+        excluded = self._excluded()
+        if excluded is not None and bool(excluded.all()):
+            raise RuntimeError("Every arm has failed: nothing is left to ask.")
         if self.num_observations == 0 and self.pending.numel() == 0:
-            indices = torch.randint(
-                self.arms.shape[0],
-                (1,),
-                generator=self.generator,
-                device=self.arms.device,
+            allowed = torch.arange(self.arms.shape[0], device=self.arms.device)
+            if excluded is not None:
+                allowed = allowed[~excluded]
+            pick = torch.randint(
+                allowed.shape[0], (1,), generator=self.generator, device=allowed.device
             )
+            indices = allowed[pick]
             start_variances = self.state.scaled_variance[indices]
         else:
             options = {**self.batch_options, "max_batch_size": cap}
@@ -202,12 +213,23 @@ class BBKB:
                 state=self.state,
                 beta=self.beta,
                 pending=self.pending,
+                excluded=excluded,
                 **options,
             )
             indices, start_variances = batch.indices, batch.start_variances
         self.pending = torch.cat([self.pending, indices])
         self._pending_variances = torch.cat([self._pending_variances, start_variances])
         return indices.clone()
+
+    def _excluded(self) -> Tensor | None:
+        r"""``A`` booleans marking the failed arms (None when retried or none)."""
+        if self.retry_failed or self.failed.numel() == 0:
+            return None
+        excluded = torch.zeros(
+            self.arms.shape[0], dtype=torch.bool, device=self.arms.device
+        )
+        excluded[self.failed] = True
+        return excluded
 
     def tell(self, indices: Tensor, rewards: Tensor) -> None:
         r"""Report rewards of pending arms (any subset, in any order; of repeated arms,
@@ -249,7 +271,8 @@ class BBKB:
 
     def fail(self, indices: Tensor) -> None:
         r"""Record pending arms whose evaluation failed: they leave :attr:`pending` for
-        :attr:`failed` and never enter the posterior.
+        :attr:`failed`, never enter the posterior and are not asked again (unless
+        ``retry_failed``).
 
         Args:
             indices: ``b`` pending arm indices (LongTensor).

@@ -400,12 +400,27 @@ class LazyArgmax:
         radius: float,
         tracker: FrozenDictionaryTracker | ResidualDirectionTracker,
         block_size: int = 64,
+        excluded: Tensor | None = None,
     ) -> None:
+        r"""
+        Args:
+            mean: ``n`` frozen means.
+            radius: The UCB radius.
+            tracker: The in-batch variances.
+            block_size: Candidates refreshed at once, doubling along a step.
+            excluded: ``n`` booleans: candidates never to return (their scores are
+                ``-inf``), or None.
+        """
         self.mean = mean
         self.radius = radius
         self.tracker = tracker
         self.block_size = block_size
-        self.bounds = mean + radius * tracker.variance.sqrt()
+        self.floor = (
+            torch.zeros_like(mean)
+            if excluded is None
+            else torch.zeros_like(mean).masked_fill(excluded, -float("inf"))
+        )
+        self.bounds = mean + radius * tracker.variance.sqrt() + self.floor
         self.order: Tensor | None = None  # the largest bounds first, grown on demand
         self._ordered: Tensor | None = None  # whether a candidate is in `order`
         self.position = 0
@@ -415,12 +430,12 @@ class LazyArgmax:
 
     def _scores(self, indices: Tensor, rows: Tensor) -> Tensor:
         variance = self.tracker.refresh(indices, rows)
-        return self.mean[indices] + self.radius * variance.sqrt()
+        return self.mean[indices] + self.radius * variance.sqrt() + self.floor[indices]
 
     def __call__(self) -> tuple[int, float]:
         r"""``(index, score)`` of the current maximizer."""
         if self.tracker.eager:
-            scores = self.mean + self.radius * self.tracker.variance.sqrt()
+            scores = self.mean + self.radius * self.tracker.variance.sqrt() + self.floor
             index = int(scores.argmax())
             return index, float(scores[index])
         if self.order is None:

@@ -186,3 +186,59 @@ def test_bad_pending_for_the_generator(arms):
     ):
         with pytest.raises(error, match="pending"):
             gen_bbkb_batch(None, arms, state=loop.state, pending=pending)
+
+
+def test_failed_arms_are_not_asked_again(arms):
+    loop, retrying = make_loop(arms), make_loop(arms, retry_failed=True)
+    warm(loop, arms, 3)
+    warm(retrying, arms, 3)
+    first, again = loop.ask(1), retrying.ask(1)
+    assert torch.equal(first, again)
+    loop.fail(first)
+    retrying.fail(again)
+    assert torch.equal(retrying.ask(1), first)  # its UCB is still the highest
+    for _ in range(5):
+        indices = loop.ask()
+        assert not torch.isin(indices, first).any()
+        loop.tell(indices, objective(arms[indices]))
+    resumed = make_loop(arms)
+    resumed.load_state_dict(loop.state_dict())
+    assert torch.equal(resumed.ask(), loop.ask())
+
+
+def test_excluded_candidates_equal_brute_force(arms):
+    loop = make_loop(arms, ratio_threshold=1e6)
+    warm(loop, arms, 3)
+    excluded = torch.zeros(len(arms), dtype=torch.bool)
+    excluded[
+        torch.randperm(len(arms), generator=torch.Generator().manual_seed(0))[:150]
+    ] = True
+    batch = gen_bbkb_batch(
+        loop.model,
+        arms,
+        beta=0.5,
+        ratio_threshold=1e6,
+        max_batch_size=10,
+        excluded=excluded,
+    )
+    model = loop.model
+    mean = model.posterior(arms.unsqueeze(-2)).mean.squeeze()
+    chosen = []
+    for _ in range(10):
+        if chosen:
+            X = arms[torch.tensor(chosen)]
+            hallucinated = model.condition_on_observations(
+                X, torch.zeros(len(chosen), 1, dtype=DTYPE)
+            )
+        else:
+            hallucinated = model
+        scores = mean + 0.5 * hallucinated.scaled_variance(arms).sqrt()
+        chosen.append(int(scores.masked_fill(excluded, -float("inf")).argmax()))
+    assert batch.indices.tolist() == chosen
+    for bad, error in (
+        (excluded[:5], ValueError),
+        (excluded.long(), TypeError),
+        (torch.ones_like(excluded), ValueError),
+    ):
+        with pytest.raises(error, match="excluded"):
+            gen_bbkb_batch(loop.model, arms, excluded=bad)
