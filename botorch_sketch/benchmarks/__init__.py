@@ -1,4 +1,4 @@
-r"""Benchmarks: problems, policies (ours and exact baselines), runner, metrics, plots.
+r"""Benchmarks: problems, policies (ours and exact baselines), runner, results, plots.
 
 Run ``python -m botorch_sketch.benchmarks --help`` (or ``botorch-sketch-bench``).
 From Python::
@@ -8,7 +8,6 @@ From Python::
     traces, notes = run_benchmark([problem], [PolicyConfig("exact-ucb")], 400, [0, 1])
 """
 
-from botorch_sketch.benchmarks.metrics import RunTrace, summarize, write_results
 from botorch_sketch.benchmarks.plots import plot_all
 from botorch_sketch.benchmarks.presets import PRESETS, Preset, get_preset
 from botorch_sketch.benchmarks.problems import (
@@ -23,7 +22,9 @@ from botorch_sketch.benchmarks.registry import (
     make_policy,
     register_policy,
 )
+from botorch_sketch.benchmarks.results import RunTrace, summarize
 from botorch_sketch.benchmarks.runner import run_benchmark, run_policy
+from botorch_sketch.benchmarks.writers import write_results
 
 __all__ = [
     "PRESETS",

@@ -29,13 +29,6 @@ from typing import NoReturn
 
 import torch
 
-from botorch_sketch.benchmarks.metrics import (
-    RunTrace,
-    format_table,
-    summarize,
-    verdict,
-    write_results,
-)
 from botorch_sketch.benchmarks.plots import plot_all
 from botorch_sketch.benchmarks.presets import PRESETS, get_preset
 from botorch_sketch.benchmarks.problems import (
@@ -53,11 +46,13 @@ from botorch_sketch.benchmarks.registry import (
     policy_options,
     policy_status,
 )
+from botorch_sketch.benchmarks.results import RunTrace, summarize, verdict
 from botorch_sketch.benchmarks.runner import (
     RunStore,
     environment_metadata,
     run_benchmark,
 )
+from botorch_sketch.benchmarks.writers import format_table, write_results
 
 DEFAULT_OUTPUT_DIR = "benchmark_results"
 DATA_ENV = "BOTORCH_SKETCH_DATA"

@@ -33,13 +33,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from botorch_sketch.benchmarks.metrics import (
+from botorch_sketch.benchmarks.results import (
     RunTrace,
     aggregate_curve,
     band_description,
     group_traces,
-    safe_name,
 )
+from botorch_sketch.benchmarks.writers import safe_name
 
 
 @dataclass(frozen=True)

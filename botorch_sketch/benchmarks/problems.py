@@ -1,6 +1,6 @@
 r"""Benchmark problems: BoTorch test functions, regression datasets, paper setups.
 
-All problems are *maximization* problems (:class:`~.policies.base.Problem`):
+All problems are *maximization* problems (:class:`Problem`):
 
 - :func:`make_synthetic_problem`: a ``botorch.test_functions`` function, negated when it
   is a minimization problem, on the unit cube ``[0, 1]^d`` (mapped affinely to the
@@ -25,6 +25,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +34,56 @@ from botorch.test_functions import synthetic
 from botorch.test_functions.synthetic import SyntheticTestFunction
 from torch import Tensor
 
-from botorch_sketch.benchmarks.policies.base import Problem
 from botorch_sketch.utils.validation import check_positive
+
+
+@dataclass
+class Problem:
+    r"""A noisy maximization problem.
+
+    Attributes:
+        name: Short identifier used in tables and file names.
+        bounds: ``2 x d`` box containing the domain.
+        objective: Maps ``n x d`` points to their noiseless values (``n``).
+        noise_std: Standard deviation of the Gaussian reward noise.
+        optimum: The maximum of ``objective`` over the domain (over ``arms`` if finite).
+        arms: ``A x d`` finite arm set, or None for a continuous box.
+        arm_values: ``A`` noiseless values of the arms (finite problems only).
+        hyperparameters: Suggested fixed kernel settings shared by all policies, e.g.
+            ``{"lengthscale": 3.0, "outputscale": 1.0}``.
+    """
+
+    name: str
+    bounds: Tensor
+    objective: Callable[[Tensor], Tensor]
+    noise_std: float
+    optimum: float
+    arms: Tensor | None = None
+    arm_values: Tensor | None = None
+    hyperparameters: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def dim(self) -> int:
+        return self.bounds.shape[-1]
+
+    @property
+    def is_finite(self) -> bool:
+        return self.arms is not None
+
+    def uniform_points(self, num: int, generator: torch.Generator) -> Tensor:
+        r"""``num x d`` uniform points in ``bounds`` (drawn on the CPU, then moved)."""
+        unit = torch.rand(num, self.dim, generator=generator).to(self.bounds)
+        low, high = self.bounds
+        return low + unit * (high - low)
+
+    def uniform_choices(self, num: int, generator: torch.Generator) -> Tensor:
+        r"""``num`` uniformly random choices: arm indices (a LongTensor on the arms'
+        device) for finite problems, :meth:`uniform_points` for boxes."""
+        if not self.is_finite:
+            return self.uniform_points(num, generator)
+        indices = torch.randint(self.arms.shape[0], (num,), generator=generator)
+        return indices.to(self.arms.device)
+
 
 #: Lower-case names accepted by :func:`make_synthetic_problem`.
 SYNTHETIC_FUNCTIONS: dict[str, type[SyntheticTestFunction]] = {

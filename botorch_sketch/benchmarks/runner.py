@@ -33,15 +33,15 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from botorch_sketch.benchmarks.metrics import (
+from botorch_sketch.benchmarks.measurement import (
     PeakMemoryMonitor,
-    RunTrace,
-    expected_uniform_regret,
     measure_matmul_gflops,
-    safe_name,
 )
-from botorch_sketch.benchmarks.policies.base import Policy, Problem
+from botorch_sketch.benchmarks.policies.base import Policy
+from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.benchmarks.registry import PolicyConfig, policy_status
+from botorch_sketch.benchmarks.results import RunTrace, expected_uniform_regret
+from botorch_sketch.benchmarks.writers import safe_name
 
 #: Progress display modes: tqdm bars, periodic log lines, nothing.
 PROGRESS_MODES = ("bar", "log", "off")

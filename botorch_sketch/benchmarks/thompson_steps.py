@@ -48,14 +48,13 @@ from botorch.sampling.pathwise.utils import get_train_inputs
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from botorch_sketch.benchmarks.policies.base import Problem
 from botorch_sketch.benchmarks.policies.thompson import (
     CachedSGPTSPolicy,
     ExactGPTSPolicy,
     IncrementalExactGPTSPolicy,
     SGPTSPolicy,
 )
-from botorch_sketch.benchmarks.problems import make_sgpts_hartmann6
+from botorch_sketch.benchmarks.problems import Problem, make_sgpts_hartmann6
 
 #: Method keys of the results, in table order, with their table labels.
 METHODS = {

@@ -30,13 +30,14 @@ from botorch.models import SingleTaskGP
 from gpytorch.means import ZeroMean
 from torch import Tensor
 
-from botorch_sketch.benchmarks.policies.base import Policy, Problem
+from botorch_sketch.benchmarks.policies.base import Policy
 from botorch_sketch.benchmarks.policies.common import (
     DEFAULT_RADIUS,
     IncrementalExactPosterior,
     KernelHyperparameters,
     make_radius_schedule,
 )
+from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.utils.validation import check_at_least
 
 

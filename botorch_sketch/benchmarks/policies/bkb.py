@@ -15,11 +15,12 @@ import torch
 from torch import Tensor
 
 from botorch_sketch.acquisition.bkb import TheoryRadius
-from botorch_sketch.benchmarks.policies.base import Policy, Problem
+from botorch_sketch.benchmarks.policies.base import Policy
 from botorch_sketch.benchmarks.policies.common import (
     DEFAULT_RADIUS,
     KernelHyperparameters,
 )
+from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.models.nystrom import DEFAULT_QBAR
 from botorch_sketch.utils.validation import check_positive

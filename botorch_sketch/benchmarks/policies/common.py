@@ -19,7 +19,7 @@ import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import Tensor
 
-from botorch_sketch.benchmarks.policies.base import Problem
+from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
 from botorch_sketch.models.kernel_columns import KernelColumns
 from botorch_sketch.utils.validation import check_matrix, check_positive

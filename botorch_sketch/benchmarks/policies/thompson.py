@@ -44,8 +44,9 @@ from gpytorch.means import ZeroMean
 from torch import Tensor
 
 from botorch_sketch.acquisition.thompson import resolve_alpha
-from botorch_sketch.benchmarks.policies.base import Policy, Problem
+from botorch_sketch.benchmarks.policies.base import Policy
 from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
+from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.thompson import gen_thompson_candidates
 from botorch_sketch.generation.thompson_arms import (
     ArmFeatureCache,

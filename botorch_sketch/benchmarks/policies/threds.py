@@ -22,8 +22,9 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from botorch_sketch.benchmarks.policies.base import Policy, Problem
+from botorch_sketch.benchmarks.policies.base import Policy
 from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
+from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.threds import GPThreDS
 from botorch_sketch.generation.threds_local import first_argmax, threds_beta
 from botorch_sketch.models.incremental_exact import IncrementalExactGP

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from botorch_sketch.benchmarks.policies.base import Problem
 from botorch_sketch.benchmarks.policies.bkb import BBKBPolicy, BKBPolicy
+from botorch_sketch.benchmarks.problems import Problem
 
 DTYPE = torch.float64
 

@@ -2,13 +2,13 @@ import pytest
 import torch
 
 from botorch_sketch.acquisition.thompson import AlphaSchedule
-from botorch_sketch.benchmarks.policies.base import Problem
 from botorch_sketch.benchmarks.policies.thompson import (
     CachedSGPTSPolicy,
     ExactGPTSPolicy,
     IncrementalExactGPTSPolicy,
     SGPTSPolicy,
 )
+from botorch_sketch.benchmarks.problems import Problem
 
 DTYPE = torch.float64
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)

@@ -5,7 +5,6 @@ import torch
 from botorch.models import SingleTaskGP
 from gpytorch.means import ZeroMean
 
-from botorch_sketch.benchmarks.policies.base import Problem
 from botorch_sketch.benchmarks.policies.threds import (
     PAPER_SETTINGS,
     GPThreDSPolicy,
@@ -14,6 +13,7 @@ from botorch_sketch.benchmarks.policies.threds import (
     exact_posterior,
     resolve_settings,
 )
+from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.benchmarks.registry import make_policy
 from botorch_sketch.generation.threds import GPThreDS, default_threds_kernel
 from botorch_sketch.generation.threds_local import threds_beta

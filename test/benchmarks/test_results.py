@@ -1,4 +1,3 @@
-import csv
 import json
 import math
 
@@ -7,41 +6,19 @@ import pytest
 import torch
 from scipy.stats import t as student_t
 
-from botorch_sketch.benchmarks.metrics import (
+from botorch_sketch.benchmarks.problems import Problem
+from botorch_sketch.benchmarks.results import (
     MIN_SEEDS_FOR_INTERVAL,
-    PeakMemoryMonitor,
     RunTrace,
     aggregate_curve,
     band_description,
-    checkpoints,
     expected_uniform_regret,
-    format_table,
     mean_interval,
-    measure_matmul_gflops,
     seed_band,
     summarize,
-    write_results,
 )
-from botorch_sketch.benchmarks.policies.base import Problem
 
-
-def _trace(policy="p", seed=0, values=(0.5, 1.0, 0.0, 0.75), **kwargs):
-    values = np.array(values)
-    defaults = {
-        "problem": "toy",
-        "policy": policy,
-        "seed": seed,
-        "optimum": 1.0,
-        "uniform_regret": 0.5,
-        "values": values,
-        "ask_seconds": np.array([0.1, 0.2, 0.0, 0.3]),
-        "tell_seconds": np.array([0.0, 0.4, 0.0, 0.5]),
-        "batch_index": np.array([0, 0, 1, 1]),
-        "diagnostics": {"dictionary_size": np.array([2.0, 2.0, 3.0, 3.0])},
-        "setup_seconds": 1.0,
-        "peak_memory_mb": 12.0,
-    }
-    return RunTrace(**(defaults | kwargs))
+from .traces import make_seed_traces, make_trace
 
 
 def _box_problem():
@@ -61,7 +38,7 @@ def test_expected_uniform_regret():
 
 
 def test_curves_by_hand():
-    trace = _trace()
+    trace = make_trace()
     np.testing.assert_allclose(trace.curve("cumulative_regret"), [0.5, 0.5, 1.5, 1.75])
     np.testing.assert_allclose(
         trace.curve("regret_ratio"), [0.5 / 0.5, 0.5 / 1.0, 1.5 / 1.5, 1.75 / 2.0]
@@ -82,7 +59,7 @@ def test_curves_by_hand():
 def test_time_per_evaluation_spreads_batches_then_averages_a_window():
     # Batch 0 took 0.1 + 0.2 + 0.4 s over 2 evaluations, batch 1 0.3 + 0.5 s over 2.
     np.testing.assert_allclose(
-        _trace().curve("time_per_evaluation"), [0.35, 0.35, 0.4, 0.4]
+        make_trace().curve("time_per_evaluation"), [0.35, 0.35, 0.4, 0.4]
     )
     rng = np.random.default_rng(0)
     horizon = 120  # window of 120 // 50 = 2 evaluations
@@ -92,7 +69,7 @@ def test_time_per_evaluation_spreads_batches_then_averages_a_window():
     ends = np.cumsum(sizes)
     ask[ends - np.array(sizes)] = rng.random(len(sizes))
     tell[ends - 1] = rng.random(len(sizes))
-    trace = _trace(
+    trace = make_trace(
         values=np.zeros(horizon),
         ask_seconds=ask,
         tell_seconds=tell,
@@ -151,28 +128,15 @@ def test_seed_band_by_number_of_seeds():
     assert "t-interval of 5 seeds" in band_description(5)
 
 
-def _seeds(policy, finals):
-    r"""One trace per seed whose final cumulative regret is ``finals[i]`` (T = 4,
-    regret only at the last step) and whose total time is ``1 + finals[i]``."""
-    return [
-        _trace(
-            policy=policy,
-            seed=seed,
-            values=(1.0, 1.0, 1.0, 1.0 - final),
-            ask_seconds=np.array([0.0, 0.0, 0.0, final]),
-            tell_seconds=np.zeros(4),
-        )
-        for seed, final in enumerate(finals)
-    ]
-
-
 def test_summary_of_one_two_and_many_seeds_against_numpy():
     finals = {
         "one": [0.3],
         "two": [0.1, 0.9],
         "many": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.05, 0.05, 0.05, 2.0],
     }
-    traces = [trace for policy, f in finals.items() for trace in _seeds(policy, f)]
+    traces = [
+        trace for policy, f in finals.items() for trace in make_seed_traces(policy, f)
+    ]
     rows = {row["policy"]: row for row in summarize(traces)}
     for policy, values in finals.items():
         row, values = rows[policy], np.array(values)
@@ -204,15 +168,10 @@ def test_summary_of_one_two_and_many_seeds_against_numpy():
     assert rows["one"]["band"] == "1 seed"
     assert "range (min, max) of 2 seeds" in rows["two"]["band"]
     assert "t-interval of 10 seeds, clipped at 0" in rows["many"]["band"]
-    table = format_table(list(rows.values()))
-    assert "+-" not in table and "t-interval" in table.splitlines()[-1]
-    assert "0.2500 [0.0500, 0.4500]" in table  # "two": ratio mean [min, max]
-    single = format_table([rows["one"]])
-    assert "[" not in single and len(single.splitlines()) == 3
 
 
 def test_trace_round_trips_through_json():
-    trace = _trace(
+    trace = make_trace(
         diagnostics={"dictionary_size": np.array([2.0, np.nan, 3.0, 3.0])},
         peak_memory_mb=float("nan"),
         memory_method="sampled",
@@ -231,11 +190,11 @@ def test_trace_round_trips_through_json():
     assert back.summary()["cumulative_regret"] == trace.summary()["cumulative_regret"]
 
 
-def test_aggregate_and_summary_table():
+def test_aggregate_and_summary():
     traces = [
-        _trace(seed=0),
-        _trace(seed=1, values=(1.0, 1.0, 1.0, 1.0)),
-        _trace(policy="q"),
+        make_trace(seed=0),
+        make_trace(seed=1, values=(1.0, 1.0, 1.0, 1.0)),
+        make_trace(policy="q"),
     ]
     steps, mean, low, high = aggregate_curve(traces[:2], "cumulative_regret")
     np.testing.assert_allclose(steps, [1, 2, 3, 4])
@@ -249,56 +208,3 @@ def test_aggregate_and_summary_table():
     assert "time_vs_reference" not in summarize(traces)[0]  # no exact-ucb here
     assert rows[0]["cumulative_regret"] == pytest.approx(0.875)
     assert rows[1]["regret_ratio"] == pytest.approx(0.875)
-    table = format_table(rows)
-    assert "0.8750" in table and "time/exact" in table
-    assert len(table.splitlines()) == 5  # header, rule, 2 rows, what the band is
-
-
-def test_checkpoints():
-    assert checkpoints(3).tolist() == [1, 2, 3]
-    points = checkpoints(10_000, max_points=50)
-    assert points[0] == 1 and points[-1] == 10_000 and len(points) <= 50
-
-
-def test_write_results(tmp_path):
-    traces = [_trace(seed=0), _trace(seed=1), _trace(policy="nan", uniform_regret=0.0)]
-    paths = write_results(traces, tmp_path / "out", {"matmul_gflops": 3.0}, 3)
-    assert [p.name for p in paths] == ["summary.csv", "curves.csv", "results.json"]
-    assert all(p.parent == tmp_path / "out" for p in paths)
-    with (tmp_path / "out" / "summary.csv").open() as handle:
-        rows = list(csv.DictReader(handle))
-    assert [row["policy"] for row in rows] == ["p", "nan"]
-    with (tmp_path / "out" / "curves.csv").open() as handle:
-        curves = list(csv.DictReader(handle))
-    assert len(curves) == 3 * 3  # 3 runs x 3 checkpoints
-    assert [row["t"] for row in curves[:3]] == ["1", "2", "4"]
-    assert float(curves[2]["cumulative_regret"]) == pytest.approx(1.75)
-    # Strict JSON: the NaN regret ratio (zero uniform regret) becomes null.
-    payload = json.loads(
-        (tmp_path / "out" / "results.json").read_text(),
-        parse_constant=lambda name: pytest.fail(f"non-standard JSON constant {name}"),
-    )
-    assert payload["metadata"]["matmul_gflops"] == 3.0
-    assert payload["runs"][2]["curves"]["regret_ratio"] == [None, None, None]
-    assert payload["runs"][0]["curves"]["t"] == [1, 2, 4]
-
-
-@pytest.mark.skipif(
-    not __import__("os").path.exists("/proc/self/statm"), reason="needs /proc"
-)
-def test_peak_memory_monitor_sees_a_large_tensor():
-    with PeakMemoryMonitor(interval=0.001) as monitor:
-        block = torch.ones(12_500_000, dtype=torch.float64)  # 95 MiB, touched
-        block.add_(1.0)
-        __import__("time").sleep(0.05)
-        del block
-    assert "RSS" in monitor.method
-    assert 80 <= monitor.peak_mb <= 400
-    with PeakMemoryMonitor() as idle:
-        pass
-    assert idle.peak_mb < 30
-
-
-def test_matmul_throughput_is_measured():
-    gflops = measure_matmul_gflops(size=128, repeats=2)
-    assert math.isfinite(gflops) and gflops > 0

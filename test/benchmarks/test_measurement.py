@@ -1,0 +1,30 @@
+import math
+import os
+import time
+
+import pytest
+import torch
+
+from botorch_sketch.benchmarks.measurement import (
+    PeakMemoryMonitor,
+    measure_matmul_gflops,
+)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
+def test_peak_memory_monitor_sees_a_large_tensor():
+    with PeakMemoryMonitor(interval=0.001) as monitor:
+        block = torch.ones(12_500_000, dtype=torch.float64)  # 95 MiB, touched
+        block.add_(1.0)
+        time.sleep(0.05)
+        del block
+    assert "RSS" in monitor.method
+    assert 80 <= monitor.peak_mb <= 400
+    with PeakMemoryMonitor() as idle:
+        pass
+    assert idle.peak_mb < 30
+
+
+def test_matmul_throughput_is_measured():
+    gflops = measure_matmul_gflops(size=128, repeats=2)
+    assert math.isfinite(gflops) and gflops > 0
