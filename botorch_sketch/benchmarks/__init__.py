@@ -6,42 +6,45 @@ From Python::
     from botorch_sketch.benchmarks import PolicyConfig, make_problem, run_benchmark
     problem = make_problem("levy:dim=8:arms=20000")
     traces, notes = run_benchmark([problem], [PolicyConfig("exact-ucb")], 400, [0, 1])
+
+The names below are imported on first use, so that importing this package (and its
+``scoring`` command) needs no ``bench`` extra (matplotlib, tqdm).
 """
 
-from botorch_sketch.benchmarks.plots import plot_all
-from botorch_sketch.benchmarks.presets import PRESETS, Preset, get_preset
-from botorch_sketch.benchmarks.problems import (
-    make_dataset_problem,
-    make_problem,
-    make_sgpts_hartmann6,
-    make_synthetic_problem,
-    make_threds_problem,
-)
-from botorch_sketch.benchmarks.registry import (
-    PolicyConfig,
-    make_policy,
-    register_policy,
-)
-from botorch_sketch.benchmarks.results import RunTrace, summarize
-from botorch_sketch.benchmarks.runner import run_benchmark, run_policy
-from botorch_sketch.benchmarks.writers import write_results
+from __future__ import annotations
 
-__all__ = [
-    "PRESETS",
-    "PolicyConfig",
-    "Preset",
-    "RunTrace",
-    "get_preset",
-    "make_dataset_problem",
-    "make_policy",
-    "make_problem",
-    "make_sgpts_hartmann6",
-    "make_synthetic_problem",
-    "make_threds_problem",
-    "plot_all",
-    "register_policy",
-    "run_benchmark",
-    "run_policy",
-    "summarize",
-    "write_results",
-]
+import importlib
+
+#: Public name -> the module of this package that defines it.
+_EXPORTS = {
+    "PRESETS": "presets",
+    "PolicyConfig": "registry",
+    "Preset": "presets",
+    "RunTrace": "results",
+    "get_preset": "presets",
+    "make_dataset_problem": "problems",
+    "make_policy": "registry",
+    "make_problem": "problems",
+    "make_sgpts_hartmann6": "problems",
+    "make_synthetic_problem": "problems",
+    "make_threds_problem": "problems",
+    "plot_all": "plots",
+    "register_policy": "registry",
+    "run_benchmark": "runner",
+    "run_policy": "runner",
+    "summarize": "results",
+    "write_results": "writers",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

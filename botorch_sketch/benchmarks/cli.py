@@ -79,7 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--algorithms exact-ucb,exact-bucb -T 500 --option exact-bucb:batch_size=5\n"
         "  botorch-sketch-bench ... --resume         # after Ctrl-C: the same "
         "command, finishing the missing runs\n"
-        "  botorch-sketch-bench --config benchmark_results/results.json",
+        "  botorch-sketch-bench --config benchmark_results/results.json\n"
+        "Subcommands (each with its own --help):\n"
+        "  botorch-sketch-bench scoring          # Nystrom vs exact GP scoring time\n"
+        "  botorch-sketch-bench thompson_steps   # S-GP-TS vs exact GP-TS step time",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(

@@ -1,14 +1,14 @@
 r"""Time NystromGP's posterior mean and variance over a large candidate set against
 BoTorch's exact ``SingleTaskGP`` on the same data and fixed hyperparameters.
 
-Run ``python -m botorch_sketch.benchmarks.scoring --help``.
+Run ``python -m botorch_sketch.benchmarks scoring --help``.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from copy import deepcopy
 
 import torch
@@ -99,8 +99,9 @@ def compare_scoring(
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    r"""The argument parser; flags default to :func:`compare_scoring`'s arguments."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-train", type=int, default=5000)
     parser.add_argument("--num-candidates", type=int, default=20000)
     parser.add_argument("--dim", type=int, default=8)
@@ -109,8 +110,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--qbar", type=float, default=2.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--chunk-size", type=int, default=1000)
-    args = parser.parse_args(argv)
-    results = compare_scoring(**{k: v for k, v in vars(args).items()})
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+    r"""Parse ``argv``, run :func:`compare_scoring` and print its results."""
+    args = build_parser(prog).parse_args(argv)
+    results = compare_scoring(**vars(args))
     for key, value in results.items():
         print(
             f"{key:>22}: {value:.4g}"

@@ -27,7 +27,7 @@ time at the measured throughput of the same products (:func:`matmul_throughput`)
 the memory the sampler holds. The S-GP-TS section of ``docs/benchmarks.md`` lists the
 targets and the measured figures.
 
-Run ``python -m botorch_sketch.benchmarks.thompson_steps --help``.
+Run ``python -m botorch_sketch.benchmarks thompson_steps --help``.
 """
 
 from __future__ import annotations
@@ -722,9 +722,9 @@ def plot_step_times(results: Sequence[dict[str, object]], path: str) -> None:
     figure.savefig(path, dpi=120)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     r"""The argument parser; size flags default to the paper's setting."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     sizes = ", ".join(f"{k} {v}" for k, v in SMOKE_SIZES.items())
     parser.add_argument(
         "--smoke", action="store_true", help=f"tiny default sizes ({sizes})"
@@ -787,8 +787,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+    r"""Parse ``argv`` and run the measurement, plot or box timing it asks for."""
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     sizes = SMOKE_SIZES if args.smoke else FULL_SIZES
     sizes = {

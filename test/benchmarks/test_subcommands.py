@@ -1,0 +1,92 @@
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+from botorch_sketch.benchmarks import __main__ as entry
+from botorch_sketch.benchmarks import scoring, thompson_steps
+
+
+def test_scoring_parser_defaults_are_compare_scorings_and_flags_parse():
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(
+            scoring.compare_scoring
+        ).parameters.items()
+    }
+    assert vars(scoring.build_parser().parse_args([])) == defaults
+    args = scoring.build_parser().parse_args(
+        ["--num-train", "40", "--lengthscale", "0.5", "--chunk-size", "7"]
+    )
+    assert (args.num_train, args.lengthscale, args.chunk_size) == (40, 0.5, 7)
+
+
+def test_thompson_steps_parser_reads_lists_and_choices():
+    args = thompson_steps.build_parser().parse_args(
+        ["--smoke", "--arms", "10", "20", "--t", "5", "--methods", "sgpts-cached"]
+    )
+    assert args.smoke and args.arms == [10, 20] and args.t == [5]
+    assert args.methods == ["sgpts-cached"] and args.threads == 1
+
+
+@pytest.mark.parametrize("command", ["scoring", "thompson_steps"])
+def test_subcommand_help_and_errors_name_the_subcommand(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        entry.main([command, "--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: botorch-sketch-bench {command}")
+    with pytest.raises(SystemExit) as done:
+        entry.main([command, "--seed", "x"])
+    assert done.value.code == 2
+    assert f"botorch-sketch-bench {command}: error: argument --seed" in (
+        capsys.readouterr().err
+    )
+
+
+def test_scoring_subcommand_runs_a_small_comparison(capsys):
+    argv = ["scoring", "--num-train", "30", "--num-candidates", "40", "--dim", "2"]
+    assert entry.main(argv) == 0
+    lines = dict(
+        line.strip().split(": ") for line in capsys.readouterr().out.splitlines()
+    )
+    assert lines["num_train"] == "30" and lines["num_candidates"] == "40"
+    assert float(lines["max_abs_mean_error"]) < 1e-6  # m = n: the exact posterior
+
+
+def test_default_command_without_subcommand_help_lists_the_subcommands(capsys):
+    with pytest.raises(SystemExit):
+        entry.main(["--help"])
+    out = capsys.readouterr().out
+    assert "usage: botorch-sketch-bench [-h] [--preset PRESET]" in out
+    assert "botorch-sketch-bench scoring" in out
+    assert "botorch-sketch-bench thompson_steps" in out
+
+
+def _without_matplotlib(argv):
+    r"""Run the entry point in a fresh interpreter where matplotlib cannot load."""
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; "
+        "from botorch_sketch.benchmarks.__main__ import main; "
+        f"sys.exit(main({argv!r}))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("argv", [[], ["--list"], ["thompson_steps", "--smoke"]])
+def test_missing_bench_extra_is_one_line_and_exit_2(argv):
+    done = _without_matplotlib(argv)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "botorch-sketch-bench: error: matplotlib is missing; install the benchmark "
+        'extra: pip install "botorch-sketch[bench]"'
+    ]
+    assert done.stdout == ""
+
+
+def test_scoring_needs_no_bench_extra():
+    done = _without_matplotlib(["scoring", "--help"])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: botorch-sketch-bench scoring")
