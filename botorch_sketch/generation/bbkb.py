@@ -236,52 +236,20 @@ def gen_bbkb_batch(
             raise TypeError(f"`excluded` must be boolean, got {excluded.dtype}.")
         if bool(excluded.all()):
             raise ValueError("`excluded` must leave at least one candidate.")
-    radius = radius_value(beta, in_batch=True)
     with torch.no_grad():
-        geometry = _start_of_batch_geometry(model, choices, state)
-        tracker = (
-            ResidualDirectionTracker if residual_update else FrozenDictionaryTracker
-        )(geometry)
-        rules = _make_rules(rule, geometry)
-        for index, copies in pending_list:
-            for batch_rule in rules:
-                for _ in range(copies):
-                    batch_rule.add(index)
-            tracker.add(index, copies)
-        argmax = LazyArgmax(geometry.mean, radius, tracker, excluded=excluded)
-        chosen: list[int] = []
-        values: list[float] = []
-        bound = None
-        while len(chosen) < max_batch_size:
-            started = bool(chosen or pending_list)
-            forced = min_batch_size is not None and len(chosen) < min_batch_size
-            if started and not forced and _nothing_admissible(rules, ratio_threshold):
-                break
-            index, value = argmax()
-            proposed = _first_admitting(rules, index, ratio_threshold)
-            if started and proposed is None and not forced:
-                break
-            bound = proposed if proposed is not None else rules[0].bound_with(index)
-            if not forced and _repeats_in_closed_form(rules, tracker, index):
-                scores = argmax.repeats(index, min(max_batch_size - len(chosen), 256))
-                copies = rules[0].admitted_copies(
-                    index, scores.shape[0], ratio_threshold
-                )
-                rules[0].add_copies(index, copies)
-                tracker.add_copies(copies)
-                bound = rules[0].value()
-                chosen.extend([index] * copies)
-                values.extend(scores[:copies].tolist())
-                continue
-            for batch_rule in rules:
-                batch_rule.add(index)
-            tracker.add(index)
-            chosen.append(index)
-            values.append(value)
-        if bound is None:  # nothing new: the rule's value with the pending points
-            bound = min(batch_rule.value() for batch_rule in rules)
+        greedy = BatchGreedy(
+            _start_of_batch_geometry(model, choices, state),
+            radius=radius_value(beta, in_batch=True),
+            ratio_threshold=ratio_threshold,
+            rule=rule,
+            residual_update=residual_update,
+            min_batch_size=min_batch_size,
+            excluded=excluded,
+            held=pending_list,
+        )
+        chosen, values = greedy.extend(max_batch_size)
     if state is not None:
-        state.flops += tracker.flops
+        state.flops += greedy.tracker.flops
     indices = torch.tensor(chosen, dtype=torch.long, device=choices.device)
     return BBKBBatch(
         candidates=choices[indices],
@@ -289,9 +257,108 @@ def gen_bbkb_batch(
         acquisition_values=torch.tensor(
             values, dtype=choices.dtype, device=choices.device
         ),
-        start_variances=geometry.scaled_variance[indices],
-        bound=bound,
+        start_variances=greedy.geometry.scaled_variance[indices],
+        bound=greedy.bound(),
     )
+
+
+class BatchGreedy:
+    r"""The greedy of one BBKB batch, resumable.
+
+    The batch starts from ``held`` points (chosen earlier, not evaluated yet: they
+    are hallucinated and counted by the rules); :meth:`extend` adds up to ``k`` more
+    points by the lazy UCB argmax until a rule stops it, and a later call goes on
+    with the same batch (asynchronous asks: the posterior is frozen until the batch
+    ends). A run of copies of one candidate is decided in closed form
+    (:meth:`LazyArgmax.repeats`) under the global rule.
+    """
+
+    @torch.no_grad()
+    def __init__(
+        self,
+        geometry: CandidateGeometry | CachedGeometry,
+        *,
+        radius: float,
+        ratio_threshold: float,
+        rule: str,
+        residual_update: bool = False,
+        min_batch_size: int | None = None,
+        excluded: Tensor | None = None,
+        held: list[tuple[int, int]] | tuple = (),
+    ) -> None:
+        r"""
+        Args:
+            geometry: The start-of-batch quantities of the candidates.
+            radius: The in-batch UCB radius.
+            ratio_threshold: ``C~ >= 1``.
+            rule: ``"global"``, ``"local"`` or ``"global+local"``.
+            residual_update: Residual directions too (eager tracker).
+            min_batch_size: New points forced whatever the rule.
+            excluded: ``n`` booleans: candidates never to choose.
+            held: ``(index, copies)`` of the points the batch starts with.
+        """
+        self.geometry = geometry
+        self.tracker = (
+            ResidualDirectionTracker if residual_update else FrozenDictionaryTracker
+        )(geometry)
+        self.rules = _make_rules(rule, geometry)
+        self.ratio_threshold = ratio_threshold
+        self.min_batch_size = min_batch_size
+        self.size = 0  # points in the batch, held ones included
+        self.num_new = 0  # points chosen by `extend`
+        for index, copies in held:
+            for batch_rule in self.rules:
+                for _ in range(copies):
+                    batch_rule.add(index)
+            self.tracker.add(index, copies)
+            self.size += copies
+        self.argmax = LazyArgmax(geometry.mean, radius, self.tracker, excluded=excluded)
+        self._bound: float | None = None
+
+    @torch.no_grad()
+    def extend(self, limit: int) -> tuple[list[int], list[float]]:
+        r"""Up to ``limit`` more points and their in-batch UCB values (at least one
+        if the batch is empty, possibly none once a rule is full)."""
+        rules, tracker, threshold = self.rules, self.tracker, self.ratio_threshold
+        chosen: list[int] = []
+        values: list[float] = []
+        while len(chosen) < limit:
+            started = self.size > 0
+            forced = self.min_batch_size is not None and (
+                self.num_new < self.min_batch_size
+            )
+            if started and not forced and _nothing_admissible(rules, threshold):
+                break
+            index, value = self.argmax()
+            proposed = _first_admitting(rules, index, threshold)
+            if started and proposed is None and not forced:
+                break
+            self._bound = (
+                proposed if proposed is not None else rules[0].bound_with(index)
+            )
+            copies = 1
+            if not forced and _repeats_in_closed_form(rules, tracker, index):
+                scores = self.argmax.repeats(index, min(limit - len(chosen), 256))
+                copies = rules[0].admitted_copies(index, scores.shape[0], threshold)
+                rules[0].add_copies(index, copies)
+                tracker.add_copies(copies)
+                self._bound = rules[0].value()
+                values.extend(scores[:copies].tolist())
+            else:
+                for batch_rule in rules:
+                    batch_rule.add(index)
+                tracker.add(index)
+                values.append(value)
+            chosen.extend([index] * copies)
+            self.size += copies
+            self.num_new += copies
+        return chosen, values
+
+    def bound(self) -> float:
+        r"""The rule's value for the batch so far (its last accepted point's)."""
+        if self._bound is None:
+            return min(batch_rule.value() for batch_rule in self.rules)
+        return self._bound
 
 
 def _start_of_batch_geometry(
@@ -327,8 +394,13 @@ def _pending_list(pending: Tensor | None, num_choices: int) -> list[tuple[int, i
         raise ValueError(f"`pending` must be 1-d, got shape {tuple(pending.shape)}.")
     if pending.numel() and (pending.min() < 0 or pending.max() >= num_choices):
         raise ValueError(f"`pending` must hold indices in [0, {num_choices}).")
-    indices, copies = torch.unique(pending, return_counts=True)
-    return list(zip(indices.tolist(), copies.tolist(), strict=True))
+    return copies_of(pending)
+
+
+def copies_of(indices: Tensor) -> list[tuple[int, int]]:
+    r"""``(index, copies)`` pairs of a multiset of candidate indices."""
+    distinct, copies = torch.unique(indices, return_counts=True)
+    return list(zip(distinct.tolist(), copies.tolist(), strict=True))
 
 
 def _make_rules(

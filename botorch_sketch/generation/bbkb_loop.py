@@ -9,12 +9,14 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from botorch_sketch.acquisition.bkb import TheoryRadius
+from botorch_sketch.acquisition.bkb import TheoryRadius, radius_value
 from botorch_sketch.generation.bbkb import (
     DEFAULT_MAX_BATCH_SIZE,
     RULES,
-    gen_bbkb_batch,
+    BatchGreedy,
+    copies_of,
 )
+from botorch_sketch.generation.variance_tracking import CachedGeometry
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.nystrom import DEFAULT_QBAR, NystromGP, default_covar_module
 from botorch_sketch.models.sketching import inclusion_probabilities, sample_dictionary
@@ -26,6 +28,7 @@ from botorch_sketch.utils.validation import (
     check_kernel,
     check_matrix,
     check_model_dtype,
+    check_number,
     check_positive,
 )
 
@@ -148,9 +151,14 @@ class BBKB:
         self.observed = torch.empty(0, dtype=torch.long, device=arms.device)
         self.rewards = torch.empty(0, dtype=arms.dtype, device=arms.device)
         self.draws = torch.full_like(self.state.counts, float("nan"))
+        self.incorporated = 0  # observations in the posterior (the rest wait)
         self.pending = self.observed.clone()
         self.failed = self.observed.clone()
         self._pending_variances = self.rewards.clone()  # sigma~^2 when asked
+        # the open batch: its arms (held and asked), in-batch radius and greedy
+        self._batch: Tensor | None = None
+        self._batch_radius: float | None = None
+        self._greedy: BatchGreedy | None = None
         self.total_churn = 0
         self.num_batches = 0
         self._model: NystromGP | None = None
@@ -175,7 +183,14 @@ class BBKB:
         return self._model
 
     def ask(self, max_arms: int | None = None) -> Tensor:
-        r"""The next arms, given the :attr:`pending` ones.
+        r"""The next arms of the open batch, given the :attr:`pending` ones.
+
+        The batch stays open (posterior frozen, its arms hallucinated) while its rule
+        admits arms: outcomes told meanwhile wait. Once the rule is full and some of
+        its arms have been told (or have failed), the batch ends (posterior update
+        and dictionary resampling with those outcomes) and a new one opens with the
+        still pending arms hallucinated. If the update fails, the loop is rebuilt
+        from the observations it had before and the call can be retried.
 
         Args:
             max_arms: At most this many arms (e.g. the free workers); default: as
@@ -184,42 +199,91 @@ class BBKB:
         Returns:
             A LongTensor of ``b`` arm indices, repeats possible. ``b >= 1`` when
             nothing is pending (the first ask, with no data, draws one arm uniformly
-            at random); ``b = 0`` when the pending arms already fill the batch rule:
-            wait for their outcomes.
+            at random); ``b = 0`` when the pending arms fill the batch rule: wait for
+            their outcomes.
         """
         if max_arms is not None:
             check_int(max_arms, "max_arms", 1)
-        cap = self.batch_options["max_batch_size"] - self.pending.shape[0]
-        cap = cap if max_arms is None else min(cap, max_arms)
-        if cap < 1:
-            return self.pending[:0].clone()
+        limit = self.batch_options["max_batch_size"] if max_arms is None else max_arms
         excluded = self._excluded()
         if excluded is not None and bool(excluded.all()):
             raise RuntimeError("Every arm has failed: nothing is left to ask.")
-        if self.num_observations == 0 and self.pending.numel() == 0:
-            allowed = torch.arange(self.arms.shape[0], device=self.arms.device)
-            if excluded is not None:
-                allowed = allowed[~excluded]
-            pick = torch.randint(
-                allowed.shape[0], (1,), generator=self.generator, device=allowed.device
-            )
-            indices = allowed[pick]
+        if self.num_observations == 0 and self._batch is None and not len(self.pending):
+            indices = self._random_arm(excluded)
             start_variances = self.state.scaled_variance[indices]
         else:
-            options = {**self.batch_options, "max_batch_size": cap}
-            batch = gen_bbkb_batch(
-                None,
-                self.arms,
-                state=self.state,
-                beta=self.beta,
-                pending=self.pending,
-                excluded=excluded,
-                **options,
-            )
-            indices, start_variances = batch.indices, batch.start_variances
+            indices, start_variances = self._extend(limit)
+            if indices.numel() == 0 and self._batch.numel() > self.pending.numel():
+                # the rule is full and some arms of the batch are done: end it
+                self._end_batch(self.observed, self.rewards)
+                indices, start_variances = self._extend(limit)
         self.pending = torch.cat([self.pending, indices])
         self._pending_variances = torch.cat([self._pending_variances, start_variances])
         return indices.clone()
+
+    def _random_arm(self, excluded: Tensor | None) -> Tensor:
+        allowed = torch.arange(self.arms.shape[0], device=self.arms.device)
+        if excluded is not None:
+            allowed = allowed[~excluded]
+        pick = torch.randint(
+            allowed.shape[0], (1,), generator=self.generator, device=allowed.device
+        )
+        return allowed[pick]
+
+    def _extend(self, limit: int) -> tuple[Tensor, Tensor]:
+        r"""Up to ``limit`` more arms of the open batch (opened if none) and their
+        start-of-batch variances."""
+        if self._greedy is None:
+            self._greedy = self._open_batch()
+        greedy = self._greedy
+        room = self.batch_options["max_batch_size"] - greedy.size
+        flops = greedy.tracker.flops
+        chosen, _ = greedy.extend(min(limit, room)) if room > 0 else ([], [])
+        self.state.flops += greedy.tracker.flops - flops
+        indices = torch.tensor(chosen, dtype=torch.long, device=self.arms.device)
+        self._batch = torch.cat([self._batch, indices])
+        return indices, greedy.geometry.scaled_variance[indices]
+
+    def _open_batch(self) -> BatchGreedy:
+        r"""The greedy of the open batch on the current posterior, holding the arms
+        of :attr:`_batch` (a new batch: the pending arms)."""
+        if self._batch is None:
+            self._batch = self.pending.clone()
+            self._batch_radius = radius_value(self.beta, in_batch=True)
+        return BatchGreedy(
+            CachedGeometry(self.state),
+            radius=self._batch_radius,
+            ratio_threshold=self.batch_options["ratio_threshold"],
+            rule=self.batch_options["rule"],
+            residual_update=self.batch_options["residual_update"],
+            excluded=self._excluded(),
+            held=copies_of(self._batch),
+        )
+
+    def _end_batch(self, observed: Tensor, rewards: Tensor) -> None:
+        r"""Condition on ``observed[incorporated:]`` and resample the dictionary with
+        the start-of-batch variances (the papers' ``sigma~_{t-1}``); close the open
+        batch. Atomic: on failure the posterior is rebuilt as it was and the batch
+        stays open."""
+        fresh = slice(self.incorporated, observed.shape[0])
+        generator_state = self.generator.get_state()
+        dictionary = self.state.dictionary.clone()
+        draws = self.draws.clone()
+        self._greedy = None  # it reads the state, which the update changes
+        try:
+            if observed[fresh].numel():
+                self._update_posterior(observed[fresh], rewards[fresh], draws)
+        except Exception:
+            self.generator.set_state(generator_state)
+            done = slice(0, self.incorporated)
+            self.state = self._new_state(
+                self.observed[done], self.rewards[done], dictionary
+            )
+            raise
+        self.draws = draws
+        self.incorporated = observed.shape[0]
+        self._batch = self._batch_radius = None
+        self._model = None
 
     def _excluded(self) -> Tensor | None:
         r"""``A`` booleans marking the failed arms (None when retried or none)."""
@@ -235,10 +299,11 @@ class BBKB:
         r"""Report rewards of pending arms (any subset, in any order; of repeated arms,
         the earliest asked copies are the ones told).
 
-        The posterior is updated in place and the dictionary resampled (a batch end);
-        if the update fails, the loop is rebuilt from the observations it had before
-        the call and the arms stay pending, so nothing is lost and ``tell`` can be
-        retried.
+        When no arm stays pending the batch ends here (posterior update in place and
+        dictionary resampling); otherwise the outcomes wait for the batch to end
+        (:meth:`ask`). If the update fails, the loop is rebuilt from the
+        observations it had before the call and the arms stay pending, so nothing is
+        lost and ``tell`` can be retried.
 
         Args:
             indices: ``b`` pending arm indices (LongTensor).
@@ -251,21 +316,13 @@ class BBKB:
                 f"`rewards` must hold {indices.shape[0]} values, got "
                 f"{rewards.shape[0]}."
             )
-        rewards = rewards.to(self.arms)
-        generator_state = self.generator.get_state()
-        dictionary = self.state.dictionary.clone()
-        draws = self.draws.clone()
-        try:
-            self._update_posterior(indices, rewards, draws)
-        except Exception:
-            self.generator.set_state(generator_state)
-            self.state = self._new_state(self.observed, self.rewards, dictionary)
-            raise
+        observed = torch.cat([self.observed, indices.to(self.observed.device)])
+        rewards = torch.cat([self.rewards, rewards.to(self.arms)])
+        if not bool(keep.any()):
+            self._end_batch(observed, rewards)
         if isinstance(self.beta, TheoryRadius):
             self.beta.observe(self._pending_variances[~keep])
-        self.draws = draws
-        self.observed = torch.cat([self.observed, indices])
-        self.rewards = torch.cat([self.rewards, rewards])
+        self.observed, self.rewards = observed, rewards
         self._drop_pending(keep)
         self._model = None
 
@@ -278,8 +335,10 @@ class BBKB:
             indices: ``b`` pending arm indices (LongTensor).
         """
         keep = self._check_pending(indices)
-        self.failed = torch.cat([self.failed, indices])
+        self.failed = torch.cat([self.failed, indices.to(self.failed.device)])
         self._drop_pending(keep)
+        if self._greedy is not None and not self.retry_failed:
+            self._greedy.argmax.exclude(indices)
 
     def _check_pending(self, indices: Tensor) -> Tensor:
         r"""Validate ``indices`` as a sub-multiset of :attr:`pending`; return the mask
@@ -372,6 +431,9 @@ class BBKB:
             "pending": self.pending.clone(),
             "pending_variances": self._pending_variances.clone(),
             "failed": self.failed.clone(),
+            "incorporated": self.incorporated,
+            "batch": None if self._batch is None else self._batch.clone(),
+            "batch_radius": self._batch_radius,
             "dictionary": self.state.dictionary.clone(),
             "draws": self.draws.clone(),
             "radius": self.beta.state_dict()
@@ -384,11 +446,16 @@ class BBKB:
         r"""Resume from :meth:`state_dict` (the loop must use the same arms/options).
 
         The whole state is validated before anything changes; the posterior is
-        recomputed from scratch from the observations and the dictionary. States
-        saved without ``pending``/``failed`` entries load with none."""
+        recomputed from scratch from the observations and the dictionary, and the
+        open batch reopens holding the same arms. States saved by synchronous
+        versions (no pending arms, no open batch) load as such."""
         observed, rewards, dictionary, draws = _checked_state(state, self.arms)
         pending, pending_variances, failed = _checked_pending_state(state, self.arms)
-        new_state = self._new_state(observed, rewards, dictionary)
+        incorporated, batch, batch_radius = _checked_batch_state(
+            state, self.arms, observed.shape[0]
+        )
+        done = slice(0, incorporated)
+        new_state = self._new_state(observed[done], rewards[done], dictionary)
         if isinstance(self.beta, TheoryRadius) and state["radius"] is not None:
             self.beta.load_state_dict(state["radius"])
         self.state = new_state
@@ -396,6 +463,8 @@ class BBKB:
         self.generator.set_state(state["generator"])
         self.pending, self._pending_variances = pending, pending_variances
         self.failed = failed
+        self.incorporated = incorporated
+        self._batch, self._batch_radius, self._greedy = batch, batch_radius, None
         self._model = None
 
 
@@ -458,6 +527,31 @@ def _checked_pending_state(
         pending.clone().to(arms.device),
         variances.clone().to(arms),
         failed.clone().to(arms.device),
+    )
+
+
+def _checked_batch_state(
+    state: dict[str, Any], arms: Tensor, num_observed: int
+) -> tuple[int, Tensor | None, float | None]:
+    r"""Validate the incorporated count and the open batch of a
+    :meth:`BBKB.state_dict` (absent in synchronous versions: all incorporated, no
+    open batch)."""
+    incorporated = state.get("incorporated", num_observed)
+    check_int(incorporated, "state['incorporated']", 0)
+    if incorporated > num_observed:
+        raise ValueError(
+            f"`state['incorporated']` must be <= the {num_observed} observations."
+        )
+    batch, radius = state.get("batch"), state.get("batch_radius")
+    if (batch is None) != (radius is None):
+        raise ValueError("`state['batch']` and `state['batch_radius']` go together.")
+    if batch is None:
+        return incorporated, None, None
+    _check_index_tensor(batch, "state['batch']", arms.shape[0])
+    return (
+        incorporated,
+        batch.clone().to(arms.device),
+        check_number(radius, "state['batch_radius']"),
     )
 
 

@@ -428,6 +428,11 @@ class LazyArgmax:
         self.rows = mean.new_zeros(0, tracker.geometry.num_features)  # of refreshed
         self.scores = self.bounds[:0]
 
+    def exclude(self, indices: Tensor) -> None:
+        r"""Never return ``indices`` from now on."""
+        self.floor[indices] = -float("inf")
+        self.bounds[indices] = -float("inf")
+
     def _scores(self, indices: Tensor, rows: Tensor) -> Tensor:
         variance = self.tracker.refresh(indices, rows)
         return self.mean[indices] + self.radius * variance.sqrt() + self.floor[indices]

@@ -242,3 +242,82 @@ def test_excluded_candidates_equal_brute_force(arms):
     ):
         with pytest.raises(error, match="excluded"):
             gen_bbkb_batch(loop.model, arms, excluded=bad)
+
+
+def test_told_outcomes_wait_while_the_batch_admits_arms(arms):
+    # the posterior is frozen inside a batch: telling some pending arms does not
+    # change what the open batch asks next
+    told, silent = make_loop(arms), make_loop(arms)
+    warm(told, arms, 3)
+    warm(silent, arms, 3)
+    first, same = told.ask(3), silent.ask(3)
+    assert torch.equal(first, same)
+    before = told.state.mean.clone()
+    told.tell(first[:2], objective(arms[first[:2]]))
+    assert told.incorporated == told.num_observations - 2
+    torch.testing.assert_close(told.state.mean, before, rtol=0, atol=0)
+    assert torch.equal(told.ask(2), silent.ask(2))
+
+
+def test_a_full_rule_ends_the_batch_with_the_told_outcomes(arms):
+    loop = make_loop(arms)
+    warm(loop, arms, 3)
+    batch = loop.ask()  # fills the rule
+    assert loop.ask().numel() == 0  # nothing told yet: wait
+    told, still = batch[:2], batch[2:]
+    loop.tell(told, objective(arms[told]))
+    kept = loop.state_dict()
+    new = loop.ask()
+    # the batch ended: the posterior holds every told outcome; the new arms are the
+    # stateless generator's on that posterior with the pending arms hallucinated
+    assert loop.incorporated == loop.num_observations
+    reference = CandidateState.from_observations(
+        arms,
+        loop.covar_module,
+        loop.noise,
+        loop.observed,
+        loop.rewards,
+        loop.state.dictionary,
+    )
+    torch.testing.assert_close(loop.state.mean, reference.mean)
+    expected = gen_bbkb_batch(
+        None,
+        arms,
+        state=reference,
+        beta=0.5,
+        ratio_threshold=5.0,
+        max_batch_size=64,
+        pending=still,
+    )
+    assert torch.equal(new, expected.indices)
+    # and a loop resumed from before that ask does the same
+    resumed = make_loop(arms, seed=3)
+    resumed.load_state_dict(kept)
+    assert torch.equal(resumed.ask(), new)
+
+
+def test_a_failed_batch_end_in_ask_loses_nothing(arms, monkeypatch):
+    loop = make_loop(arms)
+    warm(loop, arms, 3)
+    batch = loop.ask()
+    loop.tell(batch[:2], objective(arms[batch[:2]]))
+    before = loop.state_dict()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(CandidateState, "_execute", broken)
+    with pytest.raises(RuntimeError, match="injected"):
+        loop.ask()
+    after = loop.state_dict()
+    for key in ("observed", "rewards", "pending", "batch"):
+        assert torch.equal(after[key], before[key]), key
+    assert torch.equal(
+        after["dictionary"].sort().values, before["dictionary"].sort().values
+    )
+    assert after["incorporated"] == before["incorporated"]
+    monkeypatch.undo()
+    reference = make_loop(arms)
+    reference.load_state_dict(before)
+    assert torch.equal(loop.ask(), reference.ask())
+    torch.testing.assert_close(loop.state.mean, reference.state.mean)
