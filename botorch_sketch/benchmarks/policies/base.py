@@ -6,11 +6,15 @@ and policies choose points in ``bounds``). The runner calls
 ``policy.reset(problem, horizon, generator)`` once, then alternates ``ask()`` and
 ``tell(...)`` until exactly ``horizon`` rewards were observed (it truncates the last
 batch if it would overrun the horizon).
+
+Policies on a library ask/tell object (:class:`AskTell`: BBKB, GP-ThreDS, S-GP-TS's
+loop) derive from :class:`AskTellPolicy` and only configure that object per run.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -47,3 +51,52 @@ class Policy(ABC):
     def diagnostics(self) -> dict[str, float]:
         r"""Per-step diagnostics (dictionary size, ...); empty by default."""
         return {}
+
+
+@runtime_checkable
+class AskTell(Protocol):
+    r"""A library ask/tell object, e.g. :class:`~botorch_sketch.BBKB`,
+    :class:`~botorch_sketch.GPThreDS` or
+    :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`.
+
+    ``ask()`` returns the next choices (arm indices, or ``b x d`` points);
+    ``tell(chosen, rewards)`` reports the ``b`` noisy rewards of asked choices.
+    """
+
+    def ask(self) -> Tensor: ...
+
+    def tell(self, chosen: Tensor, rewards: Tensor, /) -> None: ...
+
+
+def draw_seed(generator: torch.Generator) -> int:
+    r"""A seed in ``[0, 2^31 - 1)`` for a library object, drawn from ``generator``."""
+    return int(torch.randint(2**31 - 1, (1,), generator=generator))
+
+
+class AskTellPolicy(Policy):
+    r"""A policy that is configuration only: :meth:`build` makes the run's
+    :class:`AskTell` object (:attr:`loop`) and ``ask`` / ``tell`` are forwarded to it.
+
+    Subclasses override :meth:`ask` only to pass extra arguments (e.g. a batch cap)
+    and :meth:`diagnostics` to report the object's state.
+    """
+
+    loop: AskTell | None = None
+
+    @abstractmethod
+    def build(
+        self, problem: Problem, horizon: int, generator: torch.Generator
+    ) -> AskTell:
+        r"""The ask/tell object of a fresh run on ``problem`` (check ``problem`` before
+        drawing from ``generator``, e.g. with :func:`draw_seed`)."""
+
+    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+        loop = self.build(problem, horizon, generator)
+        self.horizon = horizon
+        self.loop = loop
+
+    def ask(self) -> Tensor:
+        return self.loop.ask()
+
+    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        self.loop.tell(chosen, rewards)

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from botorch_sketch.acquisition.bkb import TheoryRadius
-from botorch_sketch.benchmarks.policies.base import Policy
+from botorch_sketch.benchmarks.policies.base import AskTellPolicy, draw_seed
 from botorch_sketch.benchmarks.policies.common import (
     DEFAULT_RADIUS,
     KernelHyperparameters,
@@ -28,7 +28,7 @@ from botorch_sketch.utils.validation import check_positive
 _PRECISIONS = {"double": None, "single": torch.float32}
 
 
-class BBKBPolicy(Policy):
+class BBKBPolicy(AskTellPolicy):
     r"""BBKB adaptive batches with resparsification at every batch end.
 
     Example:
@@ -95,7 +95,7 @@ class BBKBPolicy(Policy):
         self.rkhs_bound = rkhs_bound
         self.delta = delta
 
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+    def build(self, problem: Problem, horizon: int, generator: torch.Generator) -> BBKB:
         if not problem.is_finite:
             raise ValueError(f"`{self.name}` needs a finite problem (arms).")
         hp = KernelHyperparameters.from_problem(problem, **self.overrides)
@@ -110,19 +110,17 @@ class BBKBPolicy(Policy):
             )
         else:
             beta = float(self.radius) * math.sqrt(noise)
-        self.horizon = horizon
         options = dict(self.options)
         if options["max_batch_size"] is None:
             del options["max_batch_size"]  # the loop's default cap
-        seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
-        self.loop = BBKB(
+        return BBKB(
             problem.arms,
             covar_module=hp.kernel(
                 dtype=problem.arms.dtype, device=problem.arms.device
             ),
             noise=noise,
             beta=beta,
-            seed=seed,
+            seed=draw_seed(generator),
             feature_dtype=_PRECISIONS[self.feature_precision],
             **options,
         )
@@ -130,9 +128,6 @@ class BBKBPolicy(Policy):
     def ask(self) -> Tensor:
         # a batch never needs more arms than the horizon has left
         return self.loop.ask(max(self.horizon - self.loop.num_observations, 1))
-
-    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
-        self.loop.tell(chosen, rewards)
 
     def diagnostics(self) -> dict[str, float]:
         return self.loop.diagnostics()

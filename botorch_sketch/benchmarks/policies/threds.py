@@ -22,7 +22,7 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from botorch_sketch.benchmarks.policies.base import Policy
+from botorch_sketch.benchmarks.policies.base import AskTellPolicy, Policy, draw_seed
 from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.threds import GPThreDS
@@ -103,7 +103,7 @@ def _check_box(problem: Problem) -> None:
         )
 
 
-class GPThreDSPolicy(Policy):
+class GPThreDSPolicy(AskTellPolicy):
     r"""GP-ThreDS (:class:`~botorch_sketch.generation.threds.GPThreDS`) as a policy.
 
     Mode ``"cube"`` makes no random choice; mode ``"rwt"`` seeds its random first
@@ -185,9 +185,10 @@ class GPThreDSPolicy(Policy):
             "reuse_observations": reuse_observations,
         }
         self.options = {key: val for key, val in options.items() if val is not None}
-        self.threds: GPThreDS | None = None
 
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
+    def build(
+        self, problem: Problem, horizon: int, generator: torch.Generator
+    ) -> GPThreDS:
         _check_box(problem)
         s = resolve_settings(problem, **self._given)
         if "f_range" not in s:
@@ -197,7 +198,7 @@ class GPThreDSPolicy(Policy):
             )
         hyper = KernelHyperparameters.from_problem(problem, **self._kernel_given)
         bounds = problem.bounds
-        self.threds = GPThreDS(
+        return GPThreDS(
             bounds,
             f_range=s["f_range"],
             kernel=hyper.kernel(dtype=bounds.dtype, device=bounds.device),
@@ -206,22 +207,21 @@ class GPThreDSPolicy(Policy):
             R=s["R"],
             grid_points=s.get("grid_points", 20),
             mode=self.mode,
-            seed=int(torch.randint(2**31 - 1, (1,), generator=generator)),
+            seed=draw_seed(generator),
             **self.options,
         )
 
-    def ask(self) -> Tensor:
-        return self.threds.ask()
-
-    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
-        self.threds.tell(chosen, rewards)
+    @property
+    def threds(self) -> GPThreDS | None:
+        r"""The run's :class:`GPThreDS` (:attr:`loop`; None before :meth:`reset`)."""
+        return self.loop
 
     def diagnostics(self) -> dict[str, float]:
         return {
-            "epoch": self.threds.epoch,
-            "threshold": self.threds.threshold,
-            "num_cubes": self.threds.cubes.shape[0],
-            "cube_level": self.threds.level,
+            "epoch": self.loop.epoch,
+            "threshold": self.loop.threshold,
+            "num_cubes": self.loop.cubes.shape[0],
+            "cube_level": self.loop.level,
         }
 
 
