@@ -88,13 +88,25 @@ class AlphaSchedule:
         check_at_least(self.noise_scale, "noise_scale", 0.0)
         check_positive(self.tau, "tau")
         check_at_least(self.offset, "offset", 0.0)
+        # alpha_t grows with t: finite at the largest int t means finite for all.
+        if not math.isfinite(self._value(2**63 - 1)):
+            raise ValueError(
+                "The constants `scale`, `rkhs_norm`, `noise_scale`, `tau` and "
+                "`offset` give a non-finite alpha_t."
+            )
 
     def __call__(self, t: int) -> float:
         r"""Return ``alpha_t`` for the step ``t >= 1``."""
         if isinstance(t, bool) or not isinstance(t, int) or t < 1:
             raise ValueError(f"`t` must be an int >= 1, got {t!r}.")
-        width = self.noise_scale * math.sqrt(2.0 * math.log(t**2) / self.tau)
-        return 1.0 + self.scale * (self.rkhs_norm + width + self.offset)
+        return self._value(t)
+
+    def _value(self, t: int) -> float:
+        try:
+            width = self.noise_scale * math.sqrt(2.0 * math.log(t**2) / self.tau)
+            return 1.0 + self.scale * (self.rkhs_norm + width + self.offset)
+        except OverflowError:
+            return math.inf
 
 
 def resolve_alpha(alpha: float | Callable[[int], float], t: int) -> float:

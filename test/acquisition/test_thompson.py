@@ -279,3 +279,11 @@ def test_paths_after_a_t_batched_posterior_call(build):
     paths = draw_scaled_paths(model, 3, num_features=64, generator=seeded(5))
     X = _test_points(7)
     torch.testing.assert_close(paths(X), reference(X), rtol=1e-10, atol=1e-10)
+
+
+def test_alpha_schedule_that_overflows_is_rejected():
+    # Found by the property suite: a subnormal tau gave alpha_t = inf for t > 1.
+    with pytest.raises(ValueError, match="tau"):
+        AlphaSchedule(tau=5e-324)
+    with pytest.raises(ValueError, match="scale"):
+        AlphaSchedule(scale=1e300, rkhs_norm=1e300)
