@@ -106,20 +106,25 @@ class PeakMemoryMonitor:
         self.peak_mb = max(peak - self._baseline, 0) / 2**20
 
 
-def measure_matmul_gflops(
-    size: int = 1024,
+def matmul_flops(
+    rows: int,
+    inner: int,
+    cols: int = 1,
     repeats: int = 3,
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> float:
-    r"""Best-of-``repeats`` throughput of a ``size x size`` matrix product, GFLOP/s.
+    r"""Best-of-``repeats`` throughput of ``(rows x inner) @ (inner x cols)`` products,
+    in flop/s.
 
-    Counts ``2 size^3`` floating-point operations per product, measured now on the
-    given dtype and device (after one warm-up product).
+    Counts ``2 rows inner cols`` floating-point operations per product, measured now on
+    the given dtype and device (after one warm-up product). A step's dominant product
+    (a matrix-vector product for ``cols = 1``, bound by memory bandwidth) or a large
+    compute-bound one.
     """
     generator = torch.Generator().manual_seed(0)
-    a = torch.randn(size, size, generator=generator).to(dtype=dtype, device=device)
-    b = torch.randn(size, size, generator=generator).to(dtype=dtype, device=device)
+    a = torch.randn(rows, inner, generator=generator).to(dtype=dtype, device=device)
+    b = torch.randn(inner, cols, generator=generator).to(dtype=dtype, device=device)
     sync = torch.cuda.synchronize if a.is_cuda else (lambda: None)
     a @ b
     sync()
@@ -129,4 +134,15 @@ def measure_matmul_gflops(
         a @ b
         sync()
         best = min(best, time.perf_counter() - start)
-    return 2.0 * size**3 / best / 1e9
+    return 2.0 * rows * inner * cols / best
+
+
+def measure_matmul_gflops(
+    size: int = 1024,
+    repeats: int = 3,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> float:
+    r"""Best-of-``repeats`` throughput of a ``size x size`` matrix product, GFLOP/s
+    (:func:`matmul_flops` of square products)."""
+    return matmul_flops(size, size, size, repeats, dtype, device) / 1e9

@@ -23,9 +23,9 @@ new noisy observation. The benchmark times such steps after ``t`` observations f
 Every method uses the problem's fixed kernel and noise and, at a given ``t``, starts
 from the same random data and sees the same reward noise. Each run also reports the
 step's flop count (the dominant matrix products and solves, :func:`step_flops`) as a
-time at the measured throughput of the same products (:func:`matmul_throughput`) and
-the memory the sampler holds. The S-GP-TS section of ``docs/benchmarks.md`` lists the
-targets and the measured figures.
+time at the measured throughput of the same products
+(:func:`~.measurement.matmul_flops`) and the memory the sampler holds. The S-GP-TS
+section of ``docs/benchmarks.md`` lists the targets and the measured figures.
 
 Run ``python -m botorch_sketch.benchmarks thompson_steps --help``.
 """
@@ -48,6 +48,7 @@ from botorch.sampling.pathwise.utils import get_train_inputs
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from botorch_sketch.benchmarks.measurement import matmul_flops
 from botorch_sketch.benchmarks.policies.thompson import (
     CachedSGPTSPolicy,
     ExactGPTSPolicy,
@@ -306,26 +307,6 @@ def time_thompson_steps(
     )
 
 
-def matmul_throughput(
-    rows: int, inner: int, cols: int = 1, dtype: torch.dtype = torch.float64
-) -> float:
-    r"""Measured flops per second of ``(rows x inner) @ (inner x cols)`` products.
-
-    The best of several repetitions on a random matrix, the shape of a step's
-    dominant product (a matrix-vector product for ``cols = 1``, bound by memory
-    bandwidth) or of a large compute-bound one.
-    """
-    g = torch.Generator().manual_seed(0)
-    A = torch.randn(rows, inner, generator=g, dtype=dtype)
-    B = torch.randn(inner, cols, generator=g, dtype=dtype)
-    best = math.inf
-    for _ in range(5):
-        start = time.perf_counter()
-        A @ B
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * rows * inner * cols / best
-
-
 def _ratios(numerator: StepTimings, denominator: StepTimings) -> dict[str, float]:
     return {
         "median": numerator.median_ms / denominator.median_ms,
@@ -456,10 +437,10 @@ def measure_thompson_steps(
             "memory_budget_gib": memory_budget_gib,
             "cache_dtype": str(dtype).removeprefix("torch."),
             "torch_threads": torch.get_num_threads(),
-            "gemv_flops": matmul_throughput(
-                num_arms, num_features + num_inducing, 1, dtype
+            "gemv_flops": matmul_flops(
+                num_arms, num_features + num_inducing, 1, repeats=5, dtype=dtype
             ),
-            "gemm_flops": matmul_throughput(1024, 1024, 1024, dtype),
+            "gemm_flops": matmul_flops(1024, 1024, 1024, repeats=5, dtype=dtype),
             "peak_rss_gib": peak_rss_gib,
         },
         "timings": timings,

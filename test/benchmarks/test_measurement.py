@@ -7,6 +7,7 @@ import torch
 
 from botorch_sketch.benchmarks.measurement import (
     PeakMemoryMonitor,
+    matmul_flops,
     measure_matmul_gflops,
 )
 
@@ -28,3 +29,8 @@ def test_peak_memory_monitor_sees_a_large_tensor():
 def test_matmul_throughput_is_measured():
     gflops = measure_matmul_gflops(size=128, repeats=2)
     assert math.isfinite(gflops) and gflops > 0
+
+
+def test_matmul_flops_of_rectangular_products():
+    assert matmul_flops(64, 32) > 0
+    assert matmul_flops(64, 32, 8, repeats=2, dtype=torch.float32) > 0

@@ -19,7 +19,6 @@ from botorch_sketch.benchmarks.thompson_steps import (
     format_report,
     load_results,
     main,
-    matmul_throughput,
     measure_thompson_steps,
     step_flops,
     time_box_batches,
@@ -177,11 +176,6 @@ def test_step_flops_count_the_products_of_a_step():
     m = sparse.sampler.noise_size
     expected = 2 * N * (M + m) + 2 * N * m * d + 2 * m * M + 4 * m * m + m**3
     assert m == 2 and step_flops(sparse) == expected
-
-
-def test_matmul_throughput_is_positive():
-    assert matmul_throughput(64, 32) > 0
-    assert matmul_throughput(64, 32, 8, torch.float32) > 0
 
 
 def test_command_line_plots_several_arm_counts(capsys, tmp_path):
