@@ -27,7 +27,8 @@ def _current_rss_bytes() -> int | None:
         return None
 
 
-def _max_rss_bytes() -> int:
+def max_rss_bytes() -> int:
+    r"""The process's peak resident set size so far (``getrusage``), in bytes."""
     scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB elsewhere
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
@@ -78,7 +79,7 @@ class PeakMemoryMonitor:
         _release_free_heap()
         self._baseline = _current_rss_bytes()
         if self._baseline is None:
-            self._baseline = _max_rss_bytes()
+            self._baseline = max_rss_bytes()
             self.method = "ru_maxrss growth (lower bound)"
             return self
         self.method = f"sampled RSS growth (every {self.interval * 1e3:g} ms)"
@@ -98,7 +99,7 @@ class PeakMemoryMonitor:
             torch.cuda.synchronize(self.device)
             peak = torch.cuda.max_memory_allocated(self.device)
         elif self.method.startswith("ru_maxrss"):
-            peak = _max_rss_bytes()
+            peak = max_rss_bytes()
         else:
             self._stop.set()
             self._thread.join()

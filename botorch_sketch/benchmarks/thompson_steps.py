@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import resource
 import statistics
 import time
 from collections.abc import Sequence
@@ -48,7 +47,7 @@ from botorch.sampling.pathwise.utils import get_train_inputs
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from botorch_sketch.benchmarks.measurement import matmul_flops
+from botorch_sketch.benchmarks.measurement import matmul_flops, max_rss_bytes
 from botorch_sketch.benchmarks.policies.thompson import (
     CachedSGPTSPolicy,
     ExactGPTSPolicy,
@@ -421,7 +420,7 @@ def measure_thompson_steps(
         for name, runs in timings.items()
         if name in BASELINE_OF and BASELINE_OF[name] in timings
     }
-    peak_rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    peak_rss_gib = max_rss_bytes() / 2**30
     dtype = _DTYPES[cache_dtype] or torch.float64
     return {
         "settings": {

@@ -8,6 +8,7 @@ import torch
 from botorch_sketch.benchmarks.measurement import (
     PeakMemoryMonitor,
     matmul_flops,
+    max_rss_bytes,
     measure_matmul_gflops,
 )
 
@@ -34,3 +35,12 @@ def test_matmul_throughput_is_measured():
 def test_matmul_flops_of_rectangular_products():
     assert matmul_flops(64, 32) > 0
     assert matmul_flops(64, 32, 8, repeats=2, dtype=torch.float32) > 0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
+def test_max_rss_bytes_is_at_least_the_current_rss_in_bytes():
+    block = torch.ones(2**23, dtype=torch.float64)  # 64 MiB, touched
+    with open("/proc/self/statm") as handle:
+        current = int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    assert current >= block.numel() * 8
+    assert max_rss_bytes() >= current  # a unit slip (KiB) would be 1024x smaller
