@@ -259,7 +259,11 @@ class GPThreDS:
             raise TypeError("`gamma` must be a callable n -> float.")
         threds_beta(1, B, R, delta0, gamma)  # a gamma that fails at once fails here
         check_int(grid_points, "grid_points", 2)
-        check_allocation(grid_points ** bounds.shape[-1], "`grid_points` ** d", bounds)
+        # A local test keeps ~32 numbers per grid point (its grid, the first rows
+        # of its incremental GP, means, variances, bounds).
+        check_allocation(
+            32 * grid_points ** bounds.shape[-1], "`grid_points` ** d", bounds
+        )
         check_int(cap, "cap", 1)
         check_at_least(tol_coef, "tol_coef", 0.0)
         check_at_least(c_coef, "c_coef", 0.0)
