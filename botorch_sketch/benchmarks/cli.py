@@ -25,10 +25,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 import torch
 
+from botorch_sketch.benchmarks.arguments import OneLineParser
 from botorch_sketch.benchmarks.plots import plot_all
 from botorch_sketch.benchmarks.presets import PRESETS, get_preset
 from botorch_sketch.benchmarks.problems import (
@@ -59,17 +59,9 @@ DATA_ENV = "BOTORCH_SKETCH_DATA"
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
-class _Parser(argparse.ArgumentParser):
-    r"""argparse with usage errors on one line (``prog: error: ... (see --help)``)."""
-
-    def error(self, message: str) -> NoReturn:
-        text = " ".join(message.split())
-        self.exit(2, f"{self.prog}: error: {text} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     r"""The argument parser (also documents every flag in ``--help``)."""
-    parser = _Parser(
+    parser = OneLineParser(
         prog="botorch-sketch-bench",
         description="Run GP-bandit benchmarks (sketched methods vs exact baselines).",
         epilog="Examples:\n"

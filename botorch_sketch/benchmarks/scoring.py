@@ -16,6 +16,7 @@ from botorch.models import SingleTaskGP
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from gpytorch.means import ZeroMean
 
+from botorch_sketch.benchmarks.arguments import OneLineParser
 from botorch_sketch.models.nystrom import NystromGP
 
 
@@ -101,7 +102,7 @@ def compare_scoring(
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     r"""The argument parser; flags default to :func:`compare_scoring`'s arguments."""
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-train", type=int, default=5000)
     parser.add_argument("--num-candidates", type=int, default=20000)
     parser.add_argument("--dim", type=int, default=8)

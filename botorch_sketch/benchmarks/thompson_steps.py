@@ -47,6 +47,7 @@ from botorch.sampling.pathwise.utils import get_train_inputs
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from botorch_sketch.benchmarks.arguments import OneLineParser
 from botorch_sketch.benchmarks.measurement import matmul_flops, max_rss_bytes
 from botorch_sketch.benchmarks.policies.thompson import (
     CachedSGPTSPolicy,
@@ -704,7 +705,7 @@ def plot_step_times(results: Sequence[dict[str, object]], path: str) -> None:
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     r"""The argument parser; size flags default to the paper's setting."""
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0])
     sizes = ", ".join(f"{k} {v}" for k, v in SMOKE_SIZES.items())
     parser.add_argument(
         "--smoke", action="store_true", help=f"tiny default sizes ({sizes})"

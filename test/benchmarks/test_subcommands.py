@@ -31,7 +31,7 @@ def test_thompson_steps_parser_reads_lists_and_choices():
 
 
 @pytest.mark.parametrize("command", ["scoring", "thompson_steps"])
-def test_subcommand_help_and_errors_name_the_subcommand(command, capsys):
+def test_subcommand_help_and_one_line_errors_name_the_subcommand(command, capsys):
     with pytest.raises(SystemExit) as done:
         entry.main([command, "--help"])
     assert done.value.code == 0
@@ -39,9 +39,10 @@ def test_subcommand_help_and_errors_name_the_subcommand(command, capsys):
     with pytest.raises(SystemExit) as done:
         entry.main([command, "--seed", "x"])
     assert done.value.code == 2
-    assert f"botorch-sketch-bench {command}: error: argument --seed" in (
-        capsys.readouterr().err
-    )
+    assert capsys.readouterr().err.splitlines() == [
+        f"botorch-sketch-bench {command}: error: argument --seed: invalid int value: "
+        "'x' (see --help)"
+    ]
 
 
 def test_scoring_subcommand_runs_a_small_comparison(capsys):
