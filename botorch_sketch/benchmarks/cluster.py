@@ -59,12 +59,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from botorch_sketch.benchmarks.metrics import checkpoints, expected_uniform_regret
-from botorch_sketch.benchmarks.policies.base import Policy, Problem
+from botorch_sketch.benchmarks.policies.base import Policy
 from botorch_sketch.benchmarks.policies.baselines import ExactBUCBPolicy
 from botorch_sketch.benchmarks.policies.bkb import BBKBPolicy
 from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
-from botorch_sketch.benchmarks.problems import make_problem
+from botorch_sketch.benchmarks.problems import Problem, make_problem
+from botorch_sketch.benchmarks.results import expected_uniform_regret
+from botorch_sketch.benchmarks.writers import checkpoints
 from botorch_sketch.generation.sgpts_loop import SGPTS
 
 
@@ -422,7 +423,7 @@ def simulate(
         duration_sigma: Log-standard deviation of the evaluation times (0: constant).
         ratio_threshold: BBKB's ``C~`` of ``bbkb-sync`` / ``bbkb-async`` (the label
             gets ``-c<C~>`` unless it is 2).
-        uniform_regret: Precomputed :func:`~.metrics.expected_uniform_regret`.
+        uniform_regret: Precomputed :func:`~.results.expected_uniform_regret`.
 
     Returns:
         The :class:`ClusterTrace`.
