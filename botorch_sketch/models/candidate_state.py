@@ -57,6 +57,7 @@ from botorch_sketch.models.dtc import relative_jitter
 from botorch_sketch.models.kernel_columns import KernelColumns
 from botorch_sketch.utils.validation import (
     check_kernel,
+    check_magnitude,
     check_matrix,
     check_model_dtype,
     check_positive,
@@ -112,7 +113,9 @@ class CandidateState:
             max_feature_bytes: Memory budget of the feature cache; growing past it
                 raises a ``MemoryError`` naming the budget (default: no budget).
         """
-        check_matrix(check_model_dtype(points, "points"), "points")
+        check_magnitude(
+            check_matrix(check_model_dtype(points, "points"), "points"), "points"
+        )
         check_kernel(kernel, "kernel")
         noise = check_positive(noise, "noise")
         if feature_dtype is not None and not (

@@ -359,7 +359,6 @@ ENTRY_POINTS: dict[str, Callable[[], Call]] = {
         "load_state_dict",
         lambda g: {"state": _threds_run(5).state_dict()},
     ),
-    # Not owned by this suite's author: tested, not edited (see the xfail marks).
     "BBKB": lambda: Call(
         BBKB,
         {
@@ -773,6 +772,12 @@ def _fantasy_model() -> NystromGP:
 #: Examples the large run found failing, now fixed (regression tests):
 #: (entry, argument, value builder, what happened).
 FIXED_EXAMPLES = [
+    (
+        "CandidateState.from_observations",
+        "points",
+        lambda: _points(20, 5) * 1e200,
+        "points beyond finfo.max ** (1/4): raw _LinAlgError",
+    ),
     ("BBKB", "seed", lambda: True, "RuntimeError from torch's manual_seed"),
     ("BBKB", "seed", lambda: 1.5, "RuntimeError from torch's manual_seed"),
     ("BBKB", "covar_module", lambda: "rbf", "AttributeError: 'str' ... 'to'"),
@@ -817,30 +822,6 @@ FIXED_EXAMPLES = [
     ids=[f"{case[0]}-{case[1]}-{i}" for i, case in enumerate(FIXED_EXAMPLES)],
 )
 def test_fixed_examples(entry, argument, build, reason):
-    outcome, violation = _checked_call(ENTRY_POINTS[entry](), argument, build())
-    assert violation is None, violation
-
-
-#: Examples the large run finds failing in code this suite's author does not own
-#: (reported to its owner): (entry, argument, value builder, what happens).
-KNOWN_FAILING_EXAMPLES = [
-    (
-        "CandidateState.from_observations",
-        "points",
-        lambda: _points(20, 5) * 1e200,
-        "points beyond finfo.max ** (1/4): raw _LinAlgError (check_magnitude)",
-    ),
-]
-
-
-@pytest.mark.parametrize(
-    "entry, argument, build, reason",
-    [
-        pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason=case[3]))
-        for case in KNOWN_FAILING_EXAMPLES
-    ],
-)
-def test_known_failing_examples(entry, argument, build, reason):
     outcome, violation = _checked_call(ENTRY_POINTS[entry](), argument, build())
     assert violation is None, violation
 
