@@ -4,7 +4,6 @@ from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound, TheoryRadius
 from botorch_sketch.acquisition.thompson import (
     AlphaSchedule,
     ScaledPathThompsonSampling,
-    draw_scaled_paths,
 )
 from botorch_sketch.generation.bbkb import (
     BBKBBatch,
@@ -29,6 +28,7 @@ from botorch_sketch.models.variational import (
     DecomposedSamplingSVGP,
 )
 from botorch_sketch.parallel import run_parallel
+from botorch_sketch.sampling.pathwise import ScaledSamplePaths, draw_scaled_paths
 
 __version__ = "0.1.0"
 
@@ -50,6 +50,7 @@ __all__ = [
     "NystromGP",
     "NystromMarginalLogLikelihood",
     "SGPTS",
+    "ScaledSamplePaths",
     "TheoryRadius",
     "gen_bbkb_batch",
     "gen_bbkb_batch_continuous",

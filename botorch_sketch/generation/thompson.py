@@ -1,7 +1,7 @@
 r"""S-GP-TS candidate generation: one scaled sample path per batch element.
 
 :func:`gen_thompson_candidates` draws ``q`` scaled posterior sample paths
-(:func:`~botorch_sketch.acquisition.thompson.draw_scaled_paths`) and returns the
+(:func:`~botorch_sketch.sampling.pathwise.draw_scaled_paths`) and returns the
 maximizer of each:
 
 - over a finite set of ``N`` choices, by evaluating the paths in chunks,
@@ -30,9 +30,9 @@ from torch import Tensor
 
 from botorch_sketch.acquisition.thompson import (
     ScaledPathThompsonSampling,
-    check_path_model,
     resolve_alpha,
 )
+from botorch_sketch.sampling.pathwise import check_path_model
 from botorch_sketch.utils.validation import (
     check_allocation,
     check_bounds,

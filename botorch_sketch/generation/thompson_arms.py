@@ -43,9 +43,9 @@ from linear_operator import to_dense
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
-from botorch_sketch.acquisition.thompson import _normal, _seeded_features
 from botorch_sketch.models.inducing import conditional_variance_factor
 from botorch_sketch.models.variational import titsias_q_from_statistics
+from botorch_sketch.sampling.pathwise import seeded_features, standard_normal
 from botorch_sketch.utils.validation import (
     check_at_least,
     check_finite,
@@ -146,7 +146,7 @@ class ArmFeatureCache:
         device = None if generator is None else generator.device
         seed = int(torch.randint(2**62, (1,), generator=generator, device=device))
         dim = arms.shape[-1]
-        self.feature_map = _seeded_features(self.kernel, dim, num_features, seed)
+        self.feature_map = seeded_features(self.kernel, dim, num_features, seed)
         self.features: Tensor | None = None
         if self._bytes(num_features) <= self.memory_budget:
             self.features = arms.new_empty(
@@ -369,8 +369,8 @@ class ArmThompsonSampler(ABC):
         if self.num_observations == 0:
             raise ValueError("Observe at least one arm before sampling.")
         arms = self.cache.arms
-        weights = _normal((q, self.cache.num_features), generator).to(arms)
-        noise = _normal((q, self.noise_size), generator).to(arms)
+        weights = standard_normal((q, self.cache.num_features), generator).to(arms)
+        noise = standard_normal((q, self.noise_size), generator).to(arms)
         values, indices = self.path_values(weights, noise, alpha).max(dim=0)
         return ThompsonArms(indices, values)
 
@@ -455,7 +455,7 @@ class IncrementalExactThompson(ArmThompsonSampler):
                   (y - alpha (Phi_X w_j + noise^{1/2} eps_j)),
 
     BoTorch's Matheron path of a zero-mean ``SingleTaskGP`` with fixed noise (scaled
-    by ``alpha`` as :func:`~botorch_sketch.acquisition.thompson.draw_scaled_paths`).
+    by ``alpha`` as :func:`~botorch_sketch.sampling.pathwise.draw_scaled_paths`).
     :meth:`observe` appends ``b`` rows to the Cholesky factor, ``O(t^2 b + b^3)``, and
     one kernel column per new arm, ``O(N d)``; :meth:`sample` costs
     ``O(N (M + t) q + t^2 q)``. Memory ``O(N (M + t) + t^2)``, or ``O(N M + t^2)`` once

@@ -13,8 +13,8 @@ r"""Decomposed-sampling SVGP: the model behind S-GP-TS (Vakili et al., NeurIPS 2
   next prediction re-selects ``Z`` and recomputes ``q(u)`` for the new values.
 
 Its posterior is the Titsias/DTC predictive. Posterior sample paths, optionally with
-exploration scaling ``f~ = mu + alpha (f - mu)``, come from :meth:`sample_paths`
-(:func:`botorch_sketch.acquisition.thompson.draw_scaled_paths`).
+exploration scaling ``f~ = mu + alpha (f - mu)``, come from
+:func:`botorch_sketch.sampling.pathwise.draw_scaled_paths`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import copy
 import math
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
@@ -61,9 +61,6 @@ from botorch_sketch.utils.validation import (
     check_same_dtype,
     fitted_outcome_transform,
 )
-
-if TYPE_CHECKING:
-    from botorch_sketch.acquisition.thompson import ScaledSamplePaths
 
 #: SingleTaskVariationalGP warns that learnable transforms drift under minibatch
 #: training; this model always works on the full data set, so the warning is moot.
@@ -207,7 +204,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
     (with GPyTorch's jitter on ``K_ZZ``). With ``m_t = n`` distinct points it is the
     exact GP posterior. Whenever the kernel, mean or likelihood parameters change
     (e.g. after ``fit_gpytorch_mll(CollapsedTitsiasBound(model))``), the next call to
-    :meth:`posterior` or :meth:`sample_paths` re-selects ``Z`` and recomputes ``q(u)``.
+    :meth:`posterior` or a path draw re-selects ``Z`` and recomputes ``q(u)``.
 
     ``state_dict()`` holds the hyperparameters and transforms only (``Z`` and ``q(u)``
     are functions of the data), so it loads into a model on any data set.
@@ -221,7 +218,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         ...                                outcome_transform=Standardize(m=1))
         >>> fit_gpytorch_mll(CollapsedTitsiasBound(model))
         >>> model.update(new_X, new_Y)
-        >>> paths = model.sample_paths(16, num_features=1024, alpha=1.0)
+        >>> paths = draw_scaled_paths(model, 16, num_features=1024, alpha=1.0)
     """
 
     def __init__(
@@ -410,34 +407,6 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             output_indices=output_indices,
             observation_noise=observation_noise,
             posterior_transform=posterior_transform,
-        )
-
-    def sample_paths(
-        self,
-        num_paths: int,
-        num_features: int = 1024,
-        alpha: float = 1.0,
-        generator: torch.Generator | None = None,
-        paths_per_basis: int | None = None,
-    ) -> ScaledSamplePaths:
-        r"""Draw scaled posterior sample paths ``mu + alpha (f - mu)``.
-
-        See :func:`botorch_sketch.acquisition.thompson.draw_scaled_paths` for the
-        arguments.
-
-        Returns:
-            A :class:`~botorch_sketch.acquisition.thompson.ScaledSamplePaths`.
-        """
-        # Deferred import: the acquisition module imports this one.
-        from botorch_sketch.acquisition.thompson import draw_scaled_paths
-
-        return draw_scaled_paths(
-            self,
-            num_paths,
-            num_features=num_features,
-            alpha=alpha,
-            generator=generator,
-            paths_per_basis=paths_per_basis,
         )
 
     @torch.no_grad()

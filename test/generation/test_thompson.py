@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from botorch_sketch.acquisition.thompson import AlphaSchedule, draw_scaled_paths
+from botorch_sketch.acquisition.thompson import AlphaSchedule
 from botorch_sketch.generation.thompson import gen_thompson_candidates
+from botorch_sketch.sampling.pathwise import draw_scaled_paths
 
 from ..gp_helpers import (
     DTYPE,

@@ -14,7 +14,6 @@ from botorch.models import SingleTaskGP
 from botorch.sampling.pathwise import draw_kernel_feature_paths, draw_matheron_paths
 from gpytorch.means import ZeroMean
 
-from botorch_sketch.acquisition.thompson import _scaled_update
 from botorch_sketch.generation.thompson_arms import (
     BLOCK_COLUMNS,
     ArmFeatureCache,
@@ -22,6 +21,7 @@ from botorch_sketch.generation.thompson_arms import (
     IncrementalExactThompson,
 )
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
+from botorch_sketch.sampling.pathwise import scaled_update
 
 from ..gp_helpers import DTYPE, rbf_kernel, seeded
 
@@ -175,7 +175,7 @@ def test_sparse_state_equals_svgp_built_from_scratch(quality):
         reference,
         sampler.cache,
         alpha * weights,
-        update_strategy=partial(_scaled_update, alpha=alpha, generator=seeded(8)),
+        update_strategy=partial(scaled_update, alpha=alpha, generator=seeded(8)),
     )
     with torch.no_grad():
         expected = paths(arms).mT

@@ -43,10 +43,10 @@ from botorch_sketch import (
     gen_bbkb_batch,
     gen_thompson_candidates,
 )
-from botorch_sketch.acquisition.thompson import ScaledSamplePaths
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
 from botorch_sketch.models.inducing import select_inducing_indices
 from botorch_sketch.models.sketching import inclusion_probabilities, sample_dictionary
+from botorch_sketch.sampling.pathwise import ScaledSamplePaths
 
 EXAMPLES = int(os.environ.get("BOTORCH_SKETCH_HYPOTHESIS_EXAMPLES", "8"))
 REPORT = os.environ.get("BOTORCH_SKETCH_PROPERTY_REPORT")

@@ -1,0 +1,79 @@
+r"""The package's layering and its lean import.
+
+Imports run one way: ``utils -> models -> sampling -> acquisition -> generation ->
+integrations / benchmarks / parallel``. A module may import its own layer or a lower
+one, at module level or inside a function alike.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "botorch_sketch"
+LAYERS = {
+    "utils": 0,
+    "models": 1,
+    "sampling": 2,
+    "acquisition": 3,
+    "generation": 4,
+    "integrations": 5,
+    "benchmarks": 5,
+    "parallel": 5,
+}
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    return (
+        LAYERS.get(parts[1])
+        if parts[0] == "botorch_sketch" and len(parts) > 1
+        else None
+    )
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+    return names
+
+
+def test_every_top_level_module_has_a_layer():
+    modules = {path.stem for path in PACKAGE.glob("*.py")} - {"__init__"}
+    packages = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+    assert modules | packages == set(LAYERS)
+
+
+def test_imports_run_one_way():
+    violations = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = "botorch_sketch." + ".".join(
+            path.relative_to(PACKAGE).with_suffix("").parts
+        )
+        own = _layer(module)
+        if own is None:  # the package's __init__ re-exports every layer
+            continue
+        for name in _imports(path):
+            target = _layer(name)
+            if target is not None and target > own:
+                violations.append(f"{module} imports {name}")
+    assert not violations, "\n".join(violations)
+
+
+def test_import_loads_no_optional_dependency():
+    code = (
+        "import sys, botorch_sketch; "
+        "print(sorted(m for m in ('matplotlib', 'ax', 'ray', 'distributed', "
+        "'dask', 'hypothesis', 'nbclient') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
