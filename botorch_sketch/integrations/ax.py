@@ -578,7 +578,8 @@ def next_bbkb_batch_size(
         ratio_threshold: BBKB's ``C~ >= 1`` (1: batches of one, BKB).
         rule: ``"global"``, ``"local"`` or ``"global+local"``.
         num_candidates: Size of the Sobol candidate set.
-        max_batch_size: Cap on the returned size.
+        max_batch_size: Cap on the returned size (default: BBKB's
+            :data:`~botorch_sketch.generation.bbkb.DEFAULT_MAX_BATCH_SIZE`, 1,000).
         seed: Seed of the Sobol candidates.
 
     Returns:
