@@ -286,6 +286,15 @@ def interrupt_on_fifth_call(counter: list[int], x: torch.Tensor) -> float:
 
 def test_sigint_saves_the_run(tmp_path):
     r"""A real SIGINT (Ctrl-C) while the driver waits on its workers."""
+    # engines started by earlier tests (Ray, Dask) may have replaced the handler
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _run_and_interrupt(tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_and_interrupt(tmp_path):
     arms = make_arms()
     path = tmp_path / "run.pt"
     optimizer = make_optimizer("sgpts", arms)
