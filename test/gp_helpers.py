@@ -114,3 +114,26 @@ def zero_mean_gp_posterior(
     with torch.no_grad():
         posterior = model.posterior(X)
     return posterior.mean.squeeze(-1), posterior.variance.squeeze(-1)
+
+
+def wave_data(n=60, d=2, dtype=DTYPE, scale=2.0):
+    r"""The Thompson-sampling tests' data: a sine wave on ``[0, scale]^d``."""
+    return sine_data(n, d, dtype=dtype, scale=scale, frequency=4.0, offset=3.0)
+
+
+def wave_svgp(dtype=DTYPE):
+    X, Y = wave_data(dtype=dtype)
+    return transformed_svgp(X, Y, 15, rbf_kernel(0.25, 1.2, dtype))
+
+
+def wave_exact_gp(dtype=DTYPE):
+    X, Y = wave_data(dtype=dtype)
+    return transformed_exact_gp(X, Y, rbf_kernel(0.25, 1.2, dtype))
+
+
+#: The models whose sample paths are checked against their exact posteriors.
+WAVE_MODELS = {"svgp": wave_svgp, "exact": wave_exact_gp}
+
+
+def wave_points(n=5, dtype=DTYPE, seed=11):
+    return 2.0 * torch.rand(n, 2, dtype=dtype, generator=seeded(seed))

@@ -24,7 +24,12 @@ from botorch_sketch.generation.thompson_arms import (
     CachedSparseThompson,
 )
 from botorch_sketch.models.nystrom import default_covar_module
-from botorch_sketch.utils.validation import check_finite, check_matrix, check_positive
+from botorch_sketch.utils.validation import (
+    check_finite,
+    check_int,
+    check_matrix,
+    check_positive,
+)
 
 _STATE_KEYS = (
     "seed",
@@ -35,14 +40,6 @@ _STATE_KEYS = (
     "failed",
     "generator",
 )
-
-
-def _check_int(value: object, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
-    if value < low:
-        raise ValueError(f"`{name}` must be >= {low}, got {value}.")
-    return value
 
 
 def _check_indices(indices: object, num_arms: int, name: str) -> Tensor:
@@ -132,9 +129,9 @@ class SGPTS:
         """
         check_matrix(arms, "arms")
         check_positive(noise, "noise")
-        _check_int(num_inducing, "num_inducing", 1)
-        _check_int(num_features, "num_features", 2)
-        _check_int(seed, "seed", 0)
+        check_int(num_inducing, "num_inducing", 1)
+        check_int(num_features, "num_features", 2)
+        check_int(seed, "seed", 0)
         if not callable(alpha):
             resolve_alpha(alpha, 1)
         self.arms = arms
@@ -200,7 +197,7 @@ class SGPTS:
         Returns:
             A LongTensor of ``max_arms`` arm indices (repeats possible).
         """
-        k = 1 if max_arms is None else _check_int(max_arms, "max_arms", 1)
+        k = 1 if max_arms is None else check_int(max_arms, "max_arms", 1)
         sampler = self.sampler
         if sampler.num_observations == 0:
             indices = torch.randint(
@@ -265,7 +262,7 @@ class SGPTS:
         if missing:
             raise ValueError(f"`state` misses the keys {sorted(missing)}.")
         num_arms = self.arms.shape[0]
-        seed = _check_int(state["seed"], "state['seed']", 0)
+        seed = check_int(state["seed"], "state['seed']", 0)
         observed = _check_indices(state["observed"], num_arms, "state['observed']")
         pending = _check_indices(state["pending"], num_arms, "state['pending']")
         failed = _check_indices(state["failed"], num_arms, "state['failed']")

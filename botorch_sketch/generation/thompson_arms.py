@@ -49,6 +49,7 @@ from botorch_sketch.sampling.pathwise import seeded_features, standard_normal
 from botorch_sketch.utils.validation import (
     check_at_least,
     check_finite,
+    check_int,
     check_matrix,
     check_positive,
 )
@@ -67,14 +68,6 @@ class ThompsonArms(NamedTuple):
 
     indices: Tensor
     values: Tensor
-
-
-def _check_int(value: object, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
-    if value < low:
-        raise ValueError(f"`{name}` must be >= {low}, got {value}.")
-    return value
 
 
 def _check_generator(generator: object) -> None:
@@ -127,7 +120,7 @@ class ArmFeatureCache:
         check_matrix(arms, "arms")
         if not isinstance(kernel, Kernel) or len(kernel.batch_shape) > 0:
             raise TypeError("`kernel` must be a GPyTorch Kernel without batch shape.")
-        _check_int(num_features, "num_features", 2)
+        check_int(num_features, "num_features", 2)
         if num_features % 2:
             raise ValueError(f"`num_features` must be even, got {num_features}.")
         _check_generator(generator)
@@ -136,7 +129,7 @@ class ArmFeatureCache:
             isinstance(cache_dtype, torch.dtype) and cache_dtype.is_floating_point
         ):
             raise TypeError(f"`cache_dtype` must be a float dtype, got {cache_dtype}.")
-        self.chunk_size = _check_int(chunk_size, "chunk_size", 1)
+        self.chunk_size = check_int(chunk_size, "chunk_size", 1)
         self.arms = arms
         self.kernel = kernel.to(arms)
         self.num_features = num_features
@@ -363,7 +356,7 @@ class ArmThompsonSampler(ABC):
     ) -> ThompsonArms:
         r"""Draw ``q`` paths (weights, then update noise, from ``generator``) and
         return each path's argmax over the arms, ``O(N (M + s) q)``."""
-        _check_int(q, "q", 1)
+        check_int(q, "q", 1)
         alpha = check_at_least(alpha, "alpha", 0.0)
         _check_generator(generator)
         if self.num_observations == 0:
@@ -565,7 +558,7 @@ class CachedSparseThompson(ArmThompsonSampler):
             jitter: Jitter on ``K_ZZ``; default GPyTorch's variational jitter.
         """
         super().__init__(cache, noise_variance)
-        self.num_inducing = _check_int(num_inducing, "num_inducing", 1)
+        self.num_inducing = check_int(num_inducing, "num_inducing", 1)
         if inducing_quality not in ("variance", "improvement"):
             raise ValueError(
                 "`inducing_quality` must be 'variance' or 'improvement', got "

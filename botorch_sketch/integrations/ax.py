@@ -76,7 +76,12 @@ from botorch_sketch.models.variational import (
     CollapsedTitsiasBound,
     DecomposedSamplingSVGP,
 )
-from botorch_sketch.utils.validation import check_at_least, check_positive
+from botorch_sketch.utils.validation import (
+    check_at_least,
+    check_bool,
+    check_int,
+    check_positive,
+)
 
 __all__ = [
     "AxScaledPathThompsonSampling",
@@ -118,22 +123,6 @@ DISPATCH_FIELDS = {
     "torch_device": "device",
     "simplify_parameter_changes": "flag",
 }
-
-
-def _check_int(value: object, name: str, minimum: int) -> int:
-    r"""``value`` if it is an int (not a bool) ``>= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"`{name}` must be an int, got {value!r}.")
-    if value < minimum:
-        raise ValueError(f"`{name}` must be >= {minimum}, got {value}.")
-    return value
-
-
-def _check_flag(value: object, name: str) -> bool:
-    r"""``value`` if it is a bool (truthy non-bools are rejected)."""
-    if not isinstance(value, bool):
-        raise TypeError(f"`{name}` must be a bool, got {value!r}.")
-    return value
 
 
 def _check_noise(value: float | None, name: str) -> float | None:
@@ -270,14 +259,14 @@ def check_optimizer_options(optimizer_options: object) -> dict[str, Any] | None:
         )
     for key in ("num_restarts", "raw_samples"):
         if key in options:
-            _check_int(options[key], f"optimizer_options['{key}']", 1)
+            check_int(options[key], f"optimizer_options['{key}']", 1)
     if "options" in options:
         inner = _check_options_dict(options["options"], "optimizer_options['options']")
         for key in ("maxiter", "batch_limit", "init_batch_limit"):
             if key in inner:
-                _check_int(inner[key], f"optimizer_options['options']['{key}']", 1)
+                check_int(inner[key], f"optimizer_options['options']['{key}']", 1)
     if "sequential" in options:
-        if not _check_flag(options["sequential"], "optimizer_options['sequential']"):
+        if not check_bool(options["sequential"], "optimizer_options['sequential']"):
             raise ValueError(
                 "`optimizer_options['sequential']` must be True: BKB-UCB and S-GP-TS "
                 "choose a batch one arm at a time, the earlier ones pending."
@@ -285,7 +274,7 @@ def check_optimizer_options(optimizer_options: object) -> dict[str, Any] | None:
     if "timeout_sec" in options:
         check_positive(options["timeout_sec"], "optimizer_options['timeout_sec']")
     if "retry_on_optimization_warning" in options:
-        _check_flag(
+        check_bool(
             options["retry_on_optimization_warning"],
             "optimizer_options['retry_on_optimization_warning']",
         )
@@ -319,11 +308,11 @@ def check_dispatch_options(dispatch_options: dict[str, Any]) -> dict[str, Any]:
     for name, value in dispatch_options.items():
         kind = DISPATCH_FIELDS[name]
         if kind == "flag":
-            _check_flag(value, name)
+            check_bool(value, name)
         elif value is None:
             continue
         elif kind in ("count", "seed"):
-            _check_int(value, name, 0)
+            check_int(value, name, 0)
         else:
             _check_device(value, name)
     return dispatch_options
@@ -515,13 +504,13 @@ def sgpts_generation_strategy(
     Example:
         >>> client.set_generation_strategy(sgpts_generation_strategy(num_inducing=50))
     """
-    _check_int(num_inducing, "num_inducing", 1)
-    _check_int(num_features, "num_features", 2)
+    check_int(num_inducing, "num_inducing", 1)
+    check_int(num_features, "num_features", 2)
     if num_features % 2:
         raise ValueError(f"`num_features` must be even, got {num_features}.")
     model_options: dict[str, Any] = {
         "num_inducing": num_inducing,
-        "randomized_selection": _check_flag(
+        "randomized_selection": check_bool(
             randomized_selection, "randomized_selection"
         ),
     }

@@ -19,31 +19,10 @@ from ..gp_helpers import (
     NOISE,
     rbf_kernel,
     seeded,
-    sine_data,
-    transformed_exact_gp,
-    transformed_svgp,
+    wave_data,
+    wave_points,
+    wave_svgp,
 )
-
-
-def _data(n=60, d=2, dtype=DTYPE, scale=2.0):
-    return sine_data(n, d, dtype=dtype, scale=scale, frequency=4.0, offset=3.0)
-
-
-def _svgp(dtype=DTYPE):
-    X, Y = _data(dtype=dtype)
-    return transformed_svgp(X, Y, 15, rbf_kernel(0.25, 1.2, dtype))
-
-
-def _exact(dtype=DTYPE):
-    X, Y = _data(dtype=dtype)
-    return transformed_exact_gp(X, Y, rbf_kernel(0.25, 1.2, dtype))
-
-
-MODELS = {"svgp": _svgp, "exact": _exact}
-
-
-def _test_points(n=5, dtype=DTYPE, seed=11):
-    return 2.0 * torch.rand(n, 2, dtype=dtype, generator=seeded(seed))
 
 
 def test_alpha_schedule_hand_computed():
@@ -74,9 +53,9 @@ def test_resolve_alpha():
 
 
 def test_acquisition_sums_paths_over_the_q_batch():
-    model = _svgp()
+    model = wave_svgp()
     acqf = ScaledPathThompsonSampling(model, num_paths=3, generator=seeded(6))
-    X = _test_points(12).reshape(4, 3, 2)
+    X = wave_points(12).reshape(4, 3, 2)
     with torch.no_grad():
         values = acqf(X)
         assert values.shape == (4,)
@@ -87,7 +66,7 @@ def test_acquisition_sums_paths_over_the_q_batch():
 
 
 def test_acquisition_with_optimize_acqf_finds_the_path_maximum():
-    X, Y = _data(n=40, d=1, scale=1.0)
+    X, Y = wave_data(n=40, d=1, scale=1.0)
     model = DecomposedSamplingSVGP(
         X,
         Y,
@@ -109,7 +88,7 @@ def test_acquisition_with_optimize_acqf_finds_the_path_maximum():
 
 
 def test_bad_inputs_raise():
-    model = _svgp()
+    model = wave_svgp()
     with pytest.raises(ValueError, match="num_features"):
         draw_scaled_paths(model, 2, num_features=63)
     with pytest.raises(ValueError, match="num_paths"):
@@ -125,13 +104,13 @@ def test_bad_inputs_raise():
     deterministic = GenericDeterministicModel(lambda X: X.sum(-1, keepdim=True))
     with pytest.raises(TypeError, match="model"):
         draw_scaled_paths(deterministic, 2)
-    X, Y = _data()
+    X, Y = wave_data()
     two_outputs = SingleTaskGP(X, torch.cat([Y, -Y], dim=-1))
     with pytest.raises(ValueError, match="single output"):
         draw_scaled_paths(two_outputs, 2)
     paths = draw_scaled_paths(model, 2, num_features=64)
     with pytest.raises(ValueError, match="k"):
-        paths.topk(_test_points(3), k=4)
+        paths.topk(wave_points(3), k=4)
     with pytest.raises(ValueError, match="choices"):
         paths.topk(torch.full((3, 2), float("nan"), dtype=DTYPE))
     with pytest.raises(TypeError, match="paths"):

@@ -32,6 +32,18 @@ def warm(loop, arms, batches, seed=1):
         loop.tell(indices, objective(arms[indices]) + noise)
 
 
+def rebuilt(loop, arms):
+    r"""The loop's posterior recomputed from scratch (the oracle)."""
+    return CandidateState.from_observations(
+        arms,
+        loop.covar_module,
+        loop.noise,
+        loop.observed,
+        loop.rewards,
+        loop.state.dictionary,
+    )
+
+
 @pytest.fixture
 def arms():
     return torch.rand(300, 3, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
@@ -94,14 +106,7 @@ def test_tells_in_any_order_reach_the_exact_posterior(arms):
     if more.numel():
         loop.tell(more, objective(arms[more]))
     assert loop.pending.numel() == 0
-    reference = CandidateState.from_observations(
-        arms,
-        loop.covar_module,
-        loop.noise,
-        loop.observed,
-        loop.rewards,
-        loop.state.dictionary,
-    )
+    reference = rebuilt(loop, arms)
     torch.testing.assert_close(loop.state.mean, reference.mean)
     torch.testing.assert_close(loop.state.variance, reference.variance)
 
@@ -271,14 +276,7 @@ def test_a_full_rule_ends_the_batch_with_the_told_outcomes(arms):
     # the batch ended: the posterior holds every told outcome; the new arms are the
     # stateless generator's on that posterior with the pending arms hallucinated
     assert loop.incorporated == loop.num_observations
-    reference = CandidateState.from_observations(
-        arms,
-        loop.covar_module,
-        loop.noise,
-        loop.observed,
-        loop.rewards,
-        loop.state.dictionary,
-    )
+    reference = rebuilt(loop, arms)
     torch.testing.assert_close(loop.state.mean, reference.mean)
     expected = gen_bbkb_batch(
         None,

@@ -12,40 +12,18 @@ from botorch.models import (
 from botorch_sketch.sampling.pathwise import ScaledSamplePaths, draw_scaled_paths
 
 from ..gp_helpers import (
-    DTYPE,
-    rbf_kernel,
+    WAVE_MODELS,
     seeded,
-    sine_data,
-    transformed_exact_gp,
-    transformed_svgp,
+    wave_data,
+    wave_points,
+    wave_svgp,
 )
 
 
-def _data(n=60, d=2, dtype=DTYPE, scale=2.0):
-    return sine_data(n, d, dtype=dtype, scale=scale, frequency=4.0, offset=3.0)
-
-
-def _svgp(dtype=DTYPE):
-    X, Y = _data(dtype=dtype)
-    return transformed_svgp(X, Y, 15, rbf_kernel(0.25, 1.2, dtype))
-
-
-def _exact(dtype=DTYPE):
-    X, Y = _data(dtype=dtype)
-    return transformed_exact_gp(X, Y, rbf_kernel(0.25, 1.2, dtype))
-
-
-MODELS = {"svgp": _svgp, "exact": _exact}
-
-
-def _test_points(n=5, dtype=DTYPE, seed=11):
-    return 2.0 * torch.rand(n, 2, dtype=dtype, generator=seeded(seed))
-
-
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", WAVE_MODELS)
 def test_alpha_zero_paths_are_the_posterior_mean(name):
-    model = MODELS[name]()
-    X = _test_points()
+    model = WAVE_MODELS[name]()
+    X = wave_points()
     paths = draw_scaled_paths(model, 3, num_features=64, alpha=0.0, generator=seeded(0))
     with torch.no_grad():
         mean = model.posterior(X).mean.squeeze(-1)
@@ -54,10 +32,10 @@ def test_alpha_zero_paths_are_the_posterior_mean(name):
     torch.testing.assert_close(values, mean.expand(3, -1), atol=1e-8, rtol=0)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", WAVE_MODELS)
 def test_paths_are_affine_in_alpha(name):
-    model = MODELS[name]()
-    X = _test_points()
+    model = WAVE_MODELS[name]()
+    X = wave_points()
     with torch.no_grad():
         mean = model.posterior(X).mean.squeeze(-1)
         unit = draw_scaled_paths(model, 4, alpha=1.0, generator=seeded(3))(X)
@@ -66,14 +44,14 @@ def test_paths_are_affine_in_alpha(name):
     torch.testing.assert_close(scaled - mean, 2.5 * (unit - mean), atol=1e-8, rtol=0)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", WAVE_MODELS)
 def test_empirical_moments_match_scaled_posterior(name):
     # 4000 paths over 200 independent feature bases (20 paths each): the random
     # Fourier error averages out across bases. Standard errors: mean ~ 1.6% of
     # alpha * sigma, variance ratio ~ 2.5%; tolerances are 4 standard errors, far from
     # the ratio alpha^2 = 2.89 a missing or doubled scaling would give.
-    model, alpha, num_paths = MODELS[name](), 1.7, 4000
-    X = _test_points()
+    model, alpha, num_paths = WAVE_MODELS[name](), 1.7, 4000
+    X = wave_points()
     paths = draw_scaled_paths(
         model,
         num_paths,
@@ -98,9 +76,9 @@ def test_empirical_moments_match_scaled_posterior(name):
 
 
 def test_paired_is_the_diagonal_and_differentiable():
-    model = _svgp()
+    model = wave_svgp()
     paths = draw_scaled_paths(model, 3, num_features=128, generator=seeded(1))
-    X = _test_points(12).reshape(4, 3, 2).requires_grad_(True)
+    X = wave_points(12).reshape(4, 3, 2).requires_grad_(True)
     paired = paths.paired(X)
     full = paths(X)  # 3 x 4 x 3
     expected = torch.diagonal(full, dim1=0, dim2=-1)
@@ -113,11 +91,11 @@ def test_paired_is_the_diagonal_and_differentiable():
         paths.paired(X[:, :2].detach())
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", WAVE_MODELS)
 def test_chunked_topk_equals_brute_force(name):
-    model = MODELS[name]()
+    model = WAVE_MODELS[name]()
     paths = draw_scaled_paths(model, 5, num_features=256, generator=seeded(2))
-    choices = _test_points(3001, seed=12)
+    choices = wave_points(3001, seed=12)
     values, index = paths.topk(choices, k=3, chunk_size=457)
     with torch.no_grad():
         brute_values, brute_index = paths(choices).topk(3, dim=-1)
@@ -126,8 +104,8 @@ def test_chunked_topk_equals_brute_force(name):
 
 
 def test_generator_makes_draws_reproducible():
-    model = _svgp()
-    X = _test_points()
+    model = wave_svgp()
+    X = wave_points()
     with torch.no_grad():
         a = draw_scaled_paths(model, 2, generator=seeded(9), paths_per_basis=1)(X)
         b = draw_scaled_paths(model, 2, generator=seeded(9), paths_per_basis=1)(X)
@@ -137,32 +115,32 @@ def test_generator_makes_draws_reproducible():
 
 
 def test_draw_returns_scaled_sample_paths():
-    model = _svgp()
+    model = wave_svgp()
     paths = draw_scaled_paths(model, 6, num_features=64, alpha=2.0, generator=seeded(4))
     assert isinstance(paths, ScaledSamplePaths)
     assert paths.num_paths == 6 and paths.alpha == 2.0
-    assert paths(_test_points()).shape == (6, 5)
+    assert paths(wave_points()).shape == (6, 5)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", WAVE_MODELS)
 def test_float32_does_not_crash(name):
-    model = MODELS[name](dtype=torch.float32)
+    model = WAVE_MODELS[name](dtype=torch.float32)
     paths = draw_scaled_paths(model, 3, num_features=64, generator=seeded(8))
-    X = _test_points(6, dtype=torch.float32).reshape(2, 3, 2).requires_grad_(True)
+    X = wave_points(6, dtype=torch.float32).reshape(2, 3, 2).requires_grad_(True)
     values = paths.paired(X)
     values.sum().backward()
     assert values.dtype == torch.float32 and torch.isfinite(X.grad).all()
-    top_values, _ = paths.topk(_test_points(100, dtype=torch.float32), k=2)
+    top_values, _ = paths.topk(wave_points(100, dtype=torch.float32), k=2)
     assert torch.isfinite(top_values).all()
 
 
 def _plain_svgp():
-    X, Y = _data()
+    X, Y = wave_data()
     model = SingleTaskVariationalGP(X, Y, inducing_points=X[:12].clone())
     return model.eval()
 
 
-@pytest.mark.parametrize("build", [_svgp, _plain_svgp], ids=["ours", "botorch"])
+@pytest.mark.parametrize("build", [wave_svgp, _plain_svgp], ids=["ours", "botorch"])
 def test_paths_after_a_t_batched_posterior_call(build):
     # Issue 14 item 6: a posterior call on t-batched X caches a batch-shaped Cholesky
     # factor of K_ZZ in GPyTorch's VariationalStrategy, which BoTorch's own
@@ -171,10 +149,10 @@ def test_paths_after_a_t_batched_posterior_call(build):
     # converts q(u) to whitened form on its first call).
     model = build()
     with torch.no_grad():
-        model.posterior(_test_points(12))
+        model.posterior(wave_points(12))
         reference = copy.deepcopy(model)
-        model.posterior(_test_points(12).reshape(4, 3, 2))
+        model.posterior(wave_points(12).reshape(4, 3, 2))
     reference = draw_scaled_paths(reference, 3, num_features=64, generator=seeded(5))
     paths = draw_scaled_paths(model, 3, num_features=64, generator=seeded(5))
-    X = _test_points(7)
+    X = wave_points(7)
     torch.testing.assert_close(paths(X), reference(X), rtol=1e-10, atol=1e-10)
