@@ -26,6 +26,7 @@ from botorch_sketch.utils.validation import (
     check_finite,
     check_int,
     check_kernel,
+    check_magnitude,
     check_matrix,
     check_model_dtype,
     check_number,
@@ -113,7 +114,7 @@ class BBKB:
                 (``torch.float32`` halves their memory).
             seed: Seed of the generator behind every random choice.
         """
-        check_matrix(check_model_dtype(arms, "arms"), "arms")
+        check_magnitude(check_matrix(check_model_dtype(arms, "arms"), "arms"), "arms")
         if covar_module is not None:
             check_kernel(covar_module)
         check_int(seed, "seed", 0)
@@ -313,8 +314,8 @@ class BBKB:
         rewards = check_finite(rewards, "rewards").detach().reshape(-1)
         if rewards.shape[0] != indices.shape[0]:
             raise ValueError(
-                f"`rewards` must hold {indices.shape[0]} values, got "
-                f"{rewards.shape[0]}."
+                f"`rewards` must hold one value per entry of `indices` "
+                f"({indices.shape[0]}), got {rewards.shape[0]}."
             )
         observed = torch.cat([self.observed, indices.to(self.observed.device)])
         rewards = torch.cat([self.rewards, rewards.to(self.arms)])

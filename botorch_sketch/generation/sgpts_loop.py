@@ -25,6 +25,7 @@ from botorch_sketch.generation.thompson_arms import (
 )
 from botorch_sketch.models.nystrom import default_covar_module
 from botorch_sketch.utils.validation import (
+    check_allocation,
     check_finite,
     check_int,
     check_matrix,
@@ -199,6 +200,8 @@ class SGPTS:
         """
         k = 1 if max_arms is None else check_int(max_arms, "max_arms", 1)
         sampler = self.sampler
+        # one path per arm: a k x (arms) block of path values
+        check_allocation(k * self.arms.shape[0], "`max_arms`", self.arms)
         if sampler.num_observations == 0:
             indices = torch.randint(
                 self.arms.shape[0],
@@ -220,13 +223,13 @@ class SGPTS:
             rewards: ``b`` (or ``b x 1``) finite rewards.
         """
         indices = _check_indices(indices, self.arms.shape[0], "indices")
+        pending = remove_from_pending(self.pending, indices, "indices")
         rewards = check_finite(rewards, "rewards").detach().reshape(-1)
         if rewards.shape[0] != indices.shape[0]:
             raise ValueError(
-                f"`rewards` must hold {indices.shape[0]} values, got "
-                f"{rewards.shape[0]}."
+                f"`rewards` must hold one value per entry of `indices` "
+                f"({indices.shape[0]}), got {rewards.shape[0]}."
             )
-        pending = remove_from_pending(self.pending, indices, "indices")
         self.sampler.observe(indices, rewards.to(self.arms))
         self.tell_sizes.append(indices.shape[0])
         self.pending = pending

@@ -32,6 +32,7 @@ from torch.nn import Module
 
 from botorch_sketch import (
     BBKB,
+    SGPTS,
     AlphaSchedule,
     BKBUpperConfidenceBound,
     CandidateState,
@@ -376,6 +377,11 @@ ENTRY_POINTS: dict[str, Callable[[], Call]] = {
         },
     ),
     "BBKB.tell": lambda: _bbkb_tell(),
+    "BBKB.ask": _method(lambda: _bbkb_loop(2), "ask", lambda loop: {"max_arms": 2}),
+    "BBKB.fail": lambda: _pending_call(_bbkb_loop(1), "fail"),
+    "SGPTS.ask": _method(lambda: _sgpts_loop(2), "ask", lambda loop: {"max_arms": 2}),
+    "SGPTS.tell": lambda: _pending_call(_sgpts_loop(1), "tell"),
+    "SGPTS.fail": lambda: _pending_call(_sgpts_loop(1), "fail"),
     "BBKB.load_state_dict": _method(
         lambda: _bbkb_loop(1),
         "load_state_dict",
@@ -422,6 +428,25 @@ ENTRY_POINTS: dict[str, Callable[[], Call]] = {
         },
     ),
 }
+
+
+def _sgpts_loop(steps: int) -> SGPTS:
+    loop = SGPTS(
+        _points(30, seed=4), covar_module=_kernel(), num_inducing=5, num_features=64
+    )
+    for _ in range(steps):
+        indices = loop.ask(2)
+        loop.tell(indices, _targets(loop.arms[indices]).squeeze(-1))
+    return loop
+
+
+def _pending_call(loop: BBKB | SGPTS, name: str) -> Call:
+    r"""``tell`` (with rewards) or ``fail`` of the arms of a fresh ask."""
+    indices = loop.ask(2)
+    arguments = {"indices": indices}
+    if name == "tell":
+        arguments["rewards"] = _targets(loop.arms[indices]).squeeze(-1)
+    return Call(getattr(loop, name), arguments, loop)
 
 
 def _bbkb_tell() -> Call:
