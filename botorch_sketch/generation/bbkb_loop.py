@@ -16,6 +16,7 @@ from botorch_sketch.generation.bbkb import (
     BatchGreedy,
     copies_of,
 )
+from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.variance_tracking import CachedGeometry
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.nystrom import DEFAULT_QBAR, NystromGP, default_covar_module
@@ -24,6 +25,7 @@ from botorch_sketch.utils.validation import (
     check_at_least,
     check_bool,
     check_finite,
+    check_indices,
     check_int,
     check_kernel,
     check_magnitude,
@@ -310,7 +312,7 @@ class BBKB:
             indices: ``b`` pending arm indices (LongTensor).
             rewards: ``b`` (or ``b x 1``) observed rewards.
         """
-        keep = self._check_pending(indices)
+        keep = staying_pending(self.pending, indices, self.arms.shape[0])
         rewards = check_finite(rewards, "rewards").detach().reshape(-1)
         if rewards.shape[0] != indices.shape[0]:
             raise ValueError(
@@ -335,29 +337,11 @@ class BBKB:
         Args:
             indices: ``b`` pending arm indices (LongTensor).
         """
-        keep = self._check_pending(indices)
+        keep = staying_pending(self.pending, indices, self.arms.shape[0])
         self.failed = torch.cat([self.failed, indices.to(self.failed.device)])
         self._drop_pending(keep)
         if self._greedy is not None and not self.retry_failed:
             self._greedy.argmax.exclude(indices)
-
-    def _check_pending(self, indices: Tensor) -> Tensor:
-        r"""Validate ``indices`` as a sub-multiset of :attr:`pending`; return the mask
-        of pending entries that stay (the earliest copies of each arm leave first)."""
-        if not isinstance(indices, Tensor) or indices.dtype != torch.long:
-            raise TypeError("`indices` must be a LongTensor of arm indices.")
-        if indices.dim() != 1 or indices.numel() == 0:
-            raise ValueError("`indices` must be a non-empty 1-d tensor.")
-        num_arms = self.arms.shape[0]
-        if indices.min() < 0 or indices.max() >= num_arms:
-            raise ValueError(f"`indices` must hold arm indices in [0, {num_arms}).")
-        indices = indices.to(self.pending.device)
-        leaving = torch.bincount(indices, minlength=num_arms)
-        if bool((leaving > torch.bincount(self.pending, minlength=num_arms)).any()):
-            raise ValueError(
-                "`indices` must be pending arms (asked, not yet told or failed)."
-            )
-        return _occurrence_rank(self.pending) >= leaving[self.pending]
 
     def _drop_pending(self, keep: Tensor) -> None:
         self.pending = self.pending[keep]
@@ -484,7 +468,7 @@ def _checked_state(
     observed, rewards = state["observed"], state["rewards"]
     dictionary, draws = state["dictionary"], state["draws"]
     for name, value in (("observed", observed), ("dictionary", dictionary)):
-        _check_index_tensor(value, f"state['{name}']", num_arms)
+        check_indices(value, f"state['{name}']", num_arms)
     check_finite(rewards, "state['rewards']")
     if rewards.shape != observed.shape:
         raise ValueError("`state['rewards']` must match `state['observed']` in shape.")
@@ -518,7 +502,7 @@ def _checked_pending_state(
     variances = state.get("pending_variances", arms.new_zeros(0))
     failed = state.get("failed", none)
     for name, value in (("pending", pending), ("failed", failed)):
-        _check_index_tensor(value, f"state['{name}']", arms.shape[0])
+        check_indices(value, f"state['{name}']", arms.shape[0])
     check_finite(variances, "state['pending_variances']")
     if variances.shape != pending.shape:
         raise ValueError(
@@ -548,31 +532,9 @@ def _checked_batch_state(
         raise ValueError("`state['batch']` and `state['batch_radius']` go together.")
     if batch is None:
         return incorporated, None, None
-    _check_index_tensor(batch, "state['batch']", arms.shape[0])
+    check_indices(batch, "state['batch']", arms.shape[0])
     return (
         incorporated,
         batch.clone().to(arms.device),
         check_number(radius, "state['batch_radius']"),
     )
-
-
-def _check_index_tensor(value: object, name: str, num_arms: int) -> None:
-    if not isinstance(value, Tensor) or value.dtype != torch.long:
-        raise TypeError(f"`{name}` must be a LongTensor.")
-    if value.dim() != 1 or (
-        value.numel() and (value.min() < 0 or value.max() >= num_arms)
-    ):
-        raise ValueError(
-            f"`{name}` must be a 1-d tensor of indices in [0, {num_arms})."
-        )
-
-
-def _occurrence_rank(values: Tensor) -> Tensor:
-    r"""For each entry, how many equal entries come before it (``0`` for the first
-    copy of a value, ``1`` for the second, ...), ``O(p log p)``."""
-    order = torch.argsort(values, stable=True)
-    ordered = values[order]
-    first = torch.searchsorted(ordered, ordered)
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(values.shape[0], device=values.device) - first
-    return rank

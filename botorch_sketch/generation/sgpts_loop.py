@@ -10,7 +10,6 @@ variational model (Vakili et al., NeurIPS 2021) kept by
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.acquisition.thompson import resolve_alpha
+from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.thompson_arms import (
     ArmFeatureCache,
     CachedSparseThompson,
@@ -27,6 +27,7 @@ from botorch_sketch.models.nystrom import default_covar_module
 from botorch_sketch.utils.validation import (
     check_allocation,
     check_finite,
+    check_indices,
     check_int,
     check_matrix,
     check_positive,
@@ -41,37 +42,6 @@ _STATE_KEYS = (
     "failed",
     "generator",
 )
-
-
-def _check_indices(indices: object, num_arms: int, name: str) -> Tensor:
-    r"""A 1-d LongTensor of arm indices in ``[0, num_arms)`` (may be empty)."""
-    if not isinstance(indices, Tensor) or indices.dtype != torch.long:
-        raise TypeError(f"`{name}` must be a LongTensor of arm indices.")
-    if indices.dim() != 1:
-        raise ValueError(f"`{name}` must be 1-d, got shape {tuple(indices.shape)}.")
-    if indices.numel() and (indices.min() < 0 or indices.max() >= num_arms):
-        raise ValueError(f"`{name}` must lie in [0, {num_arms}).")
-    return indices
-
-
-def remove_from_pending(pending: Tensor, indices: Tensor, name: str) -> Tensor:
-    r"""``pending`` (``p``) without one occurrence of each of ``indices`` (``b``),
-    order kept; ValueError naming ``name`` unless ``indices`` is a non-empty
-    sub-multiset of ``pending``."""
-    if indices.numel() == 0:
-        raise ValueError(f"`{name}` must hold at least one pending arm.")
-    wanted = Counter(indices.tolist())
-    available = Counter(pending.tolist())
-    missing = sorted(a for a, k in wanted.items() if available[a] < k)
-    if missing:
-        raise ValueError(f"`{name}` holds arms that are not pending: {missing[:10]}.")
-    keep = []
-    for arm in pending.tolist():
-        if wanted[arm]:
-            wanted[arm] -= 1
-        else:
-            keep.append(arm)
-    return torch.tensor(keep, dtype=torch.long, device=pending.device)
 
 
 class SGPTS:
@@ -222,8 +192,8 @@ class SGPTS:
             indices: ``b`` pending arm indices.
             rewards: ``b`` (or ``b x 1``) finite rewards.
         """
-        indices = _check_indices(indices, self.arms.shape[0], "indices")
-        pending = remove_from_pending(self.pending, indices, "indices")
+        keep = staying_pending(self.pending, indices, self.arms.shape[0])
+        pending = self.pending[keep]
         rewards = check_finite(rewards, "rewards").detach().reshape(-1)
         if rewards.shape[0] != indices.shape[0]:
             raise ValueError(
@@ -237,8 +207,9 @@ class SGPTS:
     def fail(self, indices: Tensor) -> None:
         r"""Mark pending arms as failed: they leave :attr:`pending`, join
         :attr:`failed` and never enter the posterior."""
-        indices = _check_indices(indices, self.arms.shape[0], "indices")
-        self.pending = remove_from_pending(self.pending, indices, "indices")
+        self.pending = self.pending[
+            staying_pending(self.pending, indices, self.arms.shape[0])
+        ]
         self.failed = torch.cat([self.failed, indices.to(self.failed.device)])
 
     def state_dict(self) -> dict[str, Any]:
@@ -266,9 +237,9 @@ class SGPTS:
             raise ValueError(f"`state` misses the keys {sorted(missing)}.")
         num_arms = self.arms.shape[0]
         seed = check_int(state["seed"], "state['seed']", 0)
-        observed = _check_indices(state["observed"], num_arms, "state['observed']")
-        pending = _check_indices(state["pending"], num_arms, "state['pending']")
-        failed = _check_indices(state["failed"], num_arms, "state['failed']")
+        observed = check_indices(state["observed"], "state['observed']", num_arms)
+        pending = check_indices(state["pending"], "state['pending']", num_arms)
+        failed = check_indices(state["failed"], "state['failed']", num_arms)
         rewards = check_finite(state["rewards"], "state['rewards']")
         if rewards.shape != observed.shape:
             raise ValueError("`state['rewards']` must match `state['observed']`.")

@@ -162,6 +162,18 @@ def check_index(value: object, name: str, size: int) -> int:
     return value
 
 
+def check_indices(value: object, name: str, size: int) -> Tensor:
+    r"""Return ``value`` if it is a 1-d LongTensor of indices in ``[0, size)``
+    (possibly empty)."""
+    if not isinstance(value, Tensor) or value.dtype != torch.long:
+        raise TypeError(f"`{name}` must be a LongTensor of indices.")
+    if value.dim() != 1:
+        raise ValueError(f"`{name}` must be 1-d, got shape {tuple(value.shape)}.")
+    if value.numel() and (value.min() < 0 or value.max() >= size):
+        raise ValueError(f"`{name}` must hold indices in [0, {size}).")
+    return value
+
+
 def check_scalar(value: object, name: str) -> float:
     r"""Return a finite number or one-element floating tensor as a float."""
     if isinstance(value, Tensor):

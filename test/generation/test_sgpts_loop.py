@@ -4,7 +4,7 @@ exact resumption with pending and failed arms, input validation."""
 import pytest
 import torch
 
-from botorch_sketch.generation.sgpts_loop import SGPTS, remove_from_pending
+from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.generation.thompson_arms import (
     ArmFeatureCache,
     CachedSparseThompson,
@@ -160,16 +160,6 @@ def test_resume_makes_identical_choices_and_keeps_pending(other_seed):
         )
     )
     assert torch.equal(resumed.pending, loop.pending)
-
-
-def test_remove_from_pending_is_a_multiset_difference():
-    pending = torch.tensor([4, 2, 4, 7, 2])
-    left = remove_from_pending(pending, torch.tensor([2, 4, 2]), "indices")
-    assert left.tolist() == [4, 7]
-    with pytest.raises(ValueError, match="not pending: \\[7\\]"):
-        remove_from_pending(pending, torch.tensor([7, 7]), "indices")
-    with pytest.raises(ValueError, match="at least one"):
-        remove_from_pending(pending, torch.tensor([], dtype=torch.long), "indices")
 
 
 def _snapshot(loop):

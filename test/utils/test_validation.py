@@ -137,3 +137,18 @@ def test_allocation_bound_is_half_the_device_memory():
     v.check_allocation(half // 4, "`n`", like)
     with pytest.raises(ValueError, match="`n` x `m`"):
         v.check_allocation(2**62, "`n` x `m`", like)
+
+
+def test_index_tensors():
+    indices = torch.tensor([0, 3, 3])
+    assert v.check_indices(indices, "indices", 4) is indices
+    assert v.check_indices(indices[:0], "indices", 4).numel() == 0
+    for value, error in (
+        ([0, 1], TypeError),
+        (torch.tensor([0.0]), TypeError),
+        (torch.tensor([[0]]), ValueError),
+        (torch.tensor([4]), ValueError),
+        (torch.tensor([-1]), ValueError),
+    ):
+        with pytest.raises(error, match="indices"):
+            v.check_indices(value, "indices", 4)
