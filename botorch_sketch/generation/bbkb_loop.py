@@ -53,15 +53,16 @@ class BBKB:
     far fewer dictionary changes (see
     :func:`~botorch_sketch.models.sketching.sample_dictionary`).
 
-    Asynchronous use: arms asked and not yet told are :attr:`pending`. ``ask`` scores
-    the next arms with the pending ones hallucinated (variance-only update, the same
-    as inside a batch) and counted by the termination rule, so ``ask(max_arms=k)``
-    fills ``k`` free workers while the rule admits more arms and returns fewer, or
-    none, when fresh outcomes must be waited for. ``tell`` takes any subset of the
-    pending arms in any order and ends a batch (posterior update and dictionary
-    resampling) for them; ``fail`` records arms whose evaluation failed. Used
-    synchronously (``ask()`` with nothing pending, then ``tell`` the whole batch)
-    this is the BBKB of the paper; with one worker (``ask(1)``, ``tell``) it is BKB.
+    Asynchronous use: arms asked and not yet told are :attr:`pending`. The batch stays
+    open across asks: ``ask(max_arms=k)`` continues its greedy with the pending arms
+    hallucinated (variance-only update) and counted by the termination rule, so it
+    fills ``k`` free workers while the rule admits arms and returns fewer, or none,
+    when fresh outcomes must be waited for. ``tell`` takes any subset of the pending
+    arms in any order; its outcomes enter the posterior when the batch ends (once
+    the rule is full, or at once when nothing stays pending). ``fail`` records arms
+    whose evaluation failed. Used synchronously (``ask()`` with nothing pending, then
+    ``tell`` the whole batch) this is the BBKB of the paper; with one worker
+    (``ask(1)``, ``tell``) it is BKB.
 
     Everything needed to resume is in :meth:`state_dict`: observed arm indices and
     rewards, pending and failed arms, the dictionary, the persistent draws, the radius
