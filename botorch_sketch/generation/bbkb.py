@@ -90,21 +90,19 @@ class GlobalRule:
     def value(self) -> float:
         return self.total
 
-    def admitted_copies(self, index: int, limit: int, threshold: float) -> int:
-        r"""How many copies of ``index`` (at most ``limit``) the rule admits in turn
-        (the same float sums as adding them one at a time)."""
+    def admit_copies(self, index: int, limit: int, threshold: float) -> int:
+        r"""Add copies of ``index`` while the rule admits them (at most ``limit``;
+        the same float sums as adding them one at a time); return how many."""
         variance = float(self.geometry.scaled_variance[index])
-        total, count = self.total, 0
-        while count < limit and total + variance <= threshold:
-            total, count = total + variance, count + 1
+        count = 0
+        while count < limit and self.total + variance <= threshold:
+            self.total, count = self.total + variance, count + 1
         return count
 
-    def add_copies(self, index: int, copies: int) -> None:
+    def add(self, index: int, copies: int = 1) -> None:
+        variance = float(self.geometry.scaled_variance[index])
         for _ in range(copies):
-            self.add(index)
-
-    def add(self, index: int) -> None:
-        self.total = self.bound_with(index)
+            self.total += variance
 
 
 class LocalRule:
@@ -141,10 +139,11 @@ class LocalRule:
     def bound_with(self, index: int) -> float:
         return float(self.per_candidate_bound_with(index).max())
 
-    def add(self, index: int) -> None:
-        if self.sums is not None:
-            self.sums = self.sums + self._ratio_terms(index)
-        self.batch.append(index)
+    def add(self, index: int, copies: int = 1) -> None:
+        for _ in range(copies):
+            if self.sums is not None:
+                self.sums = self.sums + self._ratio_terms(index)
+            self.batch.append(index)
 
 
 def gen_bbkb_batch(
@@ -308,8 +307,7 @@ class BatchGreedy:
         self.num_new = 0  # points chosen by `extend`
         for index, copies in held:
             for batch_rule in self.rules:
-                for _ in range(copies):
-                    batch_rule.add(index)
+                batch_rule.add(index, copies)
             self.tracker.add(index, copies)
             self.size += copies
         self.argmax = LazyArgmax(geometry.mean, radius, self.tracker, excluded=excluded)
@@ -339,8 +337,7 @@ class BatchGreedy:
             copies = 1
             if not forced and _repeats_in_closed_form(rules, tracker, index):
                 scores = self.argmax.repeats(index, min(limit - len(chosen), 256))
-                copies = rules[0].admitted_copies(index, scores.shape[0], threshold)
-                rules[0].add_copies(index, copies)
+                copies = rules[0].admit_copies(index, scores.shape[0], threshold)
                 tracker.add_copies(copies)
                 self._bound = rules[0].value()
                 values.extend(scores[:copies].tolist())

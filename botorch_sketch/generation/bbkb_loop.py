@@ -216,11 +216,11 @@ class BBKB:
             indices = self._random_arm(excluded)
             start_variances = self.state.scaled_variance[indices]
         else:
-            indices, start_variances = self._extend(limit)
+            indices, start_variances = self._extend(limit, excluded)
             if indices.numel() == 0 and self._batch.numel() > self.pending.numel():
                 # the rule is full and some arms of the batch are done: end it
                 self._end_batch(self.observed, self.rewards)
-                indices, start_variances = self._extend(limit)
+                indices, start_variances = self._extend(limit, excluded)
         self.pending = torch.cat([self.pending, indices])
         self._pending_variances = torch.cat([self._pending_variances, start_variances])
         return indices.clone()
@@ -234,11 +234,11 @@ class BBKB:
         )
         return allowed[pick]
 
-    def _extend(self, limit: int) -> tuple[Tensor, Tensor]:
+    def _extend(self, limit: int, excluded: Tensor | None) -> tuple[Tensor, Tensor]:
         r"""Up to ``limit`` more arms of the open batch (opened if none) and their
         start-of-batch variances."""
         if self._greedy is None:
-            self._greedy = self._open_batch()
+            self._greedy = self._open_batch(excluded)
         greedy = self._greedy
         room = self.batch_options["max_batch_size"] - greedy.size
         flops = greedy.tracker.flops
@@ -248,7 +248,7 @@ class BBKB:
         self._batch = torch.cat([self._batch, indices])
         return indices, greedy.geometry.scaled_variance[indices]
 
-    def _open_batch(self) -> BatchGreedy:
+    def _open_batch(self, excluded: Tensor | None) -> BatchGreedy:
         r"""The greedy of the open batch on the current posterior, holding the arms
         of :attr:`_batch` (a new batch: the pending arms)."""
         if self._batch is None:
@@ -260,7 +260,7 @@ class BBKB:
             ratio_threshold=self.batch_options["ratio_threshold"],
             rule=self.batch_options["rule"],
             residual_update=self.batch_options["residual_update"],
-            excluded=self._excluded(),
+            excluded=excluded,
             held=copies_of(self._batch),
         )
 
