@@ -52,17 +52,25 @@ TIME_WINDOWS = 50
 #: With fewer seeds than this, bands are the seeds' range, not a t-interval.
 MIN_SEEDS_FOR_INTERVAL = 5
 
+#: Final values a summary reports for every run.
+_SUMMARY_KEYS = (
+    "cumulative_regret",
+    "regret_ratio",
+    "simple_regret",
+    "ask_seconds",
+    "tell_seconds",
+    "setup_seconds",
+    "total_seconds",
+    "num_batches",
+    "max_batch_size",
+    "peak_memory_mb",
+)
+
 #: Curves, final values and diagnostics that cannot be negative (bands stop at 0).
 NONNEGATIVE = frozenset(
     {
         *CURVES,
-        "ask_seconds",
-        "tell_seconds",
-        "setup_seconds",
-        "total_seconds",
-        "num_batches",
-        "max_batch_size",
-        "peak_memory_mb",
+        *_SUMMARY_KEYS,
         "dictionary_size",
         "dictionary_churn",
         "gflop",
@@ -331,20 +339,6 @@ def aggregate_curve(
     stacked = np.stack([trace.curve(name)[:horizon] for trace in traces])
     band = seed_band(stacked, lower_bound(name), method=method)
     return (np.arange(1, horizon + 1), *band)
-
-
-_SUMMARY_KEYS = (
-    "cumulative_regret",
-    "regret_ratio",
-    "simple_regret",
-    "ask_seconds",
-    "tell_seconds",
-    "setup_seconds",
-    "total_seconds",
-    "num_batches",
-    "max_batch_size",
-    "peak_memory_mb",
-)
 
 
 def summarize(
