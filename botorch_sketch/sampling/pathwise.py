@@ -18,6 +18,7 @@ likelihood, variational strategy).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 import torch
@@ -346,27 +347,38 @@ def _linear_parts(path: GeneralizedLinearPath, X: Tensor) -> tuple[Tensor, Tenso
 
 def _block_values(block: MatheronPath, X: Tensor) -> Tensor:
     r"""``... x n x d`` -> ``P_b x ... x n``: shared features times all weights."""
-    X = _transformed(block.input_transform, X)
-    total = 0.0
-    for name in ("prior_paths", "update_paths"):
-        path = block[name]
-        features, bias = _linear_parts(path, X)
+
+    def all_paths(features: Tensor, weight: Tensor, bias: Tensor | float) -> Tensor:
         bias = bias.unsqueeze(-1) if isinstance(bias, Tensor) else bias
-        total = total + features @ path.weight.mT + bias
-    total = total.movedim(-1, 0)
-    if block.output_transform is not None:
-        total = block.output_transform(total)
-    return total
+        return features @ weight.mT + bias
+
+    return _block_sum(block, X, all_paths, lambda total: total.movedim(-1, 0))
 
 
 def _block_paired(block: MatheronPath, X: Tensor) -> Tensor:
     r"""``... x P_b x d`` -> ``... x P_b``: path ``j`` at point ``j`` only."""
+
+    def paired(features: Tensor, weight: Tensor, bias: Tensor | float) -> Tensor:
+        return (features * weight).sum(dim=-1) + bias
+
+    return _block_sum(block, X, paired, lambda total: total)
+
+
+def _block_sum(
+    block: MatheronPath,
+    X: Tensor,
+    term: Callable[[Tensor, Tensor, Tensor | float], Tensor],
+    arrange: Callable[[Tensor], Tensor],
+) -> Tensor:
+    r"""The prior and update paths of a block summed (``term`` of their features,
+    weights and bias), arranged, then through the block's output transform."""
     X = _transformed(block.input_transform, X)
     total = 0.0
     for name in ("prior_paths", "update_paths"):
         path = block[name]
         features, bias = _linear_parts(path, X)
-        total = total + (features * path.weight).sum(dim=-1) + bias
+        total = total + term(features, path.weight, bias)
+    total = arrange(total)
     if block.output_transform is not None:
         total = block.output_transform(total)
     return total
