@@ -19,6 +19,19 @@ from botorch_sketch.models.variational import DecomposedSamplingSVGP
 DTYPE = torch.float64
 NOISE = 0.05
 
+#: ``(rtol, atol)`` of :func:`assert_close` per dtype: float32 oracles agree to about
+#: ``1e-4`` relative (the exact GP's solves lose ~3 digits on these kernels).
+TOLERANCES = {torch.float32: (1e-3, 1e-4), torch.float64: (1e-7, 1e-9)}
+
+
+def assert_close(actual: Tensor, expected: Tensor, scale: float = 1.0) -> None:
+    r"""``torch.testing.assert_close`` with :data:`TOLERANCES` for ``actual``'s
+    dtype, both multiplied by ``scale`` (for oracles with known worse conditioning);
+    ``expected`` is cast to ``actual``'s dtype and device first."""
+    rtol, atol = TOLERANCES[actual.dtype]
+    expected = expected.to(actual)
+    torch.testing.assert_close(actual, expected, rtol=scale * rtol, atol=scale * atol)
+
 
 def seeded(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
