@@ -267,11 +267,14 @@ class DTCState:
 
         evaluated by Woodbury in ``O(u m^2)`` from the ``u`` distinct rows ``X`` with
         multiplicities ``counts``; the state must be built from the same data with the
-        per-row target sums. ``sum_squares`` is ``y^T y`` over all observations.
+        per-row target sums. ``sum_squares`` is ``y^T y`` over all observations. The
+        diagonal of ``K - Q`` is clamped at 0, its exact range: at extreme
+        lengthscales GPyTorch's distances lose all precision, and a negative residual
+        would inflate the bound without limit.
         """
         n = counts.sum()
         Z = self.embed(kernel, X)
-        residual = kernel(X, diag=True) - Z.square().sum(-1)
+        residual = (kernel(X, diag=True) - Z.square().sum(-1)).clamp_min(0.0)
         half_logdet_gram = self.chol_gram.diagonal(dim1=-2, dim2=-1).log().sum(-1)
         quadratic = (sum_squares - self.projected_targets @ self.weights) / self.noise
         logdet = (n - self.size) * self.noise.log() + 2 * half_logdet_gram

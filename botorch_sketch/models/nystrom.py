@@ -551,7 +551,11 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
 
 
 class NystromMarginalLogLikelihood(MarginalLogLikelihood):
-    r"""The collapsed (Titsias) bound of a ``NystromGP``, for ``fit_gpytorch_mll``.
+    r"""The collapsed (Titsias) bound of a ``NystromGP`` plus the log densities of
+    the priors registered on its kernel and likelihood, per observation, for
+    ``fit_gpytorch_mll``: as GPyTorch's ``ExactMarginalLogLikelihood`` adds them for
+    ``SingleTaskGP``, maximizing it fits the hyperparameters by MAP (without priors,
+    by maximizing the bound).
 
     Example:
         >>> mll = NystromMarginalLogLikelihood(model.likelihood, model)
@@ -564,8 +568,14 @@ class NystromMarginalLogLikelihood(MarginalLogLikelihood):
         super().__init__(likelihood, model)
 
     def forward(self, *args: Any, **kwargs: Any) -> Tensor:
-        r"""The bound per observation on the model's own data (arguments ignored)."""
-        return self.model.collapsed_log_likelihood()
+        r"""``bound / n + (sum of log priors) / n`` on the model's own ``n``
+        observations (arguments ignored)."""
+        log_prior = sum(  # the model's priors, its likelihood's included
+            prior.log_prob(closure(module)).sum()
+            for _, module, prior, closure, _ in self.model.named_priors()
+        )
+        num_data = self.model.train_targets.shape[-1]
+        return self.model.collapsed_log_likelihood() + log_prior / num_data
 
     def compute_custom_loss(self, **kwargs: Any) -> Tensor:
         r"""Negative bound; BoTorch's ``get_loss_closure`` uses this hook."""

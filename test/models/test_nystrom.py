@@ -17,6 +17,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 from gpytorch.means import ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.priors import GammaPrior
 
 from botorch_sketch import NystromGP, NystromMarginalLogLikelihood
 
@@ -254,6 +255,31 @@ def test_collapsed_bound_equals_exact_mll_with_full_dictionary():
     # a smaller dictionary gives a lower bound
     small = NystromGP(X, Y, covar_module=kernel, noise=0.1, dictionary=X[:8])
     assert NystromMarginalLogLikelihood(small.likelihood, small)() < reference
+
+
+def test_bound_adds_the_log_priors_per_observation():
+    X, Y = make_data(15, 2)
+    kernel = ScaleKernel(
+        RBFKernel(ard_num_dims=2, lengthscale_prior=GammaPrior(3.0, 6.0)),
+        outputscale_prior=GammaPrior(2.0, 0.15),
+    ).to(DTYPE)
+    kernel.base_kernel.lengthscale = torch.tensor([[0.3, 0.7]], dtype=DTYPE)
+    model = NystromGP(X, Y, covar_module=kernel, dictionary=X[:6])  # noise prior
+    likelihood = model.likelihood
+    by_hand = (
+        GammaPrior(3.0, 6.0).to(DTYPE).log_prob(kernel.base_kernel.lengthscale).sum()
+        + GammaPrior(2.0, 0.15).to(DTYPE).log_prob(kernel.outputscale)
+        + likelihood.noise_covar.noise_prior.log_prob(likelihood.noise).sum()
+    )
+    bound = model.collapsed_log_likelihood()
+    value = NystromMarginalLogLikelihood(likelihood, model)()
+    torch.testing.assert_close(value, bound + by_hand / 15, atol=1e-12, rtol=0)
+    # Without priors (fixed lambda, prior-free kernel) the value is the bound.
+    plain = NystromGP(X, Y, covar_module=make_kernel(2), noise=1e-2)
+    assert torch.equal(
+        NystromMarginalLogLikelihood(plain.likelihood, plain)(),
+        plain.collapsed_log_likelihood(),
+    )
 
 
 def test_fit_gpytorch_mll_learns_hyperparameters_and_refreshes():
