@@ -19,10 +19,16 @@ from gpytorch.means import ZeroMean
 from botorch_sketch.benchmarks.arguments import OneLineParser
 from botorch_sketch.models.nystrom import NystromGP
 
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
-def _timed(fn: Callable[[], object]) -> tuple[object, float]:
+
+def _timed(fn: Callable[[], object], device: torch.device) -> tuple[object, float]:
+    r"""``fn()`` and its wall time, waiting for the device's queued work."""
+    synchronize = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+    synchronize()
     start = time.perf_counter()
     out = fn()
+    synchronize()
     return out, time.perf_counter() - start
 
 
@@ -47,27 +53,33 @@ def compare_scoring(
     qbar: float = 2.0,
     seed: int = 0,
     chunk_size: int = 1000,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str = "cpu",
 ) -> dict[str, float]:
     r"""Score ``num_candidates`` points with both models after ``num_train``
     observations; return timings (seconds), the dictionary size and accuracy.
 
     Both scorings include what a loop pays after new data arrives: the exact GP's
     ``n x n`` solve on its first posterior call, the Nystrom model's ``O(n m^2)``
-    factorization on its first call.
+    factorization on its first call. The data are drawn on the CPU (the same for
+    every device) and moved to ``device``.
     """
+    device = torch.device(device)
     gen = torch.Generator().manual_seed(seed)
-    tkwargs = {"dtype": torch.float64}
-    X = torch.rand(num_train, dim, generator=gen, **tkwargs)
+    tkwargs = {"dtype": dtype, "device": device}
+    X = torch.rand(num_train, dim, generator=gen, dtype=dtype)
     Y = torch.sin(3 * X).sum(-1, keepdim=True)
-    Y = Y + noise**0.5 * torch.randn(num_train, 1, generator=gen, **tkwargs)
-    candidates = torch.rand(num_candidates, 1, dim, generator=gen, **tkwargs)
+    Y = Y + noise**0.5 * torch.randn(num_train, 1, generator=gen, dtype=dtype)
+    candidates = torch.rand(num_candidates, 1, dim, generator=gen, dtype=dtype)
+    X, Y, candidates = X.to(device), Y.to(device), candidates.to(device)
     kernel = ScaleKernel(RBFKernel()).to(**tkwargs)
     kernel.base_kernel.lengthscale = lengthscale
 
     sketch, build_time = _timed(
         lambda: NystromGP(
             X, Y, covar_module=deepcopy(kernel), noise=noise, qbar=qbar, generator=gen
-        )
+        ),
+        device,
     )
     exact = SingleTaskGP(
         X,
@@ -79,10 +91,10 @@ def compare_scoring(
     )
     with torch.no_grad():
         (sketch_mean, sketch_var), sketch_time = _timed(
-            lambda: _mean_and_variance(sketch, candidates, chunk_size)
+            lambda: _mean_and_variance(sketch, candidates, chunk_size), device
         )
         (exact_mean, exact_var), exact_time = _timed(
-            lambda: _mean_and_variance(exact, candidates, chunk_size)
+            lambda: _mean_and_variance(exact, candidates, chunk_size), device
         )
         ratio = sketch_var / exact_var
         mean_error = (sketch_mean - exact_mean).abs().max()
@@ -100,6 +112,12 @@ def compare_scoring(
     }
 
 
+def _dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise argparse.ArgumentTypeError(f"choose float32 or float64, not {name!r}")
+    return DTYPES[name]
+
+
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     r"""The argument parser; flags default to :func:`compare_scoring`'s arguments."""
     parser = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0])
@@ -111,12 +129,23 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--qbar", type=float, default=2.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--chunk-size", type=int, default=1000)
+    parser.add_argument(
+        "--dtype", type=_dtype, default=torch.float64, help="float32, float64 (default)"
+    )
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
     return parser
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     r"""Parse ``argv``, run :func:`compare_scoring` and print its results."""
-    args = build_parser(prog).parse_args(argv)
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    try:
+        args.device = torch.device(args.device)
+    except RuntimeError:
+        parser.error(f"--device {args.device}: not a torch device")
+    if args.device.type == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: CUDA is not available here")
     results = compare_scoring(**vars(args))
     for key, value in results.items():
         print(

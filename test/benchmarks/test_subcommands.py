@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from botorch_sketch.benchmarks import __main__ as entry
 from botorch_sketch.benchmarks import scoring, thompson_steps
@@ -20,6 +21,23 @@ def test_scoring_parser_defaults_are_compare_scorings_and_flags_parse():
         ["--num-train", "40", "--lengthscale", "0.5", "--chunk-size", "7"]
     )
     assert (args.num_train, args.lengthscale, args.chunk_size) == (40, 0.5, 7)
+
+
+def test_scoring_on_float32_and_bad_devices(capsys):
+    argv = ["scoring", "--num-train", "30", "--num-candidates", "40", "--dim", "2"]
+    assert entry.main([*argv, "--dtype", "float32"]) == 0
+    lines = dict(
+        line.strip().split(": ") for line in capsys.readouterr().out.splitlines()
+    )
+    assert float(lines["max_abs_mean_error"]) < 1e-2  # m = n, in single precision
+    bad = ["--device", "nonsense"]
+    if not torch.cuda.is_available():
+        bad = [*bad, "--device", "cuda"]
+    for flag, value in zip(bad[::2], bad[1::2], strict=True):
+        with pytest.raises(SystemExit) as done:
+            entry.main(["scoring", flag, value])
+        assert done.value.code == 2
+        assert f"--device {value}" in capsys.readouterr().err
 
 
 def test_thompson_steps_parser_reads_lists_and_choices():
