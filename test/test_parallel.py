@@ -39,7 +39,7 @@ def make_arms() -> torch.Tensor:
 
 def make_optimizer(kind: str, arms: torch.Tensor):
     if kind == "bbkb":
-        return BBKB(arms, noise=0.5, beta=0.5, ratio_threshold=3.0, seed=1)
+        return BBKB(arms, noise=0.5, radius=0.5, ratio_threshold=3.0, seed=1)
     return SGPTS(arms, noise=0.5, num_inducing=16, num_features=64, seed=1)
 
 

@@ -8,9 +8,11 @@ The papers (Calandriello et al. COLT 2019, ICML 2020) write the index as
     \tilde\sigma^2(x) = \Sigma(x, x) / \lambda,
 
 with ``Sigma`` the Bayesian-scale DTC variance that ``posterior()`` returns, so
-``beta~ sigma~ = (beta~ / sqrt(lambda)) sigma_bayes``: BoTorch's
-``UpperConfidenceBound(model, beta=beta~**2 / lambda)`` scores the same. The radius
-``beta~`` is a constant or a :class:`TheoryRadius`.
+``beta~ sigma~ = (beta~ / sqrt(lambda)) sigma_bayes``. This package calls the
+papers' ``beta~`` the ``radius`` (index ``mu + radius * sigma~``), so that it is not
+mistaken for BoTorch's ``beta``, a squared multiplier of ``sigma_bayes``:
+``UpperConfidenceBound(model, beta=radius**2 / lambda)`` scores the same. The radius
+is a constant or a :class:`TheoryRadius`.
 """
 
 from __future__ import annotations
@@ -121,17 +123,21 @@ class TheoryRadius:
         self.log_det_sum = value
 
 
-def radius_value(beta: float | TheoryRadius, *, in_batch: bool = False) -> float:
+def radius_value(radius: float | TheoryRadius, *, in_batch: bool = False) -> float:
     r"""The papers'-scale radius of a constant or a :class:`TheoryRadius`."""
-    if isinstance(beta, TheoryRadius):
-        return beta.batch_value() if in_batch else beta.value
-    return check_at_least(beta, "beta", 0.0)
+    if isinstance(radius, TheoryRadius):
+        return radius.batch_value() if in_batch else radius.value
+    return check_at_least(radius, "radius", 0.0)
 
 
 class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
-    r"""BKB-UCB ``mu(x) + beta~ sigma~(x)`` on a ``NystromGP``; with ``X_pending``
+    r"""BKB-UCB ``mu(x) + radius * sigma~(x)`` on a ``NystromGP``; with ``X_pending``
     the BBKB hallucination: the variance conditions on the pending points without their
     outcomes, the mean stays frozen.
+
+    ``radius`` is the papers' ``beta~`` (``sigma~ = sigma_bayes / sqrt(lambda)``), not
+    BoTorch's ``beta``: ``UpperConfidenceBound(model, beta=radius**2 / lambda)`` scores
+    the same.
 
     The hallucinated model is the model conditioned on its own posterior mean at
     ``X_pending``, which leaves the DTC mean exactly unchanged
@@ -143,14 +149,14 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
     cost of one refactorization, ``O(n (m + p)^2)``.
 
     Example:
-        >>> acqf = BKBUpperConfidenceBound(model, beta=1.0)
+        >>> acqf = BKBUpperConfidenceBound(model, radius=1.0)
         >>> candidate, value = optimize_acqf_discrete(acqf, q=1, choices=choices)
     """
 
     def __init__(
         self,
         model: NystromGP,
-        beta: float | TheoryRadius,
+        radius: float | TheoryRadius,
         posterior_transform: PosteriorTransform | None = None,
         maximize: bool = True,
         X_pending: Tensor | None = None,
@@ -159,10 +165,11 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
         r"""
         Args:
             model: A fitted ``NystromGP``.
-            beta: The papers'-scale radius ``beta~ >= 0`` or a :class:`TheoryRadius`
+            radius: The papers'-scale radius ``beta~ >= 0`` or a :class:`TheoryRadius`
                 (its in-batch value is used when ``X_pending`` is set).
             posterior_transform: Optional BoTorch posterior transform.
-            maximize: Score ``mu + beta~ sigma~`` (True) or ``-mu + beta~ sigma~``.
+            maximize: Score ``mu + radius * sigma~`` (True) or
+                ``-mu + radius * sigma~``.
             X_pending: ``p x d`` points already chosen but not yet evaluated.
             residual_update: Add pending points to the hallucinated dictionary.
         """
@@ -170,11 +177,11 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
             raise TypeError(f"`model` must be a NystromGP, got {type(model).__name__}.")
         if model.train_inputs[0].dim() != 2:
             raise ValueError("`model` must be unbatched (not a fantasy model).")
-        radius_value(beta)
+        radius_value(radius)
         check_bool(maximize, "maximize")
         check_bool(residual_update, "residual_update")
         super().__init__(model=model, posterior_transform=posterior_transform)
-        self.beta = beta
+        self.radius = radius
         self.maximize = maximize
         self.residual_update = residual_update
         self._variance_model = model
@@ -223,6 +230,6 @@ class BKBUpperConfidenceBound(AnalyticAcquisitionFunction):
             variance = posterior.variance
         mean = posterior.mean.squeeze(-2).squeeze(-1)
         sigma = variance.clamp_min(1e-24).sqrt().squeeze(-2).squeeze(-1)
-        radius = radius_value(self.beta, in_batch=self.X_pending is not None)
+        radius = radius_value(self.radius, in_batch=self.X_pending is not None)
         scale = radius / self.model.noise.sqrt()
         return (mean if self.maximize else -mean) + scale * sigma

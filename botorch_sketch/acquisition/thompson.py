@@ -32,33 +32,34 @@ class AlphaSchedule:
 
         alpha_t = 1 + a (B + R sqrt(2 log(t^2) / tau) + c),
 
-    the form of Vakili et al. (NeurIPS 2021), eq. (10): ``B`` bounds the RKHS norm of
-    the objective, ``R`` is the sub-Gaussian noise scale, ``tau`` the regularization
-    (noise) parameter, and ``a``, ``c`` collect the approximation-quality constants.
+    the form of Vakili et al. (NeurIPS 2021), eq. (10): ``B`` (``rkhs_bound``) bounds
+    the RKHS norm of the objective, ``R`` (``noise_std``) is the sub-Gaussian noise
+    scale, ``tau`` (``noise``) the regularization (GP noise variance) parameter, and
+    ``a`` (``scale``), ``c`` (``offset``) collect the approximation-quality constants.
     The paper's experiments use the constant ``alpha = 1`` (pass a float where a
     schedule is accepted).
 
     Example:
-        >>> schedule = AlphaSchedule(scale=0.1, rkhs_norm=1.0, noise_scale=0.5)
+        >>> schedule = AlphaSchedule(scale=0.1, rkhs_bound=1.0, noise_std=0.5)
         >>> schedule(1), schedule(1000)
     """
 
     scale: float = 1.0
-    rkhs_norm: float = 1.0
-    noise_scale: float = 1.0
-    tau: float = 1.0
+    rkhs_bound: float = 1.0
+    noise_std: float = 1.0
+    noise: float = 1.0
     offset: float = 0.0
 
     def __post_init__(self) -> None:
         check_at_least(self.scale, "scale", 0.0)
-        check_at_least(self.rkhs_norm, "rkhs_norm", 0.0)
-        check_at_least(self.noise_scale, "noise_scale", 0.0)
-        check_positive(self.tau, "tau")
+        check_at_least(self.rkhs_bound, "rkhs_bound", 0.0)
+        check_at_least(self.noise_std, "noise_std", 0.0)
+        check_positive(self.noise, "noise")
         check_at_least(self.offset, "offset", 0.0)
         # alpha_t grows with t: finite at the largest int t means finite for all.
         if not math.isfinite(self._value(2**63 - 1)):
             raise ValueError(
-                "The constants `scale`, `rkhs_norm`, `noise_scale`, `tau` and "
+                "The constants `scale`, `rkhs_bound`, `noise_std`, `noise` and "
                 "`offset` give a non-finite alpha_t."
             )
 
@@ -70,8 +71,8 @@ class AlphaSchedule:
 
     def _value(self, t: int) -> float:
         try:
-            width = self.noise_scale * math.sqrt(2.0 * math.log(t**2) / self.tau)
-            return 1.0 + self.scale * (self.rkhs_norm + width + self.offset)
+            width = self.noise_std * math.sqrt(2.0 * math.log(t**2) / self.noise)
+            return 1.0 + self.scale * (self.rkhs_bound + width + self.offset)
         except OverflowError:
             return math.inf
 

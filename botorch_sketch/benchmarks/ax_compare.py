@@ -10,7 +10,7 @@ its native box) with one of four strategies, all with their defaults:
   ``botorch_acqf_class=BKBUpperConfidenceBound``;
 - ``bkb``: :func:`~botorch_sketch.integrations.ax.bkb_generation_strategy`;
 - ``sgpts``: :func:`~botorch_sketch.integrations.ax.sgpts_generation_strategy`;
-- ``bkb-ridge`` (not run by default): ``bkb_generation_strategy(beta=0.2,
+- ``bkb-ridge`` (not run by default): ``bkb_generation_strategy(radius=0.2,
   noise=1e-2)``, the fixed ``lambda`` and radius that were its defaults before.
 
 Trials run either asynchronously with ``--pending k`` trials in flight (a new trial
@@ -96,7 +96,7 @@ def make_strategy(method: str, seed: int) -> GenerationStrategy:
         return sgpts_generation_strategy(initialization_random_seed=seed)
     if method == "bkb-ridge":
         return bkb_generation_strategy(
-            beta=0.2, noise=1e-2, initialization_random_seed=seed
+            radius=0.2, noise=1e-2, initialization_random_seed=seed
         )
     raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
 

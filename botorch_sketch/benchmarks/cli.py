@@ -126,7 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--batch-size", type=int, help="shortcut for --option batch_size=B"
     )
-    parser.add_argument("--radius", help="shortcut for --option radius=R")
+    parser.add_argument(
+        "--radius",
+        help="shortcut for --option radius=R (Bayesian scale: index mu + R sigma)",
+    )
     parser.add_argument("--dtype", choices=sorted(_DTYPES), help="default float64")
     parser.add_argument("--device", help="cpu (default), cuda, cuda:1, ...")
     parser.add_argument(

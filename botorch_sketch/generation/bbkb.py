@@ -153,7 +153,7 @@ def gen_bbkb_batch(
     state: CandidateState | None = None,
     ratio_threshold: float = 2.0,
     rule: str = "global",
-    beta: float | TheoryRadius = 1.0,
+    radius: float | TheoryRadius = 1.0,
     min_batch_size: int | None = None,
     max_batch_size: int | None = DEFAULT_MAX_BATCH_SIZE,
     residual_update: bool = False,
@@ -177,7 +177,7 @@ def gen_bbkb_batch(
         ratio_threshold: ``C~ >= 1``; 1 gives single-point batches (BKB).
         rule: ``"global"``, ``"local"`` or ``"global+local"`` (global while it admits
             the next point, then local; the same batches as ``"local"``).
-        beta: Papers'-scale radius or a :class:`TheoryRadius` (in-batch value).
+        radius: Papers'-scale radius or a :class:`TheoryRadius` (in-batch value).
         min_batch_size: Keep adding points until the batch has this many, whatever
             the rule (see :func:`gen_uncertainty_warmup` for the guarantee-based way).
         max_batch_size: Stop at this many new points (default
@@ -197,7 +197,7 @@ def gen_bbkb_batch(
         (then wait for outcomes).
 
     Example:
-        >>> batch = gen_bbkb_batch(model, choices, ratio_threshold=2.0, beta=1.0)
+        >>> batch = gen_bbkb_batch(model, choices, ratio_threshold=2.0, radius=1.0)
         >>> Y = f(batch.candidates)
         >>> model = update_bbkb_model(model, batch.candidates, Y)
     """
@@ -238,7 +238,7 @@ def gen_bbkb_batch(
     with torch.no_grad():
         greedy = BatchGreedy(
             _start_of_batch_geometry(model, choices, state),
-            radius=radius_value(beta, in_batch=True),
+            radius=radius_value(radius, in_batch=True),
             ratio_threshold=ratio_threshold,
             rule=rule,
             residual_update=residual_update,
@@ -516,7 +516,7 @@ def gen_bbkb_batch_continuous(
     bounds: Tensor,
     *,
     ratio_threshold: float = 2.0,
-    beta: float | TheoryRadius = 1.0,
+    radius: float | TheoryRadius = 1.0,
     max_batch_size: int = 32,
     num_restarts: int = 8,
     raw_samples: int = 256,
@@ -530,7 +530,7 @@ def gen_bbkb_batch_continuous(
         model: A ``NystromGP``.
         bounds: ``2 x d`` box.
         ratio_threshold: ``C~ >= 1``.
-        beta: Papers'-scale radius or a :class:`TheoryRadius`.
+        radius: Papers'-scale radius or a :class:`TheoryRadius`.
         max_batch_size: Stop at this many new points.
         num_restarts: Restarts of each ``optimize_acqf`` call.
         raw_samples: Raw samples of each ``optimize_acqf`` call.
@@ -557,7 +557,7 @@ def gen_bbkb_batch_continuous(
     new = 0
     while new < max_batch_size:
         acqf = BKBUpperConfidenceBound(
-            model, beta=beta, X_pending=torch.cat(points) if points else None
+            model, radius=radius, X_pending=torch.cat(points) if points else None
         )
         candidate, _ = optimize_acqf(
             acqf, bounds=bounds, q=1, num_restarts=num_restarts, raw_samples=raw_samples

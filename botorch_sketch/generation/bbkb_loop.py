@@ -70,7 +70,7 @@ class BBKB:
     arms and options recomputes the posterior and continues with the same choices.
 
     Example:
-        >>> loop = BBKB(arms, covar_module=kernel, noise=1.0, beta=1.0, seed=0)
+        >>> loop = BBKB(arms, covar_module=kernel, noise=1.0, radius=1.0, seed=0)
         >>> for _ in range(100):
         ...     indices = loop.ask()
         ...     loop.tell(indices, f(arms[indices]) + noise)
@@ -82,7 +82,7 @@ class BBKB:
         *,
         covar_module: Kernel | None = None,
         noise: float = 1.0,
-        beta: float | TheoryRadius = 1.0,
+        radius: float | TheoryRadius = 1.0,
         ratio_threshold: float = 2.0,
         rule: str = "global",
         qbar: float = DEFAULT_QBAR,
@@ -99,7 +99,7 @@ class BBKB:
             covar_module: Fixed kernel (default: NystromGP's default).
             noise: Regularization ``lambda > 0`` (the papers' ridge term; BBKB's
                 theorems take ``lambda >= 1`` with the noise ``xi`` in the radius).
-            beta: Papers'-scale radius or a :class:`TheoryRadius` (updated here).
+            radius: Papers'-scale radius or a :class:`TheoryRadius` (updated here).
             ratio_threshold: ``C~ >= 1``; 1 is BKB (one arm per batch).
             rule: Termination rule: ``"global"``, ``"local"`` or ``"global+local"``.
             qbar: Dictionary oversampling ``>= 1`` (default 10; the papers use 2,
@@ -139,7 +139,7 @@ class BBKB:
             else default_covar_module(arms.shape[-1])
         ).to(arms)
         self.noise = noise
-        self.beta = beta
+        self.radius = radius
         self.batch_options = {
             "ratio_threshold": ratio_threshold,
             "rule": rule,
@@ -253,7 +253,7 @@ class BBKB:
         of :attr:`_batch` (a new batch: the pending arms)."""
         if self._batch is None:
             self._batch = self.pending.clone()
-            self._batch_radius = radius_value(self.beta, in_batch=True)
+            self._batch_radius = radius_value(self.radius, in_batch=True)
         return BatchGreedy(
             CachedGeometry(self.state),
             radius=self._batch_radius,
@@ -324,8 +324,8 @@ class BBKB:
         rewards = torch.cat([self.rewards, rewards.to(self.arms)])
         if not bool(keep.any()):
             self._end_batch(observed, rewards)
-        if isinstance(self.beta, TheoryRadius):
-            self.beta.observe(self._pending_variances[~keep])
+        if isinstance(self.radius, TheoryRadius):
+            self.radius.observe(self._pending_variances[~keep])
         self.observed, self.rewards = observed, rewards
         self._drop_pending(keep)
         self._model = None
@@ -404,9 +404,9 @@ class BBKB:
             "dictionary_size": self.state.size,
             "dictionary_churn": self.total_churn / max(self.num_batches, 1),
             "gflop": self.state.flops / 1e9,
-            "radius": self.beta.value
-            if isinstance(self.beta, TheoryRadius)
-            else float(self.beta),
+            "radius": self.radius.value
+            if isinstance(self.radius, TheoryRadius)
+            else float(self.radius),
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -422,8 +422,8 @@ class BBKB:
             "batch_radius": self._batch_radius,
             "dictionary": self.state.dictionary.clone(),
             "draws": self.draws.clone(),
-            "radius": self.beta.state_dict()
-            if isinstance(self.beta, TheoryRadius)
+            "radius": self.radius.state_dict()
+            if isinstance(self.radius, TheoryRadius)
             else None,
             "generator": self.generator.get_state(),
         }
@@ -442,8 +442,8 @@ class BBKB:
         )
         done = slice(0, incorporated)
         new_state = self._new_state(observed[done], rewards[done], dictionary)
-        if isinstance(self.beta, TheoryRadius) and state["radius"] is not None:
-            self.beta.load_state_dict(state["radius"])
+        if isinstance(self.radius, TheoryRadius) and state["radius"] is not None:
+            self.radius.load_state_dict(state["radius"])
         self.state = new_state
         self.observed, self.rewards, self.draws = observed, rewards, draws
         self.generator.set_state(state["generator"])

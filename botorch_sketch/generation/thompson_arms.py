@@ -299,11 +299,11 @@ class ArmFeatureCache:
 class ArmThompsonSampler(ABC):
     r"""Observations and path draws shared by the finite-arm samplers."""
 
-    def __init__(self, cache: ArmFeatureCache, noise_variance: float) -> None:
+    def __init__(self, cache: ArmFeatureCache, noise: float) -> None:
         if not isinstance(cache, ArmFeatureCache):
             raise TypeError(f"`cache` must be an ArmFeatureCache, got {type(cache)}.")
         self.cache = cache
-        self.noise_variance = check_positive(noise_variance, "noise_variance")
+        self.noise = check_positive(noise, "noise")
         arms = cache.arms
         self.observed = torch.empty(0, dtype=torch.long, device=arms.device)
         self.targets = arms.new_empty(0)
@@ -460,13 +460,13 @@ class IncrementalExactThompson(ArmThompsonSampler):
         >>> chosen = sampler.sample(q=1, generator=g).indices
     """
 
-    def __init__(self, cache: ArmFeatureCache, noise_variance: float) -> None:
+    def __init__(self, cache: ArmFeatureCache, noise: float) -> None:
         r"""
         Args:
             cache: The arms, kernel and feature basis.
-            noise_variance: Gaussian observation noise variance.
+            noise: Gaussian observation noise variance (the ridge ``lambda``).
         """
-        super().__init__(cache, noise_variance)
+        super().__init__(cache, noise)
         self._chol = _GrowingCholesky(cache.arms)
         self._features = cache.arms.new_zeros(0, cache.num_features)
 
@@ -489,7 +489,7 @@ class IncrementalExactThompson(ArmThompsonSampler):
         cache.add_columns(indices)
         X_new = cache.arms[indices]
         eye = torch.eye(indices.shape[0], dtype=X_new.dtype, device=X_new.device)
-        corner = cache.kernel_matrix(X_new, X_new) + self.noise_variance * eye
+        corner = cache.kernel_matrix(X_new, X_new) + self.noise * eye
         cross = cache.kernel_matrix(cache.arms[self.observed[:old]], X_new)
         self._chol.append(cross, corner)
         features = cache.features_at(indices)
@@ -503,7 +503,7 @@ class IncrementalExactThompson(ArmThompsonSampler):
     def path_values(self, weights: Tensor, noise: Tensor, alpha: float = 1.0) -> Tensor:
         t = self.num_observations
         prior = self._features[:t] @ weights.mT  # t x q
-        noisy = prior + self.noise_variance**0.5 * noise.mT
+        noisy = prior + self.noise**0.5 * noise.mT
         V = self._chol.solve(self.targets.unsqueeze(-1) - alpha * noisy)
         return self.cache.evaluate(alpha * weights, self.observed, V)
 
@@ -542,7 +542,7 @@ class CachedSparseThompson(ArmThompsonSampler):
     def __init__(
         self,
         cache: ArmFeatureCache,
-        noise_variance: float,
+        noise: float,
         num_inducing: int = 100,
         *,
         inducing_quality: str = "variance",
@@ -551,13 +551,13 @@ class CachedSparseThompson(ArmThompsonSampler):
         r"""
         Args:
             cache: The arms, kernel and feature basis.
-            noise_variance: Gaussian observation noise variance.
+            noise: Gaussian observation noise variance (the ridge ``lambda``).
             num_inducing: Maximal number ``m`` of inducing points.
             inducing_quality: ``"variance"`` or ``"improvement"`` (see
                 :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP`).
             jitter: Jitter on ``K_ZZ``; default GPyTorch's variational jitter.
         """
-        super().__init__(cache, noise_variance)
+        super().__init__(cache, noise)
         self.num_inducing = check_int(num_inducing, "num_inducing", 1)
         if inducing_quality not in ("variance", "improvement"):
             raise ValueError(
@@ -659,7 +659,7 @@ class CachedSparseThompson(ArmThompsonSampler):
 
     def _refresh_q(self) -> None:
         self._mean_w, self._chol_w = titsias_q_from_statistics(
-            self._gram, self._projected, self.noise_variance
+            self._gram, self._projected, self.noise
         )
 
     @torch.no_grad()

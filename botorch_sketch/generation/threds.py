@@ -49,7 +49,7 @@ from botorch_sketch.generation.threds_geometry import (
     first_query_index,
     sub_cubes,
 )
-from botorch_sketch.generation.threds_local import LocalTest, threds_beta
+from botorch_sketch.generation.threds_local import LocalTest, threds_radius
 from botorch_sketch.generation.threds_walk import WalkRequest, random_walk
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
@@ -178,8 +178,8 @@ class GPThreDS:
         f_range: tuple[float, float] | None = None,
         kernel: Kernel | None = None,
         noise: float = 0.01,
-        B: float = 0.5,
-        R: float = 0.1,
+        rkhs_bound: float = 0.5,
+        noise_std: float = 0.1,
         delta0: float = 1e-3,
         gamma: Callable[[int], float] = math.log,
         grid_points: int = 20,
@@ -202,10 +202,11 @@ class GPThreDS:
             kernel: GPyTorch kernel of the local GPs (copied; hyperparameters fixed).
                 Default ``ScaleKernel(RBFKernel())``, lengthscale 0.2, outputscale 1.
             noise: Noise variance of the local GPs (the ridge term ``lambda``).
-            B: RKHS-norm bound in ``beta``.
-            R: Sub-Gaussian noise scale in ``beta``.
-            delta0: Confidence parameter in ``beta``, in ``(0, 1)``.
-            gamma: ``n -> gamma(n)``, stand-in for the information gain in ``beta``
+            rkhs_bound: RKHS-norm bound ``B`` in the tests' confidence radius
+                (:func:`~botorch_sketch.generation.threds_local.threds_radius`).
+            noise_std: Sub-Gaussian noise scale ``R`` in the radius.
+            delta0: Confidence parameter in the radius, in ``(0, 1)``.
+            gamma: ``n -> gamma(n)``, stand-in for the information gain in the radius
                 (``math.log``; ``math.sqrt`` suits Matern-like kernels).
             grid_points: Points per dimension of a local test's grid (``>= 2``).
             cap: Queries without a decision before the leaf with the largest LCB is
@@ -249,15 +250,16 @@ class GPThreDS:
         if kernel is not None:
             check_kernel(kernel, "kernel")
         check_at_least(noise, "noise", MIN_NOISE)
-        check_at_least(B, "B", 0.0)
-        check_at_least(R, "R", 0.0)
+        check_at_least(rkhs_bound, "rkhs_bound", 0.0)
+        check_at_least(noise_std, "noise_std", 0.0)
         for value, name in ((delta0, "delta0"), (walk_delta, "walk_delta")):
             check_positive(value, name)
             if value >= 1:
                 raise ValueError(f"`{name}` must lie in (0, 1), got {value}.")
         if not callable(gamma):
             raise TypeError("`gamma` must be a callable n -> float.")
-        threds_beta(1, B, R, delta0, gamma)  # a gamma that fails at once fails here
+        # a gamma that fails at once fails here
+        threds_radius(1, rkhs_bound, noise_std, delta0, gamma)
         check_int(grid_points, "grid_points", 2)
         # A local test keeps ~32 numbers per grid point (its grid, the first rows
         # of its incremental GP, means, variances, bounds).
@@ -287,8 +289,8 @@ class GPThreDS:
             "f_range": tuple(f_range),
             "kernel": self.kernel,
             "noise": noise,
-            "B": B,
-            "R": R,
+            "rkhs_bound": rkhs_bound,
+            "noise_std": noise_std,
             "delta0": delta0,
             "gamma": gamma,
             "grid_points": grid_points,
@@ -302,7 +304,8 @@ class GPThreDS:
             "reuse_observations": reuse_observations,
             "seed": seed,
         }
-        self.noise, self.B, self.R = float(noise), float(B), float(R)
+        self.noise = float(noise)
+        self.rkhs_bound, self.noise_std = float(rkhs_bound), float(noise_std)
         self.delta0, self.walk_delta, self.gamma = delta0, walk_delta, gamma
         self.grid_points, self.cap = grid_points, cap
         self.tol_coef, self.max_depth, self.mode = float(tol_coef), max_depth, mode
@@ -566,7 +569,7 @@ class GPThreDS:
         first_index: int,
         delta: float,
     ) -> LocalTest:
-        B, R, gamma = self.B, self.R, self.gamma
+        rkhs_bound, noise_std, gamma = self.rkhs_bound, self.noise_std, self.gamma
         reused_X, reused_Y = self._observations_inside(box)
         return LocalTest(
             grid,
@@ -575,7 +578,7 @@ class GPThreDS:
             box,
             threshold=self.threshold,
             tolerance=self.tol_coef * float((box[1] - box[0]).max()),
-            beta=lambda n: threds_beta(n, B, R, delta, gamma),
+            radius=lambda n: threds_radius(n, rkhs_bound, noise_std, delta, gamma),
             kernel=self.kernel,
             noise=self.noise,
             cap=self.cap,

@@ -4,17 +4,18 @@ A test scores a fixed grid whose points are split into *groups* (the ``2^d`` lea
 cube in mode ``"cube"``, a single group in mode ``"rwt"``). It fits an exact GP to its
 own observations only and, after each one, compares the confidence bounds
 
-    UCB = mu + beta_n sigma,     LCB = mu - beta_n sigma,
-    beta_n = B + R sqrt(2 (gamma(n) + 1 + log(1 / delta)))
+    UCB = mu + radius_n sigma,     LCB = mu - radius_n sigma,
+    radius_n = rkhs_bound + noise_std sqrt(2 (gamma(n) + 1 + log(1 / delta)))
 
-(``n`` observations so far) on the points of groups not yet declared with the
-threshold ``tau``: a negative stop if ``max UCB < tau - tolerance``, else the group of
-``argmax LCB`` is declared when ``max LCB > tau`` (positive) or when ``cap`` queries
-passed since the last declaration (the asymmetric default: inconclusive groups are
-kept). The next query is the ``argmax UCB`` point. Both argmaxes take the lowest grid
-index among near-ties (within ``sqrt(eps)`` relative, see :func:`first_argmax`): after a
-test's first observation the bounds are symmetric about it, and exact ties broken by
-rounding would make the run depend on the order of floating-point operations.
+(the paper's ``beta_n = B + R sqrt(...)``, ``n`` observations so far) on the points of
+groups not yet declared with the threshold ``tau``: a negative stop if
+``max UCB < tau - tolerance``, else the group of ``argmax LCB`` is declared when
+``max LCB > tau`` (positive) or when ``cap`` queries passed since the last declaration
+(the asymmetric default: inconclusive groups are kept). The next query is the
+``argmax UCB`` point. Both argmaxes take the lowest grid index among near-ties (within
+``sqrt(eps)`` relative, see :func:`first_argmax`): after a test's first observation the
+bounds are symmetric about it, and exact ties broken by rounding would make the run
+depend on the order of floating-point operations.
 
 Extension (not in the paper): a test may start from *reused* observations, made
 earlier in the run inside the tested box. They condition the GP and count in ``n``;
@@ -34,25 +35,28 @@ from torch import Tensor
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
 
 
-def threds_beta(
+def threds_radius(
     n: int,
-    B: float,
-    R: float,
+    rkhs_bound: float,
+    noise_std: float,
     delta: float,
     gamma: Callable[[int], float] = math.log,
 ) -> float:
-    r"""Confidence width ``beta_n = B + R sqrt(2 (gamma(n) + 1 + log(1/delta)))``.
+    r"""Confidence radius ``rkhs_bound + noise_std sqrt(2 (gamma(n) + 1 + log(1/d)))``.
+
+    The paper's ``beta_n`` (``d = delta``): it multiplies the Bayesian ``sigma`` of the
+    test's GP.
 
     Args:
         n: Number of observations of the test so far (``>= 1``).
-        B: Bound on the RKHS norm of the objective.
-        R: Sub-Gaussian scale of the noise.
+        rkhs_bound: Bound ``B`` on the RKHS norm of the objective.
+        noise_std: Sub-Gaussian scale ``R`` of the noise.
         delta: Confidence parameter in ``(0, 1)``.
         gamma: Stand-in for the maximal information gain, ``n -> gamma(n)``.
 
     Returns:
-        ``beta_n``; e.g. ``0.8977`` for ``n = 1`` and the defaults
-        ``B = 0.5, R = 0.1, delta = 1e-3, gamma = log``.
+        The radius; e.g. ``0.8977`` for ``n = 1`` and the defaults
+        ``rkhs_bound = 0.5, noise_std = 0.1, delta = 1e-3, gamma = log``.
     """
     information = gamma(n)
     if isinstance(information, bool) or not isinstance(information, (int, float)):
@@ -62,10 +66,10 @@ def threds_beta(
     spread = 2.0 * (information + 1.0 + math.log(1.0 / delta))
     if not (math.isfinite(spread) and spread >= 0.0):
         raise ValueError(
-            f"`gamma` returned {information} at n={n}: beta needs a finite "
+            f"`gamma` returned {information} at n={n}: the radius needs a finite "
             "gamma(n) + 1 + log(1/delta) >= 0."
         )
-    return B + R * math.sqrt(spread)
+    return rkhs_bound + noise_std * math.sqrt(spread)
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,7 @@ class LocalTest:
 
     Example:
         >>> test = LocalTest(grid, group, 4, box, threshold=0.85, tolerance=0.2,
-        ...                  beta=lambda n: threds_beta(n, 0.5, 0.1, 1e-3),
+        ...                  radius=lambda n: threds_radius(n, 0.5, 0.1, 1e-3),
         ...                  kernel=kernel, noise=0.01, cap=50, first_index=189)
         >>> while not test.finished:
         ...     test.observe(float(f(test.next_point)))
@@ -170,7 +174,7 @@ class LocalTest:
         *,
         threshold: float,
         tolerance: float,
-        beta: Callable[[int], float],
+        radius: Callable[[int], float],
         kernel: Kernel,
         noise: float,
         cap: int,
@@ -187,7 +191,7 @@ class LocalTest:
             box: ``2 x d`` box tested.
             threshold: ``tau``.
             tolerance: Negative-stop tolerance.
-            beta: ``n -> beta_n``.
+            radius: ``n -> radius_n`` (e.g. :func:`threds_radius`).
             kernel: GPyTorch kernel with fixed hyperparameters.
             noise: Noise variance of the test's GP.
             cap: Queries without a declaration after which one is forced.
@@ -211,7 +215,7 @@ class LocalTest:
         self.box = box
         self.threshold = threshold
         self.tolerance = tolerance
-        self.beta = beta
+        self.radius = radius
         self.cap = cap
         self.open_points = torch.ones_like(group, dtype=torch.bool)
         self.next_index = first_index
@@ -280,5 +284,5 @@ class LocalTest:
         r"""``(UCB, LCB)`` on the grid, each of shape ``A``."""
         size = self.grid.shape[0]
         mean, variance = self.gp.mean[:size], self.gp.variance[:size]
-        width = self.beta(self.num_observations) * variance.sqrt()
+        width = self.radius(self.num_observations) * variance.sqrt()
         return mean + width, mean - width

@@ -27,7 +27,7 @@ Example:
     ...     RangeParameterConfig(name="x2", parameter_type="float", bounds=(0, 15)),
     ... ])
     >>> client.configure_optimization(objective="-branin")
-    >>> strategy = bkb_generation_strategy(beta=0.2, noise=1e-2)
+    >>> strategy = bkb_generation_strategy(radius=0.2, noise=1e-2)
     >>> client.set_generation_strategy(strategy)
     >>> for _ in range(10):
     ...     size = next_bbkb_batch_size(strategy, ratio_threshold=2.0)
@@ -382,7 +382,7 @@ def _strategy(
 
 def bkb_generation_strategy(
     *,
-    beta: float | None = None,
+    radius: float | None = None,
     noise: float | None = None,
     qbar: float = DEFAULT_QBAR,
     covar_module_class: type[Kernel] | None = None,
@@ -397,7 +397,7 @@ def bkb_generation_strategy(
 
     The model-based node refits a ``NystromGP`` on all (Ax-standardized) data at each
     generation, on its collapsed bound, and maximizes
-    ``mu(x) + (beta~ / sqrt(lambda)) sigma(x)`` with BoTorch's ``optimize_acqf``,
+    ``mu(x) + (radius / sqrt(lambda)) sigma(x)`` with BoTorch's ``optimize_acqf``,
     one arm at a time with the pending arms as ``X_pending``. Inputs are normalized
     to the unit cube by Ax's default ``Normalize`` input transform. With no options
     this is Ax's generic route with ``NystromGP`` and ``BKBUpperConfidenceBound``
@@ -406,9 +406,10 @@ def bkb_generation_strategy(
     ``mu + 2 sigma``). Every option is checked here, before a run starts.
 
     Args:
-        beta: The papers'-scale radius ``beta~ >= 0`` (a constant: Ax stores it as
-            JSON; the theory radius is not available from Ax); None:
-            ``beta~ = 2 sqrt(lambda)`` for the fitted ``lambda``, i.e.
+        radius: The papers'-scale radius ``beta~ >= 0`` (a constant: Ax stores it as
+            JSON; the theory radius is not available from Ax), not BoTorch's
+            ``beta`` (that is ``radius**2 / lambda``); None:
+            ``radius = 2 sqrt(lambda)`` for the fitted ``lambda``, i.e.
             ``mu + 2 sigma``.
         noise: Fixed regularization ``lambda`` in Ax's standardized outcome units,
             in :data:`NOISE_RANGE`; None learns it on the collapsed bound (or, when
@@ -437,8 +438,8 @@ def bkb_generation_strategy(
         >>> client.set_generation_strategy(bkb_generation_strategy())
     """
     acqf_options: dict[str, Any] = {}
-    if beta is not None:
-        acqf_options["beta"] = check_at_least(beta, "beta", 0.0)
+    if radius is not None:
+        acqf_options["radius"] = check_at_least(radius, "radius", 0.0)
     model_options: dict[str, Any] = {"qbar": check_at_least(qbar, "qbar", 1.0)}
     if noise is not None:
         model_options["noise"] = _check_noise(noise, "noise")
@@ -552,7 +553,7 @@ def next_bbkb_batch_size(
     the strategy's ``NystromGP`` is fitted to all data (``GenerationStrategy.fit``;
     the following ``get_next_trials`` reuses the fit) and
     :func:`~botorch_sketch.generation.bbkb.gen_bbkb_batch` runs BBKB's greedy batch
-    with the strategy's ``beta`` on ``num_candidates`` scrambled Sobol points of the
+    with the strategy's ``radius`` on ``num_candidates`` scrambled Sobol points of the
     search space; its size is returned. Ax then picks that many arms itself with
     BKB-UCB and the batch so far as ``X_pending``: the same greedy batch, optimized
     over the continuous space instead of the Sobol points, so the size is an estimate
@@ -665,6 +666,13 @@ def bbkb_batch_in_model_space(
         ...     strategy, ratio_threshold=2.0, rule="global", num_candidates=1024,
         ...     max_batch_size=None, seed=0)
     """
+    spec = generation_strategy.nodes_by_name[MODEL_NODE].generator_specs[0]
+    acqf_options = spec.generator_kwargs.get("botorch_acqf_options", {})
+    if "beta" in acqf_options:
+        raise ValueError(
+            "The strategy's acquisition options hold `beta`, the radius's former "
+            "name: rebuild it with bkb_generation_strategy(radius=...)."
+        )
     experiment = generation_strategy.experiment
     adapter = generation_strategy.fit(experiment=experiment)
     generator = None if adapter is None else adapter.generator
@@ -685,10 +693,9 @@ def bbkb_batch_in_model_space(
         dictionary=model.dictionary,
         qbar=model.qbar,
     )
-    spec = generation_strategy.nodes_by_name[MODEL_NODE].generator_specs[0]
-    beta = spec.generator_kwargs.get("botorch_acqf_options", {}).get("beta")
-    if beta is None:  # the Ax input constructor's default radius
-        beta = default_bkb_radius(model)
+    radius = acqf_options.get("radius")
+    if radius is None:  # the Ax input constructor's default radius
+        radius = default_bkb_radius(model)
     with torch.no_grad():
         choices = model.transform_inputs(candidates)
     batch = gen_bbkb_batch(
@@ -696,7 +703,7 @@ def bbkb_batch_in_model_space(
         choices,
         ratio_threshold=ratio_threshold,
         rule=rule,
-        beta=beta,
+        radius=radius,
         max_batch_size=max_batch_size,
     )
     return batch, candidates

@@ -19,7 +19,7 @@ Importing this module (``botorch_sketch.integrations.ax`` does) registers, once:
   :class:`~botorch_sketch.acquisition.bkb.BKBUpperConfidenceBound`,
   :class:`~botorch_sketch.acquisition.thompson.ScaledPathThompsonSampling` and
   :class:`~botorch_sketch.integrations.ax_thompson.AxScaledPathThompsonSampling`;
-  without a ``beta``, BKB-UCB's index is ``mu + 2 sigma`` (:data:`AX_UCB_SCALE`);
+  without a ``radius``, BKB-UCB's index is ``mu + 2 sigma`` (:data:`AX_UCB_SCALE`);
 - the classes in Ax's JSON/SQA storage registries, so experiments and generation
   strategies that use them save and load (import this module before loading).
 """
@@ -104,15 +104,15 @@ AX_SHAPED_KERNELS = (
 #: regret on Branin (docs/ax.md).
 AX_NYSTROM_NOISE: float | None = None
 
-#: BKB-UCB's index from Ax when no ``beta`` is given: ``mu + AX_UCB_SCALE sigma``
-#: (Bayesian-scale ``sigma``), i.e. ``beta~ = AX_UCB_SCALE sqrt(lambda)`` for the
+#: BKB-UCB's index from Ax when no ``radius`` is given: ``mu + AX_UCB_SCALE sigma``
+#: (Bayesian-scale ``sigma``), i.e. ``radius = AX_UCB_SCALE sqrt(lambda)`` for the
 #: fitted ``lambda``.
 AX_UCB_SCALE = 2.0
 
 
 def default_bkb_radius(model: NystromGP) -> float:
-    r"""BKB-UCB's radius from Ax when no ``beta`` is given:
-    ``beta~ = AX_UCB_SCALE sqrt(lambda)`` for the model's (fitted) ``lambda``, so the
+    r"""BKB-UCB's radius from Ax when no ``radius`` is given:
+    ``radius = AX_UCB_SCALE sqrt(lambda)`` for the model's (fitted) ``lambda``, so the
     index is ``mu + AX_UCB_SCALE sigma``.
 
     Example:
@@ -373,7 +373,7 @@ def _reject_outcome_constraints(
 def construct_inputs_bkb_ucb(
     model: Model,
     posterior_transform: PosteriorTransform | None = None,
-    beta: float | None = None,
+    radius: float | None = None,
     maximize: bool = True,
     X_pending: Tensor | None = None,
     constraints_tuple: tuple[Tensor, Tensor] | None = None,
@@ -388,9 +388,9 @@ def construct_inputs_bkb_ucb(
     Args:
         model: A ``NystromGP``.
         posterior_transform: Ax's scalarization (sign of the objective).
-        beta: The papers'-scale radius ``beta~ >= 0``; the index is
-            ``mu + (beta~ / sqrt(lambda)) sigma``. None:
-            ``beta~ = AX_UCB_SCALE sqrt(lambda)`` for the model's (fitted)
+        radius: The papers'-scale radius ``beta~ >= 0``; the index is
+            ``mu + (radius / sqrt(lambda)) sigma``. None:
+            ``radius = AX_UCB_SCALE sqrt(lambda)`` for the model's (fitted)
             ``lambda``, i.e. ``mu + 2 sigma`` whatever ``lambda`` is.
         maximize: Passed through.
         X_pending: ``p x d`` pending points.
@@ -409,11 +409,11 @@ def construct_inputs_bkb_ucb(
             "BKBUpperConfidenceBound needs a single NystromGP (one objective, no "
             f"tracked or constrained outcomes), got {type(model).__name__}."
         )
-    if beta is None:
-        beta = default_bkb_radius(model)
+    if radius is None:
+        radius = default_bkb_radius(model)
     return {
         "model": model,
-        "beta": beta,
+        "radius": radius,
         "posterior_transform": posterior_transform,
         "maximize": maximize,
         "X_pending": X_pending,

@@ -26,7 +26,7 @@ in the loop (it never enters the posterior) and listed in ``failures``.
 
 Example:
     >>> from ray import tune
-    >>> searcher = BBKBSearch(noise=1e-2, beta=0.5, seed=0)
+    >>> searcher = BBKBSearch(noise=1e-2, radius=0.5, seed=0)
     >>> tuner = tune.Tuner(
     ...     trainable,
     ...     param_space={"lr": tune.loguniform(1e-4, 1e-1), "act": tune.choice(["relu", "tanh"])},
@@ -426,7 +426,7 @@ class BBKBSearch(_LoopSearch):
         seed: Seed of the arm set and of the loop.
         **loop_options: Options of
             :class:`~botorch_sketch.generation.bbkb_loop.BBKB` (``covar_module``,
-            ``noise``, ``beta``, ``ratio_threshold``, ``rule``, ...).
+            ``noise``, ``radius``, ``ratio_threshold``, ``rule``, ...).
     """
 
     loop_class = BBKB

@@ -51,14 +51,14 @@ def test_equals_botorch_ucb_with_rescaled_beta(model):
     # BoTorch stores UCB's beta as a float32 tensor: compare at float32 precision
     close = {"rtol": 1e-6, "atol": 1e-6}
     X = torch.rand(30, 1, 2, dtype=DTYPE)
-    ours = BKBUpperConfidenceBound(model, beta=1.5)(X)
+    ours = BKBUpperConfidenceBound(model, radius=1.5)(X)
     botorch_ucb = UpperConfidenceBound(model, beta=1.5**2 / float(model.noise))(X)
     torch.testing.assert_close(ours, botorch_ucb, **close)
     radius = TheoryRadius(noise_std=0.1, rkhs_bound=1.0, delta=0.1, noise=0.2)
-    theory = BKBUpperConfidenceBound(model, beta=radius)(X)
+    theory = BKBUpperConfidenceBound(model, radius=radius)(X)
     expected = UpperConfidenceBound(model, beta=radius.value**2 / 0.2)(X)
     torch.testing.assert_close(theory, expected, **close)
-    minimized = BKBUpperConfidenceBound(model, beta=1.5, maximize=False)(X)
+    minimized = BKBUpperConfidenceBound(model, radius=1.5, maximize=False)(X)
     mean = model.posterior(X).mean.squeeze()
     torch.testing.assert_close(minimized - ours, -2 * mean)
 
@@ -66,7 +66,7 @@ def test_equals_botorch_ucb_with_rescaled_beta(model):
 def test_x_pending_freezes_mean_and_conditions_variance(model):
     pending = torch.rand(4, 2, dtype=DTYPE)
     X = torch.rand(25, 1, 2, dtype=DTYPE)
-    acqf = BKBUpperConfidenceBound(model, beta=2.0, X_pending=pending)
+    acqf = BKBUpperConfidenceBound(model, radius=2.0, X_pending=pending)
     conditioned = model.condition_on_observations(
         pending, torch.zeros(4, 1, dtype=DTYPE)
     )
@@ -74,14 +74,14 @@ def test_x_pending_freezes_mean_and_conditions_variance(model):
     sigma = conditioned.posterior(X).variance.sqrt().squeeze()
     expected = mean + 2.0 / float(model.noise) ** 0.5 * sigma
     torch.testing.assert_close(acqf(X), expected)
-    assert (acqf(X) <= BKBUpperConfidenceBound(model, beta=2.0)(X) + 1e-12).all()
+    assert (acqf(X) <= BKBUpperConfidenceBound(model, radius=2.0)(X) + 1e-12).all()
     acqf.set_X_pending(None)
-    torch.testing.assert_close(acqf(X), BKBUpperConfidenceBound(model, beta=2.0)(X))
+    torch.testing.assert_close(acqf(X), BKBUpperConfidenceBound(model, radius=2.0)(X))
 
 
 def test_works_with_botorch_optimizers(model):
     choices = torch.rand(300, 2, dtype=DTYPE)
-    acqf = BKBUpperConfidenceBound(model, beta=1.0)
+    acqf = BKBUpperConfidenceBound(model, radius=1.0)
     best, value = optimize_acqf_discrete(acqf, q=1, choices=choices)
     torch.testing.assert_close(value.squeeze(), acqf(choices.unsqueeze(-2)).max())
     bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
@@ -95,8 +95,8 @@ def test_works_with_botorch_optimizers(model):
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        ({"beta": -0.5}, ValueError, "beta"),
-        ({"beta": "theory"}, TypeError, "beta"),
+        ({"radius": -0.5}, ValueError, "radius"),
+        ({"radius": "theory"}, TypeError, "radius"),
         (
             {"X_pending": torch.full((2, 2), float("nan"), dtype=DTYPE)},
             ValueError,
@@ -106,7 +106,7 @@ def test_works_with_botorch_optimizers(model):
     ],
 )
 def test_bad_inputs(model, kwargs, error, match):
-    args = {"beta": 1.0}
+    args = {"radius": 1.0}
     args.update(kwargs)
     with pytest.raises(error, match=match):
         BKBUpperConfidenceBound(model, **args)
@@ -135,9 +135,9 @@ def test_residual_update_adds_pending_points_to_the_dictionary():
     pending = torch.tensor([[0.9, 0.9], [0.8, 0.1]], dtype=DTYPE)  # far away
     test_X = torch.cat([pending, torch.rand(10, 2, generator=gen, dtype=DTYPE)])
     test_X = test_X.unsqueeze(-2)
-    frozen = BKBUpperConfidenceBound(model, beta=1.0, X_pending=pending)
+    frozen = BKBUpperConfidenceBound(model, radius=1.0, X_pending=pending)
     spread = BKBUpperConfidenceBound(
-        model, beta=1.0, X_pending=pending, residual_update=True
+        model, radius=1.0, X_pending=pending, residual_update=True
     )
     oracle = NystromGP(
         torch.cat([X, pending]),
@@ -157,16 +157,16 @@ def test_flags_and_pending_points_are_checked_where_they_enter(model):
     # Issue 14 items 8, 9 and 11: truthy non-bools, absurd pending points and a
     # corrupt radius state raise ValueError/TypeError naming the argument.
     with pytest.raises(TypeError, match="`maximize`"):
-        BKBUpperConfidenceBound(model, beta=1.0, maximize="no")
+        BKBUpperConfidenceBound(model, radius=1.0, maximize="no")
     with pytest.raises(TypeError, match="`residual_update`"):
-        BKBUpperConfidenceBound(model, beta=1.0, residual_update=1)
+        BKBUpperConfidenceBound(model, radius=1.0, residual_update=1)
     far = torch.tensor([[1e300, 0.0]], dtype=DTYPE)
     with pytest.raises(ValueError, match="`X_pending`"):
-        BKBUpperConfidenceBound(model, beta=1.0, X_pending=far)
+        BKBUpperConfidenceBound(model, radius=1.0, X_pending=far)
     with pytest.raises(TypeError, match="`X_pending`"):
-        BKBUpperConfidenceBound(model, beta=1.0, X_pending=far.long())
+        BKBUpperConfidenceBound(model, radius=1.0, X_pending=far.long())
     with pytest.raises(TypeError, match="`model`"):
-        BKBUpperConfidenceBound("model", beta=1.0)
+        BKBUpperConfidenceBound("model", radius=1.0)
     radius = TheoryRadius(noise_std=0.1, rkhs_bound=1.0, delta=0.1, noise=1.0)
     radius.observe(torch.tensor([0.5], dtype=DTYPE))
     for bad, error in (

@@ -27,7 +27,7 @@ from ..gp_helpers import (
 
 def test_alpha_schedule_hand_computed():
     schedule = AlphaSchedule(
-        scale=0.5, rkhs_norm=2.0, noise_scale=0.3, tau=0.25, offset=0.1
+        scale=0.5, rkhs_bound=2.0, noise_std=0.3, noise=0.25, offset=0.1
     )
     # 1 + 0.5 * (2 + 0.3 * sqrt(2 * ln(100) / 0.25) + 0.1) = 2.960456...
     assert schedule(10) == pytest.approx(2.960456, abs=1e-6)
@@ -37,8 +37,8 @@ def test_alpha_schedule_hand_computed():
     for bad in (0, 2.5, True):
         with pytest.raises(ValueError, match="t"):
             schedule(bad)
-    with pytest.raises(ValueError, match="tau"):
-        AlphaSchedule(tau=0.0)
+    with pytest.raises(ValueError, match="`noise`"):
+        AlphaSchedule(noise=0.0)
     with pytest.raises(ValueError, match="scale"):
         AlphaSchedule(scale=-1.0)
 
@@ -118,8 +118,8 @@ def test_bad_inputs_raise():
 
 
 def test_alpha_schedule_that_overflows_is_rejected():
-    # Found by the property suite: a subnormal tau gave alpha_t = inf for t > 1.
-    with pytest.raises(ValueError, match="tau"):
-        AlphaSchedule(tau=5e-324)
+    # Found by the property suite: a subnormal noise gave alpha_t = inf for t > 1.
+    with pytest.raises(ValueError, match="`noise`"):
+        AlphaSchedule(noise=5e-324)
     with pytest.raises(ValueError, match="scale"):
-        AlphaSchedule(scale=1e300, rkhs_norm=1e300)
+        AlphaSchedule(scale=1e300, rkhs_bound=1e300)

@@ -73,7 +73,7 @@ def test_strategies_are_the_named_ones():
     assert "AxScaledPathThompsonSampling" in names["sgpts"]
     assert "BKBUpperConfidenceBound" in names["bkb-ridge"]
     ridge = make_strategy("bkb-ridge", 0).nodes_by_name["MBM"].generator_specs[0]
-    assert ridge.generator_kwargs["botorch_acqf_options"] == {"beta": 0.2}
+    assert ridge.generator_kwargs["botorch_acqf_options"] == {"radius": 0.2}
     assert "BKB" not in names["ax-default"] and "MBM" in names["ax-default"]
 
 

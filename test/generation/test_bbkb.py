@@ -103,7 +103,7 @@ def test_global_rule_batch_never_forms_a_full_candidate_block():
     recording = ShapeRecordingRBF().to(DTYPE)
     recording.lengthscale = 0.4
     model.covar_module.base_kernel = recording
-    batch = gen_bbkb_batch(model, arms, beta=1.0, ratio_threshold=3.0)
+    batch = gen_bbkb_batch(model, arms, radius=1.0, ratio_threshold=3.0)
     blocks = [rows for rows, cols in recording.blocks if cols > 1]
     assert blocks and max(blocks) <= SCORING_CHUNK_ROWS < arms.shape[0]
     assert batch.batch_size >= 1
@@ -146,12 +146,12 @@ def test_residual_tracker_equals_dense_augmented_dictionary():
 @pytest.mark.parametrize("residual_update", [False, True])
 def test_lazy_argmax_equals_brute_force(residual_update):
     arms, model = make_problem(n_arms=400)
-    beta = 2.0
+    radius = 2.0
     batch = gen_bbkb_batch(
         model,
         arms,
         ratio_threshold=1e9,
-        beta=beta,
+        radius=radius,
         max_batch_size=12,
         residual_update=residual_update,
     )
@@ -162,32 +162,32 @@ def test_lazy_argmax_equals_brute_force(residual_update):
         if residual_update:
             break  # brute force for the frozen tracker only; see next test
         variance = hallucinated_variances(model, arms, chosen)
-        brute = int((mean + beta * variance.sqrt()).argmax())
+        brute = int((mean + radius * variance.sqrt()).argmax())
         assert int(batch.indices[step]) == brute
         chosen.append(brute)
     if residual_update:
         geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
         tracker = ResidualDirectionTracker(geometry)
         for step in range(12):
-            brute = int((geometry.mean + beta * tracker.variance.sqrt()).argmax())
+            brute = int((geometry.mean + radius * tracker.variance.sqrt()).argmax())
             assert int(batch.indices[step]) == brute
             tracker.add(brute)
 
 
-@pytest.mark.parametrize("lengthscale, beta", [(0.4, 4.0), (1.0, 1.0), (1.0, 0.5)])
-def test_runs_of_copies_equal_brute_force(lengthscale, beta):
+@pytest.mark.parametrize("lengthscale, radius", [(0.4, 4.0), (1.0, 1.0), (1.0, 0.5)])
+def test_runs_of_copies_equal_brute_force(lengthscale, radius):
     # the greedy takes runs of copies of an arm (decided in closed form) between
     # other arms; every step equals the argmax of a full recomputation
     arms, model = make_problem(n_arms=300, seed=1, lengthscale=lengthscale)
     size = 60
     batch = gen_bbkb_batch(
-        model, arms, ratio_threshold=1e9, beta=beta, max_batch_size=size
+        model, arms, ratio_threshold=1e9, radius=radius, max_batch_size=size
     )
     mean = model.posterior(arms.unsqueeze(-2)).mean.squeeze()
     chosen: list[int] = []
     for _ in range(size):
         variance = hallucinated_variances(model, arms, chosen)
-        chosen.append(int((mean + beta * variance.sqrt()).argmax()))
+        chosen.append(int((mean + radius * variance.sqrt()).argmax()))
     assert batch.indices.tolist() == chosen
     runs = [len(list(run)) for _, run in groupby(chosen)]
     assert max(runs) >= 5 and len(runs) >= 5
@@ -195,7 +195,7 @@ def test_runs_of_copies_equal_brute_force(lengthscale, beta):
     start = model.scaled_variance(arms)[torch.tensor(chosen)].tolist()
     for k in (7, 23):
         threshold = 1 + sum(start[:k]) + 0.5 * start[k]
-        cut = gen_bbkb_batch(model, arms, ratio_threshold=threshold, beta=beta)
+        cut = gen_bbkb_batch(model, arms, ratio_threshold=threshold, radius=radius)
         assert cut.indices.tolist() == chosen[:k]
 
 
@@ -208,9 +208,9 @@ def test_ratio_threshold_one_reproduces_bkb_step_for_step():
     )
     noise_gen = torch.Generator().manual_seed(9)
     for _ in range(15):
-        acqf = BKBUpperConfidenceBound(bkb_model, beta=1.0)
+        acqf = BKBUpperConfidenceBound(bkb_model, radius=1.0)
         x_bkb, _ = optimize_acqf_discrete(acqf, q=1, choices=arms)
-        batch = gen_bbkb_batch(bbkb_model, arms, ratio_threshold=1.0, beta=1.0)
+        batch = gen_bbkb_batch(bbkb_model, arms, ratio_threshold=1.0, radius=1.0)
         assert batch.batch_size == 1
         torch.testing.assert_close(batch.candidates, x_bkb)
         y = objective(x_bkb) + 0.05 * torch.randn(
@@ -242,10 +242,10 @@ def test_local_bound_never_exceeds_global_bound():
 
 def test_global_rule_bound_and_local_batches_at_least_as_large():
     arms, model = make_problem(noise=2.0, n_obs=80)
-    glob = gen_bbkb_batch(model, arms, ratio_threshold=1.5, rule="global", beta=0.5)
-    local = gen_bbkb_batch(model, arms, ratio_threshold=1.5, rule="local", beta=0.5)
+    glob = gen_bbkb_batch(model, arms, ratio_threshold=1.5, rule="global", radius=0.5)
+    local = gen_bbkb_batch(model, arms, ratio_threshold=1.5, rule="local", radius=0.5)
     both = gen_bbkb_batch(
-        model, arms, ratio_threshold=1.5, rule="global+local", beta=0.5
+        model, arms, ratio_threshold=1.5, rule="global+local", radius=0.5
     )
     # global: the accepted sum is within C~ and adding the next choice would exceed it
     assert glob.bound == pytest.approx(1 + float(glob.start_variances.sum()))
@@ -263,7 +263,7 @@ def test_batch_sizes_grow_along_a_run_on_8d():
     model = NystromGP(X, objective(X), covar_module=kernel, noise=1.0, generator=gen)
     sizes, t = [], 2
     while t < 300:
-        batch = gen_bbkb_batch(model, arms, ratio_threshold=2.0, beta=0.5)
+        batch = gen_bbkb_batch(model, arms, ratio_threshold=2.0, radius=0.5)
         Y = objective(batch.candidates) + 0.01 * torch.randn(
             batch.batch_size, 1, generator=gen, dtype=DTYPE
         )
@@ -344,14 +344,14 @@ def test_continuous_batch_uses_global_rule():
     arms, model = make_problem(noise=2.0, n_obs=80)
     bounds = torch.tensor([[0.0] * 3, [1.0] * 3], dtype=DTYPE)
     batch = gen_bbkb_batch_continuous(
-        model, bounds, ratio_threshold=1.5, beta=0.5, num_restarts=2, raw_samples=64
+        model, bounds, ratio_threshold=1.5, radius=0.5, num_restarts=2, raw_samples=64
     )
     assert 1 <= batch.shape[0] <= 32
     total = 1 + float(model.scaled_variance(batch).sum())
     assert batch.shape[0] == 1 or total <= 1.5
     assert ((batch >= 0) & (batch <= 1)).all()
     # asynchronous: pending points count towards the rule and are not returned
-    options = {"ratio_threshold": 1.5, "beta": 0.5, "num_restarts": 2}
+    options = {"ratio_threshold": 1.5, "radius": 0.5, "num_restarts": 2}
     pending = batch[:1]
     more = gen_bbkb_batch_continuous(model, bounds, X_pending=pending, **options)
     total = 1 + float(model.scaled_variance(torch.cat([pending, more])).sum())
@@ -372,7 +372,7 @@ def test_continuous_batch_uses_global_rule():
         ({"choices": torch.full((5, 3), float("nan"), dtype=DTYPE)}, "choices"),
         ({"ratio_threshold": 0.5}, "ratio_threshold"),
         ({"rule": "median"}, "rule"),
-        ({"beta": -1.0}, "beta"),
+        ({"radius": -1.0}, "radius"),
         ({"min_batch_size": 0}, "min_batch_size"),
         ({"max_batch_size": 2.5}, "max_batch_size"),
     ],
@@ -411,7 +411,7 @@ def test_cached_state_makes_the_stateless_batch(options):
     state = CandidateState.from_observations(
         arms, kernel, 2.0, observed, Y.squeeze(-1), dictionary
     )
-    options = {"ratio_threshold": 4.0, "beta": 1.0} | options
+    options = {"ratio_threshold": 4.0, "radius": 1.0} | options
     stateless = gen_bbkb_batch(model, arms, **options)
     cached = gen_bbkb_batch(None, arms, state=state, **options)
     assert stateless.batch_size > 3
@@ -436,15 +436,15 @@ def test_lazy_argmax_breaks_ties_like_a_full_argmax():
     # argmax must return the lower index, as torch.argmax of a full recomputation
     arms, model = make_problem(n_arms=150)
     doubled = torch.cat([arms, arms])
-    beta = 2.0
+    radius = 2.0
     batch = gen_bbkb_batch(
-        model, doubled, ratio_threshold=1e9, beta=beta, max_batch_size=8
+        model, doubled, ratio_threshold=1e9, radius=radius, max_batch_size=8
     )
     mean = model.posterior(doubled.unsqueeze(-2)).mean.squeeze()
     chosen: list[int] = []
     for step in range(8):
         variance = hallucinated_variances(model, doubled, chosen)
-        scores = mean + beta * variance.sqrt()
+        scores = mean + radius * variance.sqrt()
         best = int(batch.indices[step])
         assert best < 150 and torch.isclose(scores[best], scores.max(), rtol=1e-12)
         chosen.append(best)

@@ -19,7 +19,7 @@ def objective(X):
 def make_loop(arms, **options):
     kernel = ScaleKernel(RBFKernel()).to(DTYPE)
     kernel.base_kernel.lengthscale = 0.3
-    defaults = {"noise": 1.0, "beta": 0.5, "ratio_threshold": 5.0, "seed": 0}
+    defaults = {"noise": 1.0, "radius": 0.5, "ratio_threshold": 5.0, "seed": 0}
     options = defaults | {"max_batch_size": 64} | options
     return BBKB(arms, covar_module=kernel, **options)
 
@@ -56,7 +56,7 @@ def test_synchronous_asks_are_the_batches_of_the_stateless_generator(arms):
     warm(loop, arms, 3)
     for _ in range(4):
         expected = gen_bbkb_batch(
-            loop.model, arms, beta=0.5, ratio_threshold=5.0, max_batch_size=64
+            loop.model, arms, radius=0.5, ratio_threshold=5.0, max_batch_size=64
         )
         indices = loop.ask()
         assert torch.equal(indices, expected.indices)
@@ -171,7 +171,7 @@ def test_batches_stay_bounded_when_one_arm_dominates():
     arms = torch.rand(2000, 4, generator=gen, dtype=DTYPE)
     kernel = ScaleKernel(RBFKernel()).to(DTYPE)
     kernel.base_kernel.lengthscale = 0.3
-    loop = BBKB(arms, covar_module=kernel, noise=1.0, beta=1.0, ratio_threshold=2.0)
+    loop = BBKB(arms, covar_module=kernel, noise=1.0, radius=1.0, ratio_threshold=2.0)
     sizes = []
     for _ in range(25):
         indices = loop.ask()
@@ -221,7 +221,7 @@ def test_excluded_candidates_equal_brute_force(arms):
     batch = gen_bbkb_batch(
         loop.model,
         arms,
-        beta=0.5,
+        radius=0.5,
         ratio_threshold=1e6,
         max_batch_size=10,
         excluded=excluded,
@@ -282,7 +282,7 @@ def test_a_full_rule_ends_the_batch_with_the_told_outcomes(arms):
         None,
         arms,
         state=reference,
-        beta=0.5,
+        radius=0.5,
         ratio_threshold=5.0,
         max_batch_size=64,
         pending=still,

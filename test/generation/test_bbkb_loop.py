@@ -17,12 +17,17 @@ def objective(X):
     return -((X - 0.4) ** 2).sum(-1)
 
 
-def make_loop(arms, seed=0, beta=0.5):
+def make_loop(arms, seed=0, radius=0.5):
     kernel = ScaleKernel(RBFKernel()).to(DTYPE)
     kernel.base_kernel.lengthscale = 0.5
     # without a horizon, batches of copies of a well-pulled arm grow geometrically
     return BBKB(
-        arms, covar_module=kernel, noise=1.0, beta=beta, seed=seed, max_batch_size=64
+        arms,
+        covar_module=kernel,
+        noise=1.0,
+        radius=radius,
+        seed=seed,
+        max_batch_size=64,
     )
 
 
@@ -55,14 +60,14 @@ def test_save_and_load_resume_exactly():
     radius = TheoryRadius(
         noise_std=0.01, rkhs_bound=0.5, delta=0.1, noise=1.0, ratio_threshold=2.0
     )
-    loop = make_loop(arms, beta=radius)
+    loop = make_loop(arms, radius=radius)
     run(loop, arms, 10, torch.Generator().manual_seed(1))
     state = loop.state_dict()
     continued = run(loop, arms, 8, torch.Generator().manual_seed(2))
     fresh_radius = TheoryRadius(
         noise_std=0.01, rkhs_bound=0.5, delta=0.1, noise=1.0, ratio_threshold=2.0
     )
-    resumed = make_loop(arms, seed=123, beta=fresh_radius)
+    resumed = make_loop(arms, seed=123, radius=fresh_radius)
     resumed.load_state_dict(state)
     replayed = run(resumed, arms, 8, torch.Generator().manual_seed(2))
     for a, b in zip(continued, replayed, strict=True):
@@ -137,13 +142,13 @@ def test_bkb_loop_plays_the_bkb_ucb_argmax_of_its_model():
     arms = torch.rand(200, 2, generator=gen, dtype=DTYPE)
     kernel = ScaleKernel(RBFKernel()).to(DTYPE)
     kernel.base_kernel.lengthscale = 0.3
-    loop = BBKB(arms, covar_module=kernel, noise=0.5, beta=0.7, ratio_threshold=1.0)
+    loop = BBKB(arms, covar_module=kernel, noise=0.5, radius=0.7, ratio_threshold=1.0)
     noise_gen = torch.Generator().manual_seed(4)
     for step in range(25):
         indices = loop.ask()
         assert indices.shape == (1,)
         if step > 0:
-            acqf = BKBUpperConfidenceBound(loop.model, beta=0.7)
+            acqf = BKBUpperConfidenceBound(loop.model, radius=0.7)
             x, _ = optimize_acqf_discrete(acqf, q=1, choices=arms)
             assert torch.equal(arms[indices], x)
         y = objective(arms[indices]) + 0.01 * torch.randn(1, generator=noise_gen)
@@ -213,7 +218,7 @@ def test_coupled_resampling_churns_less_than_independent():
             arms,
             covar_module=kernel,
             noise=1.0,
-            beta=0.5,
+            radius=0.5,
             qbar=2.0,
             resampling=resampling,
             max_batch_size=16,

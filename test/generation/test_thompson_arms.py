@@ -258,7 +258,7 @@ def test_bad_input_names_the_argument():
     with pytest.raises(TypeError, match="generator"):
         ArmFeatureCache(arms, kernel, 64, generator=0)
     cache = _cache(arms)
-    with pytest.raises(ValueError, match="noise_variance"):
+    with pytest.raises(ValueError, match="`noise`"):
         IncrementalExactThompson(cache, 0.0)
     with pytest.raises(ValueError, match="inducing_quality"):
         CachedSparseThompson(cache, NOISE, 5, inducing_quality="ei")

@@ -244,7 +244,7 @@ def test_custom_kernel_is_copied():
         ({"mode": "walk"}, ValueError, "mode"),
         ({"kernel": "rbf"}, TypeError, "kernel"),
         ({"gamma": 3.0}, TypeError, "gamma"),
-        ({"B": -1.0}, ValueError, "B"),
+        ({"rkhs_bound": -1.0}, ValueError, "rkhs_bound"),
         ({"readmit_after": 0}, ValueError, "readmit_after"),
         ({"reuse_observations": 1}, TypeError, "reuse_observations"),
         ({"seed": -1}, ValueError, "seed"),
@@ -351,6 +351,20 @@ def test_pickle_and_deepcopy_continue_identically(copier, mode):
     for key, value in gen.state_dict().items():  # the copy is independent
         assert torch.equal(value, saved[key])
     assert torch.equal(gen.run(user_branin, 60)[0], X_twin)
+
+
+def test_pickle_with_the_former_option_names_is_rejected():
+    # Before the rename the options `rkhs_bound` / `noise_std` were pickled as B / R:
+    # unpickling such a generator must fail loudly, not fall back to the defaults.
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2), rkhs_bound=2.0, noise_std=0.3)
+    gen.run(noisy(branin, 0), 5)
+    saved = gen.__getstate__()
+    options = dict(saved["options"])
+    options["B"], options["R"] = options.pop("rkhs_bound"), options.pop("noise_std")
+    with pytest.raises(TypeError, match="'B'"):
+        GPThreDS.__new__(GPThreDS).__setstate__(saved | {"options": options})
+    twin = pickle.loads(pickle.dumps(gen))
+    assert (twin.rkhs_bound, twin.noise_std) == (2.0, 0.3)
 
 
 def test_rejected_loads_change_nothing():

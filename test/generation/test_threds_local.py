@@ -11,7 +11,7 @@ from botorch_sketch.generation.threds_local import (
     LocalTest,
     decide,
     first_argmax,
-    threds_beta,
+    threds_radius,
 )
 
 DTYPE = torch.float64
@@ -19,14 +19,14 @@ GROUP = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
 ALL_OPEN = torch.ones(8, dtype=torch.bool)
 
 
-def test_beta_values():
-    # beta_1 for the defaults: 0.5 + 0.1 sqrt(2 (0 + 1 + log 1000)).
-    assert threds_beta(1, 0.5, 0.1, 1e-3) == pytest.approx(0.8977, abs=5e-5)
-    assert threds_beta(10, 0.5, 0.1, 1e-3) == pytest.approx(
+def test_radius_values():
+    # The radius at n = 1 for the defaults: 0.5 + 0.1 sqrt(2 (0 + 1 + log 1000)).
+    assert threds_radius(1, 0.5, 0.1, 1e-3) == pytest.approx(0.8977, abs=5e-5)
+    assert threds_radius(10, 0.5, 0.1, 1e-3) == pytest.approx(
         0.5 + 0.1 * math.sqrt(2 * (math.log(10) + 1 + math.log(1000)))
     )
-    # Rosenbrock's B = 2; gamma = sqrt (Matern-like kernels).
-    assert threds_beta(4, 2.0, 0.1, 1e-3, math.sqrt) == pytest.approx(
+    # Rosenbrock's rkhs_bound = 2; gamma = sqrt (Matern-like kernels).
+    assert threds_radius(4, 2.0, 0.1, 1e-3, math.sqrt) == pytest.approx(
         2.0 + 0.1 * math.sqrt(2 * (2 + 1 + math.log(1000)))
     )
 
@@ -99,7 +99,7 @@ def test_near_ties_go_to_the_lowest_index():
     assert (decision.kind, decision.group, decision.next_index) == ("positive", 1, 1)
 
 
-def reference_bounds(grid, X, y, kernel, beta):
+def reference_bounds(grid, X, y, kernel, radius):
     model = SingleTaskGP(
         X,
         y.unsqueeze(-1),
@@ -113,7 +113,7 @@ def reference_bounds(grid, X, y, kernel, beta):
     mean = posterior.mean.squeeze(-1).tolist()
     sd = posterior.variance.squeeze(-1).sqrt().tolist()
     pairs = list(zip(mean, sd, strict=True))
-    return [m + beta * s for m, s in pairs], [m - beta * s for m, s in pairs]
+    return [m + radius * s for m, s in pairs], [m - radius * s for m, s in pairs]
 
 
 def replay_against_exact_gp(test, grid, leaf, f, *, reused=None, seed=1):
@@ -129,7 +129,7 @@ def replay_against_exact_gp(test, grid, leaf, f, *, reused=None, seed=1):
     def brute_force_argmaxes():
         ucb, lcb = reference_bounds(
             grid, torch.stack(X), torch.tensor(Y, dtype=DTYPE), KERNEL,
-            threds_beta(len(Y), 0.5, 0.1, 1e-3),
+            threds_radius(len(Y), 0.5, 0.1, 1e-3),
         )  # fmt: skip
         open_idx = [i for i in range(len(grid)) if int(leaf[i]) not in declared]
         # Tie rule: the lowest index among (near-)maximal values.
@@ -186,7 +186,7 @@ def make_test(grid, leaf, cube, reused=None):
     reused_X, reused_Y = (None, None) if reused is None else reused
     test = LocalTest(
         grid, leaf, 4, cube, threshold=0.8, tolerance=0.05,
-        beta=lambda n: threds_beta(n, 0.5, 0.1, 1e-3), kernel=KERNEL, noise=0.01,
+        radius=lambda n: threds_radius(n, 0.5, 0.1, 1e-3), kernel=KERNEL, noise=0.01,
         cap=4, first_index=first_query_index(6, 2), reused_X=reused_X,
         reused_Y=reused_Y,
     )  # fmt: skip
@@ -241,7 +241,7 @@ def test_constant_functions(value, stopped):
     grid, leaf = cube_grid(cube, 20)
     test = LocalTest(
         grid, leaf, 4, cube, threshold=0.85, tolerance=0.2,
-        beta=lambda n: threds_beta(n, 0.5, 0.1, 1e-3),
+        radius=lambda n: threds_radius(n, 0.5, 0.1, 1e-3),
         kernel=default_threds_kernel(), noise=0.01, cap=50,
         first_index=first_query_index(20, 2),
     )  # fmt: skip

@@ -56,6 +56,7 @@ from botorch_sketch.acquisition.thompson import (
     ScaledPathThompsonSampling,
 )
 from botorch_sketch.integrations.ax import (
+    MODEL_NODE,
     AxScaledPathThompsonSampling,
     bbkb_batch_in_model_space,
     bkb_generation_strategy,
@@ -355,7 +356,7 @@ def test_bkb_loop_survives_nearly_repeated_arms():
 
 
 # ------------------------------------------------------------- BBKB batch size
-def brute_force_bbkb_batch(model, choices, beta, ratio_threshold, maximize):
+def brute_force_bbkb_batch(model, choices, radius, ratio_threshold, maximize):
     r"""BBKB's greedy batch with the global rule, recomputed from scratch at every
     step with BKB-UCB (minimizing or maximizing) and the batch so far as
     ``X_pending``."""
@@ -365,7 +366,7 @@ def brute_force_bbkb_batch(model, choices, beta, ratio_threshold, maximize):
     while True:
         pending = choices[chosen] if chosen else None
         acqf = BKBUpperConfidenceBound(
-            model, beta=beta, X_pending=pending, maximize=maximize
+            model, radius=radius, X_pending=pending, maximize=maximize
         )
         with torch.no_grad():
             index = int(acqf(choices.unsqueeze(-2)).argmax())
@@ -411,6 +412,22 @@ def test_next_bbkb_batch_size_matches_brute_force_and_sizes_the_request(bkb_run)
     assert len(trials) == size
 
 
+def test_bbkb_batch_rejects_the_former_radius_key(bkb_run):
+    # A strategy stored before the rename holds {"beta": ...}: rejected, not ignored.
+    client = Client.load_from_json_file(str(bkb_run["path"]))
+    strategy = client._generation_strategy
+    spec = strategy.nodes_by_name[MODEL_NODE].generator_specs[0]
+    spec.generator_kwargs["botorch_acqf_options"] = {"beta": 0.2}
+    with pytest.raises(ValueError, match="radius=") as raised:
+        bbkb_batch_in_model_space(
+            strategy, ratio_threshold=2.0, max_batch_size=None, **BATCH_OPTIONS
+        )
+    assert "`beta`" in str(raised.value)
+    constructor = get_acqf_input_constructor(BKBUpperConfidenceBound)
+    with pytest.raises(TypeError, match="`beta`"):  # BoTorch's own check, from Ax
+        constructor(model=_small_nystrom(), beta=0.2)
+
+
 def test_bbkb_batch_uses_the_objective_model_of_a_model_list():
     strategy = bkb_generation_strategy(
         optimizer_options=FAST_OPTIMIZER,
@@ -443,8 +460,8 @@ def test_bbkb_batch_uses_the_objective_model_of_a_model_list():
     model = surrogate.model.models[surrogate.outcomes.index("branin")]
     assert isinstance(model, NystromGP)
     # The default radius: beta~ = 2 sqrt(lambda) for the fitted lambda.
-    beta = 2 * float(model.noise.detach().sqrt())
-    expected = brute_force_bbkb_batch(model, candidates, beta, 40.0, True)
+    radius = 2 * float(model.noise.detach().sqrt())
+    expected = brute_force_bbkb_batch(model, candidates, radius, 40.0, True)
     assert batch.indices.tolist() == expected
 
 
@@ -471,9 +488,9 @@ def test_next_bbkb_batch_size_in_initialization_and_bad_input():
 
 BAD_STRATEGY_OPTIONS = [
     # (builder, options, error type, argument named in the message)
-    (bkb_generation_strategy, {"beta": -1.0}, ValueError, "beta"),
-    (bkb_generation_strategy, {"beta": math.inf}, ValueError, "beta"),
-    (bkb_generation_strategy, {"beta": True}, TypeError, "beta"),
+    (bkb_generation_strategy, {"radius": -1.0}, ValueError, "radius"),
+    (bkb_generation_strategy, {"radius": math.inf}, ValueError, "radius"),
+    (bkb_generation_strategy, {"radius": True}, TypeError, "radius"),
     (bkb_generation_strategy, {"noise": 0.0}, ValueError, "noise"),
     (bkb_generation_strategy, {"noise": 1e-300}, ValueError, "noise"),
     (bkb_generation_strategy, {"noise": 1e3}, ValueError, "noise"),
@@ -647,7 +664,7 @@ def test_strategy_options_are_checked_before_a_run(builder, options, error, argu
 def test_valid_strategy_options_reach_the_strategy():
     options = {"num_restarts": 3, "raw_samples": 32, "options": {"maxiter": 50}}
     strategy = bkb_generation_strategy(
-        beta=0.1,
+        radius=0.1,
         noise=1e-3,
         covar_module_class=ScaleMaternKernel,
         covar_module_options={"ard_num_dims": 2},
@@ -658,7 +675,7 @@ def test_valid_strategy_options_reach_the_strategy():
         torch_device="cpu",
     )
     spec = strategy.nodes_by_name["MBM"].generator_specs[0]
-    assert spec.generator_kwargs["botorch_acqf_options"] == {"beta": 0.1}
+    assert spec.generator_kwargs["botorch_acqf_options"] == {"radius": 0.1}
     (config,) = spec.generator_kwargs["surrogate_spec"].model_configs
     assert config.model_options == {"qbar": DEFAULT_QBAR, "noise": 1e-3}
     assert config.covar_module_class is ScaleMaternKernel
@@ -666,7 +683,7 @@ def test_valid_strategy_options_reach_the_strategy():
     assert spec.generator_gen_kwargs["model_gen_options"] == {
         "optimizer_kwargs": options
     }
-    # the defaults leave beta and lambda to the Ax input constructors
+    # the defaults leave radius and lambda to the Ax input constructors
     default = bkb_generation_strategy().nodes_by_name["MBM"].generator_specs[0]
     assert default.generator_kwargs["botorch_acqf_options"] == {}
     (config,) = default.generator_kwargs["surrogate_spec"].model_configs
@@ -894,7 +911,7 @@ def test_bkb_input_constructor():
     transform = ScalarizedPosteriorTransform(torch.tensor([-1.0], dtype=DTYPE))
     inputs = constructor(
         model=model,
-        beta=0.3,
+        radius=0.3,
         X_pending=X_pending,
         posterior_transform=transform,
         training_data=_dataset(),  # Ax passes these; they are ignored
@@ -903,7 +920,7 @@ def test_bkb_input_constructor():
     )
     assert inputs == {
         "model": model,
-        "beta": 0.3,
+        "radius": 0.3,
         "posterior_transform": transform,
         "maximize": True,
         "X_pending": X_pending,
@@ -923,7 +940,7 @@ def test_bkb_input_constructor_defaults_to_two_standard_deviations(noise):
     X = torch.rand(20, 2, generator=g, dtype=DTYPE)
     model = NystromGP(X, torch.sin(5 * X).sum(-1, keepdim=True), noise=noise)
     inputs = get_acqf_input_constructor(BKBUpperConfidenceBound)(model=model)
-    assert inputs["beta"] == pytest.approx(2 * math.sqrt(noise), rel=1e-12)
+    assert inputs["radius"] == pytest.approx(2 * math.sqrt(noise), rel=1e-12)
     acqf = BKBUpperConfidenceBound(**inputs)
     test_X = torch.rand(7, 1, 2, generator=g, dtype=DTYPE)
     with torch.no_grad():
@@ -969,7 +986,7 @@ def test_generic_route_with_no_options_uses_the_ax_defaults():
         assert isinstance(model, NystromGP)
         assert type(model.covar_module) is RBFKernel
         assert model.likelihood.raw_noise.requires_grad
-        assert inputs["beta"] == pytest.approx(2 * float(model.noise.detach().sqrt()))
+        assert inputs["radius"] == pytest.approx(2 * float(model.noise.detach().sqrt()))
 
 
 def _exact_gp(n=15, seed=0):

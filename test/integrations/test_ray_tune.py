@@ -53,7 +53,7 @@ def kernel(lengthscale: float) -> ScaleKernel:
 
 def bbkb(seed: int, **options) -> BBKBSearch:
     return BBKBSearch(
-        noise=0.1, beta=0.1, covar_module=kernel(0.4), seed=seed, **options
+        noise=0.1, radius=0.1, covar_module=kernel(0.4), seed=seed, **options
     )
 
 

@@ -1,8 +1,9 @@
 r"""BKB and BBKB as benchmark policies (finite arm sets), on the
 :class:`~botorch_sketch.BBKB` ask/tell loop with the problem's fixed kernel.
 
-Radii follow the benchmark's convention, the Bayesian scale ``mu + radius * sigma``
-(as the exact baselines); the papers' radius is ``beta~ = radius * sqrt(lambda)``.
+The policies' ``radius`` option is on the Bayesian scale, ``mu + radius * sigma``
+(as the exact baselines); the loop's papers'-scale radius (``BBKB(radius=...)``, the
+papers' ``beta~``) is ``radius * sqrt(lambda)``.
 ``radius="theory"`` uses BBKB's Theorem 2 value (:class:`~botorch_sketch.TheoryRadius`)
 with ``delta = 1 / T`` unless given.
 """
@@ -55,7 +56,9 @@ class BBKBPolicy(AskTellPolicy):
     ) -> None:
         r"""
         Args:
-            radius: Constant radius (Bayesian scale) or ``"theory"``.
+            radius: Constant radius on the Bayesian scale (index
+                ``mu + radius * sigma``; the loop gets ``radius * sqrt(lambda)``)
+                or ``"theory"``.
             ratio_threshold: ``C~ >= 1`` of the batch rule.
             rule: ``"global"``, ``"local"`` or ``"global+local"``.
             qbar: Dictionary oversampling.
@@ -101,7 +104,7 @@ class BBKBPolicy(AskTellPolicy):
         hp = KernelHyperparameters.from_problem(problem, **self.overrides)
         noise = hp.noise_variance
         if self.radius == "theory":
-            beta: float | TheoryRadius = TheoryRadius(
+            papers_radius: float | TheoryRadius = TheoryRadius(
                 noise_std=problem.noise_std,
                 rkhs_bound=self.rkhs_bound,
                 delta=self.delta if self.delta is not None else 1.0 / horizon,
@@ -109,7 +112,7 @@ class BBKBPolicy(AskTellPolicy):
                 ratio_threshold=self.options["ratio_threshold"],
             )
         else:
-            beta = float(self.radius) * math.sqrt(noise)
+            papers_radius = float(self.radius) * math.sqrt(noise)
         options = dict(self.options)
         if options["max_batch_size"] is None:
             del options["max_batch_size"]  # the loop's default cap
@@ -119,7 +122,7 @@ class BBKBPolicy(AskTellPolicy):
                 dtype=problem.arms.dtype, device=problem.arms.device
             ),
             noise=noise,
-            beta=beta,
+            radius=papers_radius,
             seed=draw_seed(generator),
             feature_dtype=_PRECISIONS[self.feature_precision],
             **options,

@@ -6,7 +6,7 @@ comes twice: :class:`IGPUCBGridPolicy` refits the exact GP from scratch every st
 one rank-one update of every grid point's posterior per observation once the grid
 stops growing. Their settings are resolved per problem, in this order: the policy's
 own arguments, then :data:`PAPER_SETTINGS` for the paper's problems (``f_range``,
-``B``, the grid sizes), then generic defaults; ``R`` defaults to
+``rkhs_bound``, the grid sizes), then generic defaults; ``noise_std`` defaults to
 ``problem.noise_std``. The fixed kernel hyperparameters are the benchmark's shared
 ones (:class:`~botorch_sketch.benchmarks.policies.common.KernelHyperparameters`). All
 policies work in unit-cube coordinates of ``problem.bounds``.
@@ -26,20 +26,20 @@ from botorch_sketch.benchmarks.policies.base import AskTellPolicy, Policy, draw_
 from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.threds import GPThreDS
-from botorch_sketch.generation.threds_local import first_argmax, threds_beta
+from botorch_sketch.generation.threds_local import first_argmax, threds_radius
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
 
 #: Settings of the paper's experiments, by problem name.
 PAPER_SETTINGS: dict[str, dict[str, Any]] = {
     "threds_branin": {
         "f_range": (0.5, 1.2),
-        "B": 0.5,
+        "rkhs_bound": 0.5,
         "grid_points": 20,
         "grid_max": 80,
     },
     "threds_rosenbrock": {
         "f_range": (3.0, 12.0),
-        "B": 2.0,
+        "rkhs_bound": 2.0,
         "grid_points": 21,
         "grid_max": 50,
     },
@@ -51,14 +51,14 @@ def resolve_settings(problem: Problem, **given: Any) -> dict[str, Any]:
 
     Args:
         problem: The benchmark problem.
-        **given: Setting names (``f_range``, ``B``, ``R``, ``grid_points``,
-            ``grid_max``) with values or None (None: not given).
+        **given: Setting names (``f_range``, ``rkhs_bound``, ``noise_std``,
+            ``grid_points``, ``grid_max``) with values or None (None: not given).
 
     Returns:
         The settings: everything given, then :data:`PAPER_SETTINGS` for the problem,
-        then ``R = problem.noise_std``.
+        then ``noise_std = problem.noise_std``.
     """
-    settings: dict[str, Any] = {"R": problem.noise_std}
+    settings: dict[str, Any] = {"noise_std": problem.noise_std}
     settings.update(PAPER_SETTINGS.get(problem.name, {}))
     settings.update({key: value for key, value in given.items() if value is not None})
     return settings
@@ -122,8 +122,8 @@ class GPThreDSPolicy(AskTellPolicy):
         *,
         mode: str = "cube",
         f_range: tuple[float, float] | None = None,
-        B: float | None = None,
-        R: float | None = None,
+        rkhs_bound: float | None = None,
+        noise_std: float | None = None,
         grid_points: int | None = None,
         lengthscale: float | None = None,
         outputscale: float | None = None,
@@ -145,16 +145,18 @@ class GPThreDSPolicy(AskTellPolicy):
                 ``gp_threds_rwt``).
             f_range: Interval believed to contain the maximum (required unless the
                 problem is in :data:`PAPER_SETTINGS`).
-            B: RKHS-norm bound in ``beta`` (default 0.5).
-            R: Sub-Gaussian noise scale in ``beta`` (default ``problem.noise_std``).
+            rkhs_bound: RKHS-norm bound in the tests' confidence radius (default
+                0.5 or the paper's).
+            noise_std: Sub-Gaussian noise scale in the radius (default
+                ``problem.noise_std``).
             grid_points: Points per dimension of a local test's grid (default 20).
             lengthscale: Override of the problem's RBF lengthscale.
             outputscale: Override of the problem's outputscale.
             noise_variance: Override of the problem's noise variance.
             cap: See :class:`GPThreDS`; None keeps its default (so do the rest).
             max_depth: Deepest cube level (None: unlimited).
-            delta0: Confidence parameter in ``beta``.
-            gamma: Information-gain stand-in in ``beta``.
+            delta0: Confidence parameter in the radius.
+            gamma: Information-gain stand-in in the radius.
             tol_coef: Negative-stop tolerance coefficient.
             c_coef: Threshold lower-end offset coefficient.
             walk_delta: Confidence of the walk's inner tests (mode ``"rwt"``).
@@ -167,7 +169,12 @@ class GPThreDSPolicy(AskTellPolicy):
             raise ValueError(f"`mode` must be 'cube' or 'rwt', got {mode!r}.")
         self.name = "gp_threds" if mode == "cube" else "gp_threds_rwt"
         self.mode = mode
-        self._given = {"f_range": f_range, "B": B, "R": R, "grid_points": grid_points}
+        self._given = {
+            "f_range": f_range,
+            "rkhs_bound": rkhs_bound,
+            "noise_std": noise_std,
+            "grid_points": grid_points,
+        }
         self._kernel_given = {
             "lengthscale": lengthscale,
             "outputscale": outputscale,
@@ -203,8 +210,8 @@ class GPThreDSPolicy(AskTellPolicy):
             f_range=s["f_range"],
             kernel=hyper.kernel(dtype=bounds.dtype, device=bounds.device),
             noise=hyper.noise_variance,
-            B=s.get("B", 0.5),
-            R=s["R"],
+            rkhs_bound=s.get("rkhs_bound", 0.5),
+            noise_std=s["noise_std"],
             grid_points=s.get("grid_points", 20),
             mode=self.mode,
             seed=draw_seed(generator),
@@ -231,9 +238,11 @@ class IGPUCBGridPolicy(Policy):
     The first query is a uniformly random point of the ``grid_start^d`` grid. After
     ``t`` observations, an exact GP (BoTorch ``SingleTaskGP``: zero mean, fixed kernel
     and noise) is refit on all of them and the next query maximizes
-    ``mu + beta_t sigma`` over the ``n_t^d`` grid, ``n_t = min(grid_start + t,
-    grid_max)`` points per dimension (end points included), with
-    ``beta_t = B + R sqrt(2 (gamma(t) + 1 + log(1/delta0)))``; near-ties go to the
+    ``mu + radius_t sigma`` over the ``n_t^d`` grid, ``n_t = min(grid_start + t,
+    grid_max)`` points per dimension (end points included), with the radius
+    ``radius_t = rkhs_bound + noise_std sqrt(2 (gamma(t) + 1 + log(1/delta0)))``
+    (the paper's ``beta_t``,
+    :func:`~botorch_sketch.generation.threds_local.threds_radius`); near-ties go to the
     lowest grid index (:func:`~botorch_sketch.generation.threds_local.first_argmax`),
     so the choice does not depend on rounding. Each step refactors the kernel matrix
     and costs ``O(t^3 + n_t^d t^2)`` (:func:`exact_posterior`): the plain loop of the
@@ -251,8 +260,8 @@ class IGPUCBGridPolicy(Policy):
     def __init__(
         self,
         *,
-        B: float | None = None,
-        R: float | None = None,
+        rkhs_bound: float | None = None,
+        noise_std: float | None = None,
         delta0: float = 1e-3,
         gamma: Callable[[int], float] = math.log,
         grid_start: int = 20,
@@ -264,10 +273,11 @@ class IGPUCBGridPolicy(Policy):
         r"""Store the settings.
 
         Args:
-            B: RKHS-norm bound in ``beta`` (default 0.5 or the paper's).
-            R: Sub-Gaussian noise scale in ``beta`` (default ``problem.noise_std``).
+            rkhs_bound: RKHS-norm bound in the radius (default 0.5 or the paper's).
+            noise_std: Sub-Gaussian noise scale in the radius (default
+                ``problem.noise_std``).
             delta0: Confidence parameter in ``(0, 1)``.
-            gamma: ``t -> gamma(t)`` in ``beta``.
+            gamma: ``t -> gamma(t)`` in the radius.
             grid_start: Points per dimension of the first grid (``>= 2``).
             grid_max: Largest points per dimension (default 80 or the paper's).
             lengthscale: Override of the problem's RBF lengthscale.
@@ -281,7 +291,11 @@ class IGPUCBGridPolicy(Policy):
         if grid_start < 2:
             raise ValueError(f"`grid_start` must be >= 2, got {grid_start}.")
         self.delta0, self.gamma, self.grid_start = delta0, gamma, grid_start
-        self._given = {"B": B, "R": R, "grid_max": grid_max}
+        self._given = {
+            "rkhs_bound": rkhs_bound,
+            "noise_std": noise_std,
+            "grid_max": grid_max,
+        }
         self._kernel_given = {
             "lengthscale": lengthscale,
             "outputscale": outputscale,
@@ -292,7 +306,8 @@ class IGPUCBGridPolicy(Policy):
         _check_box(problem)
         s = resolve_settings(problem, **self._given)
         self.grid_max = max(int(s.get("grid_max", 80)), self.grid_start)
-        self.B, self.R = float(s.get("B", 0.5)), float(s["R"])
+        self.rkhs_bound = float(s.get("rkhs_bound", 0.5))
+        self.noise_std = float(s["noise_std"])
         hyper = KernelHyperparameters.from_problem(problem, **self._kernel_given)
         self.noise_variance = hyper.noise_variance
         self.bounds = problem.bounds
@@ -312,8 +327,10 @@ class IGPUCBGridPolicy(Policy):
         self.grid_size = min(self.grid_start + t, self.grid_max)
         grid = self._grid(self.grid_size)
         mean, variance = self._posterior(grid)
-        beta = threds_beta(t, self.B, self.R, self.delta0, self.gamma)
-        self._asked = first_argmax(mean + beta * variance.sqrt())
+        radius = threds_radius(
+            t, self.rkhs_bound, self.noise_std, self.delta0, self.gamma
+        )
+        self._asked = first_argmax(mean + radius * variance.sqrt())
         return self._to_user(grid[self._asked].unsqueeze(0))
 
     def _grid(self, size: int) -> Tensor:

@@ -38,7 +38,7 @@ def test_adapter_forwards_to_a_loop_built_by_hand():
         problem.arms,
         covar_module=hp.kernel(dtype=problem.arms.dtype),
         noise=hp.noise_variance,
-        beta=hp.noise_variance**0.5,
+        radius=hp.noise_variance**0.5,
         seed=draw_seed(torch.Generator().manual_seed(5)),
         ratio_threshold=2.0,
     )

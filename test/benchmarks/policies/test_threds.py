@@ -16,7 +16,7 @@ from botorch_sketch.benchmarks.policies.threds import (
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.benchmarks.registry import make_policy
 from botorch_sketch.generation.threds import GPThreDS, default_threds_kernel
-from botorch_sketch.generation.threds_local import threds_beta
+from botorch_sketch.generation.threds_local import threds_radius
 
 DTYPE = torch.float64
 
@@ -54,10 +54,10 @@ def drive(policy, problem, steps, seed=0):
 
 
 def test_settings_precedence():
-    settings = resolve_settings(make_problem(), B=3.0, grid_points=None)
-    assert settings["B"] == 3.0  # given beats the paper's 2.0
+    settings = resolve_settings(make_problem(), rkhs_bound=3.0, grid_points=None)
+    assert settings["rkhs_bound"] == 3.0  # given beats the paper's 2.0
     assert settings["grid_points"] == 21 and settings["f_range"] == (3.0, 12.0)
-    assert settings["R"] == 0.1  # the problem's noise_std
+    assert settings["noise_std"] == 0.1  # the problem's noise_std
     assert "f_range" not in resolve_settings(make_problem(name="other"))
 
 
@@ -81,7 +81,7 @@ def test_gp_threds_policy_matches_the_generator():
     X = drive(policy, problem, 60)
     # Same queries as the generator with the paper's Rosenbrock settings.
     noise = torch.Generator().manual_seed(0)
-    gen = GPThreDS(problem.bounds, f_range=(3.0, 12.0), B=2.0, grid_points=21)
+    gen = GPThreDS(problem.bounds, f_range=(3.0, 12.0), rkhs_bound=2.0, grid_points=21)
 
     def f(x):
         return rosenbrock(x) + 0.1 * torch.randn(1, generator=noise, dtype=DTYPE)
@@ -104,7 +104,7 @@ def test_gp_threds_policy_options_and_errors():
     assert policy.name == "gp_threds_rwt" and policy.threds.mode == "rwt"
     assert policy.threds.reuse_observations
     assert policy.threds.cap == 10 and policy.threds.max_depth == 2
-    assert policy.threds.interval == (0.0, 20.0) and policy.threds.B == 0.5
+    assert policy.threds.interval == (0.0, 20.0) and policy.threds.rkhs_bound == 0.5
     drive(policy, make_problem(name="other"), 20)
     assert policy.threds.num_queries == 20
     with pytest.raises(ValueError, match="f_range"):
@@ -143,7 +143,7 @@ def test_exact_posterior_matches_single_task_gp():
 def test_igp_ucb_grid_steps_by_brute_force():
     bounds = torch.tensor([[-1.0, 0.0], [1.0, 3.0]], dtype=DTYPE)
     problem = make_problem(name="other", bounds=bounds)
-    policy = IGPUCBGridPolicy(grid_start=4, grid_max=6, B=0.5)
+    policy = IGPUCBGridPolicy(grid_start=4, grid_max=6, rkhs_bound=0.5)
     X = drive(policy, problem, 5, seed=3)
     unit = (X - bounds[0]) / (bounds[1] - bounds[0])
     # The first query lies on the 4 x 4 grid, drawn with the runner's generator.
@@ -157,13 +157,13 @@ def test_igp_ucb_grid_steps_by_brute_force():
         n = min(4 + t, 6)
         axis = torch.linspace(0, 1, n, dtype=DTYPE)
         grid = torch.cartesian_prod(axis, axis)
-        beta = threds_beta(t, 0.5, 0.1, 1e-3)
+        radius = threds_radius(t, 0.5, 0.1, 1e-3)
         best, best_ucb = None, -math.inf
         for point in grid:  # one exact posterior per point, from scratch
             mean, variance = exact_posterior(
                 unit[:t], Y[:t], point.unsqueeze(0), kernel, 0.01
             )
-            ucb = float(mean + beta * variance.sqrt())
+            ucb = float(mean + radius * variance.sqrt())
             if ucb > best_ucb:
                 best, best_ucb = point, ucb
         torch.testing.assert_close(unit[t], best)
@@ -175,7 +175,7 @@ def test_igp_ucb_grid_paper_settings_and_seed():
     policy = IGPUCBGridPolicy()
     first = drive(policy, problem, 3, seed=7)
     assert policy.grid_max == PAPER_SETTINGS["threds_rosenbrock"]["grid_max"]
-    assert policy.B == 2.0 and policy.diagnostics() == {"grid_points": 22**2}
+    assert policy.rkhs_bound == 2.0 and policy.diagnostics() == {"grid_points": 22**2}
     assert torch.equal(first, drive(IGPUCBGridPolicy(), problem, 3, seed=7))
     with pytest.raises(ValueError, match="delta0"):
         IGPUCBGridPolicy(delta0=0.0)
