@@ -19,8 +19,13 @@ from botorch_sketch.generation.bbkb import (
 from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.variance_tracking import CachedGeometry
 from botorch_sketch.models.candidate_state import CandidateState
-from botorch_sketch.models.nystrom import DEFAULT_QBAR, NystromGP, default_covar_module
-from botorch_sketch.models.sketching import inclusion_probabilities, sample_dictionary
+from botorch_sketch.models.nystrom import (
+    DEFAULT_QBAR,
+    NystromGP,
+    default_covar_module,
+    inclusion_probabilities,
+    sample_dictionary,
+)
 from botorch_sketch.utils.validation import (
     check_at_least,
     check_bool,

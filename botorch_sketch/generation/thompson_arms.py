@@ -43,8 +43,8 @@ from linear_operator import to_dense
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
+from botorch_sketch.models.dtc import titsias_q_from_statistics
 from botorch_sketch.models.inducing import conditional_variance_factor
-from botorch_sketch.models.variational import titsias_q_from_statistics
 from botorch_sketch.sampling.pathwise import seeded_features, standard_normal
 from botorch_sketch.utils.validation import (
     check_at_least,

@@ -21,7 +21,7 @@ Cholesky factor for ``F``). :class:`CandidateState` caches the ``A x m`` feature
   ``(Phi G) K^{-1} (Phi G)^T`` and ``mu`` moves by ``Phi G K^{-1} (ybar_b - mu_b)``,
   ``O(A m b)``;
 - a dictionary point ``s`` appended (bordered factor): ``l = F^{-1} k_S(s)``,
-  ``rho^2 = k(s, s) + eps - ||l||^2``, and every candidate gains the feature
+  ``rho^2 = k(s, s) - ||l||^2``, and every candidate gains the feature
   ``c(x) = (k(x, s) - z(x)^T l) / rho`` from one kernel column; ``V`` is bordered by
   ``v = Z_X^T C c_X`` and ``c_X^T C c_X + lambda``, so with ``e = V^{-1} v`` and the
   Schur complement ``sigma = c_X^T C c_X + lambda - v^T e``, ``z^T V^{-1} z`` gains
@@ -53,8 +53,9 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from botorch_sketch.models.dtc import relative_jitter
+from botorch_sketch.models.dtc import dictionary_cholesky
 from botorch_sketch.models.kernel_columns import KernelColumns
+from botorch_sketch.models.linalg import safe_cholesky
 from botorch_sketch.utils.validation import (
     check_kernel,
     check_magnitude,
@@ -142,7 +143,6 @@ class CandidateState:
         with torch.no_grad():
             self.prior_variance = kernel(points, diag=True).detach().to(points)
         self._columns = KernelColumns(kernel, points)
-        self.jitter = relative_jitter(points.dtype) * float(self.prior_variance.mean())
         self._raw_t = self._allocate(_INITIAL_CAPACITY)
         self._stored = 0
         self.counts = points.new_zeros(num_points)
@@ -423,7 +423,7 @@ class CandidateState:
         now, the per-candidate update from one read of the cache.
 
         Append (block-bordered factor): with ``L = F^{-1} K_SE`` and
-        ``R R^T = K_EE + eps I - L^T L`` the new features are
+        ``R R^T = K_EE - L^T L`` the new features are
         ``c(x) = R^{-1} (k_E(x) - L^T z(x))``; ``V`` is bordered by
         ``B_V = Z_X^T C c_X`` and ``c_X^T C c_X + lambda I`` (``X`` the candidates
         observed so far). Observe (Woodbury): ``G = V^{-1} Z_b^T`` and
@@ -442,7 +442,7 @@ class CandidateState:
             eye = torch.eye(k, **tkwargs)
             block = self._columns(entering)  # A x k
             link = self._factor_inverse @ block[self.dictionary]  # m x k
-            corner = _cholesky(block[entering] + self.jitter * eye - link.mT @ link)
+            corner = safe_cholesky(block[entering] - link.mT @ link)
             scaled_link = _right_solve_lower_t(link, corner)
             observed = self.observed
             weights = self.counts[observed].unsqueeze(-1)
@@ -452,7 +452,7 @@ class CandidateState:
             )
             border = basis.mT @ (raw_X @ (weights * C_X))  # m x k
             extension = self._gram_inverse @ border
-            schur = _cholesky(
+            schur = safe_cholesky(
                 C_X.mT @ (weights * C_X) + self.noise * eye - border.mT @ extension
             )
             target = C_X.mT @ self.target_sums[observed]
@@ -491,7 +491,7 @@ class CandidateState:
             # the mean at the observed rows, after the planned removals and append
             mean_b = Z_b @ self._weights
             G = self._gram_inverse @ Z_b.mT  # (m + k) x b
-            woodbury = _cholesky(torch.diag(counts.reciprocal()) + Z_b @ G)
+            woodbury = safe_cholesky(torch.diag(counts.reciprocal()) + Z_b @ G)
             coefficients = torch.cholesky_solve(
                 (sums / counts - mean_b).unsqueeze(-1), woodbury
             ).squeeze(-1)
@@ -591,8 +591,9 @@ class CandidateState:
         self.dictionary = dictionary
         eye = torch.eye(m, dtype=self.points.dtype, device=self.points.device)
         if m > 0:
-            K = self.kernel(self.points[dictionary]).to_dense().to(self.points)
-            chol = torch.linalg.cholesky(K + self.jitter * eye)
+            chol = dictionary_cholesky(
+                self.kernel, self.points[dictionary], dtype=self.points.dtype
+            )
             self._factor_inverse = torch.linalg.solve_triangular(chol, eye, upper=False)
             for rows in torch.arange(self.num_points).split(_CHUNK):
                 block = self.kernel(self.points[rows], self.points[dictionary])
@@ -714,20 +715,3 @@ def _bordered_inverse(
 def _right_solve_lower_t(matrix: Tensor, lower: Tensor) -> Tensor:
     r"""``M L^{-T}`` for a lower-triangular ``L``."""
     return torch.linalg.solve_triangular(lower, matrix.mT, upper=False).mT
-
-
-def _cholesky(matrix: Tensor) -> Tensor:
-    r"""Lower Cholesky factor of a symmetric matrix that is positive definite up to
-    rounding (a tiny relative jitter is added only if the plain factorization
-    fails)."""
-    matrix = _symmetric(matrix)
-    factor, info = torch.linalg.cholesky_ex(matrix)
-    scale = float(matrix.diagonal().abs().mean())
-    eye = torch.eye(matrix.shape[-1], dtype=matrix.dtype, device=matrix.device)
-    for exponent in (-12, -10, -8, -6):
-        if int(info) == 0:
-            return factor
-        factor, info = torch.linalg.cholesky_ex(matrix + scale * 10**exponent * eye)
-    if int(info) != 0:
-        raise torch.linalg.LinAlgError("The matrix is not positive definite.")
-    return factor

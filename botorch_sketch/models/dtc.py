@@ -14,6 +14,13 @@ With a dictionary ``S`` (``m x d``), kernel ``k`` and regularization ``lambda``:
 BKB papers' variance is ``Sigma(x, x) / lambda``. The ``k - z^T z`` term keeps the
 variance of points far from the dictionary at the prior level (no variance starvation).
 With ``S`` equal to all distinct training points this is the exact GP posterior.
+
+The same algebra is Titsias' (AISTATS 2009) sparse variational GP with inducing points
+``S``: in whitened coordinates ``u = L_S v`` the optimal ``q(v)`` is
+``N(w, lambda V^{-1})`` (:meth:`DTCState.whitened_q`), and the collapsed bound on
+``log p(y)`` is :func:`collapsed_log_likelihood`; ``NystromGP`` and
+``DecomposedSamplingSVGP`` both use this module. ``epsilon`` is 0 unless ``K_SS`` does
+not factorize (:func:`dictionary_cholesky`) or a variational strategy fixes its own.
 """
 
 from __future__ import annotations
@@ -24,16 +31,9 @@ from functools import cached_property
 
 import torch
 from gpytorch.kernels import Kernel
-from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
-# Relative jitter added to K_SS before its Cholesky factorization.
-_RELATIVE_JITTER = {torch.float64: 1e-10, torch.float32: 1e-6, torch.float16: 1e-3}
-
-
-def relative_jitter(dtype: torch.dtype) -> float:
-    r"""Jitter added to ``K_SS``, relative to its mean diagonal, for ``dtype``."""
-    return _RELATIVE_JITTER.get(dtype, 1e-6)
+from botorch_sketch.models.linalg import safe_cholesky
 
 
 def distinct_rows(X: Tensor, y: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
@@ -114,6 +114,8 @@ class DTCState:
         y: Tensor,
         noise: Tensor,
         counts: Tensor | None = None,
+        *,
+        chol_dictionary: Tensor | None = None,
     ) -> DTCState:
         r"""Factorize from scratch (differentiable in the kernel hyperparameters).
 
@@ -124,16 +126,33 @@ class DTCState:
             y: ``batch x n`` observed targets (per-row sums when ``counts`` is given).
             noise: Scalar tensor ``lambda > 0``.
             counts: Optional ``n`` multiplicities of the rows of an unbatched ``X``.
+            chol_dictionary: Optional ``m x m`` factor ``L_S`` to use (e.g. a
+                variational strategy's own); default :func:`dictionary_cholesky`.
+                Everything is computed in its dtype.
 
         Returns:
             The state, ``O(n m^2 + m^3)`` work.
         """
-        chol_dictionary = dictionary_cholesky(kernel, dictionary)
+        if chol_dictionary is None:
+            chol_dictionary = dictionary_cholesky(kernel, dictionary)
         Z = _embed(kernel, dictionary, chol_dictionary, X)
-        Zw = Z if counts is None else Z * counts.unsqueeze(-1)
+        return cls._from_embedding(dictionary, chol_dictionary, Z, y, noise, counts)
+
+    @classmethod
+    def _from_embedding(
+        cls,
+        dictionary: Tensor,
+        chol_dictionary: Tensor,
+        Z: Tensor,
+        y: Tensor,
+        noise: Tensor,
+        counts: Tensor | None,
+    ) -> DTCState:
+        noise = noise.to(Z).reshape(())
+        Zw = Z if counts is None else Z * counts.to(Z).unsqueeze(-1)
         eye = torch.eye(Z.shape[-1], dtype=Z.dtype, device=Z.device)
-        gram = Zw.transpose(-1, -2) @ Z + noise * eye
-        projected_targets = (Z.transpose(-1, -2) @ y.unsqueeze(-1)).squeeze(-1)
+        gram = Zw.mT @ Z + noise * eye
+        projected_targets = (Z.mT @ y.to(Z).unsqueeze(-1)).squeeze(-1)
         return cls._from_gram(
             dictionary, chol_dictionary, noise, gram, projected_targets
         )
@@ -160,6 +179,17 @@ class DTCState:
             chol_gram=chol_gram,
             weights=weights,
         )
+
+    def whitened_q(self) -> tuple[Tensor, Tensor]:
+        r"""Titsias' optimal ``q(v) = N(m_w, C_w C_w^T)`` in whitened coordinates
+        ``u = L_S v``: ``m_w = w`` and ``C_w C_w^T = lambda V^{-1}``.
+
+        Returns:
+            ``(m_w, C_w)``: the ``batch x m`` mean and a ``batch x m x m`` *lower*
+            triangular factor (what GPyTorch's ``CholeskyVariationalDistribution``
+            stores), ``O(m^3)``; see :func:`whitened_covariance_factor`.
+        """
+        return self.weights, whitened_covariance_factor(self.gram, self.noise)
 
     @cached_property
     def mean_coefficients(self) -> Tensor:
@@ -251,49 +281,124 @@ class DTCState:
             self.dictionary, self.chol_dictionary, self.noise, gram, projected
         )
 
-    def collapsed_log_likelihood(
-        self,
-        kernel: Kernel,
-        X: Tensor,
-        counts: Tensor,
-        sum_squares: Tensor,
-    ) -> Tensor:
-        r"""Titsias' collapsed bound on ``log p(y)`` per observation.
 
-        .. math::
+def dictionary_cholesky(
+    kernel: Kernel,
+    dictionary: Tensor,
+    jitter: float | None = None,
+    dtype: torch.dtype | None = None,
+) -> Tensor:
+    r"""Lower Cholesky factor ``L_S`` of ``K_SS + eps I`` (``m x m``).
 
-            \log \mathcal{N}(y \mid 0, Q + \lambda I) - \frac{1}{2\lambda}
-            \operatorname{tr}(K - Q), \quad Q = Z Z^T,
-
-        evaluated by Woodbury in ``O(u m^2)`` from the ``u`` distinct rows ``X`` with
-        multiplicities ``counts``; the state must be built from the same data with the
-        per-row target sums. ``sum_squares`` is ``y^T y`` over all observations. The
-        diagonal of ``K - Q`` is clamped at 0, its exact range: at extreme
-        lengthscales GPyTorch's distances lose all precision, and a negative residual
-        would inflate the bound without limit.
-        """
-        n = counts.sum()
-        Z = self.embed(kernel, X)
-        residual = (kernel(X, diag=True) - Z.square().sum(-1)).clamp_min(0.0)
-        half_logdet_gram = self.chol_gram.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-        quadratic = (sum_squares - self.projected_targets @ self.weights) / self.noise
-        logdet = (n - self.size) * self.noise.log() + 2 * half_logdet_gram
-        trace = (counts * residual).sum() / self.noise
-        total = quadratic + logdet + n * math.log(2 * math.pi) + trace
-        return -0.5 * total / n
-
-
-def dictionary_cholesky(kernel: Kernel, dictionary: Tensor) -> Tensor:
-    r"""Lower Cholesky factor of ``K_SS + eps I`` with a small relative jitter."""
+    Args:
+        kernel: The GPyTorch kernel.
+        dictionary: ``m x d`` inducing points.
+        jitter: A fixed ``eps`` (e.g. a variational strategy's own). Default 0,
+            with GPyTorch's jitter added only if ``K_SS`` does not factorize (see
+            :func:`~botorch_sketch.models.linalg.safe_cholesky`), so that a
+            dictionary of all distinct points gives the exact GP posterior.
+        dtype: dtype to factorize in (default that of ``K_SS``).
+    """
     K = kernel(dictionary).to_dense()
-    scale = K.diagonal().mean().detach()
-    jitter = relative_jitter(K.dtype) * scale
-    eye = torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
-    return psd_safe_cholesky(K + jitter * eye)
+    K = K if dtype is None else K.to(dtype)
+    if jitter is not None:
+        K = K + jitter * torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
+    return safe_cholesky(K)
+
+
+def whitened_covariance_factor(gram: Tensor, noise: Tensor | float) -> Tensor:
+    r"""Lower triangular ``C`` with ``C C^T = lambda V^{-1}`` for ``V`` (``... x m x
+    m``), without inverting ``V``: ``V = U U^T`` with ``U`` *upper* triangular (the
+    Cholesky factorization of ``V`` with rows and columns reversed) gives
+    ``C = sqrt(lambda) U^{-T}``, ``O(m^3)``."""
+    upper = torch.linalg.cholesky(gram.flip(-1, -2)).flip(-1, -2)
+    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+    inverse = torch.linalg.solve_triangular(upper, eye, upper=True)
+    return noise**0.5 * inverse.mT
+
+
+def titsias_q_from_statistics(
+    gram: Tensor, projected: Tensor, noise: Tensor | float
+) -> tuple[Tensor, Tensor]:
+    r"""Whitened Titsias ``q(v)`` (:meth:`DTCState.whitened_q`) from its sufficient
+    statistics, ``O(m^3)``.
+
+    The optimum depends on the data only through ``gram = Z^T Z = sum_i z_i z_i^T``
+    and ``projected = Z^T y = sum_i z_i y_i`` (``z_i = L_S^{-1} k_S(x_i)``), which
+    grow by a rank-one term per observation: ``V = gram + lambda I``.
+
+    Args:
+        gram: ``m x m`` matrix ``Z^T Z``.
+        projected: ``m`` vector ``Z^T y``.
+        noise: Gaussian noise variance ``lambda`` (scalar).
+
+    Returns:
+        ``(m_w, C_w)`` as :meth:`DTCState.whitened_q`.
+
+    Example:
+        >>> mean_w, chol_w = titsias_q_from_statistics(Z.T @ Z, Z.T @ y, 0.1)
+    """
+    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+    chol_w = whitened_covariance_factor(gram + noise * eye, noise)
+    return chol_w @ (chol_w.mT @ projected) / noise, chol_w
+
+
+def collapsed_log_likelihood(
+    kernel: Kernel,
+    dictionary: Tensor,
+    X: Tensor,
+    y: Tensor,
+    noise: Tensor,
+    *,
+    chol_dictionary: Tensor | None = None,
+) -> Tensor:
+    r"""Titsias' collapsed bound on ``log p(y)`` per observation.
+
+    .. math::
+
+        \frac1n \Big[\log \mathcal{N}(y \mid 0, Q + \lambda I) - \frac{1}{2\lambda}
+        \operatorname{tr}(K - Q)\Big], \quad Q = Z Z^T,
+
+    evaluated by Woodbury on the ``u`` distinct rows of ``X`` (with their
+    multiplicities), ``O(u m^2 + m^3)`` time and ``O(u m)`` memory, differentiable
+    in the kernel hyperparameters, ``lambda`` and ``y``. It equals the exact log
+    marginal likelihood per observation when the dictionary holds every distinct
+    point (and ``eps -> 0``). The diagonal of ``K - Q`` is clamped at 0, its exact
+    range: at extreme lengthscales GPyTorch's distances lose all precision, and a
+    negative residual would inflate the bound without limit.
+
+    Args:
+        kernel: The GPyTorch kernel ``k``.
+        dictionary: ``m x d`` inducing points.
+        X: ``n x d`` observed points (repeats allowed).
+        y: ``n`` targets (minus the prior mean, if any).
+        noise: Scalar tensor ``lambda > 0``.
+        chol_dictionary: As in :meth:`DTCState.build`; its dtype is the one the
+            bound is computed in (the result has the dtype of ``X``).
+
+    Example:
+        >>> bound = collapsed_log_likelihood(kernel, X[:20], X, y, noise)
+    """
+    U, counts, y_sums = distinct_rows(X, y)
+    if chol_dictionary is None:
+        chol_dictionary = dictionary_cholesky(kernel, dictionary)
+    Z = _embed(kernel, dictionary, chol_dictionary, U)
+    state = DTCState._from_embedding(
+        dictionary, chol_dictionary, Z, y_sums, noise, counts
+    )
+    counts, noise, n = counts.to(Z), state.noise, X.shape[-2]
+    residual = (kernel(U, diag=True).to(Z) - Z.square().sum(-1)).clamp_min(0.0)
+    half_logdet_gram = state.chol_gram.diagonal().log().sum()
+    sum_squares = y.to(Z).square().sum()
+    quadratic = (sum_squares - state.projected_targets @ state.weights) / noise
+    logdet = (n - state.size) * noise.log() + 2 * half_logdet_gram
+    trace = (counts * residual).sum() / noise
+    total = quadratic + logdet + n * math.log(2 * math.pi) + trace
+    return (-0.5 * total / n).to(X.dtype)
 
 
 def _embed(kernel: Kernel, dictionary: Tensor, chol: Tensor, X: Tensor) -> Tensor:
-    K = cross_covariance(kernel, X, dictionary)
+    K = cross_covariance(kernel, X, dictionary).to(chol)
     flat = K.reshape(-1, K.shape[-1])
     Z = torch.linalg.solve_triangular(chol, flat.mT, upper=False).mT
     return Z.reshape(K.shape)

@@ -29,6 +29,7 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
+from botorch_sketch.models.linalg import append_pivot
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
     check_allocation,
@@ -209,13 +210,13 @@ class IncrementalExactGP:
             grown[:n] = self._w
             self._w = grown
         variance_before = float(self.variance[index])
-        if n > 0:
-            column = column - self._w[:n, index] @ self._w[:n]
         # d^2 = posterior variance of the point + noise; the clamp guards rounding only.
-        d = math.sqrt(max(variance_before, 0.0) + self.noise_variance)
-        w = torch.div(column, d, out=self._w[n])
-        self.variance.sub_(w * w).clamp_(min=0.0)
-        self._pending.append((index, d))
+        pivot_variance = max(variance_before, 0.0) + self.noise_variance
+        append_pivot(
+            self._w[:n], column, index, pivot_variance, self.variance, out=self._w[n]
+        )
+        self.variance.clamp_(min=0.0)
+        self._pending.append((index, math.sqrt(pivot_variance)))
         self.num_observations = n + 1
         self.flops += 2.0 * self.num_points * n + 5.0 * self.num_points
         self.flops += self.column_flops

@@ -26,6 +26,7 @@ from gpytorch import settings
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
+from botorch_sketch.models.linalg import append_pivot
 from botorch_sketch.utils.validation import (
     check_bool,
     check_finite,
@@ -163,10 +164,8 @@ def conditional_variance_factor(
             if pivot is None:
                 break
             column = kernel(X, X[pivot : pivot + 1]).to_dense().squeeze(-1)
-            row = column - factor[:j].mT @ factor[:j, pivot]
-            row = row / residual[pivot].sqrt()
-            factor[j] = row
-            residual = residual - row.square()
+            variance = float(residual[pivot])
+            append_pivot(factor[:j], column, pivot, variance, residual, out=factor[j])
             residual[pivot] = -math.inf  # spanned exactly; never eligible again
             pivots.append(pivot)
     index = torch.tensor(pivots, dtype=torch.long, device=X.device)

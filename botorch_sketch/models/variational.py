@@ -7,7 +7,7 @@ r"""Decomposed-sampling SVGP: the model behind S-GP-TS (Vakili et al., NeurIPS 2
   every update by conditional-variance selection
   (:mod:`botorch_sketch.models.inducing`);
 - ``q(u)`` is the optimum of Titsias' bound in closed form
-  (:func:`titsias_whitened_q`);
+  (:meth:`botorch_sketch.models.dtc.DTCState.whitened_q`);
 - kernel, mean and noise hyperparameters are fitted with ``fit_gpytorch_mll`` on the
   collapsed bound (:class:`CollapsedTitsiasBound`), ``O(n m^2)`` per evaluation; the
   next prediction re-selects ``Z`` and recomputes ``q(u)`` for the new values.
@@ -20,7 +20,6 @@ exploration scaling ``f~ = mu + alpha (f - mu)``, come from
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -41,11 +40,15 @@ from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.means import Mean
 from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.variational import CholeskyVariationalDistribution, VariationalStrategy
-from linear_operator.utils.cholesky import psd_safe_cholesky
 from linear_operator.utils.errors import NanError, NotPSDError
 from torch import Tensor
 from torch.nn import Module
 
+from botorch_sketch.models.dtc import (
+    DTCState,
+    collapsed_log_likelihood,
+    dictionary_cholesky,
+)
 from botorch_sketch.models.inducing import select_inducing_indices
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
@@ -65,128 +68,6 @@ from botorch_sketch.utils.validation import (
 #: SingleTaskVariationalGP warns that learnable transforms drift under minibatch
 #: training; this model always works on the full data set, so the warning is moot.
 _MINIBATCH_TRANSFORM_WARNING = r"Using an (input|outcome) transform with"
-
-
-def titsias_whitened_q(
-    chol_zz: Tensor, k_zx: Tensor, residual: Tensor, noise: Tensor | float
-) -> tuple[Tensor, Tensor]:
-    r"""Titsias-optimal ``q(v) = N(m_w, S_w)`` in whitened coordinates.
-
-    With ``u = m(Z) + L v``, ``L L^T = K_ZZ + jitter I`` and ``Phi = L^{-1} K_ZX``
-    (``m x n``), the optimal Gaussian ``q(v)`` for a Gaussian likelihood is
-
-        S_w = B^{-1},  m_w = B^{-1} Phi (y - m(X)) / noise,  B = I + Phi Phi^T / noise.
-
-    The Cholesky factor of ``B^{-1}`` is ``U^{-T}`` where ``B = U U^T`` with ``U`` upper
-    triangular (a Cholesky factorization of ``B`` with rows and columns reversed), so
-    ``B`` is never inverted explicitly.
-
-    Args:
-        chol_zz: ``m x m`` lower Cholesky factor ``L``.
-        k_zx: ``m x n`` cross-covariance ``K_ZX``.
-        residual: ``n`` targets minus prior mean, ``y - m(X)``.
-        noise: Gaussian noise variance (scalar).
-
-    Returns:
-        ``(m_w, C_w)``: the ``m`` whitened mean and the ``m x m`` lower Cholesky factor
-        of ``S_w``.
-
-    Example:
-        >>> mean_w, chol_w = titsias_whitened_q(L, K_zx, y - mean, noise=0.1)
-    """
-    phi = torch.linalg.solve_triangular(chol_zz, k_zx, upper=False)
-    return titsias_q_from_statistics(phi @ phi.mT, phi @ residual, noise)
-
-
-def titsias_q_from_statistics(
-    gram: Tensor, projected: Tensor, noise: Tensor | float
-) -> tuple[Tensor, Tensor]:
-    r"""Whitened Titsias ``q(v)`` from its sufficient statistics, ``O(m^3)``.
-
-    With ``Phi = L^{-1} K_ZX`` (see :func:`titsias_whitened_q`) the optimum depends on
-    the data only through ``gram = Phi Phi^T = sum_i phi_i phi_i^T`` and
-    ``projected = Phi r = sum_i phi_i r_i``, which grow by a rank-one term per
-    observation: ``B = I + gram / noise``, ``S_w = B^{-1}``,
-    ``m_w = B^{-1} projected / noise``, with ``chol(B^{-1}) = U^{-T}`` for
-    ``B = U U^T``, ``U`` upper triangular.
-
-    Args:
-        gram: ``m x m`` matrix ``Phi Phi^T``.
-        projected: ``m`` vector ``Phi r``.
-        noise: Gaussian noise variance (scalar).
-
-    Returns:
-        ``(m_w, C_w)`` as :func:`titsias_whitened_q`.
-
-    Example:
-        >>> mean_w, chol_w = titsias_q_from_statistics(phi @ phi.T, phi @ r, 0.1)
-    """
-    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
-    precision = eye + gram / noise
-    upper = torch.linalg.cholesky(precision.flip(-1, -2)).flip(-1, -2)
-    chol_cov = torch.linalg.solve_triangular(upper, eye, upper=True).mT
-    mean = chol_cov @ (chol_cov.mT @ projected) / noise
-    return mean, chol_cov
-
-
-def collapsed_titsias_bound(
-    kernel: Kernel,
-    X: Tensor,
-    residual: Tensor,
-    Z: Tensor,
-    noise: Tensor,
-    jitter: float,
-) -> Tensor:
-    r"""Titsias' collapsed evidence lower bound in ``O(n m^2)`` time, ``O(n m)`` memory.
-
-        log N(y | m(X), Q_XX + noise I) - tr(K_XX - Q_XX) / (2 noise),
-        Q_XX = K_XZ (K_ZZ + jitter I)^{-1} K_ZX.
-
-    With ``A = L^{-1} K_ZX / sqrt(noise)`` and ``B = I + A A^T = L_B L_B^T`` the
-    Gaussian term is ``-n/2 log(2 pi noise) - sum log diag(L_B) - r^T r / (2 noise) +
-    ||L_B^{-1} A r||^2 / (2 noise)`` with ``r = y - m(X)``. Computed in float64 and
-    differentiable in the kernel, mean and noise.
-
-    Args:
-        kernel: Covariance module.
-        X: ``n x d`` (transformed) training inputs.
-        residual: ``n`` targets minus prior mean.
-        Z: ``m x d`` inducing points.
-        noise: Noise variance (scalar tensor).
-        jitter: Diagonal jitter added to ``K_ZZ`` (the strategy's own).
-
-    Returns:
-        The bound (a scalar in the dtype of ``X``); it equals the exact log marginal
-        likelihood when ``Z = X`` and ``jitter -> 0``.
-
-    Example:
-        >>> bound = collapsed_titsias_bound(kernel, X, y - mean(X), X[idx], noise, 1e-6)
-    """
-    dtype = torch.float64
-    n = X.shape[-2]
-    noise = noise.to(dtype).reshape(())
-    k_zz = kernel(Z).to_dense().to(dtype)
-    eye_m = torch.eye(Z.shape[-2], dtype=dtype, device=Z.device)
-    chol = psd_safe_cholesky(k_zz + jitter * eye_m)
-    scaled = (
-        torch.linalg.solve_triangular(
-            chol, kernel(Z, X).to_dense().to(dtype), upper=False
-        )
-        / noise.sqrt()
-    )
-    chol_b = torch.linalg.cholesky(eye_m + scaled @ scaled.mT)
-    residual = residual.to(dtype)
-    projected = torch.linalg.solve_triangular(
-        chol_b, (scaled @ residual).unsqueeze(-1), upper=False
-    ).squeeze(-1)
-    trace = kernel(X, diag=True).to(dtype).sum() - noise * scaled.square().sum()
-    bound = (
-        -0.5 * n * (math.log(2 * math.pi) + noise.log())
-        - chol_b.diagonal().log().sum()
-        - 0.5 * (residual.square().sum() - projected.square().sum()) / noise
-        - 0.5 * trace / noise
-    )
-    return bound.to(X.dtype)
 
 
 class DecomposedSamplingSVGP(SingleTaskVariationalGP):
@@ -528,14 +409,10 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             )
             strategy.eval()
             chol = strategy._cholesky_factor(kernel(Z).add_jitter(strategy.jitter_val))
-            chol = chol.to_dense()
             residual = y - self.model.mean_module(X)
-            mean_w, chol_w = titsias_whitened_q(
-                chol,
-                kernel(Z, X).to_dense().to(chol),
-                residual.to(chol),
-                noise.to(chol).reshape(()),
-            )
+            mean_w, chol_w = DTCState.build(
+                kernel, Z, X, residual, noise, chol_dictionary=chol.to_dense()
+            ).whitened_q()
         except (torch.linalg.LinAlgError, NanError, NotPSDError) as error:
             raise ValueError(
                 "`X` and `Y` (with the current hyperparameters) give no factorizable "
@@ -556,8 +433,9 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
 class CollapsedTitsiasBound(MarginalLogLikelihood):
     r"""Titsias' collapsed bound of a :class:`DecomposedSamplingSVGP`, per data point.
 
-    The value is ``(collapsed_titsias_bound + log priors) / n`` for the model's current
-    inducing points, in ``O(n m^2)``. BoTorch's ``get_loss_closure`` uses
+    The value is ``(bound + log priors) / n`` for the model's current inducing points
+    (:func:`~botorch_sketch.models.dtc.collapsed_log_likelihood`, in float64 with the
+    strategy's jitter), in ``O(n m^2)``. BoTorch's ``get_loss_closure`` uses
     :meth:`compute_custom_loss`, so ``fit_gpytorch_mll`` fits the kernel, mean and
     (unless fixed) noise on it; ``q(u)`` is not a free parameter.
 
@@ -584,17 +462,22 @@ class CollapsedTitsiasBound(MarginalLogLikelihood):
         inner = self._svgp.model
         (X,) = inner.train_inputs
         strategy = inner.variational_strategy
-        bound = collapsed_titsias_bound(
-            inner.covar_module,
+        Z, kernel = strategy.inducing_points, inner.covar_module
+        # the strategy's own (absolute) jitter, factorized in float64
+        chol = dictionary_cholesky(kernel, Z, strategy.jitter_val, torch.float64)
+        bound = collapsed_log_likelihood(
+            kernel,
+            Z,
             X,
             inner.train_targets - inner.mean_module(X),
-            strategy.inducing_points,
             self.likelihood.noise,
-            strategy.jitter_val,
+            chol_dictionary=chol,
         )
-        for _, module, prior, closure, _ in self.named_priors():
-            bound = bound + prior.log_prob(closure(module)).sum()
-        return bound / X.shape[-2]
+        log_prior = sum(
+            prior.log_prob(closure(module)).sum()
+            for _, module, prior, closure, _ in self.named_priors()
+        )
+        return bound + log_prior / X.shape[-2]
 
     def compute_custom_loss(self, **kwargs) -> Tensor:
         r"""Negative bound per data point (the loss BoTorch minimizes)."""

@@ -15,12 +15,15 @@ from gpytorch.likelihoods import BernoulliLikelihood, GaussianLikelihood
 from gpytorch.means import ConstantMean
 from gpytorch.mlls import ExactMarginalLogLikelihood, VariationalELBO
 
+from botorch_sketch.models.dtc import (
+    DTCState,
+    collapsed_log_likelihood,
+    dictionary_cholesky,
+)
 from botorch_sketch.models.inducing import select_inducing_indices
 from botorch_sketch.models.variational import (
     CollapsedTitsiasBound,
     DecomposedSamplingSVGP,
-    collapsed_titsias_bound,
-    titsias_whitened_q,
 )
 
 from ..gp_helpers import (
@@ -73,7 +76,10 @@ def test_titsias_whitened_q_matches_unwhitened_formula():
     K_zz = _dense(kernel, Z) + 1e-6 * torch.eye(6, dtype=DTYPE)
     K_zx = _dense(kernel, Z, X)
     L = torch.linalg.cholesky(K_zz)
-    mean_w, chol_w = titsias_whitened_q(L, K_zx, residual, NOISE)
+    noise = torch.tensor(NOISE, dtype=DTYPE)
+    with torch.no_grad():
+        state = DTCState.build(kernel, Z, X, residual, noise, chol_dictionary=L)
+    mean_w, chol_w = state.whitened_q()
     # Titsias (2009): S = K (K + K_zx K_xz / s2)^{-1} K, m = S K^{-1} K_zx r / s2.
     inner = torch.linalg.inv(K_zz + K_zx @ K_zx.T / NOISE)
     S = K_zz @ inner @ K_zz
@@ -193,8 +199,14 @@ def test_collapsed_bound_matches_dense_formula_and_elbo():
     y = inner.train_targets
     with torch.no_grad():
         mean = inner.mean_module(X)
-        bound = collapsed_titsias_bound(
-            inner.covar_module, X, y - mean, Z, model.likelihood.noise, jitter
+        chol = dictionary_cholesky(inner.covar_module, Z, jitter)
+        bound = 30 * collapsed_log_likelihood(
+            inner.covar_module,
+            Z,
+            X,
+            y - mean,
+            model.likelihood.noise,
+            chol_dictionary=chol,
         )
     K_zz = _dense(inner.covar_module, Z) + jitter * torch.eye(8, dtype=DTYPE)
     K_zx, K_xx = _dense(inner.covar_module, Z, X), _dense(inner.covar_module, X)

@@ -46,7 +46,7 @@ from botorch_sketch import (
 )
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
 from botorch_sketch.models.inducing import select_inducing_indices
-from botorch_sketch.models.sketching import inclusion_probabilities, sample_dictionary
+from botorch_sketch.models.nystrom import inclusion_probabilities, sample_dictionary
 from botorch_sketch.sampling.pathwise import ScaledSamplePaths
 
 EXAMPLES = int(os.environ.get("BOTORCH_SKETCH_HYPOTHESIS_EXAMPLES", "8"))
