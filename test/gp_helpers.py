@@ -46,25 +46,45 @@ def sine_data(
     scale: float = 1.0,
     frequency: float = 5.0,
     offset: float = 0.0,
+    device: torch.device | str | None = None,
 ) -> tuple[Tensor, Tensor]:
     r"""``n x d`` uniform points ``X`` in ``[0, scale]^d`` and ``n x 1`` targets
-    ``offset + sum_i sin(frequency x_i / scale) + 0.2 eps``, ``eps ~ N(0, 1)``."""
+    ``offset + sum_i sin(frequency x_i / scale) + 0.2 eps``, ``eps ~ N(0, 1)``.
+
+    Drawn on the CPU, then moved to ``device``: the same numbers on every device."""
     g = seeded(seed)
     X = scale * torch.rand(n, d, generator=g, dtype=dtype)
     Y = offset + torch.sin(frequency * X / scale).sum(-1, keepdim=True)
-    return X, Y + 0.2 * torch.randn(n, 1, generator=g, dtype=dtype)
+    Y = Y + 0.2 * torch.randn(n, 1, generator=g, dtype=dtype)
+    return X.to(device=device), Y.to(device=device)
+
+
+def uniform(
+    *shape: int,
+    seed: int,
+    scale: float = 1.0,
+    dtype: torch.dtype = DTYPE,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    r"""Uniform points in ``[0, scale]`` of shape ``shape``, drawn on the CPU from
+    ``seed`` and moved to ``device`` (the same numbers on every device)."""
+    X = scale * torch.rand(*shape, generator=seeded(seed), dtype=dtype)
+    return X.to(device=device)
 
 
 def rbf_kernel(
-    lengthscale: float, outputscale: float | None = None, dtype: torch.dtype = DTYPE
+    lengthscale: float,
+    outputscale: float | None = None,
+    dtype: torch.dtype = DTYPE,
+    device: torch.device | str | None = None,
 ) -> ScaleKernel:
     r"""``ScaleKernel(RBFKernel())`` with these values (outputscale: GPyTorch's
-    default when None)."""
+    default when None) on ``device``."""
     kernel = ScaleKernel(RBFKernel())
     kernel.base_kernel.lengthscale = lengthscale
     if outputscale is not None:
         kernel.outputscale = outputscale
-    return kernel.to(dtype)
+    return kernel.to(device=device, dtype=dtype)
 
 
 class ShapeRecordingRBF(RBFKernel):
@@ -84,15 +104,15 @@ def transformed_svgp(
     X: Tensor, Y: Tensor, num_inducing: int, kernel: ScaleKernel
 ) -> DecomposedSamplingSVGP:
     r"""A ``DecomposedSamplingSVGP`` with noise ``NOISE`` and input/outcome
-    transforms."""
+    transforms, on ``X``'s dtype and device."""
     return DecomposedSamplingSVGP(
         X,
         Y,
         num_inducing=num_inducing,
         covar_module=kernel,
         noise_variance=NOISE,
-        input_transform=Normalize(X.shape[-1]),
-        outcome_transform=Standardize(1),
+        input_transform=Normalize(X.shape[-1]).to(X),
+        outcome_transform=Standardize(1).to(X),
     )
 
 
@@ -103,8 +123,8 @@ def transformed_exact_gp(X: Tensor, Y: Tensor, kernel: ScaleKernel) -> SingleTas
         Y,
         train_Yvar=torch.full_like(Y, NOISE),
         covar_module=kernel,
-        input_transform=Normalize(X.shape[-1]),
-        outcome_transform=Standardize(1),
+        input_transform=Normalize(X.shape[-1]).to(X),
+        outcome_transform=Standardize(1).to(X),
     )
     return model.eval()
 
@@ -129,24 +149,26 @@ def zero_mean_gp_posterior(
     return posterior.mean.squeeze(-1), posterior.variance.squeeze(-1)
 
 
-def wave_data(n=60, d=2, dtype=DTYPE, scale=2.0):
+def wave_data(n=60, d=2, dtype=DTYPE, scale=2.0, device=None):
     r"""The Thompson-sampling tests' data: a sine wave on ``[0, scale]^d``."""
-    return sine_data(n, d, dtype=dtype, scale=scale, frequency=4.0, offset=3.0)
+    return sine_data(
+        n, d, dtype=dtype, scale=scale, frequency=4.0, offset=3.0, device=device
+    )
 
 
-def wave_svgp(dtype=DTYPE):
-    X, Y = wave_data(dtype=dtype)
-    return transformed_svgp(X, Y, 15, rbf_kernel(0.25, 1.2, dtype))
+def wave_svgp(dtype=DTYPE, device=None):
+    X, Y = wave_data(dtype=dtype, device=device)
+    return transformed_svgp(X, Y, 15, rbf_kernel(0.25, 1.2, dtype, device))
 
 
-def wave_exact_gp(dtype=DTYPE):
-    X, Y = wave_data(dtype=dtype)
-    return transformed_exact_gp(X, Y, rbf_kernel(0.25, 1.2, dtype))
+def wave_exact_gp(dtype=DTYPE, device=None):
+    X, Y = wave_data(dtype=dtype, device=device)
+    return transformed_exact_gp(X, Y, rbf_kernel(0.25, 1.2, dtype, device))
 
 
 #: The models whose sample paths are checked against their exact posteriors.
 WAVE_MODELS = {"svgp": wave_svgp, "exact": wave_exact_gp}
 
 
-def wave_points(n=5, dtype=DTYPE, seed=11):
-    return 2.0 * torch.rand(n, 2, dtype=dtype, generator=seeded(seed))
+def wave_points(n=5, dtype=DTYPE, seed=11, device=None):
+    return uniform(n, 2, seed=seed, scale=2.0, dtype=dtype, device=device)
