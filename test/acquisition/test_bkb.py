@@ -1,4 +1,9 @@
-r"""BKB-UCB against BoTorch's UCB, a hand-computed radius and recomputation."""
+r"""BKB-UCB against BoTorch's UCB, a hand-computed radius and recomputation.
+
+The oracle tests run for every dtype and device (the ``tkwargs`` fixture) and on
+t-batches of several batch dimensions (``b1 x b2 x 1 x d``), as BoTorch's own
+acquisition tests do; validation tests run once, in float64 on the CPU.
+"""
 
 from __future__ import annotations
 
@@ -9,28 +14,41 @@ import torch
 from botorch.acquisition import UpperConfidenceBound
 from botorch.models.transforms import Standardize
 from botorch.optim import optimize_acqf, optimize_acqf_discrete
-from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch import BKBUpperConfidenceBound, NystromGP, TheoryRadius
 
+from ..gp_helpers import TOLERANCES, assert_close, rbf_kernel, seeded, uniform
+
 DTYPE = torch.float64
+#: t-batch shapes of the candidate sets: BoTorch's ``batch x 1 x d`` and more.
+BATCH_SHAPES = [(30,), (3, 10)]
+
+
+def _model(dtype: torch.dtype = DTYPE, device: torch.device | None = None):
+    r"""A NystromGP on 50 points of ``[0, 1]^2``; the data, the dictionary draw and
+    hence the model are the same on every device."""
+    gen = seeded(0)
+    X = torch.rand(50, 2, generator=gen, dtype=dtype)
+    Y = torch.sin(5 * X).sum(-1, keepdim=True)
+    return NystromGP(
+        X.to(device),
+        (10 * Y + 3).to(device),
+        covar_module=rbf_kernel(0.3, dtype=dtype, device=device),
+        noise=0.2,
+        outcome_transform=Standardize(m=1).to(X.to(device)),
+        generator=gen,
+    )
+
+
+def _beta(radius: float, model: NystromGP) -> torch.Tensor:
+    r"""BoTorch's ``beta = radius^2 / lambda``, as a float64 tensor (a float would
+    become a float32 buffer and cost float64 comparisons 7 digits)."""
+    return torch.tensor(radius**2 / float(model.noise), dtype=torch.float64)
 
 
 @pytest.fixture
 def model():
-    gen = torch.Generator().manual_seed(0)
-    X = torch.rand(50, 2, generator=gen, dtype=DTYPE)
-    Y = torch.sin(5 * X).sum(-1, keepdim=True)
-    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
-    kernel.base_kernel.lengthscale = 0.3
-    return NystromGP(
-        X,
-        10 * Y + 3,
-        covar_module=kernel,
-        noise=0.2,
-        outcome_transform=Standardize(m=1),
-        generator=gen,
-    )
+    return _model()
 
 
 def test_theory_radius_by_hand():
@@ -47,48 +65,58 @@ def test_theory_radius_by_hand():
     assert restored.value == pytest.approx(expected, rel=1e-12)
 
 
-def test_equals_botorch_ucb_with_rescaled_beta(model):
-    # BoTorch stores UCB's beta as a float32 tensor: compare at float32 precision
-    close = {"rtol": 1e-6, "atol": 1e-6}
-    X = torch.rand(30, 1, 2, dtype=DTYPE)
+@pytest.mark.parametrize("batch_shape", BATCH_SHAPES, ids=str)
+def test_equals_botorch_ucb_with_rescaled_beta(tkwargs, batch_shape):
+    model = _model(**tkwargs)
+    X = uniform(*batch_shape, 1, 2, seed=1, **tkwargs)
     ours = BKBUpperConfidenceBound(model, radius=1.5)(X)
-    botorch_ucb = UpperConfidenceBound(model, beta=1.5**2 / float(model.noise))(X)
-    torch.testing.assert_close(ours, botorch_ucb, **close)
+    assert ours.shape == batch_shape and ours.device == X.device
+    assert ours.dtype == tkwargs["dtype"]
+    botorch_ucb = UpperConfidenceBound(model, beta=_beta(1.5, model))(X)
+    assert_close(ours, botorch_ucb)
     radius = TheoryRadius(noise_std=0.1, rkhs_bound=1.0, delta=0.1, noise=0.2)
     theory = BKBUpperConfidenceBound(model, radius=radius)(X)
-    expected = UpperConfidenceBound(model, beta=radius.value**2 / 0.2)(X)
-    torch.testing.assert_close(theory, expected, **close)
+    expected = UpperConfidenceBound(model, beta=_beta(radius.value, model))(X)
+    assert_close(theory, expected)
     minimized = BKBUpperConfidenceBound(model, radius=1.5, maximize=False)(X)
-    mean = model.posterior(X).mean.squeeze()
-    torch.testing.assert_close(minimized - ours, -2 * mean)
+    mean = model.posterior(X).mean.squeeze(-1).squeeze(-1)
+    assert_close(minimized - ours, -2 * mean)
+    # A t-batch scores each point as if alone.
+    flat = BKBUpperConfidenceBound(model, radius=1.5)(X.reshape(-1, 1, 2))
+    assert_close(ours, flat.reshape(batch_shape))
 
 
-def test_x_pending_freezes_mean_and_conditions_variance(model):
-    pending = torch.rand(4, 2, dtype=DTYPE)
-    X = torch.rand(25, 1, 2, dtype=DTYPE)
+@pytest.mark.parametrize("batch_shape", BATCH_SHAPES, ids=str)
+def test_x_pending_freezes_mean_and_conditions_variance(tkwargs, batch_shape):
+    model = _model(**tkwargs)
+    pending = uniform(4, 2, seed=2, **tkwargs)
+    X = uniform(*batch_shape, 1, 2, seed=3, **tkwargs)
     acqf = BKBUpperConfidenceBound(model, radius=2.0, X_pending=pending)
-    conditioned = model.condition_on_observations(
-        pending, torch.zeros(4, 1, dtype=DTYPE)
-    )
-    mean = model.posterior(X).mean.squeeze()
-    sigma = conditioned.posterior(X).variance.sqrt().squeeze()
+    conditioned = model.condition_on_observations(pending, torch.zeros(4, 1, **tkwargs))
+    mean = model.posterior(X).mean.squeeze(-1).squeeze(-1)
+    sigma = conditioned.posterior(X).variance.sqrt().squeeze(-1).squeeze(-1)
     expected = mean + 2.0 / float(model.noise) ** 0.5 * sigma
-    torch.testing.assert_close(acqf(X), expected)
-    assert (acqf(X) <= BKBUpperConfidenceBound(model, radius=2.0)(X) + 1e-12).all()
+    assert_close(acqf(X), expected)
+    plain = BKBUpperConfidenceBound(model, radius=2.0)(X)
+    rtol, atol = TOLERANCES[tkwargs["dtype"]]
+    assert (acqf(X) <= plain + rtol * plain.abs() + atol).all()
     acqf.set_X_pending(None)
-    torch.testing.assert_close(acqf(X), BKBUpperConfidenceBound(model, radius=2.0)(X))
+    assert_close(acqf(X), plain)
 
 
-def test_works_with_botorch_optimizers(model):
-    choices = torch.rand(300, 2, dtype=DTYPE)
+def test_works_with_botorch_optimizers(tkwargs):
+    model = _model(**tkwargs)
+    choices = uniform(300, 2, seed=4, **tkwargs)
     acqf = BKBUpperConfidenceBound(model, radius=1.0)
     best, value = optimize_acqf_discrete(acqf, q=1, choices=choices)
-    torch.testing.assert_close(value.squeeze(), acqf(choices.unsqueeze(-2)).max())
-    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
+    brute = acqf(choices.unsqueeze(-2))
+    assert_close(value.squeeze(), brute.max())
+    assert_close(best.squeeze(0), choices[brute.argmax()])
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], **tkwargs)
     candidate, box_value = optimize_acqf(
         acqf, bounds=bounds, q=1, num_restarts=2, raw_samples=64
     )
-    assert candidate.shape == (1, 2)
+    assert candidate.shape == (1, 2) and candidate.device == bounds.device
     assert float(box_value) >= float(value) - 1e-3  # the box contains every choice
 
 
@@ -124,33 +152,36 @@ def test_theory_radius_bad_inputs():
         radius.observe(torch.tensor([-1.0]))
 
 
-def test_residual_update_adds_pending_points_to_the_dictionary():
-    gen = torch.Generator().manual_seed(1)
-    X = torch.rand(30, 2, generator=gen, dtype=DTYPE) * 0.3  # data in a corner
-    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
-    kernel.base_kernel.lengthscale = 0.1
+def test_residual_update_adds_pending_points_to_the_dictionary(tkwargs):
+    gen = seeded(1)
+    X = torch.rand(30, 2, generator=gen, dtype=tkwargs["dtype"]) * 0.3  # a corner
+    pending = torch.tensor([[0.9, 0.9], [0.8, 0.1]], dtype=tkwargs["dtype"])  # far
+    test_X = torch.cat([pending, torch.rand(10, 2, generator=gen, dtype=X.dtype)])
+    X, pending, test_X = X.to(**tkwargs), pending.to(**tkwargs), test_X.to(**tkwargs)
+    test_X = test_X.unsqueeze(-2)
+    kernel = rbf_kernel(0.1, **tkwargs)
     model = NystromGP(
         X, X.sum(-1, keepdim=True), covar_module=kernel, noise=0.1, dictionary=X[:5]
     )
-    pending = torch.tensor([[0.9, 0.9], [0.8, 0.1]], dtype=DTYPE)  # far away
-    test_X = torch.cat([pending, torch.rand(10, 2, generator=gen, dtype=DTYPE)])
-    test_X = test_X.unsqueeze(-2)
     frozen = BKBUpperConfidenceBound(model, radius=1.0, X_pending=pending)
     spread = BKBUpperConfidenceBound(
         model, radius=1.0, X_pending=pending, residual_update=True
     )
     oracle = NystromGP(
         torch.cat([X, pending]),
-        torch.zeros(32, 1, dtype=DTYPE),
+        torch.zeros(32, 1, **tkwargs),
         covar_module=kernel,
         noise=0.1,
         dictionary=torch.cat([X[:5], pending]),
     )
     mean = model.posterior(test_X).mean.squeeze()
     sigma = oracle.posterior(test_X).variance.sqrt().squeeze()
-    torch.testing.assert_close(spread(test_X), mean + sigma / 0.1**0.5)
+    assert_close(spread(test_X), mean + sigma / 0.1**0.5)
     # at the pending points the frozen dictionary leaves the prior-level residual
     assert (spread(test_X[:2]) < frozen(test_X[:2]) - 1.0).all()
+    # the same on a 2 x 6 t-batch
+    batched = spread(test_X.reshape(2, 6, 1, 2))
+    assert_close(batched, (mean + sigma / 0.1**0.5).reshape(2, 6))
 
 
 def test_flags_and_pending_points_are_checked_where_they_enter(model):
