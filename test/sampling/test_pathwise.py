@@ -13,45 +13,53 @@ from botorch_sketch.sampling.pathwise import ScaledSamplePaths, draw_scaled_path
 
 from ..gp_helpers import (
     WAVE_MODELS,
+    assert_close,
     seeded,
     wave_data,
     wave_points,
     wave_svgp,
 )
 
+#: t-batch shapes of the evaluation points (``batch x q x d``), as in BoTorch's tests.
+BATCH_SHAPES = [(), (2,), (2, 3)]
 
+
+@pytest.mark.parametrize("batch_shape", BATCH_SHAPES, ids=str)
 @pytest.mark.parametrize("name", WAVE_MODELS)
-def test_alpha_zero_paths_are_the_posterior_mean(name):
-    model = WAVE_MODELS[name]()
-    X = wave_points()
+def test_alpha_zero_paths_are_the_posterior_mean(name, batch_shape, tkwargs):
+    model = WAVE_MODELS[name](**tkwargs)
+    X = wave_points(5 * math.prod(batch_shape), **tkwargs)
+    X = X.reshape(*batch_shape, 5, 2)
     paths = draw_scaled_paths(model, 3, num_features=64, alpha=0.0, generator=seeded(0))
     with torch.no_grad():
         mean = model.posterior(X).mean.squeeze(-1)
         values = paths(X)
-    assert values.shape == (3, 5)
-    torch.testing.assert_close(values, mean.expand(3, -1), atol=1e-8, rtol=0)
+    assert values.shape == (3, *batch_shape, 5) and values.dtype == tkwargs["dtype"]
+    assert values.device == X.device
+    assert_close(values, mean.expand(3, *mean.shape))
 
 
 @pytest.mark.parametrize("name", WAVE_MODELS)
-def test_paths_are_affine_in_alpha(name):
-    model = WAVE_MODELS[name]()
-    X = wave_points()
+def test_paths_are_affine_in_alpha(name, tkwargs):
+    model = WAVE_MODELS[name](**tkwargs)
+    X = wave_points(**tkwargs)
     with torch.no_grad():
         mean = model.posterior(X).mean.squeeze(-1)
         unit = draw_scaled_paths(model, 4, alpha=1.0, generator=seeded(3))(X)
         scaled = draw_scaled_paths(model, 4, alpha=2.5, generator=seeded(3))(X)
     assert (unit - mean).abs().max() > 1e-2  # the draws are not degenerate
-    torch.testing.assert_close(scaled - mean, 2.5 * (unit - mean), atol=1e-8, rtol=0)
+    assert_close(scaled - mean, 2.5 * (unit - mean))
 
 
 @pytest.mark.parametrize("name", WAVE_MODELS)
-def test_empirical_moments_match_scaled_posterior(name):
+def test_empirical_moments_match_scaled_posterior(name, tkwargs):
     # 4000 paths over 200 independent feature bases (20 paths each): the random
     # Fourier error averages out across bases. Standard errors: mean ~ 1.6% of
     # alpha * sigma, variance ratio ~ 2.5%; tolerances are 4 standard errors, far from
-    # the ratio alpha^2 = 2.89 a missing or doubled scaling would give.
-    model, alpha, num_paths = WAVE_MODELS[name](), 1.7, 4000
-    X = wave_points()
+    # the ratio alpha^2 = 2.89 a missing or doubled scaling would give. The same
+    # tolerances hold in float32: its rounding is far below the sampling error.
+    model, alpha, num_paths = WAVE_MODELS[name](**tkwargs), 1.7, 4000
+    X = wave_points(**tkwargs)
     paths = draw_scaled_paths(
         model,
         num_paths,
@@ -75,37 +83,42 @@ def test_empirical_moments_match_scaled_posterior(name):
     assert (correlation - expected).abs().max() < 0.08
 
 
-def test_paired_is_the_diagonal_and_differentiable():
-    model = wave_svgp()
+@pytest.mark.parametrize("batch_shape", [(4,), (2, 2)], ids=str)
+def test_paired_is_the_diagonal_and_differentiable(batch_shape, tkwargs):
+    model = wave_svgp(**tkwargs)
     paths = draw_scaled_paths(model, 3, num_features=128, generator=seeded(1))
-    X = wave_points(12).reshape(4, 3, 2).requires_grad_(True)
+    X = wave_points(3 * math.prod(batch_shape), **tkwargs)
+    X = X.reshape(*batch_shape, 3, 2).requires_grad_(True)
     paired = paths.paired(X)
-    full = paths(X)  # 3 x 4 x 3
+    full = paths(X)  # 3 x batch x 3
+    assert paired.shape == (*batch_shape, 3) and full.shape == (3, *batch_shape, 3)
     expected = torch.diagonal(full, dim1=0, dim2=-1)
-    torch.testing.assert_close(paired, expected, atol=1e-10, rtol=0)
+    assert_close(paired, expected)
     paired.sum().backward()
     assert (
         X.grad is not None and torch.isfinite(X.grad).all() and X.grad.abs().sum() > 0
     )
     with pytest.raises(ValueError, match="one point per path"):
-        paths.paired(X[:, :2].detach())
+        paths.paired(X[..., :2, :].detach())
 
 
 @pytest.mark.parametrize("name", WAVE_MODELS)
-def test_chunked_topk_equals_brute_force(name):
-    model = WAVE_MODELS[name]()
+def test_chunked_topk_equals_brute_force(name, tkwargs):
+    model = WAVE_MODELS[name](**tkwargs)
     paths = draw_scaled_paths(model, 5, num_features=256, generator=seeded(2))
-    choices = wave_points(3001, seed=12)
+    choices = wave_points(3001, seed=12, **tkwargs)
     values, index = paths.topk(choices, k=3, chunk_size=457)
     with torch.no_grad():
         brute_values, brute_index = paths(choices).topk(3, dim=-1)
     assert torch.equal(index, brute_index)
-    torch.testing.assert_close(values, brute_values, atol=1e-10, rtol=0)
+    assert values.dtype == tkwargs["dtype"] and index.device == choices.device
+    assert_close(values, brute_values)
 
 
-def test_generator_makes_draws_reproducible():
-    model = wave_svgp()
-    X = wave_points()
+def test_generator_makes_draws_reproducible(tkwargs):
+    # The generator lives on the CPU whatever the model's device.
+    model = wave_svgp(**tkwargs)
+    X = wave_points(**tkwargs)
     with torch.no_grad():
         a = draw_scaled_paths(model, 2, generator=seeded(9), paths_per_basis=1)(X)
         b = draw_scaled_paths(model, 2, generator=seeded(9), paths_per_basis=1)(X)
@@ -122,37 +135,25 @@ def test_draw_returns_scaled_sample_paths():
     assert paths(wave_points()).shape == (6, 5)
 
 
-@pytest.mark.parametrize("name", WAVE_MODELS)
-def test_float32_does_not_crash(name):
-    model = WAVE_MODELS[name](dtype=torch.float32)
-    paths = draw_scaled_paths(model, 3, num_features=64, generator=seeded(8))
-    X = wave_points(6, dtype=torch.float32).reshape(2, 3, 2).requires_grad_(True)
-    values = paths.paired(X)
-    values.sum().backward()
-    assert values.dtype == torch.float32 and torch.isfinite(X.grad).all()
-    top_values, _ = paths.topk(wave_points(100, dtype=torch.float32), k=2)
-    assert torch.isfinite(top_values).all()
-
-
-def _plain_svgp():
-    X, Y = wave_data()
+def _plain_svgp(dtype=torch.float64, device=None):
+    X, Y = wave_data(dtype=dtype, device=device)
     model = SingleTaskVariationalGP(X, Y, inducing_points=X[:12].clone())
     return model.eval()
 
 
 @pytest.mark.parametrize("build", [wave_svgp, _plain_svgp], ids=["ours", "botorch"])
-def test_paths_after_a_t_batched_posterior_call(build):
+def test_paths_after_a_t_batched_posterior_call(build, tkwargs):
     # Issue 14 item 6: a posterior call on t-batched X caches a batch-shaped Cholesky
     # factor of K_ZZ in GPyTorch's VariationalStrategy, which BoTorch's own
     # draw_matheron_paths then reads (plain BoTorch fails the same way).
     # The reference is a copy taken after an unbatched call (BoTorch's strategy
     # converts q(u) to whitened form on its first call).
-    model = build()
+    model = build(**tkwargs)
     with torch.no_grad():
-        model.posterior(wave_points(12))
+        model.posterior(wave_points(12, **tkwargs))
         reference = copy.deepcopy(model)
-        model.posterior(wave_points(12).reshape(4, 3, 2))
+        model.posterior(wave_points(12, **tkwargs).reshape(4, 3, 2))
     reference = draw_scaled_paths(reference, 3, num_features=64, generator=seeded(5))
     paths = draw_scaled_paths(model, 3, num_features=64, generator=seeded(5))
-    X = wave_points(7)
-    torch.testing.assert_close(paths(X), reference(X), rtol=1e-10, atol=1e-10)
+    X = wave_points(7, **tkwargs)
+    assert_close(paths(X), reference(X))
