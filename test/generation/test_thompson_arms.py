@@ -23,28 +23,31 @@ from botorch_sketch.generation.thompson_arms import (
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
 from botorch_sketch.sampling.pathwise import scaled_update
 
-from ..gp_helpers import DTYPE, rbf_kernel, seeded
+from ..gp_helpers import DTYPE, assert_close, rbf_kernel, seeded, uniform
 
 NOISE = 0.3
 NUM_FEATURES = 64
 
 
-def _arms(n=300, d=3, seed=0, dtype=DTYPE):
-    return torch.rand(n, d, generator=seeded(seed), dtype=dtype)
+def _arms(n=300, d=3, seed=0, dtype=DTYPE, device=None):
+    return uniform(n, d, seed=seed, dtype=dtype, device=device)
 
 
 def _rewards(arms, indices, seed):
     x = arms[indices]
-    clean = torch.sin(5 * x).sum(-1)
-    return clean + 0.3 * torch.randn(
-        len(indices), generator=seeded(seed), dtype=x.dtype
-    )
+    noise = torch.randn(len(indices), generator=seeded(seed), dtype=x.dtype)
+    return torch.sin(5 * x).sum(-1) + 0.3 * noise.to(x.device)
+
+
+def _normal(*shape, seed, like):
+    r"""Standard normal draws in ``like``'s dtype and device, drawn on the CPU."""
+    return torch.randn(*shape, generator=seeded(seed), dtype=like.dtype).to(like)
 
 
 def _cache(arms, **kwargs):
     return ArmFeatureCache(
         arms,
-        rbf_kernel(0.3, 1.5, arms.dtype),
+        rbf_kernel(0.3, 1.5, arms.dtype, arms.device),
         NUM_FEATURES,
         generator=seeded(1),
         **kwargs,
@@ -74,56 +77,62 @@ def _observations(arms, sizes, seed=3):
         yield indices, _rewards(arms, indices, seed + k)
 
 
-@pytest.mark.parametrize("budget", [2**30, 300 * 8 * NUM_FEATURES + 1])
-def test_exact_paths_equal_botorch_matheron_paths(budget):
-    # Second budget: features fit, kernel columns do not (recomputed per draw).
-    arms = _arms()
+@pytest.mark.parametrize("columns_stored", [True, False])
+def test_exact_paths_equal_botorch_matheron_paths(columns_stored, tkwargs):
+    # Without stored columns the budget fits the features, not the kernel columns
+    # (recomputed per draw).
+    arms = _arms(**tkwargs)
+    features_bytes = arms.shape[0] * NUM_FEATURES * arms.element_size()
+    budget = 2**30 if columns_stored else features_bytes + 1
     cache = _cache(arms, memory_budget=budget)
     sampler = IncrementalExactThompson(cache, NOISE)
     for indices, rewards in _observations(arms, [7, 1, 30, 1, 1]):
         sampler.observe(indices, rewards)
-    assert cache.columns_stored == (budget == 2**30)
+    assert cache.features is not None and cache.columns_stored == columns_stored
     t = sampler.num_observations
     X = arms[sampler.observed]
     model = SingleTaskGP(
         X,
         sampler.targets.unsqueeze(-1),
-        train_Yvar=torch.full((t, 1), NOISE, dtype=DTYPE),
+        train_Yvar=torch.full((t, 1), NOISE, **tkwargs),
         covar_module=cache.kernel,
         mean_module=ZeroMean(),
         outcome_transform=None,
     ).eval()
-    weights = torch.randn(4, NUM_FEATURES, generator=seeded(5), dtype=DTYPE)
-    with torch.random.fork_rng():
+    weights = _normal(4, NUM_FEATURES, seed=5, like=arms)
+    device = tkwargs["device"]
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(11)
         paths = _botorch_paths(model, cache, weights)
         torch.manual_seed(11)
-        noise = torch.randn(4, t, dtype=DTYPE)  # BoTorch's draw of the noise
+        noise = torch.randn(4, t, **tkwargs)  # BoTorch's draw of the noise
     with torch.no_grad():
         expected = paths(arms).mT
     actual = sampler.path_values(weights, noise)
-    torch.testing.assert_close(actual, expected, rtol=1e-9, atol=1e-9)
+    assert_close(actual, expected)
 
 
-def test_exact_scaled_paths_and_argmax():
-    arms = _arms()
+def test_exact_scaled_paths_and_argmax(tkwargs):
+    arms = _arms(**tkwargs)
     sampler = IncrementalExactThompson(_cache(arms), NOISE)
     for indices, rewards in _observations(arms, [20]):
         sampler.observe(indices, rewards)
-    weights = torch.randn(3, NUM_FEATURES, generator=seeded(2), dtype=DTYPE)
-    noise = torch.randn(3, 20, generator=seeded(3), dtype=DTYPE)
+    weights = _normal(3, NUM_FEATURES, seed=2, like=arms)
+    noise = _normal(3, 20, seed=3, like=arms)
     mean = sampler.path_values(weights, noise, alpha=0.0)
     for alpha in (0.5, 2.0):
         scaled = sampler.path_values(weights, noise, alpha=alpha)
         unit = sampler.path_values(weights, noise)
-        torch.testing.assert_close(scaled, mean + alpha * (unit - mean))
+        assert_close(scaled, mean + alpha * (unit - mean))
+    chosen = sampler.sample(3, alpha=1.0, generator=seeded(4))
+    # the sampler's draws: weights, then noise, float64 from the CPU generator
     g = seeded(4)
-    chosen = sampler.sample(3, alpha=1.0, generator=g)
-    g = seeded(4)
-    weights = torch.randn(3, NUM_FEATURES, generator=g, dtype=DTYPE)
-    values = sampler.path_values(weights, torch.randn(3, 20, generator=g, dtype=DTYPE))
-    torch.testing.assert_close(chosen.values, values.max(0).values)
+    weights = torch.randn(3, NUM_FEATURES, generator=g, dtype=DTYPE).to(arms)
+    noise = torch.randn(3, 20, generator=g, dtype=DTYPE).to(arms)
+    values = sampler.path_values(weights, noise)
+    assert_close(chosen.values, values.max(0).values)
     assert chosen.indices.tolist() == values.argmax(0).tolist()
+    assert chosen.values.dtype == arms.dtype and chosen.indices.device == arms.device
 
 
 def _svgp(arms, sampler, quality):
@@ -139,8 +148,8 @@ def _svgp(arms, sampler, quality):
 
 
 @pytest.mark.parametrize("quality", ["variance", "improvement"])
-def test_sparse_state_equals_svgp_built_from_scratch(quality):
-    arms = _arms()
+def test_sparse_state_equals_svgp_built_from_scratch(quality, tkwargs):
+    arms = _arms(**tkwargs)
     sampler = CachedSparseThompson(
         _cache(arms), NOISE, num_inducing=12, inducing_quality=quality
     )
@@ -158,18 +167,14 @@ def test_sparse_state_equals_svgp_built_from_scratch(quality):
         strategy = reference.model.variational_strategy
         q_v = strategy._variational_distribution
         assert torch.equal(arms[sampler.inducing_arms], reference.inducing_points)
-        torch.testing.assert_close(
-            sampler.inducing_mean, q_v.variational_mean, rtol=1e-8, atol=1e-9
-        )
-        torch.testing.assert_close(
-            sampler.inducing_chol, q_v.chol_variational_covar, rtol=1e-8, atol=1e-9
-        )
+        assert_close(sampler.inducing_mean, q_v.variational_mean)
+        assert_close(sampler.inducing_chol, q_v.chol_variational_covar)
     if quality == "variance":
         assert kept > 0  # the selection stayed put on some updates
     # Paths: the model's scaled Matheron paths with the same draws.
     m = sampler.noise_size
-    weights = torch.randn(3, NUM_FEATURES, generator=seeded(7), dtype=DTYPE)
-    noise = torch.randn(3, m, generator=seeded(8), dtype=DTYPE)
+    weights = _normal(3, NUM_FEATURES, seed=7, like=arms)
+    noise = torch.randn(3, m, generator=seeded(8), dtype=DTYPE).to(arms)
     alpha = 1.7
     paths = _botorch_paths(
         reference,
@@ -180,37 +185,38 @@ def test_sparse_state_equals_svgp_built_from_scratch(quality):
     with torch.no_grad():
         expected = paths(arms).mT
     actual = sampler.path_values(weights, noise, alpha=alpha)
-    torch.testing.assert_close(actual, expected, rtol=1e-8, atol=1e-8)
+    assert_close(actual, expected)
 
 
-def test_cache_stores_features_columns_and_recomputes_past_budget():
-    arms = _arms(n=200)
-    kernel = rbf_kernel(0.3, 1.5)
+def test_cache_stores_features_columns_and_recomputes_past_budget(tkwargs):
+    arms = _arms(n=200, **tkwargs)
+    kernel = rbf_kernel(0.3, 1.5, **tkwargs)
+    itemsize = arms.element_size()
     full = ArmFeatureCache(
         arms, kernel, NUM_FEATURES, generator=seeded(1), chunk_size=37
     )
     with torch.no_grad():
         expected_features = full.feature_map(arms).to_dense()
-    torch.testing.assert_close(full.features, expected_features)
-    column_arms = torch.arange(BLOCK_COLUMNS + 5)
+    assert_close(full.features, expected_features)
+    column_arms = torch.arange(BLOCK_COLUMNS + 5, device=arms.device)
     full.add_columns(column_arms)
     assert full.num_columns == BLOCK_COLUMNS + 5
-    assert full.stored_bytes == 200 * (NUM_FEATURES + 2 * BLOCK_COLUMNS) * 8
-    W = torch.randn(2, NUM_FEATURES, generator=seeded(2), dtype=DTYPE)
-    V = torch.randn(len(column_arms), 2, generator=seeded(3), dtype=DTYPE)
+    assert full.stored_bytes == 200 * (NUM_FEATURES + 2 * BLOCK_COLUMNS) * itemsize
+    W = _normal(2, NUM_FEATURES, seed=2, like=arms)
+    V = _normal(len(column_arms), 2, seed=3, like=arms)
     with torch.no_grad():
         expected = (
             expected_features @ W.T + kernel(arms, arms[column_arms]).to_dense() @ V
         )
-    torch.testing.assert_close(full.evaluate(W, column_arms, V), expected)
+    assert_close(full.evaluate(W, column_arms, V), expected)
     # Freed slots are reused; repeats add their weights.
     full.remove_columns(column_arms[:3])
-    full.add_columns(torch.tensor([150, 151, 150]))
+    full.add_columns(torch.tensor([150, 151, 150], device=arms.device))
     assert full.num_columns == BLOCK_COLUMNS + 4 and full.stored_bytes == (
-        200 * (NUM_FEATURES + 2 * BLOCK_COLUMNS) * 8
+        200 * (NUM_FEATURES + 2 * BLOCK_COLUMNS) * itemsize
     )
-    twice = torch.tensor([150, 150])
-    torch.testing.assert_close(
+    twice = torch.tensor([150, 150], device=arms.device)
+    assert_close(
         full.evaluate(W, twice, V[:2]),
         full.evaluate(W, twice[:1], V[:1] + V[1:2]),
     )
@@ -221,29 +227,26 @@ def test_cache_stores_features_columns_and_recomputes_past_budget():
     none.add_columns(column_arms)
     assert none.features is None and not none.columns_stored
     assert none.stored_bytes == 0
-    torch.testing.assert_close(
-        none.evaluate(W, column_arms, V), expected, rtol=1e-12, atol=1e-12
-    )
+    assert_close(none.evaluate(W, column_arms, V), expected)
+
+
+def test_float32_storage_of_float64_arms(device):
     # float32 storage: float64 results within float32 precision.
+    arms = _arms(n=200, device=device)
+    kernel = rbf_kernel(0.3, 1.5, device=device)
+    column_arms = torch.arange(BLOCK_COLUMNS + 5, device=device)
+    W = _normal(2, NUM_FEATURES, seed=2, like=arms)
+    V = _normal(len(column_arms), 2, seed=3, like=arms)
+    exact = ArmFeatureCache(arms, kernel, NUM_FEATURES, generator=seeded(1))
     low = ArmFeatureCache(
         arms, kernel, NUM_FEATURES, generator=seeded(1), cache_dtype=torch.float32
     )
+    exact.add_columns(column_arms)
     low.add_columns(column_arms)
     result = low.evaluate(W, column_arms, V)
-    assert result.dtype == DTYPE
+    assert result.dtype == DTYPE and low.stored_bytes * 2 == exact.stored_bytes
+    expected = exact.evaluate(W, column_arms, V)
     torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-4)
-
-
-def test_float32_arms_run():
-    arms = _arms(dtype=torch.float32)
-    for sampler in (
-        IncrementalExactThompson(_cache(arms), NOISE),
-        CachedSparseThompson(_cache(arms), NOISE, 8),
-    ):
-        for indices, rewards in _observations(arms, [10, 1]):
-            sampler.observe(indices, rewards)
-        chosen = sampler.sample(2, generator=seeded(0))
-        assert chosen.values.dtype == torch.float32 and chosen.indices.shape == (2,)
 
 
 def test_bad_input_names_the_argument():
