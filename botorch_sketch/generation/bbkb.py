@@ -308,8 +308,12 @@ class BatchGreedy:
         for index, copies in held:
             for batch_rule in self.rules:
                 batch_rule.add(index, copies)
-            self.tracker.add(index, copies)
             self.size += copies
+        if held:
+            held_indices, held_copies = torch.tensor(
+                held, dtype=torch.long, device=geometry.scaled_variance.device
+            ).mT
+            self.tracker.add_many(held_indices, held_copies)
         self.argmax = LazyArgmax(geometry.mean, radius, self.tracker, excluded=excluded)
         self._bound: float | None = None
 

@@ -176,7 +176,9 @@ class CachedGeometry(_Geometry):
         r"""``k(x, x_i) - z(x)^T z(x_i)`` for all candidates (``n``), one kernel
         column and one read of the cache (the product does not depend on the
         feature basis)."""
-        column = self.state.kernel_columns(torch.tensor([index]))[:, 0]
+        column = self.state.kernel_columns(
+            torch.tensor([index], device=self.points.device)
+        )[:, 0]
         return column - self.features_times(self.feature_rows(index))
 
     @cached_property
@@ -214,15 +216,29 @@ class _Columns:
         self._denominators[self.count - 1] = denominator
 
     def append(self, column: Tensor, denominator: Tensor | None = None) -> None:
-        if self.count == self._data.shape[1]:
-            self._data = torch.cat([self._data, torch.zeros_like(self._data)], dim=1)
-            self._denominators = torch.cat(
-                [self._denominators, torch.zeros_like(self._denominators)]
-            )
+        self._reserve(1)
         self._data[: column.shape[0], self.count] = column
         if denominator is not None:
             self._denominators[self.count] = denominator
         self.count += 1
+
+    def extend(self, columns: Tensor, denominators: Tensor) -> None:
+        r"""Append the ``k`` columns of a ``rows x k`` matrix and their denominators."""
+        k = columns.shape[-1]
+        self._reserve(k)
+        self._data[: columns.shape[0], self.count : self.count + k] = columns
+        self._denominators[self.count : self.count + k] = denominators
+        self.count += k
+
+    def _reserve(self, extra: int) -> None:
+        r"""Room for ``extra`` more columns (the capacity at least doubles)."""
+        added = max(self._data.shape[1], self.count + extra - self._data.shape[1])
+        if self.count + extra > self._data.shape[1]:
+            rows = self._data.shape[0]
+            self._data = torch.cat([self._data, self._data.new_zeros(rows, added)], 1)
+            self._denominators = torch.cat(
+                [self._denominators, self._denominators.new_zeros(added)]
+            )
 
     def apply_inverse(self, v: Tensor, base: Callable[[Tensor], Tensor]) -> Tensor:
         r"""``P v - H (H^T v / d)`` for a vector ``v`` of ``rows`` entries and the
@@ -231,7 +247,10 @@ class _Columns:
         if self.count == 0:
             return solved.clone()
         H = self.matrix
-        return solved - H @ ((H.mT @ v) / self.denominators)
+        denominators = self.denominators
+        if v.dim() == 2:
+            denominators = denominators.unsqueeze(-1)
+        return solved - H @ ((H.mT @ v) / denominators)
 
 
 class FrozenDictionaryTracker:
@@ -245,7 +264,9 @@ class FrozenDictionaryTracker:
     def __init__(self, geometry: CandidateGeometry | CachedGeometry) -> None:
         self.geometry = geometry
         self.variance = geometry.scaled_variance.clone()
-        self.refreshed_at = torch.zeros(len(geometry), dtype=torch.long)
+        self.refreshed_at = torch.zeros(
+            len(geometry), dtype=torch.long, device=geometry.scaled_variance.device
+        )
         self.directions = _Columns(geometry.num_features, geometry.scaled_variance)
         self.flops = 0.0
         self.last_index: int | None = None  # the candidate of the last step
@@ -273,7 +294,7 @@ class FrozenDictionaryTracker:
             den = self.directions.denominators[first:]
             rows = self.geometry.feature_rows(stale) if rows is None else rows[is_stale]
             terms = (rows @ H).square() / den
-            steps = torch.arange(first, self.step)
+            steps = torch.arange(first, self.step, device=H.device)
             terms = terms * (steps >= self.refreshed_at[stale].unsqueeze(-1))
             self.variance[stale] = (self.variance[stale] - terms.sum(-1)).clamp_min(0)
             self.refreshed_at[stale] = self.step
@@ -294,6 +315,32 @@ class FrozenDictionaryTracker:
         m = a.shape[0]
         self.flops += 2.0 * m * m + 4.0 * m * self.step
 
+    def add_many(self, indices: Tensor, copies: Tensor) -> None:
+        r"""Hallucinate ``copies[j]`` observations at each of ``k`` distinct
+        candidates ``indices[j]`` (none of them the last step's), in that order: the
+        steps of ``k`` calls of :meth:`add` from one rank-``k`` Woodbury update,
+        ``O(k m (m + t) + k^3)`` in a few matrix products instead of ``k``
+        matrix-vector passes.
+
+        With ``G = H_t F^T`` and the Cholesky factor ``L`` of
+        ``K = diag(1 / copies) + F G``, column ``j`` of ``G L^{-T}`` is
+        ``h_j / sqrt(d_j)`` and ``L_jj^2 = d_j`` (the Schur complement of the
+        leading block): the directions and denominators of sequential
+        Sherman-Morrison steps.
+        """
+        if indices.numel() == 0:
+            return
+        rows = self.geometry.feature_rows(indices).reshape(indices.shape[0], -1)
+        k, m = rows.shape
+        self.flops += 2.0 * k * m * (m + 2 * self.step + k) + k**3 / 3.0
+        G = self.directions.apply_inverse(rows.mT, self.geometry.solve)  # m x k
+        woodbury = torch.diag(copies.to(G).reciprocal()) + rows @ G
+        factor = torch.linalg.cholesky(woodbury)
+        pivots = factor.diagonal()
+        scaled = torch.linalg.solve_triangular(factor, G.mT, upper=False).mT
+        self.directions.extend(scaled * pivots, pivots.square())
+        self.last_index, self._last_copies = int(indices[-1]), int(copies[-1])
+
     def copy_denominators(self, copies: Tensor) -> Tensor:
         r"""The last step's denominators ``1 / (k + j) + f^T h`` with ``j`` more copies
         of its candidate (``copies`` holds the ``j``)."""
@@ -306,7 +353,7 @@ class FrozenDictionaryTracker:
         step take the difference of the two terms, the others catch up with the
         new one."""
         old = self.directions.denominators[-1].clone()
-        new = self.copy_denominators(torch.tensor(float(copies), dtype=old.dtype))
+        new = self.copy_denominators(old.new_tensor(float(copies)))
         self.directions.set_last_denominator(new)
         self._last_copies += copies
         current = torch.nonzero(self.refreshed_at == self.step).squeeze(-1)
@@ -356,6 +403,11 @@ class ResidualDirectionTracker:
         each."""
         for _ in range(copies):
             self._add_one(index)
+
+    def add_many(self, indices: Tensor, copies: Tensor) -> None:
+        r"""``copies[j]`` observations at each candidate ``indices[j]``, in order."""
+        for index, count in zip(indices.tolist(), copies.tolist(), strict=True):
+            self.add(index, count)
 
     def _add_one(self, index: int) -> None:
         geometry = self.geometry

@@ -98,6 +98,51 @@ def test_frozen_tracker_merges_copies_exactly():
     )
 
 
+@pytest.mark.parametrize("residual_update", [False, True])
+def test_block_of_held_points_equals_recomputation_and_sequential_steps(
+    residual_update,
+):
+    # one rank-k update for k distinct held points (with copies): the variances of
+    # conditioning on them from scratch, and the steps of k single additions, so
+    # later copies of the last point and later points continue exactly
+    arms, model = make_problem()
+    geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
+    tracker = ResidualDirectionTracker if residual_update else FrozenDictionaryTracker
+    block, sequential = tracker(geometry), tracker(geometry)
+    indices, copies = torch.tensor([5, 17, 200, 42]), torch.tensor([1, 3, 1, 2])
+    block.add_many(indices, copies)
+    for index, count in zip(indices.tolist(), copies.tolist(), strict=True):
+        sequential.add(index, count)
+    chosen = indices.repeat_interleave(copies).tolist()
+    everything = torch.arange(arms.shape[0])
+    if residual_update:  # an eager tracker: the same sequence of steps
+        torch.testing.assert_close(block.variance, sequential.variance)
+        return
+    torch.testing.assert_close(
+        block.refresh(everything),
+        hallucinated_variances(model, arms, chosen),
+        atol=1e-9,
+        rtol=0,
+    )
+    assert block.step == sequential.step == 4
+    torch.testing.assert_close(
+        block.directions.matrix, sequential.directions.matrix, atol=1e-12, rtol=0
+    )
+    torch.testing.assert_close(
+        block.directions.denominators, sequential.directions.denominators
+    )
+    for more in (block, sequential):
+        more.add(42, 2)  # copies of the last held point: one step's multiplicity
+        more.add(7)
+    assert block.step == 5
+    torch.testing.assert_close(
+        block.refresh(everything),
+        hallucinated_variances(model, arms, chosen + [42, 42, 7]),
+        atol=1e-9,
+        rtol=0,
+    )
+
+
 def test_global_rule_batch_never_forms_a_full_candidate_block():
     arms, model = make_problem(n_arms=5000)
     recording = ShapeRecordingRBF().to(DTYPE)
