@@ -26,14 +26,17 @@ def staying_pending(
     indices = check_indices(indices, name, num_arms).to(pending.device)
     if indices.numel() == 0:
         raise ValueError(f"`{name}` must hold at least one pending arm.")
-    leaving = torch.bincount(indices, minlength=num_arms)
-    missing = torch.nonzero(leaving > torch.bincount(pending, minlength=num_arms))
+    # counts over the distinct arms involved: O((p + b) log(p + b)), never O(A)
+    arms, inverse = torch.unique(torch.cat([pending, indices]), return_inverse=True)
+    held, gone = inverse[: pending.shape[0]], inverse[pending.shape[0] :]
+    leaving = torch.bincount(gone, minlength=arms.shape[0])
+    missing = arms[leaving > torch.bincount(held, minlength=arms.shape[0])]
     if missing.numel():
         raise ValueError(
             f"`{name}` holds arms that are not pending (asked, not yet told or "
-            f"failed): {missing.squeeze(-1)[:10].tolist()}."
+            f"failed): {missing[:10].tolist()}."
         )
-    return occurrence_rank(pending) >= leaving[pending]
+    return occurrence_rank(pending) >= leaving[held]
 
 
 def occurrence_rank(values: Tensor) -> Tensor:

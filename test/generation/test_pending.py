@@ -16,12 +16,17 @@ def brute_force_staying(pending, indices):
     return keep
 
 
-def test_staying_pending_equals_removing_earliest_copies():
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_staying_pending_equals_removing_earliest_copies(device):
     generator = torch.Generator().manual_seed(0)
     for _ in range(50):
-        pending = torch.randint(0, 6, (12,), generator=generator)
-        leaving = pending[torch.randperm(12, generator=generator)[:5]]
-        keep = staying_pending(pending, leaving, 6)
+        pending = torch.randint(0, 6, (12,), generator=generator).to(device)
+        leaving = pending[torch.randperm(12, generator=generator)[:5].to(device)]
+        keep = staying_pending(pending, leaving.cpu(), 6)  # indices on any device
+        assert keep.device == pending.device
         assert keep.tolist() == brute_force_staying(pending.tolist(), leaving.tolist())
         assert Counter(pending[keep].tolist()) == Counter(pending.tolist()) - Counter(
             leaving.tolist()
