@@ -3,6 +3,7 @@ asynchronous, resumable."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -43,6 +44,45 @@ from botorch_sketch.utils.validation import (
 RESAMPLING = ("coupled", "independent")
 
 
+def asynchronous_options(
+    workers: int, scaled_prior_variance: float = 1.0
+) -> dict[str, float | int]:
+    r""":class:`BBKB` options for ``W`` workers that evaluate asynchronously
+    (``ask(free workers)`` after every completion).
+
+    - ``ratio_threshold = 1 + W v / 5`` (``v = max_x k(x, x) / lambda``): the global
+      rule admits ``W`` pending arms once their mean start variance is a fifth of
+      the prior's (after about four observations near them when ``v = 1``), so it
+      throttles the workers only while the chosen arms are barely explored. The
+      constant was chosen from the simulated cluster on cadata (docs/benchmarks.md);
+      ``C~ = 2`` kept a third of 100 workers busy there.
+    - ``min_outcomes = ceil(W / 20)`` and ``max_batch_size = W + min_outcomes - 1``:
+      a batch ends for about ``W / 20`` completions at once (one posterior update
+      for all of them) instead of one per completion; the outcomes wait at most 5%
+      longer than the ``W`` evaluations in flight, and once the rule admits all
+      ``W`` workers none of them waits for it.
+
+    Args:
+        workers: The number of workers ``W >= 1``.
+        scaled_prior_variance: ``v > 0``, the largest prior variance over
+            ``lambda`` (1 for a unit outputscale and ``lambda = 1``).
+
+    Returns:
+        ``ratio_threshold``, ``min_outcomes`` and ``max_batch_size``.
+
+    Example:
+        >>> loop = BBKB(arms, covar_module=kernel, **asynchronous_options(100))
+    """
+    check_int(workers, "workers", 1)
+    check_positive(scaled_prior_variance, "scaled_prior_variance")
+    outcomes = math.ceil(workers / 20)
+    return {
+        "ratio_threshold": 1.0 + workers * scaled_prior_variance / 5,
+        "min_outcomes": outcomes,
+        "max_batch_size": workers + outcomes - 1,
+    }
+
+
 class BBKB:
     r"""The BBKB loop: ``ask()`` an adaptive batch of arm indices, evaluate them,
     ``tell(indices, Y)``; the posterior is conditioned and the dictionary resampled at
@@ -64,10 +104,12 @@ class BBKB:
     fills ``k`` free workers while the rule admits arms and returns fewer, or none,
     when fresh outcomes must be waited for. ``tell`` takes any subset of the pending
     arms in any order; its outcomes enter the posterior when the batch ends (once
-    the rule is full, or at once when nothing stays pending). ``fail`` records arms
-    whose evaluation failed. Used synchronously (``ask()`` with nothing pending, then
-    ``tell`` the whole batch) this is the BBKB of the paper; with one worker
-    (``ask(1)``, ``tell``) it is BKB.
+    the rule is full and ``min_outcomes`` of its arms are done, or at once when
+    nothing stays pending). ``fail`` records arms whose evaluation failed.
+    :func:`asynchronous_options` gives settings for ``W`` asynchronous workers.
+    Used synchronously (``ask()`` with nothing pending, then ``tell`` the whole
+    batch) this is the BBKB of the paper; with one worker (``ask(1)``, ``tell``) it
+    is BKB.
 
     Everything needed to resume is in :meth:`state_dict`: observed arm indices and
     rewards, pending and failed arms, the dictionary, the persistent draws, the radius
@@ -94,6 +136,7 @@ class BBKB:
         resampling: str = "coupled",
         residual_update: bool = False,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        min_outcomes: int = 1,
         retry_failed: bool = False,
         feature_dtype: torch.dtype | None = None,
         seed: int = 0,
@@ -115,6 +158,11 @@ class BBKB:
             max_batch_size: Cap on the arms of one batch, pending ones included
                 (default 1,000: the rules alone admit unboundedly many copies of
                 an arm whose variance vanishes).
+            min_outcomes: A batch whose rule is full ends once this many of its
+                arms are done (told or failed), or once none is pending. Larger
+                values end a batch for several completions at once (one
+                posterior update, ``O(A s)``, for all of them), at the cost of
+                workers waiting meanwhile; 1 ends it at the first.
             retry_failed: Whether arms whose evaluation failed may be asked again
                 (by default they are not: a configuration that crashes keeps its
                 high UCB, so it would be proposed again and again).
@@ -137,6 +185,7 @@ class BBKB:
                 f"`resampling` must be one of {RESAMPLING}, got {resampling!r}."
             )
         check_int(max_batch_size, "max_batch_size", 1)
+        check_int(min_outcomes, "min_outcomes", 1)
         self.arms = arms
         self.covar_module = (
             covar_module
@@ -152,6 +201,7 @@ class BBKB:
             "max_batch_size": max_batch_size,
         }
         self.qbar = qbar
+        self.min_outcomes = min_outcomes
         self.retry_failed = retry_failed
         self.resampling = resampling
         self.feature_dtype = feature_dtype
@@ -195,11 +245,13 @@ class BBKB:
         r"""The next arms of the open batch, given the :attr:`pending` ones.
 
         The batch stays open (posterior frozen, its arms hallucinated) while its rule
-        admits arms: outcomes told meanwhile wait. Once the rule is full and some of
-        its arms have been told (or have failed), the batch ends (posterior update
-        and dictionary resampling with those outcomes) and a new one opens with the
-        still pending arms hallucinated. If the update fails, the loop is rebuilt
-        from the observations it had before and the call can be retried.
+        admits arms: outcomes told meanwhile wait. Once the rule is full and
+        ``min_outcomes`` of its arms have been told or have failed (or none is
+        pending), the batch ends (posterior update and dictionary resampling with
+        those outcomes) and a new one opens with the still pending arms
+        hallucinated (one rank-``p`` update for ``p`` distinct arms). If the update
+        fails, the loop is rebuilt from the observations it had before and the call
+        can be retried.
 
         Args:
             max_arms: At most this many arms (e.g. the free workers); default: as
@@ -222,8 +274,10 @@ class BBKB:
             start_variances = self.state.scaled_variance[indices]
         else:
             indices, start_variances = self._extend(limit, excluded)
-            if indices.numel() == 0 and self._batch.numel() > self.pending.numel():
-                # the rule is full and some arms of the batch are done: end it
+            done = self._batch.numel() - self.pending.numel()  # told or failed
+            enough = done >= self.min_outcomes or (done > 0 and not len(self.pending))
+            if indices.numel() == 0 and enough:
+                # the rule is full and enough arms of the batch are done: end it
                 self._end_batch(self.observed, self.rewards)
                 indices, start_variances = self._extend(limit, excluded)
         self.pending = torch.cat([self.pending, indices])

@@ -7,9 +7,11 @@ import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch import BBKB, gen_bbkb_batch
+from botorch_sketch.generation.bbkb_loop import asynchronous_options
 from botorch_sketch.models.candidate_state import CandidateState
 
 DTYPE = torch.float64
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
 def objective(X):
@@ -29,7 +31,7 @@ def warm(loop, arms, batches, seed=1):
     for _ in range(batches):
         indices = loop.ask()
         noise = 0.01 * torch.randn(indices.shape[0], generator=gen, dtype=DTYPE)
-        loop.tell(indices, objective(arms[indices]) + noise)
+        loop.tell(indices, objective(arms[indices]) + noise.to(arms))
 
 
 def rebuilt(loop, arms):
@@ -319,3 +321,129 @@ def test_a_failed_batch_end_in_ask_loses_nothing(arms, monkeypatch):
     reference.load_state_dict(before)
     assert torch.equal(loop.ask(), reference.ask())
     torch.testing.assert_close(loop.state.mean, reference.state.mean)
+
+
+def brute_force_batch(model, arms, radius, pending, size):
+    r"""Greedy UCB picks with the pending and earlier picks hallucinated by
+    conditioning the model on them from scratch (outcomes do not matter)."""
+    mean = model.posterior(arms.unsqueeze(-2)).mean.squeeze()
+    chosen = []
+    for _ in range(size):
+        held = torch.cat([pending, torch.tensor(chosen, dtype=torch.long).to(pending)])
+        X = arms[held]
+        hallucinated = model.condition_on_observations(
+            X, torch.zeros(X.shape[0], 1, dtype=DTYPE, device=arms.device)
+        )
+        scores = mean + radius * hallucinated.scaled_variance(arms).sqrt()
+        chosen.append(int(scores.argmax()))
+    return chosen
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pending_arms_are_hallucinated_like_brute_force(arms, device):
+    # the held arms enter in one rank-p update; the picks after them are the
+    # brute-force greedy's, from the model and from the loop's cached state
+    arms = arms.to(device)
+    loop = make_loop(arms, ratio_threshold=1e6)
+    warm(loop, arms, 3)
+    pending = torch.tensor([4, 90, 90, 17, 250, 4, 4], device=device)
+    expected = brute_force_batch(loop.model, arms, 0.5, pending, 6)
+    options = {"radius": 0.5, "ratio_threshold": 1e6, "max_batch_size": 6}
+    for model, state in ((loop.model, None), (None, loop.state)):
+        batch = gen_bbkb_batch(model, arms, state=state, pending=pending, **options)
+        assert batch.indices.device.type == device
+        assert batch.indices.tolist() == expected
+
+
+def told_one_at_a_time(loop, arms, completions, workers, seed=2):
+    r"""A simulated cluster: ``workers`` evaluations in flight, the oldest completes
+    first; ``ask(free)`` after every completion. Returns every ask's arms."""
+    asked = [loop.ask(workers)]
+    queue = asked[0].tolist()
+    for _ in range(completions):
+        done = torch.tensor(queue[:1], device=arms.device)
+        queue = queue[1:]
+        loop.tell(done, objective(arms[done]))
+        new = loop.ask(workers - len(queue))
+        asked.append(new)
+        queue += new.tolist()
+    return asked
+
+
+def test_min_outcomes_ends_a_full_batch_for_several_completions_at_once(arms):
+    # with min_outcomes = k an ask finds the rule full and waits until k arms of
+    # the batch are done, then ends the batch with all of them: what the default
+    # loop does when those k outcomes are told together (batched tells)
+    loop = make_loop(arms, min_outcomes=3)
+    reference = make_loop(arms)
+    warm(loop, arms, 3)
+    warm(reference, arms, 3)
+    batch = loop.ask()
+    assert torch.equal(reference.ask(), batch) and batch.numel() >= 4
+    for k in range(2):
+        loop.tell(batch[k : k + 1], objective(arms[batch[k : k + 1]]))
+        assert loop.ask().numel() == 0  # fewer than 3 done: wait
+        assert loop.incorporated == loop.num_observations - k - 1
+    loop.tell(batch[2:3], objective(arms[batch[2:3]]))
+    reference.tell(batch[:3], objective(arms[batch[:3]]))
+    new = loop.ask()
+    assert torch.equal(new, reference.ask())
+    assert loop.incorporated == reference.incorporated == loop.num_observations
+    torch.testing.assert_close(loop.state.mean, rebuilt(loop, arms).mean)
+    # a failure that leaves nothing pending ends the batch whatever min_outcomes
+    lonely = make_loop(arms, min_outcomes=50)
+    warm(lonely, arms, 3)
+    asked = lonely.ask()
+    lonely.tell(asked[:-1], objective(arms[asked[:-1]]))
+    lonely.fail(asked[-1:])
+    assert lonely.ask().numel() >= 1
+    assert lonely.incorporated == lonely.num_observations
+
+
+def test_asynchronous_options_keep_the_workers_busy_and_batch_the_tells(arms):
+    options = asynchronous_options(100)
+    assert options == {
+        "ratio_threshold": 21.0,
+        "min_outcomes": 5,
+        "max_batch_size": 104,
+    }
+    assert asynchronous_options(1, 0.5) == {
+        "ratio_threshold": 1.1,
+        "min_outcomes": 1,
+        "max_batch_size": 1,
+    }
+    for bad, error in ((0, ValueError), (2.0, TypeError)):
+        with pytest.raises(error, match="workers"):
+            asynchronous_options(bad)
+    with pytest.raises(ValueError, match="scaled_prior_variance"):
+        asynchronous_options(4, 0.0)
+    with pytest.raises(ValueError, match="min_outcomes"):
+        make_loop(arms, min_outcomes=0)
+    # 8 workers, the rule never binds: every ask fills the free workers, and a
+    # batch ends for min_outcomes = 1 + max_batch_size - W completions at once
+    loop = make_loop(arms, ratio_threshold=1e6, max_batch_size=10, min_outcomes=3)
+    warm(loop, arms, 2)
+    ends = loop.num_batches
+    asked = told_one_at_a_time(loop, arms, 30, 8)
+    assert [a.numel() for a in asked] == [8] + [1] * 30
+    assert loop.num_batches - ends == 10  # 30 completions, 3 per batch end
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_asynchronous_run_on_cuda_makes_the_cpu_choices(arms):
+    runs = []
+    for device in ("cpu", "cuda"):
+        on_device = arms.to(device)
+        loop = make_loop(on_device, min_outcomes=2)
+        warm(loop, on_device, 3)
+        asked = told_one_at_a_time(loop, on_device, 40, 6)
+        fail = loop.pending[:1].clone()
+        loop.fail(fail)
+        asked.append(loop.ask(2))
+        state = loop.state_dict()
+        resumed = make_loop(on_device, min_outcomes=2)
+        resumed.load_state_dict(state)
+        assert torch.equal(resumed.ask(1), loop.ask(1))
+        runs.append(([a.tolist() for a in asked], loop.state.mean.cpu()))
+    assert runs[0][0] == runs[1][0]
+    torch.testing.assert_close(runs[0][1], runs[1][1])
