@@ -11,7 +11,8 @@ s)`` and the evaluation times and reward noise of the ``k``-th started evaluatio
 
 Recorded per completed evaluation ``k = 1..T`` (in completion order): the simulated
 time, the arm's noiseless value and the busy worker-time so far; per run, the measured
-time the method spent in ``ask`` and ``tell``. Derived: the regret ratio
+time the method spent in ``ask`` and ``tell`` and the floating-point work it
+counted (BBKB, GP-BUCB). Derived: the regret ratio
 ``R_k / (k r_unif)`` (Calandriello et al., ICML 2020) and simple regret against
 simulated time, the utilization ``busy worker-time / (W x makespan)`` and the
 optimizer's time per suggestion (the process's CPU time in ``ask`` + ``tell`` over
@@ -26,7 +27,8 @@ Methods (:data:`METHODS`), all on the problem's fixed kernel with the constant r
   workers are idle and told when all its evaluations are back;
 - ``bbkb-async``: asynchronous BBKB: ``ask(free workers)`` after every completion;
   pending arms enter by the hallucinated variance update and BBKB's rule may answer
-  "wait" (no arms);
+  "wait" (no arms); settings :func:`~botorch_sketch.generation.bbkb_loop.
+  asynchronous_options` of ``W`` (``C~ = 1 + W / 5`` unless given);
 - ``gp-bucb``: GP-BUCB with fixed batches of ``W`` (Desautels et al., JMLR 2014) on
   the exact posterior, synchronous (:class:`~.policies.baselines.ExactBUCBPolicy`:
   ``O(A t)`` per evaluation, ``O(A T)`` memory);
@@ -66,6 +68,7 @@ from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
 from botorch_sketch.benchmarks.problems import Problem, make_problem
 from botorch_sketch.benchmarks.results import expected_uniform_regret
 from botorch_sketch.benchmarks.writers import checkpoints
+from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
 from botorch_sketch.generation.sgpts_loop import SGPTS
 
 
@@ -80,6 +83,10 @@ class ClusterMethod(ABC):
     @abstractmethod
     def tell(self, indices: Tensor, rewards: Tensor) -> None:
         r"""Outcomes of completed arms (``b`` indices, ``b`` rewards)."""
+
+    def gflop(self) -> float:
+        r"""The floating-point work counted so far (GFLOP; NaN if not counted)."""
+        return math.nan
 
 
 class SynchronousMethod(ClusterMethod):
@@ -113,6 +120,9 @@ class SynchronousMethod(ClusterMethod):
             self.policy.tell(batch, torch.tensor(self._rewards, dtype=torch.float64))
             self._batch, self._rewards = [], []
 
+    def gflop(self) -> float:
+        return float(self.policy.diagnostics().get("gflop", math.nan))
+
 
 class AsynchronousMethod(ClusterMethod):
     r"""An asynchronous ask/tell loop (``ask(max_arms)``, ``tell`` of any pending
@@ -127,6 +137,11 @@ class AsynchronousMethod(ClusterMethod):
 
     def tell(self, indices: Tensor, rewards: Tensor) -> None:
         self.loop.tell(indices, rewards)
+
+    def gflop(self) -> float:
+        if isinstance(self.loop, BBKB):
+            return self.loop.diagnostics()["gflop"]
+        return math.nan
 
 
 class UniformMethod(ClusterMethod):
@@ -146,13 +161,14 @@ class UniformMethod(ClusterMethod):
 @dataclass(frozen=True)
 class MethodSetup:
     r"""What a method builder gets: the problem, ``W``, ``T``, the method's generator
-    and BBKB's ratio threshold ``C~`` (sync and async BBKB)."""
+    and BBKB's ratio threshold ``C~`` (sync and async BBKB; None: their defaults,
+    2 and :func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options`)."""
 
     problem: Problem
     workers: int
     horizon: int
     generator: torch.Generator
-    ratio_threshold: float = 2.0
+    ratio_threshold: float | None = None
 
 
 def _synchronous(policy: Policy, setup: MethodSetup) -> ClusterMethod:
@@ -160,21 +176,28 @@ def _synchronous(policy: Policy, setup: MethodSetup) -> ClusterMethod:
     return SynchronousMethod(policy)
 
 
-def _bbkb_policy(setup: MethodSetup, ratio_threshold: float) -> BBKBPolicy:
-    return BBKBPolicy(ratio_threshold=ratio_threshold, max_batch_size=setup.workers)
-
-
 def _bkb(setup: MethodSetup) -> ClusterMethod:
-    return _synchronous(_bbkb_policy(setup, 1.0), setup)
+    policy = BBKBPolicy(ratio_threshold=1.0, max_batch_size=setup.workers)
+    return _synchronous(policy, setup)
 
 
 def _bbkb_sync(setup: MethodSetup) -> ClusterMethod:
-    return _synchronous(_bbkb_policy(setup, setup.ratio_threshold), setup)
+    threshold = 2.0 if setup.ratio_threshold is None else setup.ratio_threshold
+    policy = BBKBPolicy(ratio_threshold=threshold, max_batch_size=setup.workers)
+    return _synchronous(policy, setup)
 
 
 def _bbkb_async(setup: MethodSetup) -> ClusterMethod:
-    policy = _bbkb_policy(setup, setup.ratio_threshold)
+    hp = KernelHyperparameters.from_problem(setup.problem)
+    options = asynchronous_options(setup.workers, hp.outputscale / hp.noise_variance)
+    if setup.ratio_threshold is not None:
+        options["ratio_threshold"] = setup.ratio_threshold
+    policy = BBKBPolicy(
+        ratio_threshold=options["ratio_threshold"],
+        max_batch_size=options["max_batch_size"],
+    )
     policy.reset(setup.problem, setup.horizon, setup.generator)
+    policy.loop.min_outcomes = options["min_outcomes"]
     return AsynchronousMethod(policy.loop)
 
 
@@ -224,9 +247,10 @@ LABELS = {
 }
 
 
-def method_label(method: str, ratio_threshold: float) -> str:
-    r"""A trace's method: the name, with ``-c<C~>`` for BBKB's threshold unless 2."""
-    if method in USES_RATIO and ratio_threshold != 2.0:
+def method_label(method: str, ratio_threshold: float | None) -> str:
+    r"""A trace's method: the name, with ``-c<C~>`` for a BBKB threshold given
+    (None: the method's default)."""
+    if method in USES_RATIO and ratio_threshold is not None:
         return f"{method}-c{ratio_threshold:g}"
     return method
 
@@ -265,6 +289,8 @@ class ClusterTrace:
         num_asks: ``ask`` calls; ``empty_asks`` of them returned no arm.
         empty_asks: See ``num_asks``.
         wall_seconds: Wall-clock time in ``ask`` and ``tell``.
+        gflop: The floating-point work the method counted (NaN if it counts
+            none).
     """
 
     problem: str
@@ -282,6 +308,7 @@ class ClusterTrace:
     num_asks: int
     empty_asks: int
     wall_seconds: float = math.nan
+    gflop: float = math.nan
 
     @property
     def horizon(self) -> int:
@@ -312,6 +339,8 @@ class ClusterTrace:
             "simple_regret": float(self.simple_regret()[-1]),
             "ms_per_suggestion": 1e3 * seconds / self.horizon,
             "wall_ms_per_suggestion": 1e3 * self.wall_seconds / self.horizon,
+            "mflop_per_suggestion": 1e3 * self.gflop / self.horizon,
+            "gflop_per_cpu_second": self.gflop / seconds,
             "ask_seconds": self.ask_seconds,
             "tell_seconds": self.tell_seconds,
             "setup_seconds": self.setup_seconds,
@@ -352,6 +381,7 @@ _SCALARS = (
     "num_asks",
     "empty_asks",
     "wall_seconds",
+    "gflop",
 )
 
 
@@ -408,7 +438,7 @@ def simulate(
     seed: int = 0,
     duration_mean: float = 1.0,
     duration_sigma: float = 1.0,
-    ratio_threshold: float = 2.0,
+    ratio_threshold: float | None = None,
     uniform_regret: float | None = None,
 ) -> ClusterTrace:
     r"""Run ``method`` on ``workers`` simulated workers for ``horizon`` evaluations.
@@ -422,7 +452,9 @@ def simulate(
         duration_mean: Mean evaluation time (simulated seconds).
         duration_sigma: Log-standard deviation of the evaluation times (0: constant).
         ratio_threshold: BBKB's ``C~`` of ``bbkb-sync`` / ``bbkb-async`` (the label
-            gets ``-c<C~>`` unless it is 2).
+            gets ``-c<C~>``); None: 2 for ``bbkb-sync`` and ``1 + W v / 5`` for
+            ``bbkb-async`` (:func:`~botorch_sketch.generation.bbkb_loop.
+            asynchronous_options`).
         uniform_regret: Precomputed :func:`~.results.expected_uniform_regret`.
 
     Returns:
@@ -514,6 +546,7 @@ def simulate(
         num_asks=num_asks,
         empty_asks=empty_asks,
         wall_seconds=wall_seconds,
+        gflop=runner.gflop(),
     )
 
 
@@ -608,9 +641,10 @@ def format_markdown(rows: Sequence[dict[str, object]], reference: str) -> str:
         "| problem | W | method | T | seeds | makespan | utilization | regret ratio | "
         f"simple regret | time to {label(reference)}'s final regret "
         f"ratio (/ its makespan) | {label(reference)}'s regret ratio at this "
-        "makespan | optimizer CPU ms / suggestion (wall) | empty asks |"
+        "makespan | optimizer CPU ms / suggestion (wall) | counted MFLOP / "
+        "suggestion (GFLOP per CPU second) | empty asks |"
     )
-    lines = [head, "|" + "---|" * 13]
+    lines = [head, "|" + "---|" * 14]
     for row in rows:
         reach = row.get("time_to_reference", math.nan)
         base = row.get("reference_at_makespan", math.nan)
@@ -621,6 +655,7 @@ def format_markdown(rows: Sequence[dict[str, object]], reference: str) -> str:
             f"{row['regret_ratio']:.4f} | {row['simple_regret']:.4f} | "
             f"{reach:.3g} | {base:.4f} | {row['ms_per_suggestion']:.2f} "
             f"({row['wall_ms_per_suggestion']:.2f}) | "
+            f"{row['mflop_per_suggestion']:.3g} ({row['gflop_per_cpu_second']:.2g}) | "
             f"{row['empty_asks']:.0f} / {row['num_asks']:.0f} |"
         )
     return "\n".join(lines)
@@ -726,8 +761,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--ratio-threshold",
         type=float,
-        default=2.0,
-        help="BBKB's C~ for bbkb-sync and bbkb-async (default 2)",
+        help="BBKB's C~ for bbkb-sync and bbkb-async (default: 2 for bbkb-sync, "
+        "1 + W/5 for bbkb-async with outputscale / noise variance 1)",
     )
     parser.add_argument(
         "--reference",

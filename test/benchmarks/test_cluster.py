@@ -1,6 +1,7 @@
 r"""The simulated cluster: event times against brute-force schedules, utilization and
 makespan in closed form, adapters, validation, the CLI."""
 
+import dataclasses
 import heapq
 import json
 import math
@@ -21,6 +22,7 @@ from botorch_sketch.benchmarks.cluster import (
 )
 from botorch_sketch.benchmarks.policies.baselines import UniformPolicy
 from botorch_sketch.benchmarks.problems import make_problem
+from botorch_sketch.generation.bbkb_loop import asynchronous_options
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +146,30 @@ def test_bbkb_async_on_one_worker_is_sequential_bkb(problem):
     ]
     np.testing.assert_array_equal(runs[0].values, runs[1].values)
     np.testing.assert_allclose(runs[0].times, runs[1].times)
+
+
+def test_bbkb_async_settings_follow_the_workers_and_flops_are_counted(problem):
+    setup = cluster.MethodSetup(problem, 40, 100, torch.Generator().manual_seed(0))
+    loop = METHODS["bbkb-async"](setup).loop
+    # outputscale 1 and noise variance 1: C~ = 1 + 40 / 5, ceil(40 / 20) outcomes
+    assert asynchronous_options(40)["ratio_threshold"] == 9.0
+    assert loop.batch_options["ratio_threshold"] == 9.0
+    assert loop.batch_options["max_batch_size"] == 41 and loop.min_outcomes == 2
+    two = METHODS["bbkb-async"](dataclasses.replace(setup, ratio_threshold=2.0))
+    assert two.loop.batch_options["ratio_threshold"] == 2.0
+    runs = {
+        name: simulate(problem, name, workers=10, horizon=60, seed=0)
+        for name in ("bbkb-async", "bbkb-sync", "uniform")
+    }
+    assert runs["bbkb-async"].method == "bbkb-async"  # the default: no C~ in it
+    for name in ("bbkb-async", "bbkb-sync"):
+        assert runs[name].gflop > 0
+        assert runs[name].summary()["mflop_per_suggestion"] == pytest.approx(
+            1e3 * runs[name].gflop / 60
+        )
+    assert math.isnan(runs["uniform"].gflop)
+    given = simulate(problem, "bbkb-async", workers=10, horizon=60, ratio_threshold=2)
+    assert given.method == "bbkb-async-c2"
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
