@@ -10,28 +10,42 @@ from botorch_sketch.generation.thompson_arms import (
     CachedSparseThompson,
 )
 
-from ..gp_helpers import DTYPE, rbf_kernel, seeded
+from ..gp_helpers import DTYPE, rbf_kernel, seeded, uniform
 
 NOISE = 0.2
 NUM_FEATURES = 64
 NUM_INDUCING = 12
 
 
-def _arms(n=200, d=2, seed=0):
-    return torch.rand(n, d, generator=seeded(seed), dtype=DTYPE)
+def _arms(n=200, d=2, seed=0, dtype=DTYPE, device=None):
+    return uniform(n, d, seed=seed, dtype=dtype, device=device)
 
 
 def _reward(arms, indices, g):
+    r"""Noisy rewards of ``arms[indices]``; the noise is drawn from the CPU
+    generator ``g`` in float64, then cast: the same draws for every dtype and
+    device."""
     x = arms[indices]
-    return torch.sin(6 * x).sum(-1) + 0.3 * torch.randn(
-        indices.shape[0], generator=g, dtype=DTYPE
-    )
+    noise = torch.randn(indices.shape[0], generator=g, dtype=DTYPE).to(x)
+    return torch.sin(6 * x).sum(-1) + 0.3 * noise
+
+
+def _kernel(arms):
+    return rbf_kernel(0.25, 1.0, arms.dtype, arms.device)
+
+
+def _hand_sampler(arms, seed):
+    r"""The generator (on the arms' device, as SGPTS's) and a fresh
+    CachedSparseThompson whose feature basis it drew, built by hand."""
+    generator = torch.Generator(device=arms.device).manual_seed(seed)
+    cache = ArmFeatureCache(arms, _kernel(arms), NUM_FEATURES, generator=generator)
+    return generator, CachedSparseThompson(cache, NOISE, NUM_INDUCING)
 
 
 def _loop(arms, seed=5, alpha=1.0):
     return SGPTS(
         arms,
-        covar_module=rbf_kernel(0.25, 1.0),
+        covar_module=_kernel(arms),
         noise=NOISE,
         num_inducing=NUM_INDUCING,
         num_features=NUM_FEATURES,
@@ -67,23 +81,21 @@ def _drive(loop, arms, events, g):
     return asked
 
 
-def test_asynchronous_choices_equal_hand_driven_sampler():
-    arms = _arms()
+def test_asynchronous_choices_equal_hand_driven_sampler(tkwargs):
+    arms = _arms(**tkwargs)
     schedule = lambda t: 1.0 / (1.0 + 0.1 * t)  # noqa: E731
     loop = _loop(arms, alpha=schedule)
     # by hand: the same basis and generator, told arms only, pending ones never
-    generator = torch.Generator().manual_seed(5)
-    cache = ArmFeatureCache(
-        arms, rbf_kernel(0.25, 1.0), NUM_FEATURES, generator=generator
-    )
-    sampler = CachedSparseThompson(cache, NOISE, NUM_INDUCING)
+    generator, sampler = _hand_sampler(arms, 5)
     g_loop, g_hand = seeded(3), seeded(3)
     pending: list[int] = []
     failed: list[int] = []
     for k, fraction, fail in _script():
         got = loop.ask(k)
         if sampler.num_observations == 0:
-            expected = torch.randint(arms.shape[0], (k,), generator=generator)
+            expected = torch.randint(
+                arms.shape[0], (k,), generator=generator, device=arms.device
+            )
         else:
             alpha = schedule(sampler.num_observations + 1)
             expected = sampler.sample(k, alpha, generator).indices
@@ -111,17 +123,14 @@ def test_asynchronous_choices_equal_hand_driven_sampler():
     assert sampler.num_observations > 20 and sampler.reselections > 1
 
 
-def test_synchronous_use_is_batch_sampling():
-    arms = _arms()
+def test_synchronous_use_is_batch_sampling(tkwargs):
+    arms = _arms(**tkwargs)
     loop = _loop(arms, seed=2)
-    generator = torch.Generator().manual_seed(2)
-    cache = ArmFeatureCache(
-        arms, rbf_kernel(0.25, 1.0), NUM_FEATURES, generator=generator
-    )
-    sampler = CachedSparseThompson(cache, NOISE, NUM_INDUCING)
+    generator, sampler = _hand_sampler(arms, 2)
     g = seeded(0)
     first = loop.ask(3)
-    assert torch.equal(first, torch.randint(200, (3,), generator=generator))
+    expected = torch.randint(200, (3,), generator=generator, device=arms.device)
+    assert torch.equal(first, expected)
     rewards = _reward(arms, first, g)
     loop.tell(first, rewards)
     sampler.observe(first, rewards)
@@ -135,8 +144,8 @@ def test_synchronous_use_is_batch_sampling():
 
 
 @pytest.mark.parametrize("other_seed", [5, 9])
-def test_resume_makes_identical_choices_and_keeps_pending(other_seed):
-    arms = _arms()
+def test_resume_makes_identical_choices_and_keeps_pending(other_seed, tkwargs):
+    arms = _arms(**tkwargs)
     loop = _loop(arms)
     _drive(loop, arms, _script(12), seeded(1))
     loop.ask(3)
@@ -146,6 +155,7 @@ def test_resume_makes_identical_choices_and_keeps_pending(other_seed):
     resumed.ask(2)  # a resumed loop's own history is discarded
     resumed.load_state_dict(state)
     assert torch.equal(resumed.pending, loop.pending)
+    assert torch.equal(resumed.rewards, loop.rewards)
     assert torch.equal(resumed.failed, loop.failed)
     assert torch.equal(resumed.observed, loop.observed)
     # the saved dict is not aliased by either loop
