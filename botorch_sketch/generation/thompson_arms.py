@@ -517,7 +517,7 @@ class CachedSparseThompson(ArmThompsonSampler):
     data, and ``q(v) = N(m_w, C_w C_w^T)`` is Titsias' optimum, kept as the statistics
     ``sum_i phi_i phi_i^T`` and ``sum_i phi_i y_i`` with
     ``phi_i = L^{-1} k(Z, x_i)``, ``L L^T = K_ZZ + jitter I``
-    (:func:`~botorch_sketch.models.variational.titsias_q_from_statistics`). Path ``j``
+    (:func:`~botorch_sketch.models.dtc.titsias_q_from_statistics`). Path ``j``
     is the model's scaled Matheron path
 
         f~_j(A) = alpha Phi_A w_j + K_AZ (L L^T)^{-1}
