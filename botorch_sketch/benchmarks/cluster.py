@@ -197,7 +197,7 @@ def _bbkb_async(setup: MethodSetup) -> ClusterMethod:
         max_batch_size=options["max_batch_size"],
     )
     policy.reset(setup.problem, setup.horizon, setup.generator)
-    policy.loop.min_outcomes = options["min_outcomes"]
+    policy.loop.end_fraction = options["end_fraction"]
     return AsynchronousMethod(policy.loop)
 
 

@@ -56,11 +56,11 @@ def asynchronous_options(
       throttles the workers only while the chosen arms are barely explored. The
       constant was chosen from the simulated cluster on cadata (docs/benchmarks.md);
       ``C~ = 2`` kept a third of 100 workers busy there.
-    - ``min_outcomes = ceil(W / 20)`` and ``max_batch_size = W + min_outcomes - 1``:
-      a batch ends for about ``W / 20`` completions at once (one posterior update
-      for all of them) instead of one per completion; the outcomes wait at most 5%
-      longer than the ``W`` evaluations in flight, and once the rule admits all
-      ``W`` workers none of them waits for it.
+    - ``end_fraction = 0.05`` and ``max_batch_size = W + ceil(W / 20)``: a full
+      batch ends once 5% of its arms are done, so one posterior update serves
+      several completions; an outcome waits for at most about 5% more completions
+      than the ``W`` evaluations in flight, and once the rule admits all ``W``
+      workers the cap's room of ``W / 20`` arms keeps every worker busy meanwhile.
 
     Args:
         workers: The number of workers ``W >= 1``.
@@ -68,18 +68,17 @@ def asynchronous_options(
             ``lambda`` (1 for a unit outputscale and ``lambda = 1``).
 
     Returns:
-        ``ratio_threshold``, ``min_outcomes`` and ``max_batch_size``.
+        ``ratio_threshold``, ``end_fraction`` and ``max_batch_size``.
 
     Example:
         >>> loop = BBKB(arms, covar_module=kernel, **asynchronous_options(100))
     """
     check_int(workers, "workers", 1)
     check_positive(scaled_prior_variance, "scaled_prior_variance")
-    outcomes = math.ceil(workers / 20)
     return {
         "ratio_threshold": 1.0 + workers * scaled_prior_variance / 5,
-        "min_outcomes": outcomes,
-        "max_batch_size": workers + outcomes - 1,
+        "end_fraction": 0.05,
+        "max_batch_size": workers + math.ceil(workers / 20),
     }
 
 
@@ -104,7 +103,7 @@ class BBKB:
     fills ``k`` free workers while the rule admits arms and returns fewer, or none,
     when fresh outcomes must be waited for. ``tell`` takes any subset of the pending
     arms in any order; its outcomes enter the posterior when the batch ends (once
-    the rule is full and ``min_outcomes`` of its arms are done, or at once when
+    the rule is full and ``end_fraction`` of its arms are done, or at once when
     nothing stays pending). ``fail`` records arms whose evaluation failed.
     :func:`asynchronous_options` gives settings for ``W`` asynchronous workers.
     Used synchronously (``ask()`` with nothing pending, then ``tell`` the whole
@@ -136,7 +135,7 @@ class BBKB:
         resampling: str = "coupled",
         residual_update: bool = False,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
-        min_outcomes: int = 1,
+        end_fraction: float = 0.0,
         retry_failed: bool = False,
         feature_dtype: torch.dtype | None = None,
         seed: int = 0,
@@ -158,11 +157,11 @@ class BBKB:
             max_batch_size: Cap on the arms of one batch, pending ones included
                 (default 1,000: the rules alone admit unboundedly many copies of
                 an arm whose variance vanishes).
-            min_outcomes: A batch whose rule is full ends once this many of its
-                arms are done (told or failed), or once none is pending. Larger
-                values end a batch for several completions at once (one
-                posterior update, ``O(A s)``, for all of them), at the cost of
-                workers waiting meanwhile; 1 ends it at the first.
+            end_fraction: A batch whose rule is full ends once this fraction of
+                its arms (and at least one) are done, told or failed. Larger
+                values end a batch for several completions at once (one posterior
+                update, ``O(A s)``, for all of them), at the cost of workers
+                waiting meanwhile; 0 ends it at the first.
             retry_failed: Whether arms whose evaluation failed may be asked again
                 (by default they are not: a configuration that crashes keeps its
                 high UCB, so it would be proposed again and again).
@@ -185,7 +184,9 @@ class BBKB:
                 f"`resampling` must be one of {RESAMPLING}, got {resampling!r}."
             )
         check_int(max_batch_size, "max_batch_size", 1)
-        check_int(min_outcomes, "min_outcomes", 1)
+        end_fraction = check_number(end_fraction, "end_fraction")
+        if not 0.0 <= end_fraction <= 1.0:
+            raise ValueError(f"`end_fraction` must lie in [0, 1], got {end_fraction}.")
         self.arms = arms
         self.covar_module = (
             covar_module
@@ -201,7 +202,7 @@ class BBKB:
             "max_batch_size": max_batch_size,
         }
         self.qbar = qbar
-        self.min_outcomes = min_outcomes
+        self.end_fraction = end_fraction
         self.retry_failed = retry_failed
         self.resampling = resampling
         self.feature_dtype = feature_dtype
@@ -246,12 +247,11 @@ class BBKB:
 
         The batch stays open (posterior frozen, its arms hallucinated) while its rule
         admits arms: outcomes told meanwhile wait. Once the rule is full and
-        ``min_outcomes`` of its arms have been told or have failed (or none is
-        pending), the batch ends (posterior update and dictionary resampling with
-        those outcomes) and a new one opens with the still pending arms
-        hallucinated (one rank-``p`` update for ``p`` distinct arms). If the update
-        fails, the loop is rebuilt from the observations it had before and the call
-        can be retried.
+        ``end_fraction`` of its arms (at least one) have been told or have failed,
+        the batch ends (posterior update and dictionary resampling with those
+        outcomes) and a new one opens with the still pending arms hallucinated (one
+        rank-``p`` update for ``p`` distinct arms). If the update fails, the loop is
+        rebuilt from the observations it had before and the call can be retried.
 
         Args:
             max_arms: At most this many arms (e.g. the free workers); default: as
@@ -275,7 +275,7 @@ class BBKB:
         else:
             indices, start_variances = self._extend(limit, excluded)
             done = self._batch.numel() - self.pending.numel()  # told or failed
-            enough = done >= self.min_outcomes or (done > 0 and not len(self.pending))
+            enough = done >= max(1.0, self.end_fraction * self._batch.numel())
             if indices.numel() == 0 and enough:
                 # the rule is full and enough arms of the batch are done: end it
                 self._end_batch(self.observed, self.rewards)

@@ -370,16 +370,17 @@ def told_one_at_a_time(loop, arms, completions, workers, seed=2):
     return asked
 
 
-def test_min_outcomes_ends_a_full_batch_for_several_completions_at_once(arms):
-    # with min_outcomes = k an ask finds the rule full and waits until k arms of
-    # the batch are done, then ends the batch with all of them: what the default
-    # loop does when those k outcomes are told together (batched tells)
-    loop = make_loop(arms, min_outcomes=3)
+def test_end_fraction_ends_a_full_batch_for_several_completions_at_once(arms):
+    # with end_fraction = 2.5 / b an ask finds the rule of a b-arm batch full and
+    # waits until 3 of its arms are done, then ends the batch with all of them:
+    # what the default loop does when those 3 outcomes are told together
     reference = make_loop(arms)
-    warm(loop, arms, 3)
     warm(reference, arms, 3)
-    batch = loop.ask()
-    assert torch.equal(reference.ask(), batch) and batch.numel() >= 4
+    batch = reference.ask()
+    assert batch.numel() >= 4
+    loop = make_loop(arms, end_fraction=2.5 / batch.numel())
+    warm(loop, arms, 3)
+    assert torch.equal(loop.ask(), batch)
     for k in range(2):
         loop.tell(batch[k : k + 1], objective(arms[batch[k : k + 1]]))
         assert loop.ask().numel() == 0  # fewer than 3 done: wait
@@ -390,8 +391,8 @@ def test_min_outcomes_ends_a_full_batch_for_several_completions_at_once(arms):
     assert torch.equal(new, reference.ask())
     assert loop.incorporated == reference.incorporated == loop.num_observations
     torch.testing.assert_close(loop.state.mean, rebuilt(loop, arms).mean)
-    # a failure that leaves nothing pending ends the batch whatever min_outcomes
-    lonely = make_loop(arms, min_outcomes=50)
+    # a failure that leaves nothing pending ends the batch whatever the fraction
+    lonely = make_loop(arms, end_fraction=1.0)
     warm(lonely, arms, 3)
     asked = lonely.ask()
     lonely.tell(asked[:-1], objective(arms[asked[:-1]]))
@@ -404,24 +405,25 @@ def test_asynchronous_options_keep_the_workers_busy_and_batch_the_tells(arms):
     options = asynchronous_options(100)
     assert options == {
         "ratio_threshold": 21.0,
-        "min_outcomes": 5,
-        "max_batch_size": 104,
+        "end_fraction": 0.05,
+        "max_batch_size": 105,
     }
     assert asynchronous_options(1, 0.5) == {
         "ratio_threshold": 1.1,
-        "min_outcomes": 1,
-        "max_batch_size": 1,
+        "end_fraction": 0.05,
+        "max_batch_size": 2,
     }
     for bad, error in ((0, ValueError), (2.0, TypeError)):
         with pytest.raises(error, match="workers"):
             asynchronous_options(bad)
     with pytest.raises(ValueError, match="scaled_prior_variance"):
         asynchronous_options(4, 0.0)
-    with pytest.raises(ValueError, match="min_outcomes"):
-        make_loop(arms, min_outcomes=0)
+    for bad, error in ((-0.1, ValueError), (1.5, ValueError), ("0.1", TypeError)):
+        with pytest.raises(error, match="end_fraction"):
+            make_loop(arms, end_fraction=bad)
     # 8 workers, the rule never binds: every ask fills the free workers, and a
-    # batch ends for min_outcomes = 1 + max_batch_size - W completions at once
-    loop = make_loop(arms, ratio_threshold=1e6, max_batch_size=10, min_outcomes=3)
+    # batch of 10 ends once 25% of it is done: for 3 completions at once
+    loop = make_loop(arms, ratio_threshold=1e6, max_batch_size=10, end_fraction=0.25)
     warm(loop, arms, 2)
     ends = loop.num_batches
     asked = told_one_at_a_time(loop, arms, 30, 8)
@@ -434,14 +436,14 @@ def test_asynchronous_run_on_cuda_makes_the_cpu_choices(arms):
     runs = []
     for device in ("cpu", "cuda"):
         on_device = arms.to(device)
-        loop = make_loop(on_device, min_outcomes=2)
+        loop = make_loop(on_device, end_fraction=0.3)
         warm(loop, on_device, 3)
         asked = told_one_at_a_time(loop, on_device, 40, 6)
         fail = loop.pending[:1].clone()
         loop.fail(fail)
         asked.append(loop.ask(2))
         state = loop.state_dict()
-        resumed = make_loop(on_device, min_outcomes=2)
+        resumed = make_loop(on_device, end_fraction=0.3)
         resumed.load_state_dict(state)
         assert torch.equal(resumed.ask(1), loop.ask(1))
         runs.append(([a.tolist() for a in asked], loop.state.mean.cpu()))
