@@ -284,7 +284,9 @@ class CandidateState:
             indices: Candidate index or ``k`` indices.
         """
         if not isinstance(indices, Tensor):
-            indices = torch.tensor([self._check_index(indices)])
+            indices = torch.tensor(
+                [self._check_index(indices)], device=self.points.device
+            )
         indices = torch.unique(self._check_indices(indices.reshape(-1), "indices"))
         entering = indices[~torch.isin(indices, self.dictionary)]
         none = self.points.new_empty(0)
@@ -595,7 +597,8 @@ class CandidateState:
                 self.kernel, self.points[dictionary], dtype=self.points.dtype
             )
             self._factor_inverse = torch.linalg.solve_triangular(chol, eye, upper=False)
-            for rows in torch.arange(self.num_points).split(_CHUNK):
+            for start in range(0, self.num_points, _CHUNK):
+                rows = slice(start, start + _CHUNK)
                 block = self.kernel(self.points[rows], self.points[dictionary])
                 self._raw_t[:m, rows] = (
                     self._factor_inverse @ block.to_dense().to(self.points).mT

@@ -141,12 +141,14 @@ def sample_dictionary(
         if ((draws < 0) | (draws >= 1)).any():
             raise ValueError("`draws` must lie in [0, 1).")
     if draws is None:
+        # on the generator's device (a CPU generator may drive CUDA data), then moved
+        device = probabilities.device if generator is None else generator.device
         draws = torch.rand(
             probabilities.shape,
             generator=generator,
             dtype=probabilities.dtype,
-            device=probabilities.device,
-        )
+            device=device,
+        ).to(probabilities.device)
     elif draws.shape != probabilities.shape:
         raise ValueError(
             f"`draws` must have the shape of `probabilities` "
@@ -610,9 +612,9 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         each pass resamples from the prefix with variances computed on the previous
         dictionary, so the largest factorization has the final dictionary's size."""
         X, y = self.train_inputs[0], self.train_targets
-        order = torch.randperm(X.shape[0], generator=generator, device="cpu").to(
-            X.device
-        )
+        device = "cpu" if generator is None else generator.device
+        order = torch.randperm(X.shape[0], generator=generator, device=device)
+        order = order.to(X.device)
         X, y = X[order], y[order]
         prefix = min(_INITIAL_PREFIX, X.shape[0])
         U, counts, _ = distinct_rows(X[:prefix])

@@ -735,3 +735,30 @@ def test_bad_sampling_arguments_are_named():
         inclusion_probabilities(p, torch.ones(3, dtype=torch.float64), qbar=2.0)
     with pytest.raises(ValueError, match="`scaled_variances`"):
         inclusion_probabilities(-p, torch.ones(2, dtype=torch.float64), qbar=2.0)
+
+
+def test_cpu_generator_drives_data_on_every_device(tkwargs):
+    # A CUDA run with a CPU generator (what a BoTorch user passes) failed in
+    # sample_dictionary: "Expected a 'cuda' device type for generator".
+    p = torch.tensor([0.1, 0.6, 0.3, 0.9, 0.5], **tkwargs)
+    selected = sample_dictionary(p, torch.Generator().manual_seed(5))
+    cpu = sample_dictionary(p.cpu(), torch.Generator().manual_seed(5))
+    assert selected.device == p.device
+    assert torch.equal(selected.cpu(), cpu)
+    X, Y = (t.to(**tkwargs) for t in make_data(100, 2))
+    kernel = make_kernel(2).to(**tkwargs)
+    model = NystromGP(
+        X, Y, covar_module=kernel, noise=0.1, generator=torch.Generator().manual_seed(0)
+    )
+    on_cpu = NystromGP(
+        X.cpu(),
+        Y.cpu(),
+        covar_module=deepcopy(kernel).cpu(),
+        noise=0.1,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert model.dictionary.device == X.device
+    assert torch.equal(model.dictionary.cpu(), on_cpu.dictionary)
+    model.resparsify(generator=torch.Generator().manual_seed(1))
+    on_cpu.resparsify(generator=torch.Generator().manual_seed(1))
+    assert torch.equal(model.dictionary.cpu(), on_cpu.dictionary)
