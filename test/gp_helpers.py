@@ -110,7 +110,7 @@ def transformed_svgp(
         Y,
         num_inducing=num_inducing,
         covar_module=kernel,
-        noise_variance=NOISE,
+        noise=NOISE,
         input_transform=Normalize(X.shape[-1]).to(X),
         outcome_transform=Standardize(1).to(X),
     )

@@ -63,7 +63,7 @@ class IncrementalExactGP:
     the rewarded observations, with variances conditioned on all appended ones.
 
     Example:
-        >>> gp = IncrementalExactGP.from_kernel(points, kernel, noise_variance=0.01)
+        >>> gp = IncrementalExactGP.from_kernel(points, kernel, noise=0.01)
         >>> gp.observe(7, 0.3)  # append point 7 and its reward at once
         >>> gp.append(3)  # hallucinated: the variance drops now ...
         >>> gp.set_rewards(torch.tensor([0.1], dtype=points.dtype))  # ... the mean here
@@ -74,7 +74,7 @@ class IncrementalExactGP:
         self,
         prior_variance: Tensor,
         kernel_column: Callable[[int], Tensor],
-        noise_variance: float,
+        noise: float,
         capacity: int | None = None,
     ) -> None:
         r"""Start from the prior.
@@ -83,7 +83,7 @@ class IncrementalExactGP:
             prior_variance: ``A`` prior variances ``k(x, x)``.
             kernel_column: ``j -> K(points, points[j])``, a tensor of shape ``A`` on
                 ``prior_variance``'s dtype and device.
-            noise_variance: Observation noise variance ``s2 >= 1e-12``.
+            noise: Observation noise variance ``s2 >= 1e-12``.
             capacity: Maximal number of observations (``W`` is ``capacity x A``);
                 None lets the buffer grow.
         """
@@ -98,7 +98,7 @@ class IncrementalExactGP:
             raise ValueError("`prior_variance` must be non-negative.")
         if not callable(kernel_column):
             raise TypeError("`kernel_column` must be callable.")
-        noise_variance = check_at_least(noise_variance, "noise_variance", MIN_NOISE)
+        noise = check_at_least(noise, "noise", MIN_NOISE)
         if capacity is not None and (
             isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1
         ):
@@ -110,7 +110,7 @@ class IncrementalExactGP:
             (capacity or _INITIAL_ROWS) * num_points, "`capacity` x A", prior_variance
         )
         self.prior_variance = prior_variance
-        self.noise_variance = noise_variance
+        self.noise = noise
         self.fixed_capacity = capacity is not None
         self._kernel_column = kernel_column
         self._w = prior_variance.new_empty(capacity or _INITIAL_ROWS, num_points)
@@ -130,7 +130,7 @@ class IncrementalExactGP:
         cls,
         points: Tensor,
         kernel: Kernel,
-        noise_variance: float,
+        noise: float,
         capacity: int | None = None,
     ) -> IncrementalExactGP:
         r"""Posterior on ``points`` under a GPyTorch kernel with fixed hyperparameters.
@@ -141,7 +141,7 @@ class IncrementalExactGP:
         Args:
             points: ``A x d`` points (the only places observed or scored).
             kernel: GPyTorch kernel, evaluated without gradients.
-            noise_variance: Observation noise variance ``s2 > 0``.
+            noise: Observation noise variance ``s2 > 0``.
             capacity: As in the constructor.
 
         Returns:
@@ -154,14 +154,14 @@ class IncrementalExactGP:
             prior_variance = kernel(points, diag=True).to(points)
             if points.shape[0] ** 2 <= MAX_PRECOMPUTED_ENTRIES:
                 gram = kernel(points, points).to_dense().to(points)
-                return cls(prior_variance, gram.__getitem__, noise_variance, capacity)
+                return cls(prior_variance, gram.__getitem__, noise, capacity)
 
         def kernel_column(index: int) -> Tensor:
             with torch.no_grad():
                 column = kernel(points, points[index : index + 1]).to_dense()
             return column.squeeze(-1).to(points)
 
-        posterior = cls(prior_variance, kernel_column, noise_variance, capacity)
+        posterior = cls(prior_variance, kernel_column, noise, capacity)
         posterior.column_flops = 3.0 * points.shape[0] * points.shape[-1]
         return posterior
 
@@ -211,7 +211,7 @@ class IncrementalExactGP:
             self._w = grown
         variance_before = float(self.variance[index])
         # d^2 = posterior variance of the point + noise; the clamp guards rounding only.
-        pivot_variance = max(variance_before, 0.0) + self.noise_variance
+        pivot_variance = max(variance_before, 0.0) + self.noise
         append_pivot(
             self._w[:n], column, index, pivot_variance, self.variance, out=self._w[n]
         )

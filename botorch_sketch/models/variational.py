@@ -111,7 +111,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         covar_module: Kernel | None = None,
         mean_module: Mean | None = None,
         likelihood: GaussianLikelihood | None = None,
-        noise_variance: float | None = None,
+        noise: float | None = None,
         randomized_selection: bool = False,
         inducing_quality: str = "variance",
         generator: torch.Generator | None = None,
@@ -127,8 +127,8 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
                 lengthscale prior.
             mean_module: Prior mean; default ``ConstantMean``.
             likelihood: A ``GaussianLikelihood``; default BoTorch's (LogNormal prior on
-                the noise), or an unconstrained one if ``noise_variance`` is given.
-            noise_variance: Fixed observation noise variance ``>= 1e-12`` in the
+                the noise), or an unconstrained one if ``noise`` is given.
+            noise: Fixed observation noise variance ``>= 1e-12`` in the
                 units of ``train_Y`` (converted by the outcome transform); None to
                 learn it.
             randomized_selection: Draw inducing points with probability proportional
@@ -153,8 +153,8 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             raise TypeError(
                 "`likelihood` must be a GaussianLikelihood (closed-form q(u))."
             )
-        if noise_variance is not None:
-            noise_variance = check_at_least(noise_variance, "noise_variance", MIN_NOISE)
+        if noise is not None:
+            noise = check_at_least(noise, "noise", MIN_NOISE)
             if likelihood is None:
                 likelihood = GaussianLikelihood(noise_constraint=GreaterThan(0.0))
         check_bool(randomized_selection, "randomized_selection")
@@ -189,8 +189,8 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         self.inducing_quality = inducing_quality
         self._quality: Tensor | None = None  # weights of the current data, if any
         self._generator = generator
-        self._noise_variance = noise_variance
-        if noise_variance is not None:
+        self._noise = noise
+        if noise is not None:
             self.likelihood.raw_noise.requires_grad_(False)
         self.register_state_dict_post_hook(_drop_data_state)
         self.register_load_state_dict_pre_hook(_keep_data_state)
@@ -322,8 +322,8 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
                 input_transform.eval()
             check_magnitude(X_t, x_name)
             Y_var = None
-            if self._noise_variance is not None:
-                Y_var = torch.full_like(Y, self._noise_variance)
+            if self._noise is not None:
+                Y_var = torch.full_like(Y, self._noise)
             Y_t = Y
             outcome_transform = getattr(self, "outcome_transform", None)
             if outcome_transform is not None:

@@ -80,7 +80,7 @@ def test_acquisition_with_optimize_acqf_finds_the_path_maximum(tkwargs):
         Y,
         num_inducing=10,
         covar_module=rbf_kernel(0.1, 1.2, **tkwargs),
-        noise_variance=NOISE,
+        noise=NOISE,
     )
     acqf = ScaledPathThompsonSampling(model, num_features=512, generator=seeded(7))
     bounds = torch.tensor([[0.0], [1.0]], **tkwargs)

@@ -142,7 +142,7 @@ def _svgp(arms, sampler, quality):
         num_inducing=sampler.num_inducing,
         covar_module=sampler.cache.kernel,
         mean_module=ZeroMean(),
-        noise_variance=NOISE,
+        noise=NOISE,
         inducing_quality=quality,
     )
 

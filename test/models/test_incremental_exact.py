@@ -128,7 +128,7 @@ def test_errors_leave_state_unchanged(data):
     prior = torch.ones(3, dtype=torch.float64)
     with pytest.raises(ValueError, match="capacity"):
         IncrementalExactGP(prior, prior.new_ones(3).expand, NOISE, capacity=0)
-    with pytest.raises(ValueError, match="noise_variance"):
+    with pytest.raises(ValueError, match="noise"):
         IncrementalExactGP(prior, prior.new_ones(3).expand, 0.0)
     with pytest.raises(TypeError, match="kernel_column"):
         IncrementalExactGP(prior, None, NOISE)
@@ -171,7 +171,7 @@ def test_indices_rewards_and_noise_are_checked(data):
     gp.observe(torch.tensor(3), torch.tensor(0.25, dtype=points.dtype))
     assert gp.num_observations == 2
     prior = torch.ones(3, dtype=torch.float64)
-    with pytest.raises(ValueError, match="`noise_variance`"):
+    with pytest.raises(ValueError, match="`noise`"):
         IncrementalExactGP(prior, prior.new_ones(3).expand, 1e-300)
     with pytest.raises(ValueError, match="`prior_variance`"):
         IncrementalExactGP(-prior, prior.new_ones(3).expand, NOISE)

@@ -92,7 +92,7 @@ def test_titsias_whitened_q_matches_unwhitened_formula():
 def test_posterior_equals_titsias_dtc_predictive():
     X, Y = sine_data(n=80)
     model = DecomposedSamplingSVGP(
-        X, Y, num_inducing=15, covar_module=_kernel(), noise_variance=NOISE
+        X, Y, num_inducing=15, covar_module=_kernel(), noise=NOISE
     )
     assert model.inducing_points.shape == (15, 2)
     X_test = torch.rand(7, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(3))
@@ -107,7 +107,7 @@ def test_posterior_equals_titsias_dtc_predictive():
 def test_closed_form_q_equals_one_natural_gradient_step():
     X, Y = sine_data(n=40)
     model = DecomposedSamplingSVGP(
-        X, Y, num_inducing=12, covar_module=_kernel(), noise_variance=NOISE
+        X, Y, num_inducing=12, covar_module=_kernel(), noise=NOISE
     )
     Z = model.inducing_points.clone()
 
@@ -165,7 +165,7 @@ def test_all_distinct_points_recover_exact_gp(transforms):
             Y,
             num_inducing=40,
             covar_module=_kernel(lengthscale),
-            noise_variance=NOISE,
+            noise=NOISE,
             **copy.deepcopy(kwargs),
         )
         assert model.inducing_points.shape[0] == 25
@@ -192,7 +192,7 @@ def test_all_distinct_points_recover_exact_gp(transforms):
 def test_collapsed_bound_matches_dense_formula_and_elbo():
     X, Y = sine_data(n=30)
     model = DecomposedSamplingSVGP(
-        X, Y, num_inducing=8, covar_module=_kernel(), noise_variance=NOISE
+        X, Y, num_inducing=8, covar_module=_kernel(), noise=NOISE
     )
     inner = model.model
     Z, jitter = model.inducing_points, inner.variational_strategy.jitter_val
@@ -231,7 +231,7 @@ def test_collapsed_bound_with_all_points_is_exact_marginal_likelihood():
     X, Y = sine_data(n=20)
     with gpytorch.settings.variational_cholesky_jitter(double_value=1e-10):
         model = DecomposedSamplingSVGP(
-            X, Y, num_inducing=20, covar_module=_kernel(), noise_variance=NOISE
+            X, Y, num_inducing=20, covar_module=_kernel(), noise=NOISE
         )
         bound = CollapsedTitsiasBound(model)()
     exact = SingleTaskGP(
@@ -276,7 +276,7 @@ def test_fit_gpytorch_mll_on_collapsed_bound_then_refresh():
 def test_fixed_noise_is_not_fitted():
     X, Y = sine_data(n=30, seed=3)
     model = DecomposedSamplingSVGP(
-        X, Y, num_inducing=8, covar_module=_kernel(), noise_variance=NOISE
+        X, Y, num_inducing=8, covar_module=_kernel(), noise=NOISE
     )
     fit_gpytorch_mll(
         CollapsedTitsiasBound(model), optimizer_kwargs={"options": {"maxiter": 10}}
@@ -371,7 +371,7 @@ def test_improvement_quality_uses_the_model_before_the_update():
         Y[:50],
         num_inducing=10,
         covar_module=_kernel(0.2),
-        noise_variance=NOISE,
+        noise=NOISE,
         inducing_quality="improvement",
         outcome_transform=Standardize(1),
     )
@@ -381,7 +381,7 @@ def test_improvement_quality_uses_the_model_before_the_update():
     expected = select_inducing_indices(X, model.model.covar_module, 10, quality=quality)
     torch.testing.assert_close(model.inducing_points, X[expected])
     plain = DecomposedSamplingSVGP(
-        X, Y, num_inducing=10, covar_module=_kernel(0.2), noise_variance=NOISE
+        X, Y, num_inducing=10, covar_module=_kernel(0.2), noise=NOISE
     )
     assert not torch.equal(plain.inducing_points, model.inducing_points)
 
@@ -391,7 +391,7 @@ def test_fresh_improvement_model_weights_by_the_variance_models_ei():
     options = {
         "num_inducing": 10,
         "covar_module": _kernel(0.2),
-        "noise_variance": NOISE,
+        "noise": NOISE,
     }
     plain = DecomposedSamplingSVGP(X, Y, **copy.deepcopy(options))
     with torch.no_grad():
@@ -453,7 +453,7 @@ def test_randomized_selection_is_reproducible():
 def test_float32_does_not_crash():
     X, Y = sine_data(n=40, dtype=torch.float32)
     model = DecomposedSamplingSVGP(
-        X, Y, num_inducing=10, outcome_transform=Standardize(1), noise_variance=NOISE
+        X, Y, num_inducing=10, outcome_transform=Standardize(1), noise=NOISE
     )
     model.update(X[:5] + 0.01, Y[:5])
     posterior = model.posterior(torch.rand(3, 4, 2))
@@ -478,8 +478,8 @@ def test_bad_inputs_raise_before_state_changes():
         DecomposedSamplingSVGP(X, Y, num_inducing=0)
     with pytest.raises(TypeError, match="likelihood"):
         DecomposedSamplingSVGP(X, Y, likelihood=BernoulliLikelihood())
-    with pytest.raises(ValueError, match="noise_variance"):
-        DecomposedSamplingSVGP(X, Y, noise_variance=-1.0)
+    with pytest.raises(ValueError, match="noise"):
+        DecomposedSamplingSVGP(X, Y, noise=-1.0)
     with pytest.raises(ValueError, match="inducing_quality"):
         DecomposedSamplingSVGP(X, Y, inducing_quality="ei")
     with pytest.raises(TypeError, match="CollapsedTitsiasBound|DecomposedSamplingSVGP"):
@@ -563,8 +563,8 @@ def test_one_error_vocabulary_for_bad_arguments():
         DecomposedSamplingSVGP(X, Y, randomized_selection="no")
     with pytest.raises(TypeError, match="`generator`"):
         DecomposedSamplingSVGP(X, Y, generator=0)
-    with pytest.raises(ValueError, match="`noise_variance`"):
-        DecomposedSamplingSVGP(X, Y, noise_variance=1e-300)
+    with pytest.raises(ValueError, match="`noise`"):
+        DecomposedSamplingSVGP(X, Y, noise=1e-300)
     model = DecomposedSamplingSVGP(X, Y, num_inducing=5)
     for bad in (torch.rand(2, dtype=DTYPE), torch.rand(4, 3, dtype=DTYPE)):
         with pytest.raises(ValueError, match="`X`"):

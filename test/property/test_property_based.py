@@ -86,7 +86,7 @@ def _nystrom() -> NystromGP:
 def _svgp() -> DecomposedSamplingSVGP:
     X = _points(12)
     return DecomposedSamplingSVGP(
-        X, _targets(X), num_inducing=6, covar_module=_kernel(), noise_variance=0.05
+        X, _targets(X), num_inducing=6, covar_module=_kernel(), noise=0.05
     )
 
 
@@ -189,7 +189,7 @@ ENTRY_POINTS: dict[str, Callable[[], Call]] = {
             "train_Y": _targets(_points(12)),
             "num_inducing": 5,
             "covar_module": _kernel(),
-            "noise_variance": 0.05,
+            "noise": 0.05,
             "randomized_selection": False,
             "inducing_quality": "variance",
             "generator": _generator(),
@@ -299,7 +299,7 @@ ENTRY_POINTS: dict[str, Callable[[], Call]] = {
         {
             "points": _points(15, 2),
             "kernel": _kernel(),
-            "noise_variance": 0.01,
+            "noise": 0.01,
             "capacity": 4,
         },
     ),

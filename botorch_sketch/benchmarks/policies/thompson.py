@@ -261,7 +261,7 @@ class SGPTSPolicy(_ThompsonPolicy):
             self.num_inducing,
             covar_module=self._kernel(X),
             mean_module=ZeroMean(),
-            noise_variance=self.hyperparameters.noise_variance,
+            noise=self.hyperparameters.noise_variance,
             randomized_selection=self.randomized_selection,
             inducing_quality=self.inducing_quality,
             generator=self.generator,
