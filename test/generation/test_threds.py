@@ -29,10 +29,13 @@ def branin(X):
 
 
 def noisy(f, seed):
+    r"""``f`` plus ``N(0, 0.01)`` noise drawn on the CPU (then moved to ``X``'s
+    device), so every device observes the same values."""
     gen = torch.Generator().manual_seed(seed)
 
     def observe(X):
-        return f(X) + 0.1 * torch.randn(X.shape[0], generator=gen, dtype=X.dtype)
+        noise = torch.randn(X.shape[0], generator=gen, dtype=X.dtype)
+        return f(X) + 0.1 * noise.to(X.device)
 
     return observe
 
@@ -131,9 +134,12 @@ def test_readmission_guard_extension(readmit_after):
 
 @pytest.mark.parametrize("reuse", [False, True])
 @pytest.mark.parametrize("mode", ["cube", "rwt"])
-def test_each_test_starts_from_the_earlier_observations_inside_its_box(mode, reuse):
-    gen = GPThreDS(USER, f_range=(0.5, 1.2), mode=mode, reuse_observations=reuse)
-    f = noisy(lambda X: branin((X - USER[0]) / (USER[1] - USER[0])), 2)
+def test_each_test_starts_from_the_earlier_observations_inside_its_box(
+    mode, reuse, tkwargs
+):
+    user = USER.to(**tkwargs)
+    gen = GPThreDS(user, f_range=(0.5, 1.2), mode=mode, reuse_observations=reuse)
+    f = noisy(lambda X: branin((X - user[0]) / (user[1] - user[0])), 2)
     queries, starts, test = [], 0, None
     while len(queries) < 300:
         if gen.current_test is not test:  # a new test: brute-force count
@@ -144,7 +150,7 @@ def test_each_test_starts_from_the_earlier_observations_inside_its_box(mode, reu
             assert test.num_observations == (len(inside) if reuse else 0)
             starts += bool(inside)
         x = gen.ask()
-        queries.append((x[0] - USER[0]) / (USER[1] - USER[0]))
+        queries.append((x[0] - user[0]) / (user[1] - user[0]))
         gen.tell(x, f(x))
     assert starts >= 3  # later tests did find earlier queries in their boxes
 
@@ -152,7 +158,7 @@ def test_each_test_starts_from_the_earlier_observations_inside_its_box(mode, reu
 @pytest.mark.parametrize("reuse", [False, True])
 @pytest.mark.parametrize("mode", ["cube", "rwt"])
 @pytest.mark.parametrize("T", [1, 137])
-def test_run_makes_exactly_T_queries(mode, T, reuse):
+def test_run_makes_exactly_T_queries(mode, T, reuse, tkwargs):
     calls = []
     f = noisy(branin, 0)
 
@@ -160,10 +166,13 @@ def test_run_makes_exactly_T_queries(mode, T, reuse):
         calls.append(X)
         return f(X)
 
-    gen = GPThreDS(UNIT, f_range=(0.5, 1.2), mode=mode, reuse_observations=reuse)
+    bounds = UNIT.to(**tkwargs)
+    gen = GPThreDS(bounds, f_range=(0.5, 1.2), mode=mode, reuse_observations=reuse)
     X, Y = gen.run(counted, T)
     assert len(calls) == T and gen.num_queries == T
     assert X.shape == (T, 2) and Y.shape == (T,)
+    assert X.dtype == Y.dtype == tkwargs["dtype"] and X.device == bounds.device
+    assert torch.isfinite(Y).all()
     assert torch.equal(X, torch.cat(calls))
     assert ((X >= 0) & (X <= 1)).all()
 
@@ -200,12 +209,6 @@ def test_branin_run_shrinks_towards_a_maximizer():
     # queries are good ones.
     assert float(branin(gen.cubes.mean(dim=1)).max()) > 1.02
     assert float(branin(X[-100:]).mean()) > 0.95
-
-
-def test_float32_does_not_crash():
-    gen = GPThreDS(UNIT.float(), f_range=(0.5, 1.2))
-    X, Y = gen.run(noisy(branin, 0), 150)
-    assert X.dtype == torch.float32 and torch.isfinite(Y).all()
 
 
 def test_default_kernel_values_are_exact():
