@@ -1,4 +1,5 @@
-r"""The shared Cholesky helpers against dense factorizations."""
+r"""The shared Cholesky helpers against dense float64 factorizations, for float32 and
+float64 on every device."""
 
 import gpytorch
 import pytest
@@ -7,6 +8,8 @@ from linear_operator.utils.errors import NanError, NotPSDError
 
 from botorch_sketch.models.linalg import append_pivot, safe_cholesky
 
+from ..gp_helpers import assert_close
+
 DTYPE = torch.float64
 
 
@@ -14,28 +17,29 @@ def _kernel_matrix(points: torch.Tensor) -> torch.Tensor:
     return torch.exp(-0.5 * torch.cdist(points, points).square() / 0.3**2)
 
 
-def test_safe_cholesky_is_plain_when_it_can_be():
+def test_safe_cholesky_is_plain_when_it_can_be(tkwargs):
     gen = torch.Generator().manual_seed(0)
     A = torch.randn(6, 6, generator=gen, dtype=DTYPE)
-    M = A @ A.mT + torch.eye(6, dtype=DTYPE)
+    M = (A @ A.mT + torch.eye(6, dtype=DTYPE)).to(**tkwargs)
     M = (M + M.mT) / 2  # exactly symmetric
-    assert torch.equal(safe_cholesky(M), torch.linalg.cholesky(M))
+    L = safe_cholesky(M)
+    assert L.dtype == M.dtype and L.device == M.device
+    assert torch.equal(L, torch.linalg.cholesky(M))
 
 
 @pytest.mark.parametrize("scale", [1e-6, 1.0, 1e6])
-def test_safe_cholesky_jitter_is_gpytorchs_relative_to_the_diagonal(scale):
+def test_safe_cholesky_jitter_is_gpytorchs_relative_to_the_diagonal(scale, tkwargs):
     # two identical points: K is singular; the first retry adds
     # cholesky_jitter * mean diagonal, so the factor scales as sqrt(scale)
     points = torch.tensor([[0.1], [0.1], [0.7]], dtype=DTYPE)
     K = scale * _kernel_matrix(points)
-    with gpytorch.settings.cholesky_jitter(double_value=1e-8):
-        L = safe_cholesky(K)
-    expected = torch.linalg.cholesky(K + 1e-8 * scale * torch.eye(3, dtype=DTYPE))
-    torch.testing.assert_close(L, expected, rtol=1e-12, atol=0)
-    with gpytorch.settings.cholesky_jitter(double_value=1e-4):
-        L = safe_cholesky(K)
-    expected = torch.linalg.cholesky(K + 1e-4 * scale * torch.eye(3, dtype=DTYPE))
-    torch.testing.assert_close(L, expected, rtol=1e-12, atol=0)
+    eye = torch.eye(3, dtype=DTYPE)
+    for jitter in (1e-4, 1e-2) if tkwargs["dtype"] == torch.float32 else (1e-8, 1e-4):
+        with gpytorch.settings.cholesky_jitter(float_value=jitter, double_value=jitter):
+            L = safe_cholesky(K.to(**tkwargs))
+        expected = torch.linalg.cholesky(K + jitter * scale * eye)
+        assert L.dtype == tkwargs["dtype"] and L.device == tkwargs["device"]
+        assert_close(L / scale**0.5, expected / scale**0.5)
 
 
 def test_safe_cholesky_rejects_nan_and_indefinite_matrices():
@@ -46,25 +50,24 @@ def test_safe_cholesky_rejects_nan_and_indefinite_matrices():
 
 
 @pytest.mark.parametrize("diagonal", [0.0, 0.05])
-def test_append_pivot_builds_the_cholesky_factor_in_feature_form(diagonal):
+def test_append_pivot_builds_the_cholesky_factor_in_feature_form(diagonal, tkwargs):
     # pivots one by one: rows = L^{-1} K_PX and residual = diag(K - K_XP M^{-1} K_PX)
-    # with M = K_PP + diagonal I = L L^T, against a dense factorization
+    # with M = K_PP + diagonal I = L L^T, against a dense float64 factorization
     gen = torch.Generator().manual_seed(1)
     X = torch.rand(12, 2, generator=gen, dtype=DTYPE)
     K = _kernel_matrix(X)
     pivots = [4, 0, 9, 7]
-    rows = torch.empty(len(pivots), 12, dtype=DTYPE)
-    residual = K.diagonal().clone()
+    K_ = K.to(**tkwargs)
+    rows = torch.empty(len(pivots), 12, **tkwargs)
+    residual = K_.diagonal().clone()
     for j, pivot in enumerate(pivots):
         variance = float(residual[pivot]) + diagonal
-        new = append_pivot(rows[:j], K[:, pivot], pivot, variance, residual, rows[j])
+        new = append_pivot(rows[:j], K_[:, pivot], pivot, variance, residual, rows[j])
         assert new.data_ptr() == rows[j].data_ptr()
     M = K[pivots][:, pivots] + diagonal * torch.eye(4, dtype=DTYPE)
     L = torch.linalg.cholesky(M)
     expected_rows = torch.linalg.solve_triangular(L, K[pivots], upper=False)
-    torch.testing.assert_close(rows, expected_rows, rtol=0, atol=1e-12)
-    torch.testing.assert_close(
-        residual, K.diagonal() - expected_rows.square().sum(0), rtol=0, atol=1e-12
-    )
+    assert_close(rows, expected_rows)
+    assert_close(residual, K.diagonal() - expected_rows.square().sum(0))
     if diagonal == 0.0:  # the rows hold L^T at the pivots
-        torch.testing.assert_close(rows[:, pivots], L.mT, rtol=0, atol=1e-12)
+        assert_close(rows[:, pivots], L.mT)
