@@ -1,3 +1,7 @@
+r"""Conditional-variance selection against dense float64 recomputations of the
+conditional variances and the exact pivot distribution; float32 and float64 on every
+device."""
+
 import itertools
 
 import pytest
@@ -6,11 +10,11 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch.models.inducing import select_inducing_indices
 
-from ..gp_helpers import DTYPE, ShapeRecordingRBF, rbf_kernel
+from ..gp_helpers import DTYPE, ShapeRecordingRBF, rbf_kernel, seeded
 
 
-def _kernel(lengthscale=0.3, dtype=DTYPE):
-    return rbf_kernel(lengthscale, 2.0, dtype)
+def _kernel(lengthscale=0.3, dtype=DTYPE, device=None):
+    return rbf_kernel(lengthscale, 2.0, dtype, device)
 
 
 def _dense_greedy(X, kernel, m, quality=None):
@@ -33,45 +37,44 @@ def _dense_greedy(X, kernel, m, quality=None):
     return chosen
 
 
-def test_greedy_matches_dense_recomputation():
-    X = torch.rand(60, 3, dtype=DTYPE, generator=torch.Generator().manual_seed(0))
-    kernel = _kernel()
-    index = select_inducing_indices(X, kernel, 12)
-    assert index.dtype == torch.long
-    assert index.tolist() == _dense_greedy(X, kernel, 12)
+def test_greedy_matches_dense_recomputation(tkwargs):
+    X = torch.rand(60, 3, dtype=DTYPE, generator=seeded(0))
+    index = select_inducing_indices(X.to(**tkwargs), _kernel(**tkwargs), 12)
+    assert index.dtype == torch.long and index.device == tkwargs["device"]
+    assert index.tolist() == _dense_greedy(X, _kernel(), 12)
 
 
-def test_quality_weighted_greedy_matches_dense_recomputation():
-    g = torch.Generator().manual_seed(10)
+def test_quality_weighted_greedy_matches_dense_recomputation(tkwargs):
+    g = seeded(10)
     X = torch.rand(60, 3, dtype=DTYPE, generator=g)
     quality = torch.rand(60, dtype=DTYPE, generator=g)
     quality[:20] = 0.0  # never eligible
-    kernel = _kernel()
-    index = select_inducing_indices(X, kernel, 12, quality=quality)
-    assert index.tolist() == _dense_greedy(X, kernel, 12, quality)
+    X_, quality_, kernel = X.to(**tkwargs), quality.to(**tkwargs), _kernel(**tkwargs)
+    index = select_inducing_indices(X_, kernel, 12, quality=quality_)
+    assert index.tolist() == _dense_greedy(X, _kernel(), 12, quality)
     assert index.min() >= 20
     # All positive-quality points spanned or chosen: at most 40 pivots.
-    assert len(select_inducing_indices(X, kernel, 60, quality=quality)) == 40
+    assert len(select_inducing_indices(X_, kernel, 60, quality=quality_)) == 40
 
 
-def test_fewer_distinct_points_than_m_returns_each_once():
-    g = torch.Generator().manual_seed(1)
+def test_fewer_distinct_points_than_m_returns_each_once(tkwargs):
+    g = seeded(1)
     distinct = torch.rand(15, 2, dtype=DTYPE, generator=g)
     X = torch.cat([distinct, distinct[:10], distinct[3:8]])
-    X = X[torch.randperm(X.shape[0], generator=g)]
+    X = X[torch.randperm(X.shape[0], generator=g)].to(**tkwargs)
     for randomized in (False, True):
         index = select_inducing_indices(
-            X, _kernel(0.2), 25, randomized=randomized, generator=g
+            X, _kernel(0.2, **tkwargs), 25, randomized=randomized, generator=g
         )
         assert len(index) == 15
         assert len(torch.unique(X[index], dim=0)) == 15
 
 
-def test_selection_returns_distinct_points_when_many_available():
-    X = torch.rand(200, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(2))
+def test_selection_returns_distinct_points_when_many_available(tkwargs):
+    X = torch.rand(200, 2, dtype=DTYPE, generator=seeded(2)).to(**tkwargs)
     for randomized in (False, True):
         index = select_inducing_indices(
-            X, _kernel(), 30, randomized=randomized, generator=torch.Generator()
+            X, _kernel(**tkwargs), 30, randomized=randomized, generator=seeded(3)
         )
         assert len(index) == 30
         assert len(set(index.tolist())) == 30
@@ -115,23 +118,22 @@ def test_randomized_pivot_distribution_is_residual_proportional():
         assert abs(counts[pair] / draws - probability) < 4 * sd + 1e-3, pair
 
 
-def test_randomized_selection_is_reproducible():
-    X = torch.rand(100, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(5))
-    kernel = _kernel()
+def test_randomized_selection_is_reproducible_with_a_cpu_generator(tkwargs):
+    # the draws come from the (CPU) generator whatever the data's device
+    X = torch.rand(100, 2, dtype=DTYPE, generator=seeded(5))
     runs = [
         select_inducing_indices(
-            X, kernel, 10, randomized=True, generator=torch.Generator().manual_seed(s)
+            X_, _kernel(**kw), 10, randomized=True, generator=seeded(s)
+        ).cpu()
+        for X_, kw, s in (
+            (X.to(**tkwargs), tkwargs, 7),
+            (X.to(**tkwargs), tkwargs, 7),
+            (X.to(**tkwargs), tkwargs, 8),
+            (X.to(tkwargs["dtype"]), {"dtype": tkwargs["dtype"]}, 7),
         )
-        for s in (7, 7, 8)
     ]
-    assert torch.equal(runs[0], runs[1])
+    assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[3])
     assert not torch.equal(runs[0], runs[2])
-
-
-def test_float32_works():
-    X = torch.rand(50, 2, generator=torch.Generator().manual_seed(6))
-    index = select_inducing_indices(X, _kernel(dtype=torch.float32), 10)
-    assert len(set(index.tolist())) == 10
 
 
 def test_bad_inputs_raise():
