@@ -211,3 +211,13 @@ def test_flags_and_pending_points_are_checked_where_they_enter(model):
         with pytest.raises(error, match="state"):
             radius.load_state_dict(bad)
     assert radius.state_dict() == {"log_det_sum": math.log1p(1.5)}
+
+
+def test_batched_models_are_rejected(model):
+    # BKB-UCB scores one unbatched NystromGP; a batched (fantasy) model is refused
+    # before any state is built (t-batches of candidates are covered above).
+    X = uniform(2, 3, 2, seed=5)
+    fantasy = model.condition_on_observations(X, torch.zeros(2, 3, 1, dtype=DTYPE))
+    assert fantasy.train_inputs[0].shape[:-2] == (2,)
+    with pytest.raises(ValueError, match="`model` must be unbatched"):
+        BKBUpperConfidenceBound(fantasy, radius=1.0)

@@ -5,9 +5,7 @@ import math
 
 import pytest
 import torch
-from botorch.models import (
-    SingleTaskVariationalGP,
-)
+from botorch.models import SingleTaskGP, SingleTaskVariationalGP
 
 from botorch_sketch.sampling.pathwise import ScaledSamplePaths, draw_scaled_paths
 
@@ -157,3 +155,13 @@ def test_paths_after_a_t_batched_posterior_call(build, tkwargs):
     paths = draw_scaled_paths(model, 3, num_features=64, generator=seeded(5))
     X = wave_points(7, **tkwargs)
     assert_close(paths(X), reference(X))
+
+
+def test_batched_models_are_rejected():
+    # Paths are drawn for single-output models without a batch shape; t-batched
+    # evaluation points are covered above.
+    X, Y = wave_data()
+    batched = SingleTaskGP(torch.stack([X, X]), torch.stack([Y, -Y]))
+    assert batched.batch_shape == (2,)
+    with pytest.raises(ValueError, match="no batch shape"):
+        draw_scaled_paths(batched, 2)
