@@ -1,3 +1,6 @@
+r"""IncrementalExactGP against BoTorch's SingleTaskGP and a dense solve (both in
+float64) for float32 and float64 on every device."""
+
 import math
 from unittest import mock
 
@@ -8,30 +11,42 @@ from gpytorch.kernels import MaternKernel, ScaleKernel
 from botorch_sketch.models import incremental_exact
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
 
-from ..gp_helpers import zero_mean_gp_posterior
+from ..gp_helpers import assert_close, zero_mean_gp_posterior
 
 NOISE = 0.01
 
 
-def _kernel(dtype=torch.float64):
-    kernel = ScaleKernel(MaternKernel(nu=2.5)).to(dtype)
-    kernel.base_kernel.lengthscale = torch.tensor(0.2, dtype=dtype)
-    kernel.outputscale = torch.tensor(1.3, dtype=dtype)
-    return kernel.requires_grad_(False)
+def _kernel(dtype=torch.float64, device=None):
+    kernel = ScaleKernel(MaternKernel(nu=2.5))
+    kernel.base_kernel.lengthscale = 0.2
+    kernel.outputscale = 1.3
+    return kernel.to(dtype=dtype, device=device).requires_grad_(False)
 
 
-def _exact(points, indices, y, kernel):
-    return zero_mean_gp_posterior(points[indices], y, NOISE, kernel, points)
+def _exact(points, indices, y):
+    r"""Exact posterior of every point (float64 on the CPU)."""
+    points, indices, y = points.cpu().double(), indices.cpu(), y.cpu().double()
+    return zero_mean_gp_posterior(points[indices], y, NOISE, _kernel(), points)
 
 
-@pytest.fixture
-def data():
+def _draw(dtype=torch.float64, device=None):
+    r"""60 points, 40 observed indices (one repeat) and their rewards, drawn on the
+    CPU in float64 and moved to ``dtype`` and ``device``."""
     gen = torch.Generator().manual_seed(0)
     points = torch.rand(60, 2, generator=gen, dtype=torch.float64)
     indices = torch.randint(60, (40,), generator=gen)
     indices[5] = indices[4]  # a repeated observation
     y = torch.randn(40, generator=gen, dtype=torch.float64)
-    return points, indices, y
+    return (
+        points.to(dtype=dtype, device=device),
+        indices,
+        y.to(dtype=dtype, device=device),
+    )
+
+
+@pytest.fixture
+def data(tkwargs):
+    return _draw(**tkwargs)
 
 
 @pytest.mark.parametrize("precompute", [True, False])
@@ -39,10 +54,10 @@ def test_observe_matches_single_task_gp(data, precompute, monkeypatch):
     if not precompute:
         monkeypatch.setattr(incremental_exact, "MAX_PRECOMPUTED_ENTRIES", 0)
     points, indices, y = data
-    kernel = _kernel()
+    kernel = _kernel(points.dtype, points.device)
     gp = IncrementalExactGP.from_kernel(points, kernel, NOISE)
-    torch.testing.assert_close(gp.variance, torch.full((60,), 1.3, dtype=points.dtype))
-    assert torch.equal(gp.mean, torch.zeros(60, dtype=points.dtype))
+    assert_close(gp.variance, torch.full((60,), 1.3))
+    assert torch.equal(gp.mean, torch.zeros_like(points[:, 0]))
     kernel_calls = 0
     # 40 observations: the buffer starts at 16 rows and doubles twice.
     for n, (index, value) in enumerate(
@@ -52,9 +67,9 @@ def test_observe_matches_single_task_gp(data, precompute, monkeypatch):
             gp.observe(index, value)
         kernel_calls += forward.call_count
         if n in (1, 2, 17, 40):
-            mean, variance = _exact(points, indices[:n], y[:n], kernel)
-            torch.testing.assert_close(gp.mean, mean, rtol=1e-6, atol=1e-8)
-            torch.testing.assert_close(gp.variance, variance, rtol=1e-6, atol=1e-8)
+            mean, variance = _exact(points, indices[:n], y[:n])
+            assert_close(gp.mean, mean)
+            assert_close(gp.variance, variance)
     # Small sets look kernel columns up; otherwise each observation evaluates one.
     assert kernel_calls == (0 if precompute else 40)
     assert gp.num_observations == gp.num_rewarded == 40 and gp.capacity == 64
@@ -62,49 +77,52 @@ def test_observe_matches_single_task_gp(data, precompute, monkeypatch):
 
 def test_hallucinated_batch_and_discard(data):
     points, indices, y = data
-    kernel = _kernel()
+    kernel = _kernel(points.dtype, points.device)
     gp = IncrementalExactGP.from_kernel(points, kernel, NOISE, capacity=12)
     for s in range(10):
         before = gp.append(int(indices[s]))
-    _, variance_9 = _exact(points, indices[:9], y[:9], kernel)
-    assert before == pytest.approx(float(variance_9[indices[9]]), rel=1e-7)
+    _, variance_9 = _exact(points, indices[:9], y[:9])
+    assert_close(torch.tensor(before, dtype=points.dtype), variance_9[indices[9]])
     gp.set_rewards(y[:6])
     assert gp.num_pending == 4
-    mean_6, _ = _exact(points, indices[:6], y[:6], kernel)
-    _, variance_10 = _exact(points, indices[:10], y[:10], kernel)
-    torch.testing.assert_close(gp.mean, mean_6, rtol=1e-7, atol=1e-9)
-    torch.testing.assert_close(gp.variance, variance_10, rtol=1e-7, atol=1e-9)
+    mean_6, _ = _exact(points, indices[:6], y[:6])
+    _, variance_10 = _exact(points, indices[:10], y[:10])
+    assert_close(gp.mean, mean_6)
+    assert_close(gp.variance, variance_10)
     gp.set_rewards(y[6:8])
     gp.discard_pending()
     assert gp.num_observations == gp.num_rewarded == 8 and gp.num_pending == 0
-    mean_8, variance_8 = _exact(points, indices[:8], y[:8], kernel)
-    torch.testing.assert_close(gp.mean, mean_8, rtol=1e-7, atol=1e-9)
-    torch.testing.assert_close(gp.variance, variance_8, rtol=1e-7, atol=1e-9)
+    mean_8, variance_8 = _exact(points, indices[:8], y[:8])
+    assert_close(gp.mean, mean_8)
+    assert_close(gp.variance, variance_8)
     # The freed rows are reused.
     gp.observe(int(indices[8]), float(y[8]))
-    mean_9, variance_9 = _exact(points, indices[:9], y[:9], kernel)
-    torch.testing.assert_close(gp.mean, mean_9, rtol=1e-7, atol=1e-9)
-    torch.testing.assert_close(gp.variance, variance_9, rtol=1e-7, atol=1e-9)
+    mean_9, variance_9 = _exact(points, indices[:9], y[:9])
+    assert_close(gp.mean, mean_9)
+    assert_close(gp.variance, variance_9)
 
 
-def test_callable_kernel_column_matches_dense_solve():
-    r"""The constructor path: a closed-form kernel column, checked by a dense solve."""
+def test_callable_kernel_column_matches_dense_solve(tkwargs):
+    r"""The constructor path: a closed-form kernel column, checked by a dense
+    float64 solve."""
     gen = torch.Generator().manual_seed(1)
     points = torch.randn(30, 3, generator=gen, dtype=torch.float64)
     K = torch.exp(-0.5 * torch.cdist(points, points).square())
-    gp = IncrementalExactGP(K.diagonal().clone(), K.__getitem__, NOISE, capacity=5)
+    K_ = K.to(**tkwargs)
+    gp = IncrementalExactGP(K_.diagonal().clone(), K_.__getitem__, NOISE, capacity=5)
     indices, y = [3, 17, 3, 29, 0], torch.randn(5, generator=gen, dtype=torch.float64)
     for index, value in zip(indices, y.tolist(), strict=True):
         gp.observe(index, value)
     K_xn = K[:, indices]
-    solve = torch.linalg.solve(K[indices][:, indices] + NOISE * torch.eye(5), K_xn.T)
-    torch.testing.assert_close(gp.mean, solve.T @ y, rtol=1e-7, atol=1e-9)
-    variance = K.diagonal() - (K_xn * solve.T).sum(-1)
-    torch.testing.assert_close(gp.variance, variance, rtol=1e-7, atol=1e-9)
+    eye = torch.eye(5, dtype=torch.float64)
+    solve = torch.linalg.solve(K[indices][:, indices] + NOISE * eye, K_xn.T)
+    assert gp.mean.dtype == tkwargs["dtype"] and gp.mean.device == tkwargs["device"]
+    assert_close(gp.mean, solve.T @ y)
+    assert_close(gp.variance, K.diagonal() - (K_xn * solve.T).sum(-1))
 
 
-def test_errors_leave_state_unchanged(data):
-    points, _, _ = data
+def test_errors_leave_state_unchanged():
+    points, _, _ = _draw()
     gp = IncrementalExactGP.from_kernel(points, _kernel(), NOISE, capacity=2)
     gp.append(3)
     mean, variance = gp.mean.clone(), gp.variance.clone()
@@ -140,22 +158,10 @@ def test_errors_leave_state_unchanged(data):
         IncrementalExactGP.from_kernel(points, lambda a, b: a @ b.T, NOISE)
 
 
-def test_float32_runs_and_agrees(data):
-    points, indices, y = data
-    gp = IncrementalExactGP.from_kernel(points.float(), _kernel(torch.float32), NOISE)
-    for index, value in zip(indices.tolist(), y.tolist(), strict=True):
-        gp.observe(index, value)
-    assert gp.mean.dtype == gp.variance.dtype == torch.float32
-    assert torch.isfinite(gp.mean).all() and (gp.variance >= 0).all()
-    mean, variance = _exact(points, indices, y, _kernel())
-    torch.testing.assert_close(gp.mean.double(), mean, rtol=0, atol=5e-2)
-    torch.testing.assert_close(gp.variance.double(), variance, rtol=0, atol=5e-3)
-
-
-def test_indices_rewards_and_noise_are_checked(data):
+def test_indices_rewards_and_noise_are_checked():
     # Issue 14 item 9: float or bool indices, non-number rewards, a noise too small
     # to factorize a repeated observation and bad kernel columns raise, naming them.
-    points, _, _ = data
+    points, _, _ = _draw()
     gp = IncrementalExactGP.from_kernel(points, _kernel(), NOISE)
     gp.observe(2, 0.5)
     mean, variance = gp.mean.clone(), gp.variance.clone()
@@ -181,7 +187,7 @@ def test_indices_rewards_and_noise_are_checked(data):
     assert wrong.num_observations == 0
 
 
-def test_half_precision_points_are_named(data):
-    points, _, _ = data
+def test_half_precision_points_are_named():
+    points, _, _ = _draw()
     with pytest.raises(TypeError, match="`points`"):
         IncrementalExactGP.from_kernel(points.half(), _kernel(), NOISE)
