@@ -403,14 +403,15 @@ def bkb_generation_strategy(
     this is Ax's generic route with ``NystromGP`` and ``BKBUpperConfidenceBound``
     (the Ax defaults of :mod:`~botorch_sketch.integrations.ax_registry`: learned
     ``lambda``, an RBF kernel with Ax's dimension-scaled lengthscale prior, and
-    ``mu + 2 sigma``). Every option is checked here, before a run starts.
+    ``mu + sqrt(0.2) sigma``, BoTorch's UCB default). Every option is checked here,
+    before a run starts.
 
     Args:
         radius: The papers'-scale radius ``beta~ >= 0`` (a constant: Ax stores it as
             JSON; the theory radius is not available from Ax), not BoTorch's
             ``beta`` (that is ``radius**2 / lambda``); None:
-            ``radius = 2 sqrt(lambda)`` for the fitted ``lambda``, i.e.
-            ``mu + 2 sigma``.
+            ``radius = sqrt(0.2 lambda)`` for the fitted ``lambda``, i.e.
+            ``mu + sqrt(0.2) sigma``.
         noise: Fixed regularization ``lambda`` in Ax's standardized outcome units,
             in :data:`NOISE_RANGE`; None learns it on the collapsed bound (or, when
             every observation has a reported sem, uses their mean variance).

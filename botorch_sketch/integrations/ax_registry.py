@@ -12,14 +12,15 @@ Importing this module (``botorch_sketch.integrations.ax`` does) registers, once:
   ones;
 - fitting routines (Ax's ``fit_botorch_model``) that fit each model on its own
   collapsed bound (Ax's default ``ExactMarginalLogLikelihood`` is replaced; for
-  ``NystromGP`` the bound plus its hyperparameters' log priors,
-  :class:`NystromMAPBound`), and resample the Nystrom dictionary for the fitted
-  hyperparameters;
+  ``NystromGP`` :class:`~botorch_sketch.models.nystrom.NystromMarginalLogLikelihood`,
+  the bound plus its hyperparameters' log priors), and resample the Nystrom
+  dictionary for the fitted hyperparameters;
 - BoTorch acquisition input constructors (``acqf_input_constructor``) for
   :class:`~botorch_sketch.acquisition.bkb.BKBUpperConfidenceBound`,
   :class:`~botorch_sketch.acquisition.thompson.ScaledPathThompsonSampling` and
   :class:`~botorch_sketch.integrations.ax_thompson.AxScaledPathThompsonSampling`;
-  without a ``radius``, BKB-UCB's index is ``mu + 2 sigma`` (:data:`AX_UCB_SCALE`);
+  without a ``radius``, BKB-UCB's index is ``mu + sqrt(0.2) sigma``
+  (:data:`AX_UCB_SCALE`);
 - the classes in Ax's JSON/SQA storage registries, so experiments and generation
   strategies that use them save and load (import this module before loading).
 """
@@ -33,6 +34,7 @@ except ImportError as error:  # pragma: no cover - exercised without ax installe
 
     raise ImportError(AX_INSTALL_HINT) from error
 
+import math
 from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
@@ -106,8 +108,12 @@ AX_NYSTROM_NOISE: float | None = None
 
 #: BKB-UCB's index from Ax when no ``radius`` is given: ``mu + AX_UCB_SCALE sigma``
 #: (Bayesian-scale ``sigma``), i.e. ``radius = AX_UCB_SCALE sqrt(lambda)`` for the
-#: fitted ``lambda``.
-AX_UCB_SCALE = 2.0
+#: fitted ``lambda``. ``sqrt(0.2)``: BoTorch's ``UpperConfidenceBound`` from Ax
+#: (``beta = 0.2`` in its input constructor) scores ``mu + sqrt(0.2) sigma``. With
+#: ``mu + 2 sigma`` the 30-trial runs of docs/ax.md spent their trials on the box's
+#: boundary (unit-variance prior: ``sigma`` is near 1 away from the data), and an exact
+#: ``SingleTaskGP`` with the same index did no better on Hartmann-6.
+AX_UCB_SCALE = math.sqrt(0.2)
 
 
 def default_bkb_radius(model: NystromGP) -> float:
@@ -116,8 +122,8 @@ def default_bkb_radius(model: NystromGP) -> float:
     index is ``mu + AX_UCB_SCALE sigma``.
 
     Example:
-        >>> default_bkb_radius(NystromGP(X, Y, noise=1e-2))
-        0.2
+        >>> default_bkb_radius(NystromGP(X, Y, noise=1e-2))  # sqrt(0.2) * 0.1
+        0.0447...
     """
     return AX_UCB_SCALE * float(model.noise.detach().sqrt())
 
@@ -278,40 +284,17 @@ def _own_bound_or(
     return mll_class
 
 
-class NystromMAPBound(NystromMarginalLogLikelihood):
-    r"""``NystromGP``'s collapsed bound plus the log densities of the priors
-    registered on its kernel and likelihood, per observation, as GPyTorch's
-    ``ExactMarginalLogLikelihood`` adds them for ``SingleTaskGP``: maximizing it fits
-    the hyperparameters by MAP. ``NystromMarginalLogLikelihood`` leaves the priors
-    out, so the lengthscale prior of :func:`ax_nystrom_kernel` would not act; without
-    priors the two are equal.
-
-    Example:
-        >>> fit_gpytorch_mll(NystromMAPBound(model.likelihood, model))
-    """
-
-    def forward(self, *args: Any, **kwargs: Any) -> Tensor:
-        r"""``(bound + sum of log priors) / n`` on the model's own data (arguments
-        ignored)."""
-        log_prior = sum(  # the model's priors, its likelihood's included
-            prior.log_prob(closure(module)).sum()
-            for _, module, prior, closure, _ in self.model.named_priors()
-        )
-        num_data = self.model.train_targets.shape[-1]
-        return super().forward() + log_prior / num_data
-
-
 def fit_nystrom_gp(
     model: NystromGP,
     mll_class: type[MarginalLogLikelihood] | None = None,
     mll_options: dict[str, Any] | None = None,
 ) -> None:
     r"""Fit a ``NystromGP`` from Ax: ``fit_gpytorch_mll`` on its collapsed bound with
-    the hyperparameters' log priors (:class:`NystromMAPBound`, also when
-    ``NystromMarginalLogLikelihood`` is named; another non-default ``mll_class`` is
-    used as given), then one ridge-leverage-score resampling of the dictionary with
-    the fitted hyperparameters (global random state: Ax's
-    ``Client(random_seed=...)`` makes it reproducible).
+    the hyperparameters' log priors (``NystromMarginalLogLikelihood``: MAP, as Ax fits
+    ``SingleTaskGP``; another non-default ``mll_class`` is used as given), then one
+    ridge-leverage-score resampling of the dictionary with the fitted
+    hyperparameters (global random state: Ax's ``Client(random_seed=...)`` makes it
+    reproducible).
 
     Args:
         model: The model Ax constructed.
@@ -321,9 +304,7 @@ def fit_nystrom_gp(
     Example:
         >>> fit_nystrom_gp(model)
     """
-    mll_class = _own_bound_or(mll_class, NystromMAPBound)
-    if mll_class is NystromMarginalLogLikelihood:
-        mll_class = NystromMAPBound
+    mll_class = _own_bound_or(mll_class, NystromMarginalLogLikelihood)
     mll = mll_class(likelihood=model.likelihood, model=model, **(mll_options or {}))
     fit_gpytorch_mll(mll)
     model.resparsify()
@@ -391,7 +372,7 @@ def construct_inputs_bkb_ucb(
         radius: The papers'-scale radius ``beta~ >= 0``; the index is
             ``mu + (radius / sqrt(lambda)) sigma``. None:
             ``radius = AX_UCB_SCALE sqrt(lambda)`` for the model's (fitted)
-            ``lambda``, i.e. ``mu + 2 sigma`` whatever ``lambda`` is.
+            ``lambda``, i.e. ``mu + sqrt(0.2) sigma`` whatever ``lambda`` is.
         maximize: Passed through.
         X_pending: ``p x d`` pending points.
         constraints_tuple: Outcome constraints: not supported (raises).
@@ -533,11 +514,7 @@ acqf_input_constructor(ScaledPathThompsonSampling)(construct_inputs_scaled_path_
 acqf_input_constructor(AxScaledPathThompsonSampling)(construct_inputs_ax_scaled_path_ts)
 for _model_class in (NystromGP, DecomposedSamplingSVGP):
     register_model(_model_class)
-for _mll_class in (
-    NystromMarginalLogLikelihood,
-    NystromMAPBound,
-    CollapsedTitsiasBound,
-):
+for _mll_class in (NystromMarginalLogLikelihood, CollapsedTitsiasBound):
     register_mll(_mll_class)
 for _acqf_class in (
     BKBUpperConfidenceBound,

@@ -35,6 +35,7 @@ from ax.storage.botorch_modular_registry import (
     register_kernel,
 )
 from ax.utils.common.logger import set_ax_logger_levels
+from botorch.acquisition.analytic import UpperConfidenceBound
 from botorch.acquisition.input_constructors import (
     ACQF_INPUT_CONSTRUCTOR_REGISTRY,
     get_acqf_input_constructor,
@@ -65,7 +66,6 @@ from botorch_sketch.integrations.ax import (
 )
 from botorch_sketch.integrations.ax_guard import AX_INSTALL_HINT
 from botorch_sketch.integrations.ax_registry import (
-    NystromMAPBound,
     fit_decomposed_sampling_svgp,
     fit_nystrom_gp,
     known_noise_variance,
@@ -395,8 +395,9 @@ def test_next_bbkb_batch_size_matches_brute_force_and_sizes_the_request(bkb_run)
     sobol = draw_sobol_samples(bounds, n=256, q=1, seed=3).squeeze(-2)
     assert torch.equal(candidates, sobol)
     model = fitted_model(strategy)
-    # "-branin": the objective is minimized.
-    expected = brute_force_bbkb_batch(model, candidates, 0.2, ratio_threshold, False)
+    # "-branin": the objective is minimized; the default radius for lambda = 1e-2.
+    radius = math.sqrt(0.2 * 1e-2)
+    expected = brute_force_bbkb_batch(model, candidates, radius, ratio_threshold, False)
     assert batch.indices.tolist() == expected
     assert batch.batch_size > 1  # the threshold is loose enough for a real batch
     size = next_bbkb_batch_size(
@@ -459,8 +460,8 @@ def test_bbkb_batch_uses_the_objective_model_of_a_model_list():
     surrogate = strategy.adapter.generator.surrogate
     model = surrogate.model.models[surrogate.outcomes.index("branin")]
     assert isinstance(model, NystromGP)
-    # The default radius: beta~ = 2 sqrt(lambda) for the fitted lambda.
-    radius = 2 * float(model.noise.detach().sqrt())
+    # The default radius: sqrt(0.2 lambda) for the fitted lambda.
+    radius = math.sqrt(0.2 * float(model.noise.detach()))
     expected = brute_force_bbkb_batch(model, candidates, radius, 40.0, True)
     assert batch.indices.tolist() == expected
 
@@ -836,7 +837,9 @@ def test_known_noise_variance_checks_its_input():
 
 
 # ---------------------------------------------------------------- fitting
-def test_map_bound_adds_the_log_priors_per_observation():
+def test_ax_fit_objective_adds_the_log_priors_per_observation():
+    # What fit_nystrom_gp maximizes for the Ax defaults: the collapsed bound plus the
+    # log priors of the Ax kernel's lengthscales and the learned lambda, over n (MAP).
     dataset = _dataset(n=15)
     inputs = _model_inputs(NystromGP, ModelConfig(), dataset)  # priors: both
     model = NystromGP(**inputs)
@@ -846,18 +849,22 @@ def test_map_bound_adds_the_log_priors_per_observation():
         kernel.lengthscale_prior.log_prob(kernel.lengthscale).sum()
         + likelihood.noise_covar.noise_prior.log_prob(likelihood.noise).sum()
     )
-    bound = NystromMarginalLogLikelihood(likelihood, model)()
-    value = NystromMAPBound(likelihood, model)()
+    value = NystromMarginalLogLikelihood(likelihood, model)()
+    bound = model.collapsed_log_likelihood()
     assert torch.allclose(value, bound + by_hand / 15, atol=1e-12)
     # Without priors (fixed lambda, NystromGP's own kernel) nothing is added.
     plain = NystromGP(dataset.X, dataset.Y, noise=1e-2)
     assert torch.equal(
-        NystromMAPBound(plain.likelihood, plain)(),
         NystromMarginalLogLikelihood(plain.likelihood, plain)(),
+        plain.collapsed_log_likelihood(),
     )
 
 
-def test_fit_nystrom_gp_uses_its_own_bound_then_resparsifies():
+@pytest.mark.parametrize(
+    "mll_class", [None, ExactMarginalLogLikelihood, NystromMarginalLogLikelihood]
+)
+def test_fit_nystrom_gp_uses_its_own_bound_then_resparsifies(mll_class):
+    # None and ExactMarginalLogLikelihood (Ax's default) mean the model's own bound.
     dataset = _dataset(n=15)
     config = ModelConfig(model_options={"noise": 1e-2})
     inputs = _model_inputs(NystromGP, config, dataset)
@@ -865,9 +872,9 @@ def test_fit_nystrom_gp_uses_its_own_bound_then_resparsifies():
     model = NystromGP(**inputs)
     reference = deepcopy(model)
     torch.manual_seed(1)
-    fit_nystrom_gp(model, ExactMarginalLogLikelihood)  # Ax's default mll class
+    fit_nystrom_gp(model, mll_class)
     torch.manual_seed(1)
-    fit_gpytorch_mll(NystromMAPBound(reference.likelihood, reference))
+    fit_gpytorch_mll(NystromMarginalLogLikelihood(reference.likelihood, reference))
     reference.resparsify()
     for (name, value), (_, expected) in zip(
         model.named_parameters(), reference.named_parameters(), strict=True
@@ -935,24 +942,29 @@ def test_bkb_input_constructor():
 
 
 @pytest.mark.parametrize("noise", [1e-2, 3e-4])
-def test_bkb_input_constructor_defaults_to_two_standard_deviations(noise):
+def test_bkb_input_constructor_defaults_to_botorchs_ucb_index(noise):
+    # mu + sqrt(0.2) sigma: what BoTorch's UpperConfidenceBound scores from Ax
+    # (beta = 0.2 in its input constructor), whatever lambda is.
     g = torch.Generator().manual_seed(1)
     X = torch.rand(20, 2, generator=g, dtype=DTYPE)
     model = NystromGP(X, torch.sin(5 * X).sum(-1, keepdim=True), noise=noise)
     inputs = get_acqf_input_constructor(BKBUpperConfidenceBound)(model=model)
-    assert inputs["radius"] == pytest.approx(2 * math.sqrt(noise), rel=1e-12)
+    assert inputs["radius"] == pytest.approx(math.sqrt(0.2 * noise), rel=1e-12)
     acqf = BKBUpperConfidenceBound(**inputs)
     test_X = torch.rand(7, 1, 2, generator=g, dtype=DTYPE)
+    botorch_ucb = get_acqf_input_constructor(UpperConfidenceBound)(model=model)
     with torch.no_grad():
         posterior = model.posterior(test_X)
-        expected = posterior.mean + 2 * posterior.variance.sqrt()
+        expected = posterior.mean + math.sqrt(0.2) * posterior.variance.sqrt()
         assert torch.allclose(acqf(test_X), expected.reshape(7), atol=1e-12)
+        reference = UpperConfidenceBound(**botorch_ucb)(test_X)
+        assert torch.allclose(acqf(test_X), reference, atol=1e-12)
 
 
 def test_generic_route_with_no_options_uses_the_ax_defaults():
     r"""``ModelConfig(botorch_model_class=NystromGP)`` and BKB-UCB with no options:
-    learned lambda, the Ax default kernel and ``mu + 2 sigma`` (also with a pending
-    trial)."""
+    learned lambda, the Ax default kernel and ``mu + sqrt(0.2) sigma`` (also with a
+    pending trial)."""
     struct = GenerationStrategyDispatchStruct(
         method="custom", initialization_budget=INITIALIZATION
     )
@@ -986,7 +998,8 @@ def test_generic_route_with_no_options_uses_the_ax_defaults():
         assert isinstance(model, NystromGP)
         assert type(model.covar_module) is RBFKernel
         assert model.likelihood.raw_noise.requires_grad
-        assert inputs["radius"] == pytest.approx(2 * float(model.noise.detach().sqrt()))
+        noise = float(model.noise.detach())
+        assert inputs["radius"] == pytest.approx(math.sqrt(0.2 * noise), rel=1e-12)
 
 
 def _exact_gp(n=15, seed=0):
@@ -1087,7 +1100,6 @@ def test_storage_registries_know_the_classes():
     assert models["DecomposedSamplingSVGP"] is DecomposedSamplingSVGP
     mlls = CLASS_TO_REVERSE_REGISTRY[MarginalLogLikelihood]
     assert mlls["NystromMarginalLogLikelihood"] is NystromMarginalLogLikelihood
-    assert mlls["NystromMAPBound"] is NystromMAPBound
     assert mlls["CollapsedTitsiasBound"] is CollapsedTitsiasBound
     acqfs = CLASS_TO_REVERSE_REGISTRY[AcquisitionFunction]
     for acqf_class in (
