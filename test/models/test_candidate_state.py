@@ -1,6 +1,10 @@
-r"""CandidateState: the in-place DTC posterior against from-scratch computations."""
+r"""CandidateState: the in-place DTC posterior against from-scratch float64
+computations (a fresh DTCState, the dense exact GP), for float32 and float64 candidates
+on every device."""
 
 from __future__ import annotations
+
+from copy import deepcopy
 
 import pytest
 import torch
@@ -10,37 +14,47 @@ from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.dtc import DTCState
 from botorch_sketch.models.kernel_columns import KernelColumns
 
+from ..gp_helpers import assert_close
+
 DTYPE = torch.float64
 
 
-def make_arms(num_arms=250, d=3, seed=0, dtype=DTYPE, lengthscale=0.2):
+def make_arms(num_arms=250, d=3, seed=0, lengthscale=0.2, dtype=DTYPE, device=None):
+    r"""``num_arms x d`` uniform arms (drawn on the CPU in float64, then moved: the
+    same points for every dtype and device) and a scaled RBF kernel."""
     generator = torch.Generator().manual_seed(seed)
-    arms = torch.rand(num_arms, d, generator=generator, dtype=dtype)
-    kernel = ScaleKernel(RBFKernel()).to(dtype)
+    arms = torch.rand(num_arms, d, generator=generator, dtype=DTYPE)
+    kernel = ScaleKernel(RBFKernel())
     kernel.base_kernel.lengthscale = lengthscale
     kernel.outputscale = 1.3
-    return arms, kernel
+    return arms.to(dtype=dtype, device=device), kernel.to(dtype=dtype, device=device)
 
 
 def from_scratch(state: CandidateState) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Mean and Bayesian variance of every candidate from a fresh DTCState."""
-    observed = state.observed
-    dtc = DTCState.build(
-        state.kernel,
-        state.points[state.dictionary],
-        state.points[observed],
-        state.target_sums[observed],
-        torch.tensor(state.noise, dtype=state.points.dtype),
-        state.counts[observed],
-    )
-    return dtc.mean_and_variance(state.kernel, state.points)
+    r"""Mean and Bayesian variance of every candidate from a fresh float64 DTCState
+    on the CPU (the state's points, observations and dictionary)."""
+    points = state.points.cpu().double()
+    kernel = deepcopy(state.kernel).cpu().double()
+    observed, dictionary = state.observed.cpu(), state.dictionary.cpu()
+    with torch.no_grad():
+        dtc = DTCState.build(
+            kernel,
+            points[dictionary],
+            points[observed],
+            state.target_sums.cpu().double()[observed],
+            torch.tensor(state.noise, dtype=DTYPE),
+            state.counts.cpu().double()[observed],
+        )
+        return dtc.mean_and_variance(kernel, points)
 
 
-def assert_matches_scratch(state: CandidateState, rtol: float) -> None:
+def assert_matches_scratch(state: CandidateState, scale: float = 1.0) -> None:
+    r""":func:`assert_close` of the state's mean and variance to
+    :func:`from_scratch`, tolerances times ``scale``."""
     mean, variance = from_scratch(state)
-    mean_error = (state.mean - mean).abs().max() / mean.abs().max().clamp_min(1e-30)
-    variance_error = (state.variance - variance).abs().max() / variance.abs().max()
-    assert mean_error < rtol and variance_error < rtol, (mean_error, variance_error)
+    assert state.mean.device == state.points.device
+    assert_close(state.mean, mean, scale)
+    assert_close(state.variance, variance, scale)
 
 
 def random_walk(state: CandidateState, steps: int, seed: int, check_every: int = 0):
@@ -81,46 +95,56 @@ def random_walk(state: CandidateState, steps: int, seed: int, check_every: int =
 
 
 @pytest.mark.parametrize(
-    "noise, lengthscale, rtol",
+    "noise, lengthscale, scale32, scale64",
     [
-        (1.0, 0.2, 1e-8),
-        (0.05, 0.2, 1e-8),
-        (1e-3, 0.2, 1e-8),
+        (1.0, 0.2, 10.0, 1.0),
+        (0.05, 0.2, 30.0, 1.0),
+        (1e-3, 0.2, 50.0, 1.0),
         # K_SS of ~150 close points with condition number ~1e9: the from-scratch
-        # Cholesky and the updates agree to what the conditioning allows
-        (1e-3, 0.3, 1e-6),
+        # Cholesky and the updates agree to what the conditioning allows (float64
+        # only: float32 cannot factorize it)
+        (1e-3, 0.3, None, 30.0),
     ],
 )
-def test_hundreds_of_random_updates_equal_from_scratch(noise, lengthscale, rtol):
-    arms, kernel = make_arms(lengthscale=lengthscale)
+def test_hundreds_of_random_updates_equal_from_scratch(
+    noise, lengthscale, scale32, scale64, tkwargs
+):
+    # float32: 400 updates drift up to ~10x further from the float64 posterior than
+    # a fresh float32 factorization of the same state (measured: 5x, 13x and 26x the
+    # float32 tolerance for the three cases), hence the scales
+    scale = scale32 if tkwargs["dtype"] == torch.float32 else scale64
+    if scale is None:
+        pytest.skip("K_SS is too ill-conditioned for float32")
+    arms, kernel = make_arms(lengthscale=lengthscale, **tkwargs)
     state = CandidateState(arms, kernel, noise)
     checks = 0
     for _ in random_walk(state, 400, seed=1, check_every=40):
-        assert_matches_scratch(state, rtol=rtol)
+        assert_matches_scratch(state, scale)
         checks += 1
     assert checks == 10 and state.size > 20 and state.observed.numel() > 100
+    assert state.features.device == arms.device
 
 
-def test_set_dictionary_adds_and_removes_to_the_target_set():
-    arms, kernel = make_arms()
+def test_set_dictionary_adds_and_removes_to_the_target_set(tkwargs):
+    arms, kernel = make_arms(**tkwargs)
     state = CandidateState(arms, kernel, 0.1)
-    state.observe(torch.arange(0, 60), torch.linspace(-1, 1, 60, dtype=DTYPE))
+    state.observe(torch.arange(0, 60), torch.linspace(-1, 1, 60, **tkwargs))
     assert state.set_dictionary(torch.tensor([1, 5, 9, 13])) == (4, 0)
     assert state.set_dictionary(torch.tensor([5, 9, 40, 41, 42])) == (3, 2)
     assert sorted(state.dictionary.tolist()) == [5, 9, 40, 41, 42]
-    assert_matches_scratch(state, rtol=1e-10)
+    assert_matches_scratch(state)
 
 
-def test_full_dictionary_is_the_exact_gp_with_repeats():
+def test_full_dictionary_is_the_exact_gp_with_repeats(tkwargs):
     arms, kernel = make_arms(num_arms=120)
     noise = 0.02
     generator = torch.Generator().manual_seed(4)
     indices = torch.randint(0, 40, (90,), generator=generator)  # repeated pulls
     rewards = torch.randn(90, generator=generator, dtype=DTYPE)
-    state = CandidateState(arms, kernel, noise)
-    state.observe(indices[:50], rewards[:50])
+    state = CandidateState(*make_arms(num_arms=120, **tkwargs), noise)
+    state.observe(indices[:50], rewards[:50].to(**tkwargs))
     state.set_dictionary(torch.unique(indices[:50]))
-    state.observe(indices[50:], rewards[50:])
+    state.observe(indices[50:], rewards[50:].to(**tkwargs))
     state.add_to_dictionary(torch.unique(indices))
     with torch.no_grad():
         K = kernel(arms).to_dense()
@@ -128,23 +152,24 @@ def test_full_dictionary_is_the_exact_gp_with_repeats():
     K_ax = K[:, indices]
     mean = K_ax @ torch.linalg.solve(K_xx, rewards)
     variance = K.diagonal() - (K_ax * torch.linalg.solve(K_xx, K_ax.mT).mT).sum(-1)
-    torch.testing.assert_close(state.mean, mean, rtol=1e-6, atol=1e-8)
-    torch.testing.assert_close(state.variance, variance, rtol=1e-6, atol=1e-8)
+    assert_close(state.mean, mean)
+    assert_close(state.variance, variance)
 
 
-def test_refresh_equals_incremental_and_drift_stays_tiny():
-    arms, kernel = make_arms(num_arms=200)
+def test_refresh_equals_incremental_and_drift_stays_tiny(tkwargs):
+    arms, kernel = make_arms(num_arms=200, **tkwargs)
     state = CandidateState(arms, kernel, 1.0)
     for _ in random_walk(state, 600, seed=2):
         pass
     mean, variance = state.mean.clone(), state.variance.clone()
     state.refresh()
-    torch.testing.assert_close(state.mean, mean, rtol=1e-9, atol=1e-11)
-    torch.testing.assert_close(state.variance, variance, rtol=1e-9, atol=1e-11)
+    assert_matches_scratch(state)  # refreshed: a fresh factorization
+    assert_close(mean, state.mean)  # 600 updates drift less than the tolerances
+    assert_close(variance, state.variance)
 
 
-def test_single_precision_features_agree_with_double():
-    arms, kernel = make_arms()
+def test_single_precision_features_agree_with_double(device):
+    arms, kernel = make_arms(device=device)
     double = CandidateState(arms, kernel, 0.5)
     single = CandidateState(arms, kernel, 0.5, feature_dtype=torch.float32)
     for state in (double, single):
@@ -152,6 +177,7 @@ def test_single_precision_features_agree_with_double():
             pass
     assert single.features.dtype == torch.float32
     assert single.mean.dtype == DTYPE
+    assert_matches_scratch(double)
     for ours, reference in (
         (single.mean, double.mean),
         (single.variance, double.variance),
@@ -160,27 +186,19 @@ def test_single_precision_features_agree_with_double():
         assert error < 1e-4, error
 
 
-def test_multiplicity_is_one_update_and_equals_repeated_observations():
-    arms, kernel = make_arms(num_arms=80)
+def test_multiplicity_is_one_update_and_equals_repeated_observations(tkwargs):
+    arms, kernel = make_arms(num_arms=80, **tkwargs)
     merged = CandidateState(arms, kernel, 0.3)
     one_by_one = CandidateState(arms, kernel, 0.3)
     for state in (merged, one_by_one):
         state.add_to_dictionary(torch.tensor([3, 7, 11]))
-    merged.observe(torch.full((500,), 7), torch.full((500,), 0.25, dtype=DTYPE))
+    merged.observe(torch.full((500,), 7), torch.full((500,), 0.25, **tkwargs))
     for _ in range(5):
-        one_by_one.observe(torch.full((100,), 7), torch.full((100,), 0.25, dtype=DTYPE))
-    torch.testing.assert_close(merged.mean, one_by_one.mean)
-    torch.testing.assert_close(merged.variance, one_by_one.variance)
-    assert_matches_scratch(merged, rtol=1e-9)
-
-
-def test_float32_candidates_run():
-    arms, kernel = make_arms(dtype=torch.float32)
-    state = CandidateState(arms, kernel, 1.0)
-    for _ in random_walk(state, 60, seed=3):
-        pass
-    assert state.mean.dtype == torch.float32
-    assert torch.isfinite(state.variance).all()
+        one_by_one.observe(torch.full((100,), 7), torch.full((100,), 0.25, **tkwargs))
+    assert_close(merged.mean, one_by_one.mean)
+    assert_close(merged.variance, one_by_one.variance)
+    assert_matches_scratch(merged)
+    assert_matches_scratch(one_by_one)
 
 
 def test_memory_budget():
@@ -237,19 +255,21 @@ def test_bad_input_raises_before_any_change(call, error, match):
     assert torch.equal(state.dictionary, before[2])
 
 
-def test_kernel_columns_closed_form_equals_gpytorch():
-    arms, kernel = make_arms(num_arms=40, d=4)
-    kernel.base_kernel = RBFKernel(ard_num_dims=4).to(DTYPE)
+def test_kernel_columns_closed_form_equals_gpytorch(tkwargs):
+    arms, kernel = make_arms(num_arms=40, d=4, **tkwargs)
+    kernel.base_kernel = RBFKernel(ard_num_dims=4).to(**tkwargs)
     kernel.base_kernel.lengthscale = torch.tensor([0.2, 0.5, 1.0, 3.0])
     columns = KernelColumns(kernel, arms)
     assert columns.flops_per_column == 13 * 40  # the closed form was taken
-    indices = torch.tensor([3, 0, 17])
+    indices = torch.tensor([3, 0, 17], device=arms.device)
+    reference = deepcopy(kernel).cpu().double()
     with torch.no_grad():
-        expected = kernel(arms, arms[indices]).to_dense()
-    torch.testing.assert_close(columns(indices), expected)
+        expected = reference(arms.cpu().double(), arms.cpu().double()[[3, 0, 17]])
+        expected = expected.to_dense()
+    assert_close(columns(indices), expected)
     generic = KernelColumns(kernel.base_kernel + kernel.base_kernel, arms)
     assert generic.flops_per_column == 3 * 40 * 4
-    torch.testing.assert_close(generic(indices), 2 * expected / kernel.outputscale)
+    assert_close(generic(indices), 2 * expected / 1.3)
 
 
 def test_bad_construction():
@@ -264,25 +284,12 @@ def test_bad_construction():
         CandidateState(arms[:0], kernel, 1.0)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
-def test_cuda_state_follows_the_device_and_matches_the_cpu():
-    arms, kernel = make_arms()
-    cpu = CandidateState(arms, kernel, 0.1)
-    gpu = CandidateState(arms.cuda(), kernel.cuda(), 0.1)
-    for state in (cpu, gpu):
-        for _ in random_walk(state, 100, seed=7):
-            pass
-    assert gpu.mean.device.type == "cuda" and gpu.features.device.type == "cuda"
-    torch.testing.assert_close(gpu.mean.cpu(), cpu.mean, rtol=1e-8, atol=1e-10)
-    torch.testing.assert_close(gpu.variance.cpu(), cpu.variance, rtol=1e-8, atol=1e-10)
-
-
-def test_churn_compacts_the_cache_and_stays_exact():
+def test_churn_compacts_the_cache_and_stays_exact(tkwargs):
     # heavy churn: the raw cache is compacted (s falls back to m) and the buffer
     # does not grow past what the live dictionary needs
-    arms, kernel = make_arms(num_arms=300)
+    arms, kernel = make_arms(num_arms=300, **tkwargs)
     state = CandidateState(arms, kernel, 0.5)
-    state.observe(torch.arange(300), torch.linspace(-1, 1, 300, dtype=DTYPE))
+    state.observe(torch.arange(300), torch.linspace(-1, 1, 300, **tkwargs))
     generator = torch.Generator().manual_seed(8)
     stored = []
     for _ in range(30):
@@ -291,4 +298,4 @@ def test_churn_compacts_the_cache_and_stays_exact():
         stored.append(state._stored)
     assert min(stored) == 25 and max(stored) <= 2 * 25 + 32
     assert state._raw_t.shape[0] < 2 * 25 + 32 + 25
-    assert_matches_scratch(state, rtol=1e-8)
+    assert_matches_scratch(state)
