@@ -56,8 +56,9 @@ def test_run_ax_records_every_trial_and_its_regret(method, pending, batch_size):
     assert ((points >= low) & (points <= high)).all()
     expected = recomputed_regret(run.parameters)
     assert torch.allclose(torch.tensor(run.regret, dtype=torch.float64), expected)
-    assert run.generation_seconds > 0
+    assert run.generation_seconds > 0 and run.generation_cpu_seconds > 0
     assert run.seconds_per_trial == pytest.approx(run.generation_seconds / 7)
+    assert run.cpu_seconds_per_trial == pytest.approx(run.generation_cpu_seconds / 7)
 
 
 def test_seeds_make_runs_repeatable():
@@ -77,16 +78,17 @@ def test_strategies_are_the_named_ones():
     assert "BKB" not in names["ax-default"] and "MBM" in names["ax-default"]
 
 
-def _run(problem, method, seed, regret, seconds):
-    return AxRun(problem, method, seed, 1, 1, [[0.0]] * len(regret), regret, seconds)
+def _run(problem, method, seed, regret, seconds, cpu_seconds):
+    points = [[0.0]] * len(regret)
+    return AxRun(problem, method, seed, 1, 1, points, regret, seconds, cpu_seconds)
 
 
 def test_summary_and_table_match_hand_computed_figures():
     runs = [
-        _run("branin", "bkb", 0, [3.0, 1.0], 2.0),
-        _run("branin", "bkb", 1, [2.0, 0.5], 4.0),
-        _run("branin", "bkb", 2, [2.0, 0.3], 6.0),
-        _run("hartmann6", "sgpts", 0, [1.0], 0.5),
+        _run("branin", "bkb", 0, [3.0, 1.0], 2.0, 1.0),
+        _run("branin", "bkb", 1, [2.0, 0.5], 4.0, 3.0),
+        _run("branin", "bkb", 2, [2.0, 0.3], 6.0, 2.0),
+        _run("hartmann6", "sgpts", 0, [1.0], 0.5, 0.25),
     ]
     rows = summarize_runs(runs)
     assert rows[0] == {
@@ -97,10 +99,13 @@ def test_summary_and_table_match_hand_computed_figures():
         "regret_min": 0.3,
         "regret_max": 1.0,
         "seconds_per_trial": pytest.approx((1.0 + 2.0 + 3.0) / 3),
+        "cpu_seconds_per_trial": pytest.approx((0.5 + 1.5 + 1.0) / 3),
     }
     assert rows[1]["seeds"] == 1 and rows[1]["seconds_per_trial"] == 0.5
+    assert rows[1]["cpu_seconds_per_trial"] == 0.25
     table = markdown_table(rows).splitlines()
-    assert table[2] == "| branin | bkb | 3 | 0.6 [0.3, 1] | 2.00 |"
+    assert table[2] == "| branin | bkb | 3 | 0.6 [0.3, 1] | 2.00 | 1.00 |"
+    assert table[3] == "| hartmann6 | sgpts | 1 | 1 [1, 1] | 0.50 | 0.25 |"
     assert len(table) == 4
 
 
@@ -111,6 +116,7 @@ def test_main_writes_every_run(tmp_path, capsys):
     records = json.loads(output.read_text())
     assert [record["seed"] for record in records] == [0, 1]
     assert records[1]["regret"] == runs[1].regret
+    assert records[1]["cpu_seconds_per_trial"] == runs[1].cpu_seconds_per_trial
     assert "| branin | sgpts | 2 |" in capsys.readouterr().out
 
 
