@@ -167,7 +167,7 @@ class BBKB:
                 high UCB, so it would be proposed again and again).
             feature_dtype: dtype of the cached ``A x m`` features
                 (``torch.float32`` halves their memory).
-            seed: Seed of the generator behind every random choice.
+            seed: Seed of the (CPU) generator behind every random choice.
         """
         check_magnitude(check_matrix(check_model_dtype(arms, "arms"), "arms"), "arms")
         if covar_module is not None:
@@ -206,7 +206,8 @@ class BBKB:
         self.retry_failed = retry_failed
         self.resampling = resampling
         self.feature_dtype = feature_dtype
-        self.generator = torch.Generator(device=arms.device).manual_seed(seed)
+        # draws on the CPU, then moved: the same choices on every device
+        self.generator = torch.Generator().manual_seed(seed)
         self.state = self._new_state()
         self.observed = torch.empty(0, dtype=torch.long, device=arms.device)
         self.rewards = torch.empty(0, dtype=arms.dtype, device=arms.device)
@@ -288,10 +289,8 @@ class BBKB:
         allowed = torch.arange(self.arms.shape[0], device=self.arms.device)
         if excluded is not None:
             allowed = allowed[~excluded]
-        pick = torch.randint(
-            allowed.shape[0], (1,), generator=self.generator, device=allowed.device
-        )
-        return allowed[pick]
+        pick = torch.randint(allowed.shape[0], (1,), generator=self.generator)
+        return allowed[pick.to(allowed.device)]
 
     def _extend(self, limit: int, excluded: Tensor | None) -> tuple[Tensor, Tensor]:
         r"""Up to ``limit`` more arms of the open batch (opened if none) and their
@@ -422,11 +421,8 @@ class BBKB:
             else observed[draws[observed].isnan()]
         )
         draws[fresh] = torch.rand(
-            fresh.shape[0],
-            generator=self.generator,
-            dtype=draws.dtype,
-            device=draws.device,
-        )
+            fresh.shape[0], generator=self.generator, dtype=draws.dtype
+        ).to(draws.device)
         probabilities = inclusion_probabilities(
             variance[observed], counts[observed], self.qbar
         )
@@ -539,7 +535,7 @@ def _checked_state(
     if not isinstance(state["generator"], Tensor):
         raise TypeError("`state['generator']` must be a generator state tensor.")
     try:
-        torch.Generator(device=arms.device).set_state(state["generator"])
+        torch.Generator().set_state(state["generator"])
     except RuntimeError as error:
         raise ValueError(
             f"`state['generator']` is not a generator state: {error}"
