@@ -1,6 +1,8 @@
 r"""NystromGP against exact references: BoTorch's SingleTaskGP, recomputation from
 scratch, and the exact ridge leverage scores; its leverage-score sampling against
-hand computations and binomial frequencies."""
+hand computations and binomial frequencies. The oracle tests run for float32 and
+float64 on every device (references in float64 on the CPU) and for t-batches
+``b x q x d`` of posterior points."""
 
 from __future__ import annotations
 
@@ -23,33 +25,50 @@ from gpytorch.priors import GammaPrior
 from botorch_sketch import NystromGP, NystromMarginalLogLikelihood
 from botorch_sketch.models.nystrom import inclusion_probabilities, sample_dictionary
 
+from ..gp_helpers import assert_close, uniform
+
 DTYPE = torch.float64
 
 
-def make_kernel(d: int, lengthscale: float = 0.3, outputscale: float = 1.5):
-    kernel = ScaleKernel(RBFKernel(ard_num_dims=d)).to(DTYPE)
+def make_kernel(
+    d: int, lengthscale: float = 0.3, outputscale: float = 1.5, **tkwargs
+) -> ScaleKernel:
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=d)).to(**{"dtype": DTYPE, **tkwargs})
     kernel.base_kernel.lengthscale = lengthscale
     kernel.outputscale = outputscale
     return kernel
 
 
-def make_data(n: int, d: int, seed: int = 0):
+def make_data(n: int, d: int, seed: int = 0, **tkwargs):
+    r"""``n x d`` uniform inputs and noisy sine targets, drawn on the CPU in float64
+    and moved to ``tkwargs`` (the same numbers for every dtype and device)."""
     gen = torch.Generator().manual_seed(seed)
     X = torch.rand(n, d, generator=gen, dtype=DTYPE)
     Y = torch.sin(6 * X).sum(-1, keepdim=True) + 0.1 * torch.randn(
         n, 1, generator=gen, dtype=DTYPE
     )
-    return X, Y
+    return X.to(**tkwargs), Y.to(**tkwargs)
 
 
 def exact_gp(X, Y, kernel, noise):
+    r"""The zero-mean exact GP with fixed noise, in float64 on the CPU."""
+    X, Y = X.cpu().double(), Y.cpu().double()
     return SingleTaskGP(
         X,
         Y,
         train_Yvar=torch.full_like(Y, noise),
-        covar_module=deepcopy(kernel),
+        covar_module=deepcopy(kernel).cpu().double(),
         mean_module=ZeroMean(),
         outcome_transform=None,
+    )
+
+
+def assert_posterior_close(post, ref, scale: float = 1.0) -> None:
+    r"""Means and joint covariances within :func:`assert_close`'s tolerances."""
+    assert post.mean.shape == ref.mean.shape
+    assert_close(post.mean, ref.mean, scale)
+    assert_close(
+        post.distribution.covariance_matrix, ref.distribution.covariance_matrix, scale
     )
 
 
@@ -73,38 +92,36 @@ def assert_same_posterior(a, b, atol):
     )
 
 
+@pytest.mark.parametrize("batch_shape", [(), (2,), (2, 3)])
 @pytest.mark.parametrize("noise", [1e-3, 0.1, 1.0])
-def test_full_dictionary_equals_exact_gp(noise):
-    X, Y = make_data(60, 3)
-    kernel = make_kernel(3)
+def test_full_dictionary_equals_exact_gp(noise, batch_shape, tkwargs):
+    X, Y = make_data(60, 3, **tkwargs)
+    kernel = make_kernel(3, **tkwargs)
     model = NystromGP(X, Y, covar_module=kernel, noise=noise, dictionary=X)
     exact = exact_gp(X, Y, kernel, noise)
-    test_X = torch.rand(5, 4, 3, dtype=DTYPE)
+    test_X = uniform(*batch_shape, 4, 3, seed=1)
     for observation_noise in (False, True):
-        post = model.posterior(test_X, observation_noise=observation_noise)
+        post = model.posterior(
+            test_X.to(**tkwargs), observation_noise=observation_noise
+        )
         ref = exact.posterior(test_X, observation_noise=observation_noise)
-        assert post.mean.shape == ref.mean.shape == (5, 4, 1)
-        assert_same_posterior(post, ref, atol=1e-6)
+        assert post.mean.shape == (*batch_shape, 4, 1)
+        assert post.mean.dtype == X.dtype and post.mean.device == X.device
+        assert_posterior_close(post, ref)
 
 
-def test_repeated_observations_match_exact_gp():
-    X, Y = make_data(30, 2)
+def test_repeated_observations_match_exact_gp(tkwargs):
+    X, Y = make_data(30, 2, **tkwargs)
     X = torch.cat([X, X[:10]])  # repeated pulls of ten arms
     Y = torch.cat([Y, Y[:10] + 0.05])
-    kernel = make_kernel(2)
+    kernel = make_kernel(2, **tkwargs)
     model = NystromGP(X, Y, covar_module=kernel, noise=0.1, dictionary=X)
     assert model.dictionary_size == 30  # duplicates merged
     exact = exact_gp(X, Y, kernel, 0.1)
-    test_X = torch.rand(20, 1, 2, dtype=DTYPE)
-    torch.testing.assert_close(
-        model.posterior(test_X).mean, exact.posterior(test_X).mean, atol=1e-6, rtol=0
-    )
-    torch.testing.assert_close(
-        model.posterior(test_X).variance,
-        exact.posterior(test_X).variance,
-        atol=1e-6,
-        rtol=0,
-    )
+    test_X = uniform(20, 1, 2, seed=2)
+    post, ref = model.posterior(test_X.to(**tkwargs)), exact.posterior(test_X)
+    assert_close(post.mean, ref.mean)
+    assert_close(post.variance, ref.variance)
 
 
 @pytest.mark.parametrize(
@@ -162,9 +179,10 @@ def test_dictionary_size_tracks_effective_dimension():
     assert abs(model.effective_dimension() - d_eff) <= 0.5 * d_eff
 
 
-def test_condition_on_observations_equals_rebuild():
-    X, Y = make_data(80, 3)
-    kernel = make_kernel(3)
+@pytest.mark.parametrize("batch_shape", [(), (2,), (2, 3)])
+def test_condition_on_observations_equals_rebuild(batch_shape, tkwargs):
+    X, Y = make_data(80, 3, **tkwargs)
+    kernel = make_kernel(3, **tkwargs)
     model = NystromGP(
         X[:50],
         Y[:50],
@@ -174,39 +192,45 @@ def test_condition_on_observations_equals_rebuild():
         generator=torch.Generator().manual_seed(0),
     )
     updated = model.condition_on_observations(X[50:], Y[50:])
-    rebuilt = NystromGP(
-        X, Y, covar_module=kernel, noise=0.05, dictionary=model.dictionary
-    )
     assert updated.train_inputs[0].shape[0] == 80
     assert model.train_inputs[0].shape[0] == 50  # the original is untouched
-    test_X = torch.rand(10, 2, 3, dtype=DTYPE)
-    assert_same_posterior(updated.posterior(test_X), rebuilt.posterior(test_X), 1e-8)
+    # from scratch in float64 on the CPU, on the same dictionary
+    rebuilt = NystromGP(
+        X.cpu().double(),
+        Y.cpu().double(),
+        covar_module=deepcopy(kernel).cpu().double(),
+        noise=0.05,
+        dictionary=model.dictionary.cpu().double(),
+    )
+    test_X = uniform(*batch_shape, 2, 3, seed=3)
+    post = updated.posterior(test_X.to(**tkwargs))
+    assert_posterior_close(post, rebuilt.posterior(test_X))
 
 
-def test_condition_then_resparsify_keeps_every_observation():
-    X, Y = make_data(100, 2)
+def test_condition_then_resparsify_keeps_every_observation(tkwargs):
+    X, Y = make_data(100, 2, **tkwargs)
     model = NystromGP(
         X[:60],
         Y[:60],
-        covar_module=make_kernel(2),
+        covar_module=make_kernel(2, **tkwargs),
         noise=0.1,
         generator=torch.Generator().manual_seed(0),
     )
     new = model.condition_on_observations(
         X[60:], Y[60:], resparsify=True, generator=torch.Generator().manual_seed(1)
     )
-    torch.testing.assert_close(new.train_inputs[0], X)
-    torch.testing.assert_close(new.train_targets, Y.squeeze(-1))
+    assert torch.equal(new.train_inputs[0], X)
+    assert torch.equal(new.train_targets, Y.squeeze(-1))
     # the dictionary is a subset of the observed points
     assert (new.dictionary.unsqueeze(1) == X.unsqueeze(0)).all(-1).any(-1).all()
 
 
-def test_resparsify_seeded_and_never_empty():
-    X, Y = make_data(200, 2)
+def test_resparsify_seeded_and_never_empty(tkwargs):
+    X, Y = make_data(200, 2, **tkwargs)
     model = NystromGP(
         X,
         Y,
-        covar_module=make_kernel(2, 5.0),
+        covar_module=make_kernel(2, 5.0, **tkwargs),
         noise=100.0,
         qbar=1.0,
         generator=torch.Generator().manual_seed(0),
@@ -215,48 +239,52 @@ def test_resparsify_seeded_and_never_empty():
     for seed in range(5):
         model.resparsify(generator=torch.Generator().manual_seed(seed))
         assert model.dictionary_size >= 1
-    a = (
-        deepcopy(model)
-        .resparsify(generator=torch.Generator().manual_seed(7))
-        .dictionary
+    a, b = (
+        deepcopy(model).resparsify(generator=torch.Generator().manual_seed(7))
+        for _ in range(2)
     )
-    b = (
-        deepcopy(model)
-        .resparsify(generator=torch.Generator().manual_seed(7))
-        .dictionary
-    )
-    torch.testing.assert_close(a, b)
+    assert torch.equal(a.dictionary, b.dictionary)
 
 
-def test_fantasize_matches_separate_conditioning():
-    X, Y = make_data(40, 2)
-    model = NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1, dictionary=X[:20])
-    new_X = torch.rand(3, 2, dtype=DTYPE)
+def test_fantasize_matches_separate_conditioning(tkwargs):
+    X, Y = make_data(40, 2, **tkwargs)
+    kernel = make_kernel(2, **tkwargs)
+    model = NystromGP(X, Y, covar_module=kernel, noise=0.1, dictionary=X[:20])
+    new_X = uniform(3, 2, seed=4, **tkwargs)
     sampler = SobolQMCNormalSampler(sample_shape=torch.Size([4]), seed=0)
     fantasy = model.fantasize(new_X, sampler)
     assert fantasy.batch_shape == torch.Size([4])
-    test_X = torch.rand(6, 2, dtype=DTYPE)
-    post = fantasy.posterior(test_X)
+    test_X = uniform(6, 2, seed=5)
+    post = fantasy.posterior(test_X.to(**tkwargs))
     assert post.mean.shape == (4, 6, 1)
     fantasy_Y = fantasy.train_targets[:, -3:]
     for i in range(4):
-        single = model.condition_on_observations(new_X, fantasy_Y[i].unsqueeze(-1))
-        torch.testing.assert_close(post.mean[i], single.posterior(test_X).mean)
+        # from scratch in float64 on the CPU: the data plus this fantasy
+        single = NystromGP(
+            torch.cat([X, new_X]).cpu().double(),
+            torch.cat([Y.squeeze(-1), fantasy_Y[i]]).unsqueeze(-1).cpu().double(),
+            covar_module=deepcopy(kernel).cpu().double(),
+            noise=0.1,
+            dictionary=X[:20].cpu().double(),
+        )
+        assert_close(post.mean[i], single.posterior(test_X).mean)
 
 
-def test_collapsed_bound_equals_exact_mll_with_full_dictionary():
-    X, Y = make_data(40, 2)
-    kernel = make_kernel(2)
+def test_collapsed_bound_equals_exact_mll_with_full_dictionary(tkwargs):
+    X, Y = make_data(40, 2, **tkwargs)
+    kernel = make_kernel(2, **tkwargs)
     model = NystromGP(X, Y, covar_module=kernel, noise=0.1, dictionary=X)
     exact = exact_gp(X, Y, kernel, 0.1)
     exact_mll = ExactMarginalLogLikelihood(exact.likelihood, exact)
     exact.train()
-    reference = exact_mll(exact(X), Y.squeeze(-1))
+    (train_X,) = exact.train_inputs
+    reference = exact_mll(exact(train_X), exact.train_targets)
     bound = NystromMarginalLogLikelihood(model.likelihood, model)()
-    torch.testing.assert_close(bound, reference, atol=1e-6, rtol=0)
+    assert bound.dtype == X.dtype and bound.device == X.device
+    assert_close(bound, reference)
     # a smaller dictionary gives a lower bound
     small = NystromGP(X, Y, covar_module=kernel, noise=0.1, dictionary=X[:8])
-    assert NystromMarginalLogLikelihood(small.likelihood, small)() < reference
+    assert NystromMarginalLogLikelihood(small.likelihood, small)() < bound
 
 
 def test_bound_adds_the_log_priors_per_observation():
@@ -308,17 +336,19 @@ def test_fit_gpytorch_mll_learns_hyperparameters_and_refreshes():
     )
 
 
-def test_transforms_match_exact_gp_with_transforms():
+def test_transforms_match_exact_gp_with_transforms(tkwargs):
     X, Y = make_data(50, 2)
     X = 10 * X - 3
     Y = 5 * Y + 2
-    kernel = make_kernel(2)
+    # lengthscale 0.1 of the normalized inputs: cond(K_SS) ~ 3e4 (0.3 gives 1e10,
+    # past float32: the DTC factorizes K_SS itself, which the noise does not help)
+    kernel = make_kernel(2, 0.1)
     model = NystromGP(
-        X,
-        Y,
-        covar_module=kernel,
+        X.to(**tkwargs),
+        Y.to(**tkwargs),
+        covar_module=make_kernel(2, 0.1, **tkwargs),
         noise=0.1,
-        dictionary=X,
+        dictionary=X.to(**tkwargs),
         input_transform=Normalize(d=2),
         outcome_transform=Standardize(m=1),
     )
@@ -331,30 +361,29 @@ def test_transforms_match_exact_gp_with_transforms():
         input_transform=Normalize(d=2),
         outcome_transform=Standardize(m=1),
     )
-    test_X = 10 * torch.rand(7, 1, 2, dtype=DTYPE) - 3
+    test_X = 10 * uniform(7, 1, 2, seed=6) - 3
     # SingleTaskGP's fixed noise is in the standardized space: match it
-    exact.likelihood.noise = model.noise.expand_as(exact.likelihood.noise)
-    a, b = model.posterior(test_X), exact.posterior(test_X)
-    torch.testing.assert_close(a.mean, b.mean, atol=1e-6, rtol=0)
-    torch.testing.assert_close(a.variance, b.variance, atol=1e-6, rtol=0)
-    # conditioning applies the same (fixed) transforms to new data
-    new_X, new_Y = (
-        10 * torch.rand(5, 2, dtype=DTYPE) - 3,
-        torch.randn(5, 1, dtype=DTYPE),
-    )
-    c = model.condition_on_observations(new_X, new_Y)
+    exact.likelihood.noise = torch.full_like(exact.likelihood.noise, 0.1)
+    a, b = model.posterior(test_X.to(**tkwargs)), exact.posterior(test_X)
+    assert_close(a.mean, b.mean)
+    assert_close(a.variance, b.variance)
+    # conditioning applies the same (fixed) transforms to new data; the reference is
+    # rebuilt in float64 on the CPU with the model's transforms
+    new_X = 10 * uniform(5, 2, seed=7) - 3
+    new_Y = torch.randn(5, 1, dtype=DTYPE, generator=torch.Generator().manual_seed(8))
+    c = model.condition_on_observations(new_X.to(**tkwargs), new_Y.to(**tkwargs))
     rebuilt = NystromGP(
         torch.cat([X, new_X]),
         torch.cat([Y, new_Y]),
         covar_module=kernel,
         noise=0.1,
         dictionary=X,
-        input_transform=deepcopy(model.input_transform),
-        outcome_transform=deepcopy(model.outcome_transform),
+        input_transform=deepcopy(model.input_transform).cpu().double(),
+        outcome_transform=deepcopy(model.outcome_transform).cpu().double(),
     )
     assert c.train_inputs[0].shape == (55, 2)
-    torch.testing.assert_close(c.train_inputs[0], rebuilt.train_inputs[0])
-    torch.testing.assert_close(c.posterior(test_X).mean, rebuilt.posterior(test_X).mean)
+    assert_close(c.train_inputs[0], rebuilt.train_inputs[0])
+    assert_close(c.posterior(test_X.to(**tkwargs)).mean, rebuilt.posterior(test_X).mean)
 
 
 def test_botorch_acquisition_interop():
@@ -410,25 +439,16 @@ def test_state_dict_and_pickle_round_trip():
     )
 
 
-def test_joint_posterior_at_nearly_repeated_points_samples():
-    X, Y = make_data(30, 2)
-    model = NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1, dictionary=X)
+def test_joint_posterior_at_nearly_repeated_points_samples(tkwargs):
+    X, Y = make_data(30, 2, **tkwargs)
+    model = NystromGP(
+        X, Y, covar_module=make_kernel(2, **tkwargs), noise=0.1, dictionary=X
+    )
     test_X = torch.cat([X[:2], X[:2] + 1e-9, X[:1]]).unsqueeze(0)  # singular joint
     posterior = model.posterior(test_X)
     samples = posterior.rsample(torch.Size([8]))
     assert samples.shape == (8, 1, 5, 1)
     assert torch.isfinite(samples).all()
-
-
-def test_float32_and_dtype_follow_inputs():
-    X, Y = make_data(60, 2)
-    X32, Y32 = X.float(), Y.float()
-    model = NystromGP(X32, Y32, noise=0.1, generator=torch.Generator().manual_seed(0))
-    post = model.posterior(torch.rand(4, 1, 2))
-    assert post.mean.dtype == torch.float32
-    assert torch.isfinite(post.variance).all()
-    updated = model.condition_on_observations(X32[:3], Y32[:3], resparsify=True)
-    assert updated.dictionary.dtype == torch.float32
 
 
 @pytest.mark.parametrize(
@@ -626,35 +646,31 @@ def test_dictionary_too_spread_for_the_kernel_is_rejected():
     _assert_same_state(before, _model_state(model))
 
 
-def test_hyperparameters_set_after_construction_are_used():
+def test_hyperparameters_set_after_construction_are_used(tkwargs):
     # The constructor now factorizes eagerly (to reject bad data at the door); a
     # hyperparameter set afterwards must still be used, as before.
-    X, Y = make_data(20, 2)
-    model = NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1, dictionary=X)
-    model.covar_module.base_kernel.lengthscale = torch.tensor([[0.5, 0.2]])
-    fresh = NystromGP(X, Y, covar_module=make_kernel(2), noise=0.1, dictionary=X)
-    fresh.covar_module.base_kernel.lengthscale = torch.tensor([[0.5, 0.2]])
-    fresh._state = None  # the lazily built reference
-    test_X = torch.rand(
-        5, 1, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(2)
+    X, Y = make_data(20, 2, **tkwargs)
+    lengthscale = torch.tensor([[0.5, 0.2]])
+    model = NystromGP(
+        X, Y, covar_module=make_kernel(2, **tkwargs), noise=0.1, dictionary=X
     )
-    torch.testing.assert_close(
-        model.posterior(test_X).mean, fresh.posterior(test_X).mean
-    )
-    exact = exact_gp(X, Y, model.covar_module, 0.1).eval()
-    torch.testing.assert_close(
-        model.posterior(test_X).mean, exact.posterior(test_X).mean, atol=1e-6, rtol=0
+    model.covar_module.base_kernel.lengthscale = lengthscale
+    test_X = uniform(5, 1, 2, seed=2)
+    reference = make_kernel(2)
+    reference.base_kernel.lengthscale = lengthscale
+    exact = exact_gp(X, Y, reference, 0.1).eval()
+    assert_close(
+        model.posterior(test_X.to(**tkwargs)).mean, exact.posterior(test_X).mean
     )
 
 
 # ------------------------------------------------ leverage-score sampling
-def test_inclusion_probabilities_by_hand():
-    variances = torch.tensor([0.1, 0.3, 2.0, 0.05], dtype=torch.float64)
-    counts = torch.tensor([1.0, 2.0, 1.0, 3.0], dtype=torch.float64)
+def test_inclusion_probabilities_by_hand(tkwargs):
+    variances = torch.tensor([0.1, 0.3, 2.0, 0.05], **tkwargs)
+    counts = torch.tensor([1.0, 2.0, 1.0, 3.0], **tkwargs)
     p = inclusion_probabilities(variances, counts, qbar=2.0)
     # min(1, qbar * count * variance)
-    expected = torch.tensor([0.2, 1.0, 1.0, 0.3], dtype=torch.float64)
-    torch.testing.assert_close(p, expected)
+    assert_close(p, torch.tensor([0.2, 1.0, 1.0, 0.3]))
 
 
 def test_sample_dictionary_frequencies_and_seed():
