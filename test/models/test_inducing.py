@@ -40,7 +40,7 @@ def _dense_greedy(X, kernel, m, quality=None):
 def test_greedy_matches_dense_recomputation(tkwargs):
     X = torch.rand(60, 3, dtype=DTYPE, generator=seeded(0))
     index = select_inducing_indices(X.to(**tkwargs), _kernel(**tkwargs), 12)
-    assert index.dtype == torch.long and index.device == tkwargs["device"]
+    assert index.dtype == torch.long and index.device.type == tkwargs["device"].type
     assert index.tolist() == _dense_greedy(X, _kernel(), 12)
 
 
