@@ -28,7 +28,7 @@ Methods (:data:`METHODS`), all on the problem's fixed kernel with the constant r
 - ``bbkb-async``: asynchronous BBKB: ``ask(free workers)`` after every completion;
   pending arms enter by the hallucinated variance update and BBKB's rule may answer
   "wait" (no arms); settings :func:`~botorch_sketch.generation.bbkb_loop.
-  asynchronous_options` of ``W`` (``C~ = 1 + W / 5`` unless given);
+  asynchronous_options` of ``W`` (``C~ = 1 + W / 10`` unless given);
 - ``gp-bucb``: GP-BUCB with fixed batches of ``W`` (Desautels et al., JMLR 2014) on
   the exact posterior, synchronous (:class:`~.policies.baselines.ExactBUCBPolicy`:
   ``O(A t)`` per evaluation, ``O(A T)`` memory);
@@ -452,7 +452,7 @@ def simulate(
         duration_mean: Mean evaluation time (simulated seconds).
         duration_sigma: Log-standard deviation of the evaluation times (0: constant).
         ratio_threshold: BBKB's ``C~`` of ``bbkb-sync`` / ``bbkb-async`` (the label
-            gets ``-c<C~>``); None: 2 for ``bbkb-sync`` and ``1 + W v / 5`` for
+            gets ``-c<C~>``); None: 2 for ``bbkb-sync`` and ``1 + W v / 10`` for
             ``bbkb-async`` (:func:`~botorch_sketch.generation.bbkb_loop.
             asynchronous_options`).
         uniform_regret: Precomputed :func:`~.results.expected_uniform_regret`.
@@ -762,7 +762,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ratio-threshold",
         type=float,
         help="BBKB's C~ for bbkb-sync and bbkb-async (default: 2 for bbkb-sync, "
-        "1 + W/5 for bbkb-async with outputscale / noise variance 1)",
+        "1 + W/10 for bbkb-async with outputscale / noise variance 1)",
     )
     parser.add_argument(
         "--reference",
