@@ -778,3 +778,7 @@ def test_cpu_generator_drives_data_on_every_device(tkwargs):
     model.resparsify(generator=torch.Generator().manual_seed(1))
     on_cpu.resparsify(generator=torch.Generator().manual_seed(1))
     assert torch.equal(model.dictionary.cpu(), on_cpu.dictionary)
+    # and the reverse: a generator on the device drives CPU data
+    generator = torch.Generator(device=tkwargs["device"]).manual_seed(2)
+    on_cpu.resparsify(generator=generator)
+    assert on_cpu.dictionary.device.type == "cpu" and on_cpu.dictionary_size >= 1
