@@ -232,8 +232,9 @@ class _Columns:
 
     def _reserve(self, extra: int) -> None:
         r"""Room for ``extra`` more columns (the capacity at least doubles)."""
-        added = max(self._data.shape[1], self.count + extra - self._data.shape[1])
-        if self.count + extra > self._data.shape[1]:
+        capacity = self._data.shape[1]
+        if self.count + extra > capacity:
+            added = max(capacity, self.count + extra - capacity)
             rows = self._data.shape[0]
             self._data = torch.cat([self._data, self._data.new_zeros(rows, added)], 1)
             self._denominators = torch.cat(
@@ -241,8 +242,8 @@ class _Columns:
             )
 
     def apply_inverse(self, v: Tensor, base: Callable[[Tensor], Tensor]) -> Tensor:
-        r"""``P v - H (H^T v / d)`` for a vector ``v`` of ``rows`` entries and the
-        base solve ``P``."""
+        r"""``P v - H (H^T v / d)`` for ``v`` of ``rows`` entries (or ``rows x k``,
+        column by column) and the base solve ``P``."""
         solved = base(v)
         if self.count == 0:
             return solved.clone()

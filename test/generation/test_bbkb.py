@@ -98,18 +98,24 @@ def test_frozen_tracker_merges_copies_exactly():
     )
 
 
-@pytest.mark.parametrize("residual_update", [False, True])
+@pytest.mark.parametrize(
+    "residual_update, num_held", [(False, 4), (False, 40), (True, 4)]
+)
 def test_block_of_held_points_equals_recomputation_and_sequential_steps(
-    residual_update,
+    residual_update, num_held
 ):
     # one rank-k update for k distinct held points (with copies): the variances of
     # conditioning on them from scratch, and the steps of k single additions, so
-    # later copies of the last point and later points continue exactly
+    # later copies of the last point and later points continue exactly (40 held
+    # points overflow the first 16 stored columns)
     arms, model = make_problem()
     geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
     tracker = ResidualDirectionTracker if residual_update else FrozenDictionaryTracker
     block, sequential = tracker(geometry), tracker(geometry)
-    indices, copies = torch.tensor([5, 17, 200, 42]), torch.tensor([1, 3, 1, 2])
+    gen = torch.Generator().manual_seed(num_held)
+    indices = torch.randperm(arms.shape[0], generator=gen)[:num_held]
+    indices[-1] = 42  # the point repeated below
+    copies = torch.randint(1, 4, (num_held,), generator=gen)
     block.add_many(indices, copies)
     for index, count in zip(indices.tolist(), copies.tolist(), strict=True):
         sequential.add(index, count)
@@ -124,7 +130,7 @@ def test_block_of_held_points_equals_recomputation_and_sequential_steps(
         atol=1e-9,
         rtol=0,
     )
-    assert block.step == sequential.step == 4
+    assert block.step == sequential.step == num_held
     torch.testing.assert_close(
         block.directions.matrix, sequential.directions.matrix, atol=1e-12, rtol=0
     )
@@ -134,7 +140,7 @@ def test_block_of_held_points_equals_recomputation_and_sequential_steps(
     for more in (block, sequential):
         more.add(42, 2)  # copies of the last held point: one step's multiplicity
         more.add(7)
-    assert block.step == 5
+    assert block.step == num_held + 1
     torch.testing.assert_close(
         block.refresh(everything),
         hallucinated_variances(model, arms, chosen + [42, 42, 7]),
