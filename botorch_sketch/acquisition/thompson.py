@@ -15,6 +15,10 @@ from dataclasses import dataclass
 
 import torch
 from botorch.acquisition import AcquisitionFunction
+from botorch.acquisition.objective import (
+    PosteriorTransform,
+    ScalarizedPosteriorTransform,
+)
 from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
@@ -83,19 +87,60 @@ def resolve_alpha(alpha: float | Callable[[int], float], t: int) -> float:
     return check_at_least(value, "alpha", 0.0)
 
 
+def scalarization_of(
+    posterior_transform: PosteriorTransform | None,
+) -> tuple[float, float]:
+    r"""The ``(weight, offset)`` of a single-output scalarization (``(1, 0)`` for
+    None).
+
+    Args:
+        posterior_transform: None or a ``ScalarizedPosteriorTransform`` with one
+            weight.
+
+    Returns:
+        ``(w, c)`` such that the transformed objective is ``w f + c``.
+
+    Example:
+        >>> scalarization_of(ScalarizedPosteriorTransform(torch.tensor([-1.0])))
+        (-1.0, 0.0)
+    """
+    if posterior_transform is None:
+        return 1.0, 0.0
+    if not isinstance(posterior_transform, ScalarizedPosteriorTransform):
+        raise TypeError(
+            "`posterior_transform` must be None or a ScalarizedPosteriorTransform, "
+            f"got {type(posterior_transform).__name__}."
+        )
+    if posterior_transform.weights.numel() != 1:
+        raise ValueError(
+            "`posterior_transform` must scalarize a single outcome; sample-path "
+            "Thompson sampling models one objective without outcome constraints, "
+            f"got {posterior_transform.weights.numel()} weights."
+        )
+    return float(posterior_transform.weights), float(posterior_transform.offset)
+
+
 class ScaledPathThompsonSampling(AcquisitionFunction):
-    r"""Thompson sampling on fixed scaled sample paths, for ``optimize_acqf``.
+    r"""Thompson sampling on scaled sample paths ``f~ = mu + alpha (f - mu)``, for
+    ``optimize_acqf``.
 
     For ``X`` of shape ``batch x q x d`` with ``q`` equal to the number of paths, the
-    value is ``sum_j f~_j(X[..., j, :])``: separable, so maximizing it jointly puts the
-    ``j``-th candidate at a maximizer of path ``j`` (one path per batch element; with
-    one path, ``q = 1``). Unlike BoTorch's ``PathwiseThompsonSampling`` it exposes the
-    number of features, the exploration scale and the generator, and the paths are
-    drawn once at construction (call :meth:`redraw` for a new sample).
+    value is ``sum_j (w f~_j(X[..., j, :]) + c)`` for the scalarization ``(w, c)`` of
+    ``posterior_transform`` (``(1, 0)`` without one; ``w = -1`` minimizes): separable,
+    so maximizing it jointly puts the ``j``-th candidate at a maximizer of path ``j``.
+    :meth:`set_X_pending` draws fresh paths, so ``optimize_acqf(..., q=n,
+    sequential=True)`` with one path (how Ax builds batches) gives ``n`` independent
+    Thompson samples, the S-GP-TS batch, instead of ``n`` copies of one maximizer;
+    the pending points do not enter the new paths (paths are independent given the
+    data). Unlike BoTorch's ``PathwiseThompsonSampling`` it exposes the number of
+    features, the exploration scale and the generator; the paths are drawn at
+    construction and by :meth:`redraw`.
 
     Example:
         >>> acqf = ScaledPathThompsonSampling(model, num_paths=1, alpha=1.0)
         >>> x, value = optimize_acqf(acqf, bounds, q=1, num_restarts=8, raw_samples=512)
+        >>> batch, _ = optimize_acqf(acqf, bounds, q=4, num_restarts=4,
+        ...                          raw_samples=256, sequential=True)  # 4 samples
     """
 
     def __init__(
@@ -103,22 +148,28 @@ class ScaledPathThompsonSampling(AcquisitionFunction):
         model: Model,
         paths: ScaledSamplePaths | None = None,
         *,
+        posterior_transform: PosteriorTransform | None = None,
         num_paths: int = 1,
         num_features: int = 1024,
         alpha: float = 1.0,
         generator: torch.Generator | None = None,
         paths_per_basis: int | None = None,
+        X_pending: Tensor | None = None,
     ) -> None:
         r"""
         Args:
             model: The model the paths come from.
             paths: Paths to use; None draws ``num_paths`` with the settings below.
+            posterior_transform: None or a single-weight
+                ``ScalarizedPosteriorTransform``.
             num_paths: Number of paths (the ``q`` this acquisition accepts).
             num_features: Random Fourier features per path.
             alpha: Exploration scale.
             generator: Random number generator.
             paths_per_basis: See :func:`draw_scaled_paths`.
+            X_pending: ``p x d`` pending points, stored (the paths are drawn once).
         """
+        weight, offset = scalarization_of(posterior_transform)
         super().__init__(model=model)
         self._settings = {
             "num_features": num_features,
@@ -131,6 +182,9 @@ class ScaledPathThompsonSampling(AcquisitionFunction):
         elif not isinstance(paths, ScaledSamplePaths):
             raise TypeError(f"`paths` must be ScaledSamplePaths, got {type(paths)}.")
         self.paths = paths
+        self.posterior_transform = posterior_transform
+        self.weight, self.offset = weight, offset
+        self.X_pending = None if X_pending is None else X_pending.detach()
 
     def redraw(self) -> None:
         r"""Replace the paths by a fresh draw with the same settings."""
@@ -138,7 +192,12 @@ class ScaledPathThompsonSampling(AcquisitionFunction):
             self.model, self.paths.num_paths, **self._settings
         )
 
+    def set_X_pending(self, X_pending: Tensor | None = None) -> None:
+        r"""Store ``p x d`` pending points and draw fresh paths."""
+        super().set_X_pending(X_pending)
+        self.redraw()
+
     @t_batch_mode_transform()
     def forward(self, X: Tensor) -> Tensor:
-        r"""``batch x q x d`` -> ``batch``: sum of path ``j`` at the ``j``-th point."""
-        return self.paths.paired(X).sum(dim=-1)
+        r"""``batch x q x d`` -> ``batch``: ``sum_j (w f~_j(x_j) + c)``."""
+        return (self.weight * self.paths.paired(X) + self.offset).sum(dim=-1)

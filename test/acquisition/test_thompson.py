@@ -2,6 +2,7 @@ import math
 
 import pytest
 import torch
+from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from botorch.models import (
     GenericDeterministicModel,
     SingleTaskGP,
@@ -23,6 +24,7 @@ from ..gp_helpers import (
     rbf_kernel,
     seeded,
     wave_data,
+    wave_exact_gp,
     wave_points,
     wave_svgp,
 )
@@ -98,6 +100,68 @@ def test_acquisition_with_optimize_acqf_finds_the_path_maximum(tkwargs):
     before = acqf.paths(grid[:50])
     acqf.redraw()
     assert not torch.allclose(before, acqf.paths(grid[:50]))
+
+
+def test_scalarization_applies_to_every_path(tkwargs):
+    model = wave_exact_gp(**tkwargs)
+    transform = ScalarizedPosteriorTransform(
+        torch.tensor([-2.0], **tkwargs), offset=0.5
+    )
+    acqf = ScaledPathThompsonSampling(
+        model,
+        posterior_transform=transform,
+        num_paths=2,
+        num_features=128,
+        generator=seeded(0),
+    )
+    X = wave_points(14, **tkwargs).reshape(7, 2, 2)
+    with torch.no_grad():
+        # brute force: path j at point j, scalarized, summed over the q-batch
+        full = acqf.paths(X)
+        paired = torch.diagonal(full, dim1=0, dim2=-1)
+        assert_close(acqf(X), (-2.0 * paired + 0.5).sum(-1))
+    # one path, minimized: the best grid point is the path's minimizer
+    acqf = ScaledPathThompsonSampling(
+        model,
+        posterior_transform=ScalarizedPosteriorTransform(
+            torch.tensor([-1.0], **tkwargs)
+        ),
+        num_features=128,
+        generator=seeded(1),
+    )
+    grid = wave_points(400, **tkwargs).unsqueeze(-2)
+    with torch.no_grad():
+        assert int(acqf(grid).argmax()) == int(acqf.paths(grid)[0, :, 0].argmin())
+    with pytest.raises(ValueError, match="single outcome"):
+        ScaledPathThompsonSampling(
+            model,
+            posterior_transform=ScalarizedPosteriorTransform(torch.ones(2, **tkwargs)),
+        )
+    with pytest.raises(TypeError, match="posterior_transform"):
+        ScaledPathThompsonSampling(model, posterior_transform="minimize")
+
+
+def test_pending_points_draw_a_fresh_path_per_sequential_candidate():
+    model = wave_exact_gp()
+    bounds = torch.tensor([[0.0, 0.0], [2.0, 2.0]], dtype=DTYPE)
+    acqf = ScaledPathThompsonSampling(model, num_features=128, generator=seeded(0))
+    X = wave_points(5).unsqueeze(-2)
+    with torch.no_grad():
+        before = acqf(X)
+        acqf.set_X_pending(X[0])
+        after = acqf(X)
+    assert torch.equal(acqf.X_pending, X[0])
+    assert not torch.allclose(before, after)
+    options = {"num_restarts": 2, "raw_samples": 64}
+    torch.manual_seed(0)
+    fresh, _ = optimize_acqf(acqf, bounds, q=3, sequential=True, **options)
+    assert torch.pdist(fresh).min() > 1e-4
+    # Without a redraw, one fixed path gives its maximizer again.
+    plain = ScaledPathThompsonSampling(model, num_features=128, generator=seeded(0))
+    repeated = [optimize_acqf(plain, bounds, q=1, **options)[0] for _ in range(2)]
+    assert torch.allclose(repeated[0], repeated[1])
+    stored = ScaledPathThompsonSampling(model, num_features=64, X_pending=X[1])
+    assert torch.equal(stored.X_pending, X[1])
 
 
 def test_bad_inputs_raise():
