@@ -45,7 +45,7 @@ RESAMPLING = ("coupled", "independent")
 
 
 def asynchronous_options(
-    workers: int, scaled_prior_variance: float = 1.0
+    num_workers: int, scaled_prior_variance: float = 1.0
 ) -> dict[str, float | int]:
     r""":class:`BBKB` options for ``W`` workers that evaluate asynchronously
     (``ask(free workers)`` after every completion).
@@ -65,7 +65,7 @@ def asynchronous_options(
       workers the cap's room of ``W / 20`` arms keeps every worker busy meanwhile.
 
     Args:
-        workers: The number of workers ``W >= 1``.
+        num_workers: The number of workers ``W >= 1``.
         scaled_prior_variance: ``v > 0``, the largest prior variance over
             ``lambda`` (1 for a unit outputscale and ``lambda = 1``).
 
@@ -73,14 +73,14 @@ def asynchronous_options(
         ``ratio_threshold``, ``end_fraction`` and ``max_batch_size``.
 
     Example:
-        >>> loop = BBKB(arms, covar_module=kernel, **asynchronous_options(100))
-    """
-    check_int(workers, "workers", 1)
+        >>> loop = BBKB(arms, covar_module=kernel, **asynchronous_options(num_workers=100))
+    """  # noqa: E501
+    check_int(num_workers, "num_workers", 1)
     check_positive(scaled_prior_variance, "scaled_prior_variance")
     return {
-        "ratio_threshold": 1.0 + workers * scaled_prior_variance / 10,
+        "ratio_threshold": 1.0 + num_workers * scaled_prior_variance / 10,
         "end_fraction": 0.05,
-        "max_batch_size": workers + math.ceil(workers / 20),
+        "max_batch_size": num_workers + math.ceil(num_workers / 20),
     }
 
 
@@ -97,7 +97,7 @@ class BBKB:
     and is in the dictionary iff the draw is below its inclusion probability
     ``min(1, qbar c sigma~^2_fb(x))``: the same marginals as independent resampling,
     far fewer dictionary changes (see
-    :func:`~botorch_sketch.models.sketching.sample_dictionary`).
+    :func:`~botorch_sketch.models.nystrom.sample_dictionary`).
 
     Asynchronous use: arms asked and not yet told are :attr:`pending`. The batch stays
     open across asks: ``ask(max_arms=k)`` continues its greedy with the pending arms
@@ -106,7 +106,8 @@ class BBKB:
     when fresh outcomes must be waited for. ``tell`` takes any subset of the pending
     arms in any order; its outcomes enter the posterior when the batch ends (once
     the rule is full and ``end_fraction`` of its arms are done, or at once when
-    nothing stays pending). ``fail`` records arms whose evaluation failed.
+    nothing stays pending). ``fail`` records arms whose evaluation failed;
+    ``ask_arms`` marks arms of the user's choice asked.
     :func:`asynchronous_options` gives settings for ``W`` asynchronous workers.
     Used synchronously (``ask()`` with nothing pending, then ``tell`` the whole
     batch) this is the BBKB of the paper; with one worker (``ask(1)``, ``tell``) it
@@ -287,6 +288,31 @@ class BBKB:
         self._pending_variances = torch.cat([self._pending_variances, start_variances])
         return indices.clone()
 
+    def ask_arms(self, indices: Tensor) -> None:
+        r"""Mark user-chosen arms asked, as if :meth:`ask` had returned them (e.g.
+        configurations to evaluate first).
+
+        They join :attr:`pending` and the open batch (or the next one, when none is
+        open): the batch's greedy restarts holding them with its other arms, so they
+        are hallucinated by the same variance-only update and counted by the same
+        rule as asked arms, and later asks continue from there (possibly with fewer
+        arms, or none). They are added whatever the rule and ``max_batch_size``
+        say, and whether or not they failed before.
+
+        Args:
+            indices: ``b`` arm indices (LongTensor, repeats allowed).
+        """
+        check_indices(indices, "indices", self.arms.shape[0])
+        indices = indices.to(self.arms.device)
+        if self.num_observations or len(self.pending) or self._batch is not None:
+            self._begin_batch()  # as ask (the first ask opens no batch)
+            self._batch = torch.cat([self._batch, indices])
+            self._greedy = None  # reopened holding them by the next ask
+        self.pending = torch.cat([self.pending, indices])
+        self._pending_variances = torch.cat(
+            [self._pending_variances, self.state.scaled_variance[indices]]
+        )
+
     def _random_arm(self, excluded: Tensor | None) -> Tensor:
         allowed = torch.arange(self.arms.shape[0], device=self.arms.device)
         if excluded is not None:
@@ -311,9 +337,7 @@ class BBKB:
     def _open_batch(self, excluded: Tensor | None) -> BatchGreedy:
         r"""The greedy of the open batch on the current posterior, holding the arms
         of :attr:`_batch` (a new batch: the pending arms)."""
-        if self._batch is None:
-            self._batch = self.pending.clone()
-            self._batch_radius = radius_value(self.radius, in_batch=True)
+        self._begin_batch()
         return BatchGreedy(
             CachedGeometry(self.state),
             radius=self._batch_radius,
@@ -323,6 +347,12 @@ class BBKB:
             excluded=excluded,
             held=copies_of(self._batch),
         )
+
+    def _begin_batch(self) -> None:
+        r"""Open a batch holding the pending arms, unless one is open."""
+        if self._batch is None:
+            self._batch = self.pending.clone()
+            self._batch_radius = radius_value(self.radius, in_batch=True)
 
     def _end_batch(self, observed: Tensor, rewards: Tensor) -> None:
         r"""Condition on ``observed[incorporated:]`` and resample the dictionary with

@@ -449,3 +449,88 @@ def test_asynchronous_run_on_cuda_makes_the_cpu_choices(arms):
         runs.append(([a.tolist() for a in asked], loop.state.mean.cpu()))
     assert runs[0][0] == runs[1][0]
     torch.testing.assert_close(runs[0][1], runs[1][1])
+
+
+def test_ask_arms_is_an_ask_that_returned_those_arms(arms):
+    # a loop told to hold the arms its twin's ask returned is the twin, state,
+    # later asks and posterior alike
+    asked, chosen = make_loop(arms), make_loop(arms)
+    warm(asked, arms, 3)
+    warm(chosen, arms, 3)
+    for size in (2, 3):  # a new batch, then its continuation
+        indices = asked.ask(size)
+        assert indices.numel() == size
+        chosen.ask_arms(indices)
+        mine, theirs = chosen.state_dict(), asked.state_dict()
+        for key in ("pending", "pending_variances", "batch", "observed"):
+            assert torch.equal(mine[key], theirs[key]), key
+    assert torch.equal(chosen.ask(), asked.ask())
+    pending = asked.pending.clone()
+    for loop in (asked, chosen):
+        loop.tell(pending, objective(arms[pending]))
+    torch.testing.assert_close(chosen.state.mean, asked.state.mean)
+    torch.testing.assert_close(chosen.state.variance, rebuilt(chosen, arms).variance)
+    assert torch.equal(chosen.ask(), asked.ask())
+
+
+def test_ask_arms_enter_the_batch_as_pending_arms(arms):
+    # any arms, in a new batch or in the open one, are held like pending arms: the
+    # next ask is the stateless generator's with all of them pending, and once
+    # told the posterior is the one rebuilt from scratch
+    loop = make_loop(arms, ratio_threshold=50.0)
+    warm(loop, arms, 3)
+    user = torch.tensor([7, 250, 7])
+    loop.ask_arms(user)
+    assert loop.pending.tolist() == user.tolist()
+    options = {"radius": 0.5, "ratio_threshold": 50.0, "max_batch_size": 64}
+    reference = rebuilt(loop, arms)
+    first = loop.ask(2)
+    expected = gen_bbkb_batch(None, arms, state=reference, pending=user, **options)
+    assert first.tolist() == expected.indices[:2].tolist()
+    more = torch.tensor([123])
+    loop.ask_arms(more)
+    held = torch.cat([user, first, more])
+    rest = gen_bbkb_batch(None, arms, state=reference, pending=held, **options)
+    assert rest.indices.numel() >= 3
+    assert torch.equal(loop.ask(3), rest.indices[:3])
+    pending = loop.pending.clone()
+    assert torch.equal(pending, torch.cat([held, rest.indices[:3]]))
+    loop.tell(pending, objective(arms[pending]))
+    scratch = rebuilt(loop, arms)
+    torch.testing.assert_close(loop.state.mean, scratch.mean)
+    torch.testing.assert_close(loop.state.variance, scratch.variance)
+    # a state saved with user-chosen arms pending resumes with them
+    loop.ask_arms(torch.tensor([3]))
+    resumed = make_loop(arms, ratio_threshold=50.0, seed=5)
+    resumed.load_state_dict(loop.state_dict())
+    assert resumed.pending.tolist() == [3]
+    assert torch.equal(resumed.ask(), loop.ask())
+
+
+def test_ask_arms_before_any_data_is_the_first_ask(arms):
+    first = make_loop(arms).ask()
+    loop = make_loop(arms, seed=1)
+    loop.ask_arms(first)
+    reference = make_loop(arms)
+    reference.ask()
+    assert torch.equal(loop.pending, reference.pending)
+    assert torch.equal(loop.ask(), reference.ask())
+
+
+def test_bad_ask_arms_change_nothing(arms):
+    loop = make_loop(arms)
+    warm(loop, arms, 2)
+    loop.ask(2)
+    before = loop.state_dict()
+    for bad, error in (
+        (torch.tensor([0.5]), TypeError),
+        ([1, 2], TypeError),
+        (torch.tensor([[1]]), ValueError),
+        (torch.tensor([len(arms)]), ValueError),
+        (torch.tensor([-1]), ValueError),
+    ):
+        with pytest.raises(error, match="indices"):
+            loop.ask_arms(bad)
+    after = loop.state_dict()
+    for key in ("pending", "pending_variances", "batch", "observed"):
+        assert torch.equal(after[key], before[key]), key
