@@ -54,7 +54,8 @@ class SGPTS:
     ``O(A (M + m) k + m^2 k)``; ``tell`` updates the inducing set and ``q(u)``
     (:class:`~botorch_sketch.generation.thompson_arms.CachedSparseThompson`). Pending
     arms (asked, neither told nor failed) never enter the posterior; failed arms are
-    kept in :attr:`failed`. Used synchronously (``ask(k)``, then ``tell`` all ``k``)
+    kept in :attr:`failed`; :meth:`ask_arms` adds arms of the user's choice to the
+    pending ones. Used synchronously (``ask(k)``, then ``tell`` all ``k``)
     it is the batch S-GP-TS of ``CachedSparseThompson.sample(k)``.
 
     :meth:`state_dict` holds the observations with the sizes of the ``tell`` calls,
@@ -96,7 +97,8 @@ class SGPTS:
             inducing_quality: ``"variance"`` or ``"improvement"``.
             memory_budget: Bytes the cached features and kernel columns may take.
             cache_dtype: Storage dtype of that cache (default the arms' dtype).
-            seed: Seed of the feature basis and of every later random choice.
+            seed: Seed of the (CPU) generator behind the feature basis and every
+                later random choice (the same choices on every device).
         """
         check_matrix(arms, "arms")
         check_positive(noise, "noise")
@@ -128,7 +130,8 @@ class SGPTS:
     def _new_sampler(self, seed: int) -> tuple[torch.Generator, CachedSparseThompson]:
         r"""A generator seeded with ``seed`` that drew the feature basis of a fresh
         sampler (no observations)."""
-        generator = torch.Generator(device=self.arms.device).manual_seed(seed)
+        # draws on the CPU, then moved: the same choices on every device
+        generator = torch.Generator().manual_seed(seed)
         cache = ArmFeatureCache(
             self.arms,
             self.covar_module,
@@ -174,16 +177,23 @@ class SGPTS:
         check_allocation(k * self.arms.shape[0], "`max_arms`", self.arms)
         if sampler.num_observations == 0:
             indices = torch.randint(
-                self.arms.shape[0],
-                (k,),
-                generator=self.generator,
-                device=self.arms.device,
-            )
+                self.arms.shape[0], (k,), generator=self.generator
+            ).to(self.arms.device)
         else:
             alpha = resolve_alpha(self.alpha, sampler.num_observations + 1)
             indices = sampler.sample(k, alpha, self.generator).indices
         self.pending = torch.cat([self.pending, indices])
         return indices
+
+    def ask_arms(self, indices: Tensor) -> None:
+        r"""Mark user-chosen arms asked, as if :meth:`ask` had returned them (e.g.
+        configurations to evaluate first): they join :attr:`pending`.
+
+        Args:
+            indices: ``b`` arm indices (LongTensor, repeats allowed).
+        """
+        check_indices(indices, "indices", self.arms.shape[0])
+        self.pending = torch.cat([self.pending, indices.to(self.arms.device)])
 
     def tell(self, indices: Tensor, rewards: Tensor) -> None:
         r"""Report outcomes of pending arms (any non-empty sub-multiset, any order).
@@ -258,7 +268,7 @@ class SGPTS:
         if not isinstance(state["generator"], Tensor):
             raise TypeError("`state['generator']` must be a generator state tensor.")
         try:  # a generator state that cannot be set fails here, before any change
-            torch.Generator(device=self.arms.device).set_state(state["generator"])
+            torch.Generator().set_state(state["generator"])
         except RuntimeError as error:
             raise ValueError(
                 f"`state['generator']` is not a generator state: {error}"

@@ -35,9 +35,9 @@ def _kernel(arms):
 
 
 def _hand_sampler(arms, seed):
-    r"""The generator (on the arms' device, as SGPTS's) and a fresh
-    CachedSparseThompson whose feature basis it drew, built by hand."""
-    generator = torch.Generator(device=arms.device).manual_seed(seed)
+    r"""The (CPU) generator, as SGPTS's, and a fresh CachedSparseThompson whose
+    feature basis it drew, built by hand."""
+    generator = torch.Generator().manual_seed(seed)
     cache = ArmFeatureCache(arms, _kernel(arms), NUM_FEATURES, generator=generator)
     return generator, CachedSparseThompson(cache, NOISE, NUM_INDUCING)
 
@@ -93,9 +93,8 @@ def test_asynchronous_choices_equal_hand_driven_sampler(tkwargs):
     for k, fraction, fail in _script():
         got = loop.ask(k)
         if sampler.num_observations == 0:
-            expected = torch.randint(
-                arms.shape[0], (k,), generator=generator, device=arms.device
-            )
+            expected = torch.randint(arms.shape[0], (k,), generator=generator)
+            expected = expected.to(arms.device)
         else:
             alpha = schedule(sampler.num_observations + 1)
             expected = sampler.sample(k, alpha, generator).indices
@@ -129,7 +128,7 @@ def test_synchronous_use_is_batch_sampling(tkwargs):
     generator, sampler = _hand_sampler(arms, 2)
     g = seeded(0)
     first = loop.ask(3)
-    expected = torch.randint(200, (3,), generator=generator, device=arms.device)
+    expected = torch.randint(200, (3,), generator=generator).to(arms.device)
     assert torch.equal(first, expected)
     rewards = _reward(arms, first, g)
     loop.tell(first, rewards)
@@ -267,3 +266,56 @@ def test_constructor_validation():
         SGPTS(arms, covar_module=kernel, inducing_quality="best")
     with pytest.raises(ValueError, match="arms"):
         SGPTS(arms[0], covar_module=kernel)
+
+
+def test_device_runs_make_the_cpu_choices(device):
+    # every random choice is drawn on the CPU generator, so the run on `device`
+    # asks what the CPU run asks (an exact float64 posterior on both)
+    runs = []
+    for on in (torch.device("cpu"), device):
+        arms = _arms(device=on)
+        loop = _loop(arms)
+        asked = _drive(loop, arms, _script(15), seeded(1))
+        loop.ask(2)
+        loop.fail(loop.pending[:1])
+        resumed = _loop(arms, seed=9)
+        resumed.load_state_dict(loop.state_dict())
+        assert torch.equal(resumed.ask(3), loop.ask(3))
+        assert all(a.device.type == on.type for a in asked)
+        runs.append([a.tolist() for a in asked])
+    assert runs[0] == runs[1]
+
+
+def test_ask_arms_are_pending_arms_of_the_users_choice():
+    # the chosen arms become pending (never in the posterior until told), the
+    # loop's own choices are unchanged, and a resume keeps them
+    arms = _arms()
+    loop, twin = _loop(arms), _loop(arms)
+    g, g_twin = seeded(1), seeded(1)
+    _drive(loop, arms, _script(4), g)
+    _drive(twin, arms, _script(4), g_twin)
+    chosen = torch.tensor([17, 3, 17])
+    before = loop.pending.clone()
+    loop.ask_arms(chosen)
+    assert torch.equal(loop.pending, torch.cat([before, chosen]))
+    assert torch.equal(loop.ask(2), twin.ask(2))
+    resumed = _loop(arms, seed=9)
+    resumed.load_state_dict(loop.state_dict())
+    assert torch.equal(resumed.pending, loop.pending)
+    rewards = _reward(arms, chosen, seeded(2))
+    loop.tell(chosen, rewards)
+    twin.ask_arms(chosen)
+    twin.tell(chosen, rewards)
+    assert torch.equal(loop.observed[-3:], chosen)
+    assert torch.equal(loop.rewards, twin.rewards)
+    assert torch.equal(loop.ask(4), twin.ask(4))
+    snapshot = _snapshot(loop)
+    for bad, error in (
+        ([1], TypeError),
+        (torch.tensor([0.5]), TypeError),
+        (torch.tensor([[1]]), ValueError),
+        (torch.tensor([200]), ValueError),
+    ):
+        with pytest.raises(error, match="indices"):
+            loop.ask_arms(bad)
+        assert _same(loop, snapshot)
