@@ -12,7 +12,7 @@ from botorch_sketch.generation.bbkb import (
     gen_uncertainty_warmup,
     update_bbkb_model,
 )
-from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.generation.thompson import gen_thompson_candidates
 from botorch_sketch.generation.thompson_arms import (
@@ -52,6 +52,7 @@ __all__ = [
     "SGPTS",
     "ScaledSamplePaths",
     "TheoryRadius",
+    "asynchronous_options",
     "gen_bbkb_batch",
     "gen_bbkb_batch_continuous",
     "gen_uncertainty_warmup",

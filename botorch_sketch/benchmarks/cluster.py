@@ -192,12 +192,8 @@ def _bbkb_async(setup: MethodSetup) -> ClusterMethod:
     options = asynchronous_options(setup.workers, hp.outputscale / hp.noise_variance)
     if setup.ratio_threshold is not None:
         options["ratio_threshold"] = setup.ratio_threshold
-    policy = BBKBPolicy(
-        ratio_threshold=options["ratio_threshold"],
-        max_batch_size=options["max_batch_size"],
-    )
+    policy = BBKBPolicy(**options)
     policy.reset(setup.problem, setup.horizon, setup.generator)
-    policy.loop.end_fraction = options["end_fraction"]
     return AsynchronousMethod(policy.loop)
 
 

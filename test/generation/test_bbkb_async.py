@@ -6,8 +6,7 @@ import pytest
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
-from botorch_sketch import BBKB, gen_bbkb_batch
-from botorch_sketch.generation.bbkb_loop import asynchronous_options
+from botorch_sketch import BBKB, asynchronous_options, gen_bbkb_batch
 from botorch_sketch.models.candidate_state import CandidateState
 
 DTYPE = torch.float64

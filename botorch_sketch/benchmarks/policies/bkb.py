@@ -47,6 +47,7 @@ class BBKBPolicy(AskTellPolicy):
         resampling: str = "coupled",
         residual_update: bool = False,
         max_batch_size: int | None = None,
+        end_fraction: float = 0.0,
         feature_precision: str = "double",
         lengthscale: float | None = None,
         outputscale: float | None = None,
@@ -65,6 +66,9 @@ class BBKBPolicy(AskTellPolicy):
             resampling: ``"coupled"`` (persistent draws) or ``"independent"``.
             residual_update: In-batch updates along residual directions too.
             max_batch_size: Cap on batch sizes (default: the loop's, 1,000).
+            end_fraction: A full batch ends once this fraction of its arms are
+                done (asynchronous use; see
+                :func:`~botorch_sketch.asynchronous_options`).
             feature_precision: ``"double"`` or ``"single"``: precision of the
                 cached ``A x m`` features (the rest stays in the arms' dtype).
             lengthscale: Override of the problem's kernel lengthscale.
@@ -88,6 +92,7 @@ class BBKBPolicy(AskTellPolicy):
             "resampling": resampling,
             "residual_update": residual_update,
             "max_batch_size": max_batch_size,
+            "end_fraction": end_fraction,
         }
         self.feature_precision = feature_precision
         self.overrides = {

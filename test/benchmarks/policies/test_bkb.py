@@ -86,3 +86,26 @@ def test_policies_reject_box_problems_and_bad_radius():
         BBKBPolicy().reset(box, 10, torch.Generator())
     with pytest.raises(ValueError, match="radius"):
         BBKBPolicy(radius=-1.0)
+
+
+def test_end_fraction_reaches_the_loop():
+    # a full batch with one arm done: the default loop ends it and asks on; with
+    # end_fraction = 1 the loop waits for the whole batch; a bad value fails at
+    # reset, naming the option, before the policy has a loop
+    problem = make_problem()
+    asks = []
+    for fraction in (0.0, 1.0):
+        policy = BBKBPolicy(radius=0.5, ratio_threshold=4.0, end_fraction=fraction)
+        drive(policy, problem, 20)
+        loop = policy.loop
+        assert loop.end_fraction == fraction
+        batch = loop.ask()
+        assert batch.numel() >= 2 and loop.ask().numel() == 0
+        loop.tell(batch[:1], problem.arm_values[batch[:1]])
+        asks.append(loop.ask().numel())
+    assert asks[0] >= 1 and asks[1] == 0
+    for bad, error in ((1.5, ValueError), ("0.1", TypeError)):
+        broken = BBKBPolicy(end_fraction=bad)
+        with pytest.raises(error, match="end_fraction"):
+            broken.reset(problem, 10, torch.Generator())
+        assert getattr(broken, "loop", None) is None
