@@ -19,6 +19,12 @@ and other values one-hot. The searcher then asks the loop for one arm per trial:
 - :class:`SGPTSSearch`: :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`, a fresh
   Thompson path per trial (it never waits).
 
+``points_to_evaluate`` (as in Ray Tune's own searchers) are suggested first: they
+become arms of the loop (``ask_arms``) whose results enter the posterior like the
+others'. ``max_concurrent`` (or Tune's ``max_concurrent_trials``) caps the running
+trials and, for BBKB, sets the loop's defaults for that many workers
+(:func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options`).
+
 Rewards are the metric (``mode="max"``) or its negative (``mode="min"``), as
 reported: the loop's kernel and noise are fixed, so choose them for the metric's
 scale. A trial that errored, or ended without a finite value of the metric, is failed
@@ -68,7 +74,7 @@ from ray.tune.search.sample import (
 from ray.tune.search.variant_generator import parse_spec_vars
 from torch import Tensor
 
-from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
 from botorch_sketch.generation.sgpts_loop import SGPTS
 
 __all__ = ["ArmSpace", "BBKBSearch", "SGPTSSearch"]
@@ -96,7 +102,7 @@ class _Numeric:
             )
         self.log = isinstance(sampler, LogUniform)
         self.integer = isinstance(domain, Integer)
-        self.upper = domain.upper
+        self.lower, self.upper = domain.lower, domain.upper
         transform = math.log if self.log else float
         self.low, self.high = transform(domain.lower), transform(domain.upper)
 
@@ -118,6 +124,24 @@ class _Numeric:
 
     def config_value(self, value: float) -> int | float:
         return int(value) if self.integer else float(value)
+
+    def value_of(self, value: Any, where: str) -> float:
+        r"""The internal value of a user's ``value`` (ValueError if outside)."""
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, Real)
+            or not math.isfinite(value)
+        ):
+            raise ValueError(f"{where} must be a finite number, got {value!r}.")
+        if self.integer and value != int(value):
+            raise ValueError(f"{where} must be an integer, got {value!r}.")
+        # integers: [lower, upper) as tune.randint, the upper end when quantized
+        top = self.upper - 1 if self.integer and self.q is None else self.upper
+        if not self.lower <= value <= top:
+            raise ValueError(
+                f"{where} must lie in [{self.lower}, {top}], got {value!r}."
+            )
+        return float(value)
 
 
 class _Choice:
@@ -142,6 +166,13 @@ class _Choice:
     def config_value(self, value: float) -> Any:
         return copy.deepcopy(self.categories[int(value)])
 
+    def value_of(self, value: Any, where: str) -> float:
+        r"""The category index of a user's ``value`` (ValueError if none)."""
+        for index, category in enumerate(self.categories):
+            if category == value:
+                return float(index)
+        raise ValueError(f"{where} must be one of {self.categories}, got {value!r}.")
+
 
 class ArmSpace:
     r"""A finite arm set for a Tune search space or a list of configurations.
@@ -149,6 +180,7 @@ class ArmSpace:
     Attributes:
         features: ``A x D`` arm features in the unit cube (float64).
         num_arms: ``A``.
+        point_indices: The arm of each configuration of ``points_to_evaluate``.
 
     Args:
         space: A Tune search space (a dict, possibly nested, of Tune domains and
@@ -156,17 +188,34 @@ class ArmSpace:
         num_arms: Configurations drawn from a search space before duplicates are
             dropped (ignored for a list).
         seed: Seed of the scrambled Sobol sequence.
+        points_to_evaluate: Configurations of the user's choice. For a list
+            ``space`` each must be in the list; for a search space each must give
+            every searched parameter a value of its domain (and constants their
+            value), and becomes an extra arm unless an arm has its values.
     """
 
     def __init__(
-        self, space: dict | list[dict], num_arms: int = DEFAULT_NUM_ARMS, seed: int = 0
+        self,
+        space: dict | list[dict],
+        num_arms: int = DEFAULT_NUM_ARMS,
+        seed: int = 0,
+        points_to_evaluate: list[dict] | None = None,
     ) -> None:
         _check_int(num_arms, "num_arms", 1)
         _check_int(seed, "seed", 0)
+        points = _checked_points(points_to_evaluate)
         if isinstance(space, dict):
             self._init_domains(space, num_arms, seed)
+            self.point_indices = [
+                self._add_point(point, f"`points_to_evaluate`[{i}]")
+                for i, point in enumerate(points)
+            ]
         elif isinstance(space, list):
             self._init_list(space)
+            self.point_indices = [
+                self._list_index(point, f"`points_to_evaluate`[{i}]")
+                for i, point in enumerate(points)
+            ]
         else:
             raise TypeError(
                 "`space` must be a dict (a Tune search space) or a list of "
@@ -239,6 +288,47 @@ class ArmSpace:
         self.features = torch.cat(columns, dim=-1)
         self._configs = [copy.deepcopy(config) for config in configs]
 
+    def _list_index(self, point: dict, where: str) -> int:
+        r"""The index of ``point`` in the list of configurations."""
+        for index, config in enumerate(self._configs):
+            if config == point:
+                return index
+        raise ValueError(f"{where} is not a configuration of the list `space`.")
+
+    def _add_point(self, point: dict, where: str) -> int:
+        r"""The arm with the values of ``point`` (a search space's configuration),
+        appended if no arm has them."""
+        flat = dict(_flatten(point))
+        paths = set(self._paths) | {path for path, _ in self._constants}
+        unknown = sorted("/".join(map(str, path)) for path in set(flat) - paths)
+        missing = sorted("/".join(map(str, p)) for p in set(self._paths) - set(flat))
+        if unknown or missing:
+            raise ValueError(
+                f"{where} must set the searched parameters and nothing else: "
+                f"unknown {unknown}, missing {missing}."
+            )
+        for path, constant in self._constants:
+            if path in flat and flat[path] != constant:
+                name = "/".join(map(str, path))
+                raise ValueError(f"{where}: {name} must be the constant {constant!r}.")
+        row = torch.tensor(
+            [
+                codec.value_of(flat[path], f"{where}: {'/'.join(map(str, path))}")
+                for path, codec in zip(self._paths, self._codecs, strict=True)
+            ],
+            dtype=torch.float64,
+        )
+        same = (self._values == row).all(dim=-1).nonzero()
+        if same.numel():
+            return int(same[0])
+        features = torch.cat(
+            [codec.features(row[j : j + 1]) for j, codec in enumerate(self._codecs)],
+            dim=-1,
+        )
+        self._values = torch.cat([self._values, row.unsqueeze(0)])
+        self.features = torch.cat([self.features, features])
+        return self.num_arms - 1
+
     @property
     def num_arms(self) -> int:
         return self.features.shape[0]
@@ -263,6 +353,17 @@ def _check_int(value: object, name: str, low: int) -> int:
     if value < low:
         raise ValueError(f"`{name}` must be >= {low}, got {value}.")
     return value
+
+
+def _checked_points(points: object) -> list[dict]:
+    r"""``points_to_evaluate`` as a list of dicts (None: none)."""
+    if points is None:
+        return []
+    if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
+        raise TypeError(
+            "`points_to_evaluate` must be a list of dicts (configurations)."
+        )
+    return points
 
 
 def _first_unique_rows(values: Tensor) -> Tensor:
@@ -301,6 +402,8 @@ class _LoopSearch(Searcher):
         metric: str | None = None,
         mode: str | None = None,
         *,
+        points_to_evaluate: list[dict] | None = None,
+        max_concurrent: int | None = None,
         num_arms: int = DEFAULT_NUM_ARMS,
         seed: int = 0,
         **loop_options: Any,
@@ -308,22 +411,53 @@ class _LoopSearch(Searcher):
         super().__init__(metric=metric, mode=mode)
         _check_int(num_arms, "num_arms", 1)
         _check_int(seed, "seed", 0)
+        if max_concurrent is not None:
+            _check_int(max_concurrent, "max_concurrent", 1)
+        self._points = copy.deepcopy(_checked_points(points_to_evaluate))
+        self._max_concurrent = max_concurrent
         self._num_arms, self._seed, self._loop_options = num_arms, seed, loop_options
         self._spec: dict | list[dict] | None = None
         self.arm_space: ArmSpace | None = None
         self.loop: Any = None
         self._trials: dict[str, int] = {}
+        #: Arms of ``points_to_evaluate`` not suggested yet, in order.
+        self._queue: list[int] = []
         #: One entry per failed trial: trial id, arm index, configuration, reason.
         self.failures: list[dict[str, Any]] = []
         if space:
             self._set_space(space)
 
     def _set_space(self, space: dict | list[dict]) -> None:
-        arm_space = ArmSpace(space, self._num_arms, self._seed)
-        self.loop = self.loop_class(
-            arm_space.features, seed=self._seed, **self._loop_options
-        )
+        arm_space = ArmSpace(space, self._num_arms, self._seed, self._points)
+        self.loop = self._new_loop(arm_space.features)
         self._spec, self.arm_space = space, arm_space
+        self._queue = list(arm_space.point_indices)
+
+    def _new_loop(self, features: Tensor) -> Any:
+        r"""The loop on ``features``: the user's options over
+        :meth:`_worker_options`."""
+        options = self._worker_options(features) | self._loop_options
+        return self.loop_class(features, seed=self._seed, **options)
+
+    def _worker_options(self, features: Tensor) -> dict[str, Any]:
+        r"""Loop options for ``max_concurrent`` workers (none by default)."""
+        return {}
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        r"""Run at most ``max_concurrent`` trials at once (Tune's
+        ``max_concurrent_trials``); a loop that has not suggested anything yet is
+        rebuilt with the options for that many workers."""
+        _check_int(max_concurrent, "max_concurrent", 1)
+        self._max_concurrent = max_concurrent
+        if self.loop is not None and self._untouched():
+            self.loop = self._new_loop(self.arm_space.features)
+        return True
+
+    def _untouched(self) -> bool:
+        loop = self.loop
+        return not (
+            loop.num_observations or loop.pending.numel() or loop.failed.numel()
+        )
 
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
@@ -347,9 +481,18 @@ class _LoopSearch(Searcher):
                 f"{type(self).__name__} needs `metric` and `mode` ('min' or 'max'), "
                 "here or in tune.TuneConfig."
             )
-        indices = self.loop.ask(1)
-        if indices.numel() == 0:
+        if self._max_concurrent is not None and (
+            len(self._trials) >= self._max_concurrent
+        ):
             return None
+        if self._queue:  # points_to_evaluate first
+            indices = torch.tensor(self._queue[:1])
+            self.loop.ask_arms(indices)
+            del self._queue[0]
+        else:
+            indices = self.loop.ask(1)
+            if indices.numel() == 0:
+                return None
         self._trials[trial_id] = int(indices[0])
         return self.arm_space.config(int(indices[0]))
 
@@ -383,10 +526,14 @@ class _LoopSearch(Searcher):
         self.loop.tell(indices, torch.tensor([reward], dtype=torch.float64))
 
     def save(self, checkpoint_path: str) -> None:
-        r"""Pickle the search space, options, running trials and the loop's
-        ``state_dict`` (pending arms included)."""
+        r"""Pickle the search space, options, running trials, the points to
+        evaluate not suggested yet and the loop's ``state_dict`` (pending arms
+        included)."""
         state = {
             "spec": self._spec,
+            "points_to_evaluate": copy.deepcopy(self._points),
+            "queue": list(self._queue),
+            "max_concurrent": self._max_concurrent,
             "metric": self._metric,
             "mode": self._mode,
             "num_arms": self._num_arms,
@@ -406,10 +553,13 @@ class _LoopSearch(Searcher):
         self._metric, self._mode = state["metric"], state["mode"]
         self._num_arms, self._seed = state["num_arms"], state["seed"]
         self._loop_options = state["loop_options"]
+        self._points = state["points_to_evaluate"]
+        self._max_concurrent = state["max_concurrent"]
         self._spec, self.arm_space, self.loop = None, None, None
         if state["spec"]:
             self._set_space(state["spec"])
             self.loop.load_state_dict(state["loop"])
+        self._queue = list(state["queue"])
         self._trials = dict(state["trials"])
         self.failures = state["failures"]
 
@@ -417,11 +567,21 @@ class _LoopSearch(Searcher):
 class BBKBSearch(_LoopSearch):
     r"""Asynchronous BBKB as a Ray Tune searcher.
 
+    With ``W = max_concurrent`` (or Tune's ``max_concurrent_trials``) the loop
+    defaults to :func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options`
+    of ``W`` and the kernel's ``v = max k(x, x) / noise``: ``C~ = 1 + W v / 10``,
+    batches ending once 5% of their arms are done, at most ``W + ceil(W / 20)``
+    arms a batch (explicit ``loop_options`` win).
+
     Args:
         space: Tune search space or list of configurations (or None: Tune's
             ``param_space``).
         metric: The result key to optimize (or None: ``tune.TuneConfig``'s).
         mode: ``"max"`` or ``"min"``.
+        points_to_evaluate: Configurations suggested first, in order (their
+            results enter the posterior as the others'); in the list ``space``,
+            or values of a search space's domains (extra arms).
+        max_concurrent: At most this many trials at once (None: no limit here).
         num_arms: Configurations drawn from a search space (default 2,048).
         seed: Seed of the arm set and of the loop.
         **loop_options: Options of
@@ -430,6 +590,13 @@ class BBKBSearch(_LoopSearch):
     """
 
     loop_class = BBKB
+
+    def _worker_options(self, features: Tensor) -> dict[str, Any]:
+        if self._max_concurrent is None:
+            return {}
+        prior = BBKB(features, seed=self._seed, **self._loop_options)
+        scaled = float(prior.state.scaled_variance.max())
+        return asynchronous_options(self._max_concurrent, scaled)
 
 
 class SGPTSSearch(_LoopSearch):
@@ -440,6 +607,10 @@ class SGPTSSearch(_LoopSearch):
             ``param_space``).
         metric: The result key to optimize (or None: ``tune.TuneConfig``'s).
         mode: ``"max"`` or ``"min"``.
+        points_to_evaluate: Configurations suggested first, in order (their
+            results enter the posterior as the others'); in the list ``space``,
+            or values of a search space's domains (extra arms).
+        max_concurrent: At most this many trials at once (None: no limit here).
         num_arms: Configurations drawn from a search space (default 2,048).
         seed: Seed of the arm set and of the loop.
         **loop_options: Options of

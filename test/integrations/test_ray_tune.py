@@ -17,6 +17,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel  # noqa: E402
 from ray import tune  # noqa: E402
 from ray.tune.search import BasicVariantGenerator  # noqa: E402
 
+from botorch_sketch import BBKB  # noqa: E402
 from botorch_sketch.integrations.ray_tune import (  # noqa: E402
     ArmSpace,
     BBKBSearch,
@@ -200,6 +201,166 @@ def test_bad_searcher_arguments():
         BBKBSearch(metric="score", mode="max").suggest("t")
     with pytest.raises(RuntimeError, match="metric"):
         BBKBSearch(SPACE).suggest("t")
+
+
+# ------------------------------------------------------- points to evaluate
+
+#: A configuration off the Sobol arms (its lr is not drawn) and one in their grid.
+POINT = {"lr": 10**-2.5, "width": 0.7, "depth": 3, "act": "tanh"}
+
+
+def test_points_of_a_search_space_become_arms():
+    base = ArmSpace(SPACE, num_arms=256, seed=0)
+    arms = ArmSpace(SPACE, num_arms=256, seed=0, points_to_evaluate=[POINT])
+    assert arms.point_indices == [256] and arms.num_arms == 257
+    assert torch.equal(arms.features[:256], base.features)
+    assert arms.config(256) == POINT and isinstance(arms.config(256)["depth"], int)
+    expected = [1 / 2, 0.7, 2 / 5, 0.0, 1.0, 0.0]  # log-lr position, one-hot act
+    assert arms.features[256].tolist() == pytest.approx(expected, abs=1e-12)
+    # a point with the values of an arm is that arm; repeats are kept
+    again = ArmSpace(
+        SPACE, num_arms=256, seed=0, points_to_evaluate=[base.config(5), POINT, POINT]
+    )
+    assert again.point_indices == [5, 256, 256] and again.num_arms == 257
+    nested = {"a": tune.uniform(0, 1), "sub": {"k": 3, "n": tune.randint(0, 4)}}
+    point = {"a": 0.25, "sub": {"n": 3}}  # constants may be left out
+    arms = ArmSpace(nested, num_arms=8, points_to_evaluate=[point])
+    assert arms.config(arms.point_indices[0]) == {"a": 0.25, "sub": {"k": 3, "n": 3}}
+
+
+def test_points_of_a_list_space_are_its_configurations():
+    configs = [{"lr": 0.1, "opt": "adam"}, {"lr": 0.3, "opt": "sgd"}]
+    arms = ArmSpace(configs, points_to_evaluate=[configs[1], configs[1]])
+    assert arms.point_indices == [1, 1] and arms.num_arms == 2
+    with pytest.raises(ValueError, match=r"points_to_evaluate`\[0\] is not"):
+        ArmSpace(configs, points_to_evaluate=[{"lr": 0.2, "opt": "adam"}])
+
+
+@pytest.mark.parametrize(
+    "point, error, match",
+    [
+        (POINT | {"lr": 0.5}, ValueError, r"\[0\]: lr must lie in"),
+        (POINT | {"lr": float("nan")}, ValueError, "lr must be a finite number"),
+        (POINT | {"width": True}, ValueError, "width must be a finite number"),
+        (POINT | {"depth": 6}, ValueError, r"depth must lie in \[1, 5\]"),
+        (POINT | {"depth": 2.5}, ValueError, "depth must be an integer"),
+        (POINT | {"act": "selu"}, ValueError, "act must be one of"),
+        ({"lr": 1e-3}, ValueError, "missing"),
+        (POINT | {"extra": 1}, ValueError, "unknown"),
+    ],
+)
+def test_bad_points_to_evaluate(point, error, match):
+    with pytest.raises(error, match=match):
+        ArmSpace(SPACE, num_arms=16, points_to_evaluate=[point])
+
+
+def test_bad_points_to_evaluate_arguments():
+    for bad in ({"lr": 1e-3}, [POINT, 3]):
+        with pytest.raises(TypeError, match="points_to_evaluate"):
+            BBKBSearch(points_to_evaluate=bad)
+    with pytest.raises(ValueError, match="constant"):
+        ArmSpace(
+            {"a": tune.uniform(0, 1), "k": 3},
+            4,
+            points_to_evaluate=[{"a": 0.5, "k": 4}],
+        )
+    searcher = bbkb(0, points_to_evaluate=[POINT | {"act": "selu"}])
+    with pytest.raises(ValueError, match="points_to_evaluate"):
+        searcher.set_search_properties("score", "max", SPACE)
+    assert searcher.loop is None and searcher.arm_space is None
+
+
+def test_points_are_suggested_first_and_enter_the_posterior():
+    # the points come first, even while the batch rule is full, through ask_arms:
+    # the loop is a BBKB whose asks returned them (the twin, built by hand)
+    points = [POINT, POINT | {"act": "relu"}]
+    options = {"max_batch_size": 2, "ratio_threshold": 50.0}
+    searcher = bbkb(0, points_to_evaluate=points, num_arms=128, **options)
+    searcher.set_search_properties("score", "max", SPACE)
+    indices = searcher.arm_space.point_indices
+    twin = BBKB(
+        searcher.arm_space.features,
+        noise=0.1,
+        radius=0.1,
+        covar_module=kernel(0.4),
+        seed=0,
+        **options,
+    )
+    first = searcher.suggest("p0")
+    assert first == points[0] and searcher.suggest("p1") == points[1]
+    twin.ask_arms(torch.tensor(indices))
+    assert searcher.loop.pending.tolist() == twin.pending.tolist() == indices
+    assert searcher.suggest("t0") is None and twin.ask(1).numel() == 0  # the cap
+    searcher.on_trial_complete("p1", {"score": score(points[1])})
+    twin.tell(torch.tensor(indices[1:]), torch.tensor([score(points[1])]).double())
+    config = searcher.suggest("t0")
+    expected = twin.ask(1)
+    assert config == searcher.arm_space.config(int(expected))
+    searcher.on_trial_complete("p0", {"score": score(points[0])})
+    searcher.on_trial_complete("t0", {"score": score(config)})
+    twin.tell(torch.tensor(indices[:1]), torch.tensor([score(points[0])]).double())
+    twin.tell(expected, torch.tensor([score(config)]).double())
+    loop = searcher.loop
+    assert loop.pending.numel() == 0
+    assert loop.observed.tolist() == [indices[1], indices[0], int(expected)]
+    assert loop.rewards.tolist() == pytest.approx(
+        [score(points[1]), 1.0, score(config)]
+    )
+    torch.testing.assert_close(loop.state.mean, twin.state.mean)
+
+
+@pytest.mark.parametrize("searcher_class", [BBKBSearch, SGPTSSearch])
+def test_points_not_yet_suggested_survive_save_and_restore(searcher_class, tmp_path):
+    configs = [{"x": x / 10, "c": c} for x in range(10) for c in "ab"]
+    points = [configs[7], configs[3], configs[12]]
+
+    def make():
+        return searcher_class(
+            configs, "score", "min", points_to_evaluate=points, noise=0.1, seed=2
+        )
+
+    searcher = make()
+    assert searcher.suggest("a") == points[0]
+    path = str(tmp_path / "searcher.pkl")
+    searcher.save(path)
+    restored = searcher_class(noise=0.1)
+    restored.restore(path)
+    assert restored.loop.pending.tolist() == [7]
+    for trial, point in zip("bc", points[1:], strict=True):
+        assert restored.suggest(trial) == searcher.suggest(trial) == point
+    assert restored.loop.pending.tolist() == [7, 3, 12]
+    for one in (searcher, restored):
+        for trial in ("a", "b", "c"):
+            one.on_trial_complete(trial, {"score": configs[one._trials[trial]]["x"]})
+    assert restored.loop.observed.tolist() == searcher.loop.observed.tolist()
+    assert restored.loop.observed.tolist() == [7, 3, 12]
+    assert restored.loop.rewards.tolist() == [-0.3, -0.1, -0.6]
+    assert restored.suggest("d") == searcher.suggest("d") is not None
+
+
+def test_max_concurrent_limits_trials_and_sets_the_worker_options():
+    # outputscale 1, noise 0.1: v = 10, C~ = 1 + W v / 10 = 1 + W
+    searcher = bbkb(0, max_concurrent=4)
+    searcher.set_search_properties("score", "max", SPACE)
+    assert searcher.loop.batch_options["ratio_threshold"] == pytest.approx(5.0)
+    assert searcher.loop.batch_options["max_batch_size"] == 5
+    assert searcher.loop.end_fraction == 0.05
+    assert searcher.set_max_concurrency(2)  # nothing suggested yet: rebuilt
+    assert searcher.loop.batch_options["ratio_threshold"] == pytest.approx(3.0)
+    # explicit options win; the rule never binds here, the cap does
+    mine = bbkb(0, max_concurrent=2, ratio_threshold=1e6)
+    mine.set_search_properties("score", "max", SPACE)
+    assert mine.loop.batch_options["ratio_threshold"] == 1e6
+    assert mine.loop.batch_options["max_batch_size"] == 3
+    configs = [mine.suggest(f"t{i}") for i in range(3)]
+    assert all(configs[:2]) and configs[2] is None  # two running: wait
+    loop = mine.loop
+    mine.set_max_concurrency(3)  # the loop is in use: kept, the cap grows
+    assert mine.loop is loop and mine.suggest("t2") is not None
+    sgpts = SGPTSSearch(SPACE, "score", "max", max_concurrent=1, noise=0.1)
+    assert sgpts.suggest("s0") is not None and sgpts.suggest("s1") is None
+    with pytest.raises(ValueError, match="max_concurrent"):
+        BBKBSearch(max_concurrent=0)
 
 
 # --------------------------------------------------------- real Tune runs
