@@ -473,3 +473,20 @@ def test_sgpts_on_tune_with_failing_trials(local_ray):
     assert sorted(loop.rewards.tolist()) == pytest.approx(
         sorted(r.metrics["score"] for r in told)
     )
+
+
+def test_points_to_evaluate_on_tune(local_ray):
+    r"""A real Tune run: the points are the first trials, their results are in the
+    posterior, and Tune's ``max_concurrent_trials=2`` set BBKB's options for two
+    workers."""
+    points = [POINT | {"act": "relu"}, POINT]
+    searcher = bbkb(0, points_to_evaluate=points)
+    results = fit(searcher, str(local_ray), 8)
+    assert [r.config for r in results[:2]] == points
+    loop = searcher.loop
+    assert loop.batch_options["ratio_threshold"] == pytest.approx(3.0)  # 1 + 2 v / 10
+    assert loop.pending.numel() == 0 and loop.observed.numel() == 8
+    told = dict(zip(loop.observed.tolist(), loop.rewards.tolist(), strict=True))
+    for index, point in zip(searcher.arm_space.point_indices, points, strict=True):
+        assert told[index] == pytest.approx(score(point))
+    assert max(r.metrics["score"] for r in results) == pytest.approx(1.0)
