@@ -13,7 +13,8 @@ The engines differ only in how they submit a call, wait for the first results an
 cancel; the loop itself (:func:`run_parallel`) is shared. The optimizer is anything
 with the :class:`AskTellOptimizer` interface, e.g.
 :class:`~botorch_sketch.generation.bbkb_loop.BBKB` (asynchronous batches: ``ask`` may
-return no arm while the batch rule waits for outcomes) or
+return no arm while the batch rule waits for outcomes; build it with
+``**asynchronous_options(num_workers)`` for the workers at hand) or
 :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`.
 
 A worker exception, or a result that is not a finite number, marks the arm as failed
@@ -372,6 +373,13 @@ def run_parallel(
     wait for outcomes), submit them, wait for the first results and ``tell`` them (in
     submission order) or ``fail`` them. Evaluations in flight when the budget is
     reached are waited for, so a finished run has nothing pending.
+
+    Build BBKB for the ``W = num_workers`` workers:
+    ``BBKB(arms, ..., **asynchronous_options(num_workers=W))``
+    (:func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options`: a batch rule
+    that admits ``W`` pending arms once they are explored, batches that end once 5%
+    of their arms are done, a cap of ``W + ceil(W / 20)`` arms); with the loop's
+    defaults (``C~ = 2``) most of ``W = 100`` workers wait (docs/benchmarks.md).
 
     Args:
         optimizer: An :class:`AskTellOptimizer` (e.g. ``BBKB``, ``SGPTS``).

@@ -15,8 +15,10 @@ from collections import Counter
 import pytest
 import torch
 
+from botorch_sketch import asynchronous_options
 from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.sgpts_loop import SGPTS
+from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.parallel import (
     DISTRIBUTED_INSTALL_HINT,
     DaskEngine,
@@ -200,6 +202,30 @@ def test_results_are_told_as_they_complete():
     first = [i for i in range(NUM_ARMS) if torch.equal(arms[i], calls[0])]
     # the first submitted arm was told after at least three others
     assert first[0] in log.indices[3:]
+
+
+def test_bbkb_with_the_options_for_its_workers():
+    r"""The documented recipe, ``BBKB(..., **asynchronous_options(W))`` with ``W``
+    threads: every evaluation is told with its reward and, after the run, the
+    loop's posterior is the one rebuilt from scratch on its observations."""
+    arms = make_arms()
+    optimizer = BBKB(arms, noise=0.5, radius=0.5, seed=1, **asynchronous_options(4))
+    with concurrent.futures.ThreadPoolExecutor(4) as executor:
+        log = run_parallel(optimizer, reward, executor, num_workers=4, budget=30)
+    assert len(log.indices) == 30 and not log.failed
+    assert optimizer.pending.numel() == 0 and optimizer.end_fraction == 0.05
+    assert optimizer.observed.tolist() == log.indices
+    assert log.rewards == pytest.approx([reward(arms[i]) for i in log.indices])
+    scratch = CandidateState.from_observations(
+        arms,
+        optimizer.covar_module,
+        optimizer.noise,
+        optimizer.observed,
+        optimizer.rewards,
+        optimizer.state.dictionary,
+    )
+    torch.testing.assert_close(optimizer.state.mean, scratch.mean)
+    torch.testing.assert_close(optimizer.state.variance, scratch.variance)
 
 
 def stop_after(count: int, error: type[BaseException]):
