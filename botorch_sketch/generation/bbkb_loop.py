@@ -73,8 +73,10 @@ def asynchronous_options(
         ``ratio_threshold``, ``end_fraction`` and ``max_batch_size``.
 
     Example:
-        >>> loop = BBKB(arms, covar_module=kernel, **asynchronous_options(num_workers=100))
-    """  # noqa: E501
+        >>> loop = BBKB(
+        ...     arms, covar_module=kernel, **asynchronous_options(num_workers=100)
+        ... )
+    """
     check_int(num_workers, "num_workers", 1)
     check_positive(scaled_prior_variance, "scaled_prior_variance")
     return {
