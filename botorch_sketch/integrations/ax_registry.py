@@ -61,7 +61,6 @@ from ax.storage.botorch_modular_registry import (
     register_mll,
     register_model,
 )
-from botorch.acquisition.acquisition import AcquisitionFunction
 from botorch.acquisition.input_constructors import acqf_input_constructor
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.fit import fit_gpytorch_mll
@@ -79,10 +78,7 @@ from botorch_sketch.acquisition.thompson import (
     ScaledPathThompsonSampling,
     resolve_alpha,
 )
-from botorch_sketch.integrations.ax_thompson import (
-    AxScaledPathThompsonSampling,
-    scalarization_of,
-)
+from botorch_sketch.integrations.ax_thompson import AxScaledPathThompsonSampling
 from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
 from botorch_sketch.models.variational import (
     CollapsedTitsiasBound,
@@ -403,19 +399,11 @@ def construct_inputs_bkb_ucb(
 
 
 def _path_ts_input_constructor(
-    acqf_class: type[AcquisitionFunction],
-    acqf_inputs: Callable[
-        [Model, PosteriorTransform | None, Tensor | None], dict[str, Any]
-    ],
+    acqf_class: type[ScaledPathThompsonSampling],
 ) -> Callable[..., dict[str, Any]]:
-    r"""The input constructor of a scaled-path Thompson acquisition class.
-
-    Both classes take the same path options (``num_features``, ``alpha``,
-    ``generator``, ``paths_per_basis``) and reject outcome constraints; they differ
-    in what they make of the model, Ax's scalarization and the pending points,
-    which ``acqf_inputs(model, posterior_transform, X_pending)`` turns into the
-    class's other keyword arguments.
-    """
+    r"""The input constructor of a scaled-path Thompson acquisition class (one path,
+    ``q = 1``: Ax builds batches one arm at a time, each with a fresh path); Ax's
+    scalarization and the pending points are passed on."""
 
     def construct_inputs(
         model: Model,
@@ -440,20 +428,21 @@ def _path_ts_input_constructor(
             alpha: Exploration scale or a schedule ``t -> alpha_t``.
             generator: Random number generator.
             paths_per_basis: See ``draw_scaled_paths``.
-            X_pending: Pending points (they do not change a Thompson sample).
+            X_pending: Pending points (stored; each new arm gets a fresh path).
             constraints_tuple: Outcome constraints: not supported (raises).
 
         Returns:
             The constructor's keyword arguments.
         """
         _reject_outcome_constraints(constraints_tuple, acqf_class.__name__)
-        inputs = acqf_inputs(model, posterior_transform, X_pending)
         if callable(alpha):
             if training_data is None:
                 raise ValueError("An `alpha` schedule needs `training_data`.")
             alpha = resolve_alpha(alpha, training_data.X.shape[-2] + 1)
         return {
-            **inputs,
+            "model": model,
+            "posterior_transform": posterior_transform,
+            "X_pending": X_pending,
             "num_features": num_features,
             "alpha": alpha,
             "generator": generator,
@@ -463,44 +452,11 @@ def _path_ts_input_constructor(
     return construct_inputs
 
 
-def _scaled_path_ts_inputs(
-    model: Model,
-    posterior_transform: PosteriorTransform | None,
-    X_pending: Tensor | None,
-) -> dict[str, Any]:
-    r"""``ScaledPathThompsonSampling``: one path (``q = 1``) of the model's output as
-    is, so a minimizing scalarization is rejected (use
-    :class:`AxScaledPathThompsonSampling`); pending points are ignored."""
-    if scalarization_of(posterior_transform) != (1.0, 0.0):
-        raise ValueError(
-            "ScaledPathThompsonSampling maximizes the model output as is; for a "
-            "minimized or scaled Ax objective use AxScaledPathThompsonSampling."
-        )
-    return {"model": model, "num_paths": 1}
-
-
-def _ax_scaled_path_ts_inputs(
-    model: Model,
-    posterior_transform: PosteriorTransform | None,
-    X_pending: Tensor | None,
-) -> dict[str, Any]:
-    r""":class:`AxScaledPathThompsonSampling`: Ax's scalarization and the pending
-    points (stored) are passed on."""
-    return {
-        "model": model,
-        "posterior_transform": posterior_transform,
-        "X_pending": X_pending,
-    }
-
-
-#: Input constructor of ``ScaledPathThompsonSampling`` (see
-#: :func:`_scaled_path_ts_inputs` for what differs).
-construct_inputs_scaled_path_ts = _path_ts_input_constructor(
-    ScaledPathThompsonSampling, _scaled_path_ts_inputs
-)
+#: Input constructor of ``ScaledPathThompsonSampling``.
+construct_inputs_scaled_path_ts = _path_ts_input_constructor(ScaledPathThompsonSampling)
 #: Input constructor of :class:`AxScaledPathThompsonSampling`.
 construct_inputs_ax_scaled_path_ts = _path_ts_input_constructor(
-    AxScaledPathThompsonSampling, _ax_scaled_path_ts_inputs
+    AxScaledPathThompsonSampling
 )
 
 

@@ -1075,11 +1075,17 @@ def test_thompson_input_constructors():
         num_features=64,
         X_pending=torch.rand(1, 2, dtype=DTYPE),
     )
-    assert inputs["alpha"] == 16.0 and inputs["num_paths"] == 1
-    assert isinstance(ScaledPathThompsonSampling(**inputs), ScaledPathThompsonSampling)
+    assert inputs["alpha"] == 16.0
+    acqf = ScaledPathThompsonSampling(**inputs)
+    assert acqf.paths.num_paths == 1
+    assert torch.equal(acqf.X_pending, inputs["X_pending"])
+    # A minimized Ax objective reaches the path as its scalarization.
     minimize = ScalarizedPosteriorTransform(torch.tensor([-1.0], dtype=DTYPE))
-    with pytest.raises(ValueError, match="AxScaledPathThompsonSampling"):
-        plain(model=model, posterior_transform=minimize)
+    inputs = plain(model=model, posterior_transform=minimize, num_features=64)
+    acqf = ScaledPathThompsonSampling(**inputs)
+    X = torch.rand(4, 1, 2, dtype=DTYPE)
+    with torch.no_grad():
+        assert torch.allclose(acqf(X), -acqf.paths(X)[0, :, 0])
     with pytest.raises(ValueError, match="training_data"):
         plain(model=model, alpha=lambda t: 1.0)
     adapted = get_acqf_input_constructor(AxScaledPathThompsonSampling)
