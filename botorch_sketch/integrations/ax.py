@@ -13,7 +13,7 @@ experiment that uses them.
   hallucinated variance.
 - :func:`sgpts_generation_strategy`: the same initialization, then
   :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP` and
-  :class:`~botorch_sketch.integrations.ax_thompson.AxScaledPathThompsonSampling` (a
+  :class:`~botorch_sketch.acquisition.thompson.ScaledPathThompsonSampling` (a
   fresh scaled sample path per arm).
 - :func:`next_bbkb_batch_size`: how many trials BBKB's adaptive batch rule admits
   next, to pass to ``Client.get_next_trials(max_trials=...)``.
@@ -64,9 +64,9 @@ from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
 from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
+from botorch_sketch.acquisition.thompson import ScaledPathThompsonSampling
 from botorch_sketch.generation.bbkb import RULES, BBKBBatch, gen_bbkb_batch
 from botorch_sketch.integrations.ax_registry import default_bkb_radius  # registers
-from botorch_sketch.integrations.ax_thompson import AxScaledPathThompsonSampling
 from botorch_sketch.models.nystrom import (
     DEFAULT_QBAR,
     NystromGP,
@@ -84,7 +84,6 @@ from botorch_sketch.utils.validation import (
 )
 
 __all__ = [
-    "AxScaledPathThompsonSampling",
     "bbkb_batch_in_model_space",
     "bkb_generation_strategy",
     "next_bbkb_batch_size",
@@ -465,7 +464,7 @@ def sgpts_generation_strategy(
     num_inducing: int = 100,
     alpha: float = 1.0,
     num_features: int = 1024,
-    noise_variance: float | None = None,
+    noise: float | None = None,
     randomized_selection: bool = False,
     covar_module_class: type[Kernel] | None = None,
     covar_module_options: dict[str, Any] | None = None,
@@ -487,7 +486,7 @@ def sgpts_generation_strategy(
         num_inducing: Maximal number ``m >= 1`` of inducing points.
         alpha: Exploration scale ``>= 0`` (a constant, stored as JSON).
         num_features: Random Fourier features per path (even, ``>= 2``).
-        noise_variance: Fixed noise variance in standardized units, in
+        noise: Fixed noise variance in standardized units, in
             :data:`NOISE_RANGE`; None learns it (or uses the reported observation
             noise).
         randomized_selection: Randomized instead of greedy inducing selection.
@@ -516,8 +515,8 @@ def sgpts_generation_strategy(
             randomized_selection, "randomized_selection"
         ),
     }
-    if noise_variance is not None:
-        model_options["noise_variance"] = _check_noise(noise_variance, "noise_variance")
+    if noise is not None:
+        model_options["noise"] = _check_noise(noise, "noise")
     acqf_options = {
         "alpha": check_at_least(alpha, "alpha", 0.0),
         "num_features": num_features,
@@ -526,7 +525,7 @@ def sgpts_generation_strategy(
         DecomposedSamplingSVGP,
         CollapsedTitsiasBound,
         model_options,
-        AxScaledPathThompsonSampling,
+        ScaledPathThompsonSampling,
         acqf_options,
         covar_module_class=covar_module_class,
         covar_module_options=covar_module_options,

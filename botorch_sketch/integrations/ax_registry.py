@@ -17,8 +17,8 @@ Importing this module (``botorch_sketch.integrations.ax`` does) registers, once:
   dictionary for the fitted hyperparameters;
 - BoTorch acquisition input constructors (``acqf_input_constructor``) for
   :class:`~botorch_sketch.acquisition.bkb.BKBUpperConfidenceBound`,
-  :class:`~botorch_sketch.acquisition.thompson.ScaledPathThompsonSampling` and
-  :class:`~botorch_sketch.integrations.ax_thompson.AxScaledPathThompsonSampling`;
+  :class:`~botorch_sketch.acquisition.thompson.ScaledPathThompsonSampling` (Ax's
+  scalarization and pending points passed on: a fresh path for every arm);
   without a ``radius``, BKB-UCB's index is ``mu + sqrt(0.2) sigma``
   (:data:`AX_UCB_SCALE`);
 - the classes in Ax's JSON/SQA storage registries, so experiments and generation
@@ -78,7 +78,6 @@ from botorch_sketch.acquisition.thompson import (
     ScaledPathThompsonSampling,
     resolve_alpha,
 )
-from botorch_sketch.integrations.ax_thompson import AxScaledPathThompsonSampling
 from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
 from botorch_sketch.models.variational import (
     CollapsedTitsiasBound,
@@ -148,7 +147,7 @@ def ax_nystrom_kernel(d: int) -> Kernel:
 #: The constructor argument that fixes each model's homoskedastic noise variance.
 NOISE_ARGUMENT: dict[type[Model], str] = {
     NystromGP: "noise",
-    DecomposedSamplingSVGP: "noise_variance",
+    DecomposedSamplingSVGP: "noise",
 }
 
 
@@ -398,66 +397,50 @@ def construct_inputs_bkb_ucb(
     }
 
 
-def _path_ts_input_constructor(
-    acqf_class: type[ScaledPathThompsonSampling],
-) -> Callable[..., dict[str, Any]]:
-    r"""The input constructor of a scaled-path Thompson acquisition class (one path,
-    ``q = 1``: Ax builds batches one arm at a time, each with a fresh path); Ax's
-    scalarization and the pending points are passed on."""
+def construct_inputs_scaled_path_ts(
+    model: Model,
+    training_data: SupervisedDataset | None = None,
+    posterior_transform: PosteriorTransform | None = None,
+    num_features: int = 1024,
+    alpha: float | Callable[[int], float] = 1.0,
+    generator: torch.Generator | None = None,
+    paths_per_basis: int | None = None,
+    X_pending: Tensor | None = None,
+    constraints_tuple: tuple[Tensor, Tensor] | None = None,
+) -> dict[str, Any]:
+    r"""Keyword arguments of ``ScaledPathThompsonSampling`` from Ax (BoTorch/Ax
+    registry): one path (``q = 1``: Ax builds batches one arm at a time, each with a
+    fresh path); Ax's scalarization and the pending points are passed on.
 
-    def construct_inputs(
-        model: Model,
-        training_data: SupervisedDataset | None = None,
-        posterior_transform: PosteriorTransform | None = None,
-        num_features: int = 1024,
-        alpha: float | Callable[[int], float] = 1.0,
-        generator: torch.Generator | None = None,
-        paths_per_basis: int | None = None,
-        X_pending: Tensor | None = None,
-        constraints_tuple: tuple[Tensor, Tensor] | None = None,
-    ) -> dict[str, Any]:
-        r"""Keyword arguments of a scaled-path Thompson acquisition (BoTorch/Ax
-        registry).
+    Args:
+        model: A model supported by ``draw_scaled_paths``.
+        training_data: Used to evaluate an ``alpha`` schedule at ``t = n + 1``
+            for ``n`` observations.
+        posterior_transform: Ax's single-output scalarization.
+        num_features: Random Fourier features per path.
+        alpha: Exploration scale or a schedule ``t -> alpha_t``.
+        generator: Random number generator.
+        paths_per_basis: See ``draw_scaled_paths``.
+        X_pending: Pending points (stored; each new arm gets a fresh path).
+        constraints_tuple: Outcome constraints: not supported (raises).
 
-        Args:
-            model: A model supported by ``draw_scaled_paths``.
-            training_data: Used to evaluate an ``alpha`` schedule at ``t = n + 1``
-                for ``n`` observations.
-            posterior_transform: Ax's single-output scalarization.
-            num_features: Random Fourier features per path.
-            alpha: Exploration scale or a schedule ``t -> alpha_t``.
-            generator: Random number generator.
-            paths_per_basis: See ``draw_scaled_paths``.
-            X_pending: Pending points (stored; each new arm gets a fresh path).
-            constraints_tuple: Outcome constraints: not supported (raises).
-
-        Returns:
-            The constructor's keyword arguments.
-        """
-        _reject_outcome_constraints(constraints_tuple, acqf_class.__name__)
-        if callable(alpha):
-            if training_data is None:
-                raise ValueError("An `alpha` schedule needs `training_data`.")
-            alpha = resolve_alpha(alpha, training_data.X.shape[-2] + 1)
-        return {
-            "model": model,
-            "posterior_transform": posterior_transform,
-            "X_pending": X_pending,
-            "num_features": num_features,
-            "alpha": alpha,
-            "generator": generator,
-            "paths_per_basis": paths_per_basis,
-        }
-
-    return construct_inputs
-
-
-#: Input constructor of ``ScaledPathThompsonSampling``.
-construct_inputs_scaled_path_ts = _path_ts_input_constructor(ScaledPathThompsonSampling)
-#: Input constructor of :class:`AxScaledPathThompsonSampling`.
-construct_inputs_ax_scaled_path_ts = _path_ts_input_constructor(
-    AxScaledPathThompsonSampling
-)
+    Returns:
+        The constructor's keyword arguments.
+    """
+    _reject_outcome_constraints(constraints_tuple, "ScaledPathThompsonSampling")
+    if callable(alpha):
+        if training_data is None:
+            raise ValueError("An `alpha` schedule needs `training_data`.")
+        alpha = resolve_alpha(alpha, training_data.X.shape[-2] + 1)
+    return {
+        "model": model,
+        "posterior_transform": posterior_transform,
+        "X_pending": X_pending,
+        "num_features": num_features,
+        "alpha": alpha,
+        "generator": generator,
+        "paths_per_basis": paths_per_basis,
+    }
 
 
 # ----------------------------------------------------------------- registration
@@ -467,7 +450,6 @@ fit_botorch_model.register(NystromGP)(fit_nystrom_gp)
 fit_botorch_model.register(DecomposedSamplingSVGP)(fit_decomposed_sampling_svgp)
 acqf_input_constructor(BKBUpperConfidenceBound)(construct_inputs_bkb_ucb)
 acqf_input_constructor(ScaledPathThompsonSampling)(construct_inputs_scaled_path_ts)
-acqf_input_constructor(AxScaledPathThompsonSampling)(construct_inputs_ax_scaled_path_ts)
 for _model_class in (NystromGP, DecomposedSamplingSVGP):
     register_model(_model_class)
 for _mll_class in (NystromMarginalLogLikelihood, CollapsedTitsiasBound):
@@ -475,6 +457,5 @@ for _mll_class in (NystromMarginalLogLikelihood, CollapsedTitsiasBound):
 for _acqf_class in (
     BKBUpperConfidenceBound,
     ScaledPathThompsonSampling,
-    AxScaledPathThompsonSampling,
 ):
     register_acquisition_function(_acqf_class)

@@ -71,7 +71,7 @@ def test_strategies_are_the_named_ones():
     names = {method: make_strategy(method, 0).name for method in METHODS}
     assert "BKBUpperConfidenceBound" in names["generic"]
     assert "BKBUpperConfidenceBound" in names["bkb"]
-    assert "AxScaledPathThompsonSampling" in names["sgpts"]
+    assert "ScaledPathThompsonSampling" in names["sgpts"]
     assert "BKBUpperConfidenceBound" in names["bkb-ridge"]
     ridge = make_strategy("bkb-ridge", 0).nodes_by_name["MBM"].generator_specs[0]
     assert ridge.generator_kwargs["botorch_acqf_options"] == {"radius": 0.2}

@@ -44,7 +44,6 @@ from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.transforms.input import Normalize
-from botorch.optim import optimize_acqf
 from botorch.test_functions import Branin
 from botorch.utils.datasets import SupervisedDataset
 from botorch.utils.sampling import draw_sobol_samples
@@ -58,7 +57,6 @@ from botorch_sketch.acquisition.thompson import (
 )
 from botorch_sketch.integrations.ax import (
     MODEL_NODE,
-    AxScaledPathThompsonSampling,
     bbkb_batch_in_model_space,
     bkb_generation_strategy,
     next_bbkb_batch_size,
@@ -281,7 +279,7 @@ def test_sgpts_loop_with_pending_trials_and_save_load(sgpts_run, tmp_path):
     sgpts_run["client"].save_to_json_file(str(path))
     loaded = Client.load_from_json_file(str(path))
     spec = loaded._generation_strategy.nodes_by_name["MBM"].generator_specs[0]
-    assert spec.generator_kwargs["botorch_acqf_class"] is AxScaledPathThompsonSampling
+    assert spec.generator_kwargs["botorch_acqf_class"] is ScaledPathThompsonSampling
     assert spec.generator_kwargs["botorch_acqf_options"] == {
         "alpha": 1.0,
         "num_features": 256,
@@ -502,7 +500,7 @@ BAD_STRATEGY_OPTIONS = [
     (sgpts_generation_strategy, {"num_features": 3}, ValueError, "num_features"),
     (sgpts_generation_strategy, {"num_features": True}, TypeError, "num_features"),
     (sgpts_generation_strategy, {"alpha": -0.1}, ValueError, "alpha"),
-    (sgpts_generation_strategy, {"noise_variance": 1e-9}, ValueError, "noise_var"),
+    (sgpts_generation_strategy, {"noise": 1e-9}, ValueError, "noise"),
     (
         sgpts_generation_strategy,
         {"randomized_selection": 1},
@@ -760,7 +758,7 @@ def test_ax_defaults_of_nystrom_gp_leave_direct_construction_alone():
     # Direct construction and the S-GP-TS model keep their own defaults.
     assert isinstance(NystromGP(dataset.X, dataset.Y).covar_module, ScaleKernel)
     svgp = _model_inputs(DecomposedSamplingSVGP, ModelConfig(), dataset)
-    assert "covar_module" not in svgp and "noise_variance" not in svgp
+    assert "covar_module" not in svgp and "noise" not in svgp
 
 
 def test_model_inputs_use_known_noise_unless_fixed():
@@ -771,7 +769,9 @@ def test_model_inputs_use_known_noise_unless_fixed():
     fixed = ModelConfig(model_options={"noise": 0.5})
     assert _model_inputs(NystromGP, fixed, _dataset(Yvar=Yvar))["noise"] == 0.5
     svgp = _model_inputs(DecomposedSamplingSVGP, ModelConfig(), _dataset(Yvar=Yvar))
-    assert svgp["noise_variance"] == pytest.approx(float(Yvar.mean()))
+    assert svgp["noise"] == pytest.approx(float(Yvar.mean()))
+    model = DecomposedSamplingSVGP(**svgp)
+    assert model.likelihood.noise.item() == pytest.approx(float(Yvar.mean()))
     with pytest.raises(ValueError, match="noiseless"):
         _model_inputs(NystromGP, ModelConfig(), _dataset(Yvar=torch.zeros(12, 1)))
 
@@ -1011,59 +1011,6 @@ def _exact_gp(n=15, seed=0):
     return model
 
 
-def test_ax_thompson_sampling_scalarizes_its_path():
-    model = _exact_gp()
-    transform = ScalarizedPosteriorTransform(
-        torch.tensor([-2.0], dtype=DTYPE), offset=0.5
-    )
-    acqf = AxScaledPathThompsonSampling(
-        model,
-        transform,
-        num_features=128,
-        generator=torch.Generator().manual_seed(0),
-    )
-    X = torch.rand(7, 1, 2, dtype=DTYPE)
-    with torch.no_grad():
-        expected = -2.0 * acqf.paths(X)[0, :, 0] + 0.5
-        assert torch.allclose(acqf(X), expected)
-    # With the sign of a minimized objective, the best grid point is the path's
-    # minimizer.
-    grid = torch.stack(
-        torch.meshgrid(*[torch.linspace(0, 1, 21, dtype=DTYPE)] * 2, indexing="ij"), -1
-    ).reshape(-1, 1, 2)
-    with torch.no_grad():
-        assert int(acqf(grid).argmax()) == int(acqf.paths(grid)[0, :, 0].argmin())
-    with pytest.raises(ValueError, match="single outcome"):
-        AxScaledPathThompsonSampling(
-            model, ScalarizedPosteriorTransform(torch.ones(2, dtype=DTYPE))
-        )
-
-
-def test_ax_thompson_sampling_gives_a_fresh_path_per_sequential_candidate():
-    model = _exact_gp()
-    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
-    acqf = AxScaledPathThompsonSampling(
-        model, num_features=128, generator=torch.Generator().manual_seed(0)
-    )
-    X = torch.rand(5, 1, 2, dtype=DTYPE)
-    with torch.no_grad():
-        before = acqf(X)
-        acqf.set_X_pending(X[0])
-        after = acqf(X)
-    assert torch.equal(acqf.X_pending, X[0])
-    assert not torch.allclose(before, after)
-    options = {"num_restarts": 2, "raw_samples": 64}
-    torch.manual_seed(0)
-    fresh, _ = optimize_acqf(acqf, bounds, q=3, sequential=True, **options)
-    assert torch.pdist(fresh).min() > 1e-4
-    # Without the redraw, one fixed path gives the same point again.
-    plain = ScaledPathThompsonSampling(
-        model, num_features=128, generator=torch.Generator().manual_seed(0)
-    )
-    repeated = [optimize_acqf(plain, bounds, q=1, **options)[0] for _ in range(2)]
-    assert torch.allclose(repeated[0], repeated[1])
-
-
 def test_thompson_input_constructors():
     model = _exact_gp()
     dataset = _dataset(n=15)
@@ -1088,12 +1035,9 @@ def test_thompson_input_constructors():
         assert torch.allclose(acqf(X), -acqf.paths(X)[0, :, 0])
     with pytest.raises(ValueError, match="training_data"):
         plain(model=model, alpha=lambda t: 1.0)
-    adapted = get_acqf_input_constructor(AxScaledPathThompsonSampling)
-    inputs = adapted(model=model, posterior_transform=minimize, num_features=64)
-    acqf = AxScaledPathThompsonSampling(**inputs)
     assert acqf.weight == -1.0
     with pytest.raises(ValueError, match="outcome constraints"):
-        adapted(model=model, constraints_tuple=(torch.ones(1, 1), torch.ones(1, 1)))
+        plain(model=model, constraints_tuple=(torch.ones(1, 1), torch.ones(1, 1)))
 
 
 def test_storage_registries_know_the_classes():
@@ -1111,6 +1055,5 @@ def test_storage_registries_know_the_classes():
     for acqf_class in (
         BKBUpperConfidenceBound,
         ScaledPathThompsonSampling,
-        AxScaledPathThompsonSampling,
     ):
         assert acqfs[acqf_class.__name__] is acqf_class
