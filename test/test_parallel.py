@@ -30,6 +30,8 @@ from botorch_sketch.parallel import (
     run_parallel,
 )
 
+from .ray_helpers import init_local_ray
+
 torch.set_num_threads(1)
 
 NUM_ARMS = 64
@@ -99,13 +101,7 @@ def dask_client():
 @pytest.fixture(scope="module")
 def ray_module(tmp_path_factory):
     ray = pytest.importorskip("ray", reason=f"needs ray. {DISTRIBUTED_INSTALL_HINT}")
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        _temp_dir=str(tmp_path_factory.mktemp("ray")),
-        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
-    )
+    init_local_ray(tmp_path_factory)
     yield ray
     ray.shutdown()
 

@@ -600,22 +600,14 @@ class BBKBSearch(_LoopSearch):
 
 
 class SGPTSSearch(_LoopSearch):
-    r"""Asynchronous S-GP-TS as a Ray Tune searcher.
+    r"""Asynchronous S-GP-TS as a Ray Tune searcher (it never waits, so
+    ``max_concurrent`` only caps the running trials).
 
-    Args:
-        space: Tune search space or list of configurations (or None: Tune's
-            ``param_space``).
-        metric: The result key to optimize (or None: ``tune.TuneConfig``'s).
-        mode: ``"max"`` or ``"min"``.
-        points_to_evaluate: Configurations suggested first, in order (their
-            results enter the posterior as the others'); in the list ``space``,
-            or values of a search space's domains (extra arms).
-        max_concurrent: At most this many trials at once (None: no limit here).
-        num_arms: Configurations drawn from a search space (default 2,048).
-        seed: Seed of the arm set and of the loop.
-        **loop_options: Options of
-            :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` (``covar_module``,
-            ``noise``, ``num_inducing``, ``num_features``, ``alpha``, ...).
+    Arguments: those of :class:`BBKBSearch` (``space``, ``metric``, ``mode``,
+    ``points_to_evaluate``, ``max_concurrent``, ``num_arms``, ``seed``), with
+    ``**loop_options`` the options of
+    :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` (``covar_module``,
+    ``noise``, ``num_inducing``, ``num_features``, ``alpha``, ...).
     """
 
     loop_class = SGPTS

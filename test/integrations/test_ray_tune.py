@@ -24,6 +24,8 @@ from botorch_sketch.integrations.ray_tune import (  # noqa: E402
     SGPTSSearch,
 )
 
+from ..ray_helpers import init_local_ray  # noqa: E402
+
 torch.set_num_threads(1)
 
 SPACE = {
@@ -380,13 +382,7 @@ def local_ray(tmp_path_factory):
     ray = pytest.importorskip("ray")
     saved = {name: os.environ.get(name) for name in TUNE_ENVIRONMENT}
     os.environ.update(TUNE_ENVIRONMENT)
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        _temp_dir=str(tmp_path_factory.mktemp("ray")),
-        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
-    )
+    init_local_ray(tmp_path_factory)
     yield tmp_path_factory.mktemp("ray_results")
     ray.shutdown()
     for name, value in saved.items():
