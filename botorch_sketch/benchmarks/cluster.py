@@ -14,7 +14,10 @@ time, the arm's noiseless value and the busy worker-time so far; per run, the me
 time the method spent in ``ask`` and ``tell`` and the floating-point work it
 counted (BBKB, GP-BUCB). Derived: the regret ratio
 ``R_k / (k r_unif)`` (Calandriello et al., ICML 2020) and simple regret against
-simulated time, the utilization ``busy worker-time / (W x makespan)`` and the
+simulated time, the utilization ``busy worker-time / (W x makespan)``, the
+utilization until the last start (the same up to the time ``t_s`` the ``T``-th
+evaluation started: after it no method has work for a free worker, so the straggler
+tail that the first includes is the workload's, not the method's) and the
 optimizer's time per suggestion (the process's CPU time in ``ask`` + ``tell`` over
 ``T``, with wall-clock time alongside; not charged to the simulated clock).
 
@@ -287,6 +290,8 @@ class ClusterTrace:
         wall_seconds: Wall-clock time in ``ask`` and ``tell``.
         gflop: The floating-point work the method counted (NaN if it counts
             none).
+        last_start: Simulated time ``t_s`` at which the ``T``-th evaluation
+            started (NaN in traces saved before it was recorded).
     """
 
     problem: str
@@ -305,6 +310,7 @@ class ClusterTrace:
     empty_asks: int
     wall_seconds: float = math.nan
     gflop: float = math.nan
+    last_start: float = math.nan
 
     @property
     def horizon(self) -> int:
@@ -326,11 +332,22 @@ class ClusterTrace:
         r"""Busy worker-time so far over ``W`` times the elapsed simulated time."""
         return self.busy / (self.workers * self.times)
 
+    def utilization_until_last_start(self) -> float:
+        r"""Busy worker-time over ``W t_s`` up to ``t_s``, the time the ``T``-th
+        evaluation started: the share of the workers a method kept busy while it had
+        evaluations left to hand out (1 when all started at time 0)."""
+        if self.last_start == 0:
+            return 1.0
+        # busy worker-time grows linearly between completions, and t_s is one
+        busy = np.interp(self.last_start, np.r_[0.0, self.times], np.r_[0.0, self.busy])
+        return float(busy / (self.workers * self.last_start))
+
     def summary(self) -> dict[str, float]:
         seconds = self.ask_seconds + self.tell_seconds
         return {
             "makespan": self.makespan,
             "utilization": float(self.utilization()[-1]),
+            "utilization_until_last_start": self.utilization_until_last_start(),
             "regret_ratio": float(self.regret_ratio()[-1]),
             "simple_regret": float(self.simple_regret()[-1]),
             "ms_per_suggestion": 1e3 * seconds / self.horizon,
@@ -378,6 +395,7 @@ _SCALARS = (
     "empty_asks",
     "wall_seconds",
     "gflop",
+    "last_start",
 )
 
 
@@ -400,7 +418,7 @@ def save_trace(trace: ClusterTrace, folder: str | Path) -> Path:
 def load_trace(path: str | Path) -> ClusterTrace:
     r"""Read a trace written by :func:`save_trace`."""
     with np.load(path) as data:
-        scalars = {key: data[key].item() for key in _SCALARS}
+        scalars = {key: data[key].item() for key in _SCALARS if key in data}
         return ClusterTrace(
             times=data["times"], values=data["values"], busy=data["busy"], **scalars
         )
@@ -499,6 +517,7 @@ def simulate(
     running: list[tuple[float, int, int]] = []  # (end time, start order, arm)
     times, values, busy = (np.empty(horizon) for _ in range(3))
     now = busy_time = ask_seconds = tell_seconds = wall_seconds = 0.0
+    last_start = math.nan
     started = completed = num_asks = empty_asks = 0
     while completed < horizon:
         free = min(workers - len(running), horizon - started)
@@ -515,6 +534,8 @@ def simulate(
             for arm in chosen.tolist():
                 heapq.heappush(running, (now + durations[started], started, arm))
                 started += 1
+            if started == horizon and math.isnan(last_start):
+                last_start = now
         end, order, arm = heapq.heappop(running)
         busy_time += (len(running) + 1) * (end - now)
         now = end
@@ -543,6 +564,7 @@ def simulate(
         empty_asks=empty_asks,
         wall_seconds=wall_seconds,
         gflop=runner.gflop(),
+        last_start=last_start,
     )
 
 
@@ -634,13 +656,14 @@ def summarize(
 def format_markdown(rows: Sequence[dict[str, object]], reference: str) -> str:
     r"""A markdown table of :func:`summarize` rows."""
     head = (
-        "| problem | W | method | T | seeds | makespan | utilization | regret ratio | "
+        "| problem | W | method | T | seeds | makespan | utilization | utilization "
+        "until the last start | regret ratio | "
         f"simple regret | time to {label(reference)}'s final regret "
         f"ratio (/ its makespan) | {label(reference)}'s regret ratio at this "
         "makespan | optimizer CPU ms / suggestion (wall) | counted MFLOP / "
         "suggestion (GFLOP per CPU second) | empty asks |"
     )
-    lines = [head, "|" + "---|" * 14]
+    lines = [head, "|" + "---|" * 15]
     for row in rows:
         reach = row.get("time_to_reference", math.nan)
         base = row.get("reference_at_makespan", math.nan)
@@ -648,6 +671,7 @@ def format_markdown(rows: Sequence[dict[str, object]], reference: str) -> str:
             f"| {row['problem']} | {row['workers']} | "
             f"{label(row['method'])} | {row['horizon']} | "
             f"{row['seeds']} | {row['makespan']:,.0f} | {row['utilization']:.1%} | "
+            f"{row['utilization_until_last_start']:.1%} | "
             f"{row['regret_ratio']:.4f} | {row['simple_regret']:.4f} | "
             f"{reach:.3g} | {base:.4f} | {row['ms_per_suggestion']:.2f} "
             f"({row['wall_ms_per_suggestion']:.2f}) | "
@@ -811,7 +835,8 @@ def _run(args: argparse.Namespace) -> tuple[list[ClusterTrace], dict[str, object
             summary = trace.summary()
             print(
                 f"{trace.method} seed {seed}: makespan {summary['makespan']:.1f}, "
-                f"utilization {summary['utilization']:.3f}, regret ratio "
+                f"utilization {summary['utilization']:.3f} (until the last start "
+                f"{summary['utilization_until_last_start']:.3f}), regret ratio "
                 f"{summary['regret_ratio']:.4f}, "
                 f"{summary['ms_per_suggestion']:.2f} ms CPU / suggestion",
                 flush=True,

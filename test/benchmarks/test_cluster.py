@@ -40,14 +40,16 @@ def _world(seed, horizon, sigma=1.0, mean=1.0):
 
 def _greedy_schedule(durations, workers):
     r"""Brute force: job ``k`` starts on the earliest free worker as soon as one is
-    free (jobs in order, nobody waits); the completion times, sorted."""
+    free (jobs in order, nobody waits); the completion times, sorted, and the last
+    job's start."""
     free_at = [0.0] * workers
     ends = []
     for d in durations:
         i = int(np.argmin(free_at))
+        start = free_at[i]
         free_at[i] += d
         ends.append(free_at[i])
-    return np.sort(ends)
+    return np.sort(ends), start
 
 
 @pytest.mark.parametrize("workers", [1, 7, 50])
@@ -55,7 +57,11 @@ def test_never_waiting_methods_keep_all_workers_busy(problem, workers):
     horizon = 80
     durations = _world(3, horizon)
     trace = simulate(problem, "uniform", workers=workers, horizon=horizon, seed=3)
-    np.testing.assert_allclose(trace.times, _greedy_schedule(durations, workers))
+    ends, last_start = _greedy_schedule(durations, workers)
+    np.testing.assert_allclose(trace.times, ends)
+    # every worker is busy until the last evaluation starts
+    assert trace.last_start == pytest.approx(last_start)
+    assert trace.utilization_until_last_start() == pytest.approx(1.0)
     # busy worker-time at the end is the sum of all durations
     assert trace.busy[-1] == pytest.approx(durations.sum())
     assert trace.utilization()[-1] == pytest.approx(
@@ -94,6 +100,8 @@ def test_sequential_and_fixed_batches_have_closed_form_makespans(problem, monkey
     assert bkb.makespan == pytest.approx(durations.sum())
     np.testing.assert_allclose(bkb.times, np.cumsum(durations))
     assert bkb.utilization()[-1] == pytest.approx(1 / workers)
+    assert bkb.last_start == pytest.approx(durations[:-1].sum())
+    assert bkb.utilization_until_last_start() == pytest.approx(1 / workers)
     grid = np.geomspace(0.01, 2 * bkb.makespan, 50)
     fraction = cluster.busy_fraction(bkb, grid)
     inside = grid <= bkb.makespan
@@ -110,6 +118,11 @@ def test_sequential_and_fixed_batches_have_closed_form_makespans(problem, monkey
     batch_ends = np.cumsum(durations.reshape(-1, 5).max(axis=1))
     np.testing.assert_allclose(trace.times[4::5], batch_ends)
     assert trace.busy[-1] == pytest.approx(durations.sum())
+    # the last batch starts when the one before it ends
+    assert trace.last_start == pytest.approx(batch_ends[-2])
+    assert trace.utilization_until_last_start() == pytest.approx(
+        durations[:-5].sum() / (workers * batch_ends[-2])
+    )
     # all 5 of a batch's evaluations run from its start to their ends
     first = durations[:5]
     grid = np.sort(first)
@@ -289,3 +302,18 @@ def test_cli_writes_table_json_and_plots(tmp_path):
         "cluster_rosenbrock2_200_w4_regret.png",
         "cluster_rosenbrock2_200_w4_utilization.png",
     ]
+
+
+def test_traces_saved_before_the_last_start_was_recorded_load(tmp_path, problem):
+    trace = simulate(problem, "uniform", workers=2, horizon=5, duration_sigma=0.0)
+    # constant durations: starts at 0, 0, 1, 1, 2; busy 4 of 2 x 2 until then
+    assert trace.last_start == 2.0
+    assert trace.summary()["utilization_until_last_start"] == pytest.approx(1.0)
+    assert trace.summary()["utilization"] == pytest.approx(5 / 6)
+    path = cluster.save_trace(trace, tmp_path)
+    with np.load(path) as data:
+        old = {key: data[key] for key in data.files if key != "last_start"}
+    np.savez(path, **old)
+    loaded = cluster.load_trace(path)
+    np.testing.assert_array_equal(loaded.times, trace.times)
+    assert math.isnan(loaded.summary()["utilization_until_last_start"])
