@@ -606,14 +606,23 @@ def time_to_reach(trace: ClusterTrace, target: float) -> float:
     return float(trace.times[above[-1] + 1])
 
 
+def time_to_find(trace: ClusterTrace, target: float) -> float:
+    r"""The first simulated time at which the simple regret (the best value found
+    so far) is ``<= target`` (inf if never)."""
+    found = np.nonzero(trace.simple_regret() <= target)[0]
+    return float(trace.times[found[0]]) if found.size else math.inf
+
+
 def summarize(
     traces: Sequence[ClusterTrace], reference: str = "bbkb-sync"
 ) -> list[dict[str, object]]:
     r"""One row per ``(problem, workers, method)``: means over seeds of
     :meth:`ClusterTrace.summary`, plus, against the reference method's run of the same
     seed, ``time_to_reference``: the time to reach (and stay at or below) its final
-    regret ratio over its makespan, and ``reference_at_makespan``: its regret ratio
-    when this method finished (its last value if it finished earlier)."""
+    regret ratio over its makespan, ``time_to_reference_best``: the time to find an
+    arm as good as its best over its makespan, and ``reference_at_makespan``: its
+    regret ratio when this method finished (its last value if it finished
+    earlier)."""
     groups: dict[tuple[str, int, str], list[ClusterTrace]] = {}
     for trace in traces:
         groups.setdefault((trace.problem, trace.workers, trace.method), []).append(
@@ -631,17 +640,20 @@ def summarize(
         finals = [trace.summary() for trace in group]
         for key in finals[0]:
             row[key] = float(np.mean([final[key] for final in finals]))
-        fractions, at_makespan = [], []
+        fractions, best_fractions, at_makespan = [], [], []
         for trace in group:
             base = groups.get((problem, workers, reference), [])
             base = [b for b in base if b.seed == trace.seed]
             if base:
                 ratio = base[0].regret_ratio()
                 fractions.append(time_to_reach(trace, ratio[-1]) / base[0].makespan)
+                best = base[0].simple_regret()[-1]
+                best_fractions.append(time_to_find(trace, best) / base[0].makespan)
                 grid = np.array([min(trace.makespan, base[0].makespan)])
                 at_makespan.append(_on_grid(base[0], ratio, grid)[0])
         if fractions:
             row["time_to_reference"] = float(np.mean(fractions))
+            row["time_to_reference_best"] = float(np.mean(best_fractions))
             row["reference_at_makespan"] = float(np.mean(at_makespan))
         rows.append(row)
     order = {name: k for k, name in enumerate(METHODS)}
@@ -659,13 +671,15 @@ def format_markdown(rows: Sequence[dict[str, object]], reference: str) -> str:
         "| problem | W | method | T | seeds | makespan | utilization | utilization "
         "until the last start | regret ratio | "
         f"simple regret | time to {label(reference)}'s final regret "
-        f"ratio (/ its makespan) | {label(reference)}'s regret ratio at this "
+        f"ratio (/ its makespan) | time to its best arm's value (/ its makespan) | "
+        f"{label(reference)}'s regret ratio at this "
         "makespan | optimizer CPU ms / suggestion (wall) | counted MFLOP / "
         "suggestion (GFLOP per CPU second) | empty asks |"
     )
-    lines = [head, "|" + "---|" * 15]
+    lines = [head, "|" + "---|" * 16]
     for row in rows:
         reach = row.get("time_to_reference", math.nan)
+        find = row.get("time_to_reference_best", math.nan)
         base = row.get("reference_at_makespan", math.nan)
         lines.append(
             f"| {row['problem']} | {row['workers']} | "
@@ -673,7 +687,7 @@ def format_markdown(rows: Sequence[dict[str, object]], reference: str) -> str:
             f"{row['seeds']} | {row['makespan']:,.0f} | {row['utilization']:.1%} | "
             f"{row['utilization_until_last_start']:.1%} | "
             f"{row['regret_ratio']:.4f} | {row['simple_regret']:.4f} | "
-            f"{reach:.3g} | {base:.4f} | {row['ms_per_suggestion']:.2f} "
+            f"{reach:.3g} | {find:.3g} | {base:.4f} | {row['ms_per_suggestion']:.2f} "
             f"({row['wall_ms_per_suggestion']:.2f}) | "
             f"{row['mflop_per_suggestion']:.3g} ({row['gflop_per_cpu_second']:.2g}) | "
             f"{row['empty_asks']:.0f} / {row['num_asks']:.0f} |"

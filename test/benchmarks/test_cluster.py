@@ -225,6 +225,11 @@ def test_time_to_reach_and_summary():
     rows = summarize([trace, reference])
     mine = next(r for r in rows if r["method"] == "m")
     assert mine["time_to_reference"] == pytest.approx(2.0 / 8.0)  # <= 0.7 from t=2
+    # simple regrets 0.5, 0.1, 0.1, 0: as good as the reference's 0.35 at t = 2
+    assert cluster.time_to_find(trace, 0.1) == 2.0
+    assert cluster.time_to_find(trace, 0.0) == 4.0
+    assert cluster.time_to_find(trace, -0.1) == math.inf
+    assert mine["time_to_reference_best"] == pytest.approx(2.0 / 8.0)
     # the reference's ratio at t = 4 (its 2nd completion); NaN before its first
     assert mine["reference_at_makespan"] == pytest.approx(0.7)
     assert math.isnan(cluster._on_grid(reference, reference.regret_ratio(), [1.0])[0])
