@@ -31,7 +31,7 @@ Methods (:data:`METHODS`), all on the problem's fixed kernel with the constant r
 - ``bbkb-async``: asynchronous BBKB: ``ask(free workers)`` after every completion;
   pending arms enter by the hallucinated variance update and BBKB's rule may answer
   "wait" (no arms); settings :func:`~botorch_sketch.generation.bbkb_loop.
-  asynchronous_options` of ``W`` (``C~ = 1 + W / 10`` unless given);
+  asynchronous_options` of ``W`` (``C~ = 1 + W v / 10`` unless given);
 - ``gp-bucb``: GP-BUCB with fixed batches of ``W`` (Desautels et al., JMLR 2014) on
   the exact posterior, synchronous (:class:`~.policies.baselines.ExactBUCBPolicy`:
   ``O(A t)`` per evaluation, ``O(A T)`` memory);
@@ -701,11 +701,16 @@ def _save(figure: Figure, path: Path) -> Path:
     return path
 
 
-def plot(traces: Sequence[ClusterTrace], output_dir: str | Path) -> list[Path]:
+def plot(
+    traces: Sequence[ClusterTrace],
+    output_dir: str | Path,
+    reference: str = "bbkb-sync",
+) -> list[Path]:
     r"""For each ``(problem, W)``: ``cluster_<problem>_w<W>_regret.png`` (regret
     ratio vs simulated time, mean over seeds, log time axis, each line ending at its
-    makespan) and ``..._utilization.png`` (:func:`busy_fraction` over log-spaced
-    windows)."""
+    makespan), ``..._utilization.png`` (:func:`busy_fraction` over log-spaced
+    windows) and, when the reference method ran, ``..._tradeoff.png``
+    (:func:`plot_tradeoff`)."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[tuple[str, int], list[ClusterTrace]] = {}
@@ -744,7 +749,43 @@ def plot(traces: Sequence[ClusterTrace], output_dir: str | Path) -> list[Path]:
             figure.tight_layout()
             name = f"cluster_{problem}_w{workers}_{suffix}.png"
             paths.append(_save(figure, output_dir / name))
+        name = f"cluster_{problem}_w{workers}_tradeoff.png"
+        figure = plot_tradeoff(group, reference)
+        if figure is not None:
+            paths.append(_save(figure, output_dir / name))
     return paths
+
+
+def plot_tradeoff(
+    traces: Sequence[ClusterTrace], reference: str = "bbkb-sync"
+) -> Figure | None:
+    r"""One point per run of one ``(problem, W)``: its utilization until the last
+    start against its final regret ratio over that of the reference's run of the
+    same seed (None when the reference did not run). The issue's target region is
+    right of 90% and below 1."""
+    references = {t.seed: t for t in traces if t.method == reference}
+    figure = Figure(figsize=(7, 4.2))
+    axes = figure.add_subplot()
+    plotted = False
+    for method in dict.fromkeys(t.method for t in traces):
+        mine = [t for t in traces if t.method == method and t.seed in references]
+        if method == reference or not mine:
+            continue
+        x = [t.utilization_until_last_start() for t in mine]
+        y = [t.regret_ratio()[-1] / references[t.seed].regret_ratio()[-1] for t in mine]
+        axes.scatter(x, y, label=label(method), s=24)
+        plotted = True
+    if not plotted:
+        return None
+    axes.axvline(0.9, color="grey", linestyle="--", linewidth=1)
+    axes.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    axes.set_xlabel("utilization until the last start")
+    axes.set_ylabel(f"final regret ratio / {label(reference)}'s (same seed)")
+    axes.set_title(f"{traces[0].problem}, W = {traces[0].workers}: one point per run")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    return figure
 
 
 @dataclass(frozen=True)
@@ -899,7 +940,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     (output / "cluster_results.json").write_text(json.dumps(results, indent=1))
     (output / "cluster_table.md").write_text(table + "\n")
-    plot(traces, args.plot_dir or output)
+    plot(traces, args.plot_dir or output, reference)
     print(table)
     return 0
 

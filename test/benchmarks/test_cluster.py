@@ -305,6 +305,7 @@ def test_cli_writes_table_json_and_plots(tmp_path):
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
     assert pngs == [
         "cluster_rosenbrock2_200_w4_regret.png",
+        "cluster_rosenbrock2_200_w4_tradeoff.png",
         "cluster_rosenbrock2_200_w4_utilization.png",
     ]
 
