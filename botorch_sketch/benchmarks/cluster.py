@@ -761,22 +761,29 @@ def plot_tradeoff(
 ) -> Figure | None:
     r"""One point per run of one ``(problem, W)``: its utilization until the last
     start against its final regret ratio over that of the reference's run of the
-    same seed (None when the reference did not run). The issue's target region is
-    right of 90% and below 1."""
+    same seed (None when no other method has a reference run). Methods whose runs
+    all end above twice the reference's are named in a note, not drawn, so that the
+    axis resolves the rest."""
     references = {t.seed: t for t in traces if t.method == reference}
     figure = Figure(figsize=(7, 4.2))
     axes = figure.add_subplot()
-    plotted = False
+    plotted, omitted = False, []
     for method in dict.fromkeys(t.method for t in traces):
         mine = [t for t in traces if t.method == method and t.seed in references]
         if method == reference or not mine:
             continue
         x = [t.utilization_until_last_start() for t in mine]
         y = [t.regret_ratio()[-1] / references[t.seed].regret_ratio()[-1] for t in mine]
+        if min(y) > 2:
+            omitted.append(label(method))
+            continue
         axes.scatter(x, y, label=label(method), s=24)
         plotted = True
     if not plotted:
         return None
+    if omitted:
+        note = "not drawn (above 2): " + ", ".join(omitted)
+        axes.annotate(note, (0.01, 0.01), xycoords="axes fraction", fontsize=8)
     axes.axvline(0.9, color="grey", linestyle="--", linewidth=1)
     axes.axhline(1.0, color="grey", linestyle="--", linewidth=1)
     axes.set_xlabel("utilization until the last start")

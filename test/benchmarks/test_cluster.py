@@ -323,3 +323,19 @@ def test_traces_saved_before_the_last_start_was_recorded_load(tmp_path, problem)
     loaded = cluster.load_trace(path)
     np.testing.assert_array_equal(loaded.times, trace.times)
     assert math.isnan(loaded.summary()["utilization_until_last_start"])
+
+
+def test_tradeoff_plot_needs_a_reference_and_names_what_it_leaves_out():
+    reference = _trace([2, 4], [0.9, 0.9], method="bbkb-sync")
+    close = dataclasses.replace(
+        _trace([1, 2], [0.9, 0.8], method="close"), last_start=1.0
+    )
+    far = _trace([1, 2], [0.0, 0.0], method="far")  # 10x the reference's regret
+    assert cluster.plot_tradeoff([close, far]) is None  # no reference
+    assert cluster.plot_tradeoff([reference, far]) is None  # nothing drawn
+    figure = cluster.plot_tradeoff([reference, close, far])
+    texts = [text.get_text() for text in figure.axes[0].texts]
+    assert texts == ["not drawn (above 2): far"]
+    (points,) = figure.axes[0].collections
+    # busy 1 of 2 workers until t = 1; regret ratios 0.3 / 0.2
+    np.testing.assert_allclose(points.get_offsets(), [[0.5, 1.5]])
