@@ -31,7 +31,7 @@ Methods (:data:`METHODS`), all on the problem's fixed kernel with the constant r
 - ``bbkb-async``: asynchronous BBKB: ``ask(free workers)`` after every completion;
   pending arms enter by the hallucinated variance update and BBKB's rule may answer
   "wait" (no arms); settings :func:`~botorch_sketch.generation.bbkb_loop.
-  asynchronous_options` of ``W`` (``C~ = 1 + W v / 10`` unless given);
+  asynchronous_options` of ``W`` (``C~ = 1 + 0.07 W v`` unless given);
 - ``gp-bucb``: GP-BUCB with fixed batches of ``W`` (Desautels et al., JMLR 2014) on
   the exact posterior, synchronous (:class:`~.policies.baselines.ExactBUCBPolicy`:
   ``O(A t)`` per evaluation, ``O(A T)`` memory);
@@ -466,7 +466,7 @@ def simulate(
         duration_mean: Mean evaluation time (simulated seconds).
         duration_sigma: Log-standard deviation of the evaluation times (0: constant).
         ratio_threshold: BBKB's ``C~`` of ``bbkb-sync`` / ``bbkb-async`` (the label
-            gets ``-c<C~>``); None: 2 for ``bbkb-sync`` and ``1 + W v / 10`` for
+            gets ``-c<C~>``); None: 2 for ``bbkb-sync`` and ``1 + 0.07 W v`` for
             ``bbkb-async`` (:func:`~botorch_sketch.generation.bbkb_loop.
             asynchronous_options`).
         uniform_regret: Precomputed :func:`~.results.expected_uniform_regret`.

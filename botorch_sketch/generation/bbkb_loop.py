@@ -50,14 +50,14 @@ def asynchronous_options(
     r""":class:`BBKB` options for ``W`` workers that evaluate asynchronously
     (``ask(free workers)`` after every completion).
 
-    - ``ratio_threshold = 1 + W v / 10`` (``v = max_x k(x, x) / lambda``): the global
-      rule admits ``W`` pending arms once their mean start variance is a tenth of
-      the prior's (that of an arm after about nine observations near it when
+    - ``ratio_threshold = 1 + 0.07 W v`` (``v = max_x k(x, x) / lambda``): the
+      global rule admits ``W`` pending arms once their mean start variance is 7%
+      of the prior's (that of an arm after about 13 observations near it when
       ``v = 1``), so it throttles the workers only while the chosen arms are barely
       explored. On the simulated cluster with cadata and ``W = 100``
-      (docs/benchmarks.md) this was the smallest of ``C~ = 2, 6, 11, 21, 41``
-      keeping 90% of the workers busy; larger values cost regret, and ``C~ = 2``
-      kept a third of them busy.
+      (docs/benchmarks.md, seeds 0-7) ``C~ = 8`` kept 92-94% of the workers busy
+      until the last evaluation started, ``C~ = 6`` below 90%, and ``C~ = 11``
+      ended with a regret ratio 7% higher on average.
     - ``end_fraction = 0.05`` and ``max_batch_size = W + ceil(W / 20)``: a full
       batch ends once 5% of its arms are done, so one posterior update serves
       several completions; an outcome waits for at most about 5% more completions
@@ -80,7 +80,7 @@ def asynchronous_options(
     check_int(num_workers, "num_workers", 1)
     check_positive(scaled_prior_variance, "scaled_prior_variance")
     return {
-        "ratio_threshold": 1.0 + num_workers * scaled_prior_variance / 10,
+        "ratio_threshold": 1.0 + num_workers * scaled_prior_variance * 7 / 100,
         "end_fraction": 0.05,
         "max_batch_size": num_workers + math.ceil(num_workers / 20),
     }

@@ -569,7 +569,7 @@ class BBKBSearch(_LoopSearch):
 
     With ``W = max_concurrent`` (or Tune's ``max_concurrent_trials``) the loop
     defaults to :func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options`
-    of ``W`` and the kernel's ``v = max k(x, x) / noise``: ``C~ = 1 + W v / 10``,
+    of ``W`` and the kernel's ``v = max k(x, x) / noise``: ``C~ = 1 + 0.07 W v``,
     batches ending once 5% of their arms are done, at most ``W + ceil(W / 20)``
     arms a batch (explicit ``loop_options`` win).
 

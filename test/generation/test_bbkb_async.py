@@ -403,12 +403,12 @@ def test_end_fraction_ends_a_full_batch_for_several_completions_at_once(arms):
 def test_asynchronous_options_keep_the_workers_busy_and_batch_the_tells(arms):
     options = asynchronous_options(100)
     assert options == {
-        "ratio_threshold": 11.0,
+        "ratio_threshold": 8.0,
         "end_fraction": 0.05,
         "max_batch_size": 105,
     }
     assert asynchronous_options(1, 0.5) == {
-        "ratio_threshold": 1.05,
+        "ratio_threshold": 1.035,
         "end_fraction": 0.05,
         "max_batch_size": 2,
     }
