@@ -22,7 +22,9 @@ A worker exception, or a result that is not a finite number, marks the arm as fa
 ``checkpoint`` file the optimizer's state and the evaluation log are saved after every
 round of results and when the run is interrupted (``KeyboardInterrupt`` or any
 error); a later call with the same file resumes, re-submitting the arms that were
-still pending.
+still pending. A Ctrl-C (SIGINT) that arrives while the driver updates the optimizer,
+the log or the file takes effect once the update is complete, so the saved state is
+never half-updated.
 
 Ray and Dask are optional (``pip install "botorch-sketch[distributed]"``) and are
 imported only when their engine is built.
@@ -31,12 +33,15 @@ imported only when their engine is built.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
+import signal
 import sys
+import threading
 import traceback
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -427,14 +432,15 @@ def run_parallel(
             free = num_workers - len(in_flight) - len(queue)
             remaining = budget - log.num_completed - len(in_flight) - len(queue)
             if free > 0 and remaining > 0:
-                asked = optimizer.ask(min(free, remaining))
-                if asked.numel() > min(free, remaining):
-                    raise RuntimeError(
-                        f"`optimizer.ask({min(free, remaining)})` returned "
-                        f"{asked.numel()} arms."
-                    )
-                log.num_asked += asked.numel()
-                queue.extend(asked.tolist())
+                with _interrupts_deferred():
+                    asked = optimizer.ask(min(free, remaining))
+                    if asked.numel() > min(free, remaining):
+                        raise RuntimeError(
+                            f"`optimizer.ask({min(free, remaining)})` returned "
+                            f"{asked.numel()} arms."
+                        )
+                    log.num_asked += asked.numel()
+                    queue.extend(asked.tolist())
             while queue and len(in_flight) < num_workers:
                 index = queue.popleft()
                 handle = engine.submit(objective, optimizer.arms[index])
@@ -447,9 +453,11 @@ def run_parallel(
                     )
                 break
             done = sorted(engine.wait(list(in_flight)), key=lambda h: in_flight[h][0])
-            _record(optimizer, engine, done, [in_flight.pop(h)[1] for h in done], log)
-            if checkpoint is not None:
-                save_checkpoint(checkpoint, optimizer, log)
+            with _interrupts_deferred():
+                indices = [in_flight.pop(h)[1] for h in done]
+                _record(optimizer, engine, done, indices, log)
+                if checkpoint is not None:
+                    save_checkpoint(checkpoint, optimizer, log)
             if bar is not None:
                 bar.update(len(done))
                 bar.set_postfix(
@@ -460,12 +468,34 @@ def run_parallel(
     except BaseException:
         engine.cancel(list(in_flight))
         if checkpoint is not None:
-            save_checkpoint(checkpoint, optimizer, log)
+            with _interrupts_deferred():
+                save_checkpoint(checkpoint, optimizer, log)
         raise
     finally:
         if bar is not None:
             bar.close()
     return log
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    r"""Hold SIGINT (Ctrl-C) until the block is done, then deliver it to the handler
+    it was meant for. Outside the main thread, where Python runs no signal handler,
+    the block runs as it is."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None or threading.current_thread() is not threading.main_thread():
+        yield  # None: a handler set outside Python, which could not be restored
+        return
+    received: list[tuple[int, Any]] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append((signum, frame)))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received and callable(previous):
+            previous(*received[0])
+        elif received and previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
 
 
 def _record(

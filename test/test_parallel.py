@@ -316,6 +316,43 @@ def test_sigint_saves_the_run(tmp_path):
         signal.signal(signal.SIGINT, previous)
 
 
+def test_sigint_inside_a_tell_waits_for_it_and_the_checkpoint(tmp_path, monkeypatch):
+    r"""A SIGINT that lands between two updates of the optimizer's state (here after
+    the sampler has the outcomes, before the loop records the tell) is delivered
+    only once the tell, the log and the checkpoint are complete."""
+    arms = make_arms()
+    optimizer = make_optimizer("sgpts", arms)
+    observe = optimizer.sampler.observe
+    calls = []
+
+    def observe_then_interrupt(indices, rewards):
+        observe(indices, rewards)
+        calls.append(indices.numel())
+        if len(calls) == 3:
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(optimizer.sampler, "observe", observe_then_interrupt)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    path = tmp_path / "run.pt"
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as executor:
+            with pytest.raises(KeyboardInterrupt):
+                run_parallel(
+                    optimizer, reward, executor, num_workers=2, budget=50,
+                    checkpoint=path,
+                )  # fmt: skip
+        # the driver's own handler is gone
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    state, log = load_checkpoint(path)
+    assert len(log.indices) == sum(calls) == optimizer.observed.numel()
+    saved = make_optimizer("sgpts", arms)
+    saved.load_state_dict(state)  # consistent: the third tell is in it
+    assert saved.observed.tolist() == log.indices
+    assert saved.tell_sizes == calls
+
+
 def _run_and_interrupt(tmp_path):
     arms = make_arms()
     path = tmp_path / "run.pt"

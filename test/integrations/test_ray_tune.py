@@ -483,7 +483,7 @@ def test_points_to_evaluate_on_tune(local_ray):
     results = fit(searcher, str(local_ray), 8)
     assert [r.config for r in results[:2]] == points
     loop = searcher.loop
-    assert loop.batch_options["ratio_threshold"] == pytest.approx(3.0)  # 1 + 2 v / 10
+    assert loop.batch_options["ratio_threshold"] == pytest.approx(2.4)  # 1 + 0.07 x 2 v
     assert loop.pending.numel() == 0 and loop.observed.numel() == 8
     told = dict(zip(loop.observed.tolist(), loop.rewards.tolist(), strict=True))
     for index, point in zip(searcher.arm_space.point_indices, points, strict=True):
