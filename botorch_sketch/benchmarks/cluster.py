@@ -765,9 +765,7 @@ def plot_tradeoff(
     all end above twice the reference's are named in a note, not drawn, so that the
     axis resolves the rest."""
     references = {t.seed: t for t in traces if t.method == reference}
-    figure = Figure(figsize=(7, 4.2))
-    axes = figure.add_subplot()
-    plotted, omitted = False, []
+    points, omitted = {}, []
     for method in dict.fromkeys(t.method for t in traces):
         mine = [t for t in traces if t.method == method and t.seed in references]
         if method == reference or not mine:
@@ -776,11 +774,14 @@ def plot_tradeoff(
         y = [t.regret_ratio()[-1] / references[t.seed].regret_ratio()[-1] for t in mine]
         if min(y) > 2:
             omitted.append(label(method))
-            continue
-        axes.scatter(x, y, label=label(method), s=24)
-        plotted = True
-    if not plotted:
+        else:
+            points[label(method)] = (x, y)
+    if not points:
         return None
+    figure = Figure(figsize=(7, 4.2))
+    axes = figure.add_subplot()
+    for name, (x, y) in points.items():
+        axes.scatter(x, y, label=name, s=24)
     if omitted:
         note = "not drawn (above 2): " + ", ".join(omitted)
         axes.annotate(note, (0.01, 0.01), xycoords="axes fraction", fontsize=8)
