@@ -59,8 +59,9 @@ class SGPTS:
     it is the batch S-GP-TS of ``CachedSparseThompson.sample(k)``.
 
     :meth:`state_dict` holds the observations with the sizes of the ``tell`` calls,
-    the pending and failed arms and the generator state; ``load_state_dict`` replays
-    the observations in the same calls and continues with the same choices.
+    the pending and failed arms, the generator state and the prior weights drawn
+    ahead; ``load_state_dict`` replays the observations in the same calls and
+    continues with the same choices.
 
     Example:
         >>> loop = SGPTS(arms, covar_module=kernel, noise=0.5, seed=0)
@@ -82,6 +83,7 @@ class SGPTS:
         inducing_quality: str = "variance",
         memory_budget: float = 4 * 2**30,
         cache_dtype: torch.dtype | None = None,
+        prior_block: int = 64,
         seed: int = 0,
     ) -> None:
         r"""
@@ -97,6 +99,10 @@ class SGPTS:
             inducing_quality: ``"variance"`` or ``"improvement"``.
             memory_budget: Bytes the cached features and kernel columns may take.
             cache_dtype: Storage dtype of that cache (default the arms' dtype).
+            prior_block: Prior parts of paths computed ahead in one pass over the
+                cached features, for ``ask`` calls of fewer arms
+                (:class:`~botorch_sketch.generation.thompson_arms.PriorPathBank`;
+                ``prior_block x A`` more memory; ``1``: none ahead).
             seed: Seed of the (CPU) generator behind the feature basis and every
                 later random choice (the same choices on every device).
         """
@@ -104,6 +110,7 @@ class SGPTS:
         check_positive(noise, "noise")
         check_int(num_inducing, "num_inducing", 1)
         check_int(num_features, "num_features", 2)
+        check_int(prior_block, "prior_block", 1)
         check_int(seed, "seed", 0)
         if not callable(alpha):
             resolve_alpha(alpha, 1)
@@ -120,6 +127,7 @@ class SGPTS:
         self.inducing_quality = inducing_quality
         self.memory_budget = memory_budget
         self.cache_dtype = cache_dtype
+        self.prior_block = prior_block
         self.seed = seed
         self.generator, self.sampler = self._new_sampler(seed)
         empty = torch.empty(0, dtype=torch.long, device=arms.device)
@@ -145,6 +153,7 @@ class SGPTS:
             self.noise,
             self.num_inducing,
             inducing_quality=self.inducing_quality,
+            prior_block=self.prior_block,
         )
         return generator, sampler
 
@@ -232,6 +241,7 @@ class SGPTS:
             "pending": self.pending.clone(),
             "failed": self.failed.clone(),
             "generator": self.generator.get_state(),
+            "prior_weights": self.sampler.prior_bank.remaining.clone(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -239,7 +249,8 @@ class SGPTS:
 
         The state is validated first; then the feature basis is redrawn from the
         saved seed and the observations are replayed in the saved ``tell`` calls,
-        ``O(A M + t m^2)``, so later choices equal the saved loop's."""
+        ``O(A M + t m^2)``, so later choices equal the saved loop's. (States saved
+        before ``prior_weights`` existed load with none drawn ahead.)"""
         if not isinstance(state, dict):
             raise TypeError(f"`state` must be a dict, got {type(state).__name__}.")
         missing = set(_STATE_KEYS) - set(state)
@@ -273,6 +284,12 @@ class SGPTS:
             raise ValueError(
                 f"`state['generator']` is not a generator state: {error}"
             ) from error
+        prior_weights = check_matrix(
+            state.get("prior_weights", self.arms.new_empty(0, self.num_features)),
+            "state['prior_weights']",
+            num_cols=self.num_features,
+            allow_empty=True,
+        )
         generator, sampler = self._new_sampler(seed)
         device = self.arms.device
         for chunk, values in zip(
@@ -282,6 +299,7 @@ class SGPTS:
         ):
             sampler.observe(chunk, values)
         generator.set_state(state["generator"])
+        sampler.prior_bank.load(prior_weights)
         self.seed, self.generator, self.sampler = seed, generator, sampler
         self.tell_sizes = list(sizes)
         self.pending = pending.clone().to(device)

@@ -10,7 +10,10 @@ et al., ICML 2020) through ``s`` update points ``U`` with weights ``v``:
 
     f~(A) = alpha Phi_A w + K_AU v,
 
-evaluated for ``q`` paths at once as two matrix products, ``O(N (M + s) q)``:
+evaluated for ``q`` paths at once as two matrix products, ``O(N (M + s) q)``. The
+prior part does not depend on the data: for draws of a few paths at a time (an
+asynchronous loop asks for one arm per free worker) it is computed ahead for a block
+of weights in one pass over the features (:class:`PriorPathBank`).
 
 - :class:`IncrementalExactThompson` (exact GP-TS): ``U`` the ``t`` observed arms,
   ``v = (K_XX + noise I)^{-1} (y - alpha (Phi_X w + noise^{1/2} eps))``; the kernel
@@ -86,13 +89,15 @@ class ArmFeatureCache:
     over long contiguous rows, 3x faster than ``N x BLOCK_COLUMNS`` blocks; blocks
     are never copied when the set grows and freed slots are reused), as long as they
     fit in ``memory_budget`` bytes; what does not fit is recomputed in chunks of
-    ``chunk_size`` arms by :meth:`evaluate`. ``cache_dtype`` (e.g. ``torch.float32``)
+    ``chunk_size`` arms by :meth:`prior_values` and :meth:`add_column_values`.
+    ``cache_dtype`` (e.g. ``torch.float32``)
     sets the storage precision; results are in the arms' dtype.
 
     Example:
         >>> cache = ArmFeatureCache(arms, kernel, 1000, generator=g)
         >>> cache.add_columns(torch.tensor([3, 7]))
-        >>> values = cache.evaluate(W, torch.tensor([3, 7]), V)   # N x q
+        >>> prior = cache.prior_values(W)                          # N x q
+        >>> values = cache.add_column_values(prior, torch.tensor([3, 7]), V)
     """
 
     def __init__(
@@ -223,8 +228,9 @@ class ArmFeatureCache:
                 start = stop
 
     def multiplied_columns(self, column_arms: Tensor) -> int:
-        r"""Kernel columns :meth:`evaluate` multiplies for ``column_arms``: whole
-        stored blocks, or one per distinct arm when recomputing."""
+        r"""Kernel columns :meth:`add_column_values` multiplies for
+        ``column_arms``: whole stored blocks, or one per distinct arm when
+        recomputing."""
         if not self.columns_stored:
             return int(column_arms.unique().numel())
         blocks = {self._slot_of[a] // BLOCK_COLUMNS for a in column_arms.tolist()}
@@ -252,27 +258,38 @@ class ArmFeatureCache:
         )
 
     @torch.no_grad()
-    def evaluate(
-        self, weights: Tensor, column_arms: Tensor, column_weights: Tensor
-    ) -> Tensor:
-        r"""``Phi_A W^T + K_{A, column_arms} V``, ``O(N (M + s) q)``.
+    def prior_values(self, weights: Tensor) -> Tensor:
+        r"""``Phi_A W^T`` in the storage dtype, ``O(N M q)``.
 
         Args:
             weights: ``q x M`` feature weights.
+
+        Returns:
+            ``N x q`` values.
+        """
+        W = weights.mT.to(self.cache_dtype)
+        if self.features is not None:
+            return self.features @ W
+        return torch.cat(
+            [self._features(c).to(self.cache_dtype) @ W for c in self._chunks()]
+        )
+
+    @torch.no_grad()
+    def add_column_values(
+        self, values: Tensor, column_arms: Tensor, column_weights: Tensor
+    ) -> Tensor:
+        r"""``values + K_{A, column_arms} V``, ``O(N s q)``.
+
+        Args:
+            values: ``N x q`` values in the storage dtype (e.g. from
+                :meth:`prior_values`); updated in place.
             column_arms: ``s`` registered arms (repeats allowed: their weights add).
             column_weights: ``s x q`` column weights.
 
         Returns:
             ``N x q`` values in the arms' dtype.
         """
-        dtype = self.arms.dtype
-        W = weights.mT.to(self.cache_dtype)
-        if self.features is not None:
-            out = self.features @ W
-        else:
-            out = torch.cat(
-                [self._features(c).to(self.cache_dtype) @ W for c in self._chunks()]
-            )
+        dtype, out = self.arms.dtype, values
         if not self.columns_stored:
             out = out.to(dtype)
             points, V = self.arms[column_arms], column_weights.to(dtype)
@@ -296,14 +313,84 @@ class ArmFeatureCache:
         return out.to(dtype)
 
 
-class ArmThompsonSampler(ABC):
-    r"""Observations and path draws shared by the finite-arm samplers."""
+class PriorPathBank:
+    r"""Prior weights drawn ahead in blocks, with their prior values at all arms.
 
-    def __init__(self, cache: ArmFeatureCache, noise: float) -> None:
+    The prior part ``Phi_A w`` of a path does not depend on the observations, so
+    ``block`` weights ``w ~ N(0, I)`` are drawn at once and ``Phi_A W^T`` is computed
+    in one pass over the cached features, ``O(N M block)``. Drawing ``q < block``
+    paths at a time then reads the ``N x M`` features once per ``block / q`` draws
+    instead of at every draw (a memory-bound product for one path). Every weight is
+    fresh, used once and independent of the data, so the paths keep their
+    distribution. Memory: ``block x N`` values in the cache's storage dtype.
+
+    Example:
+        >>> bank = PriorPathBank(cache, block=64)
+        >>> weights, prior = bank.take(1, generator)   # 1 x M, N x 1
+    """
+
+    def __init__(self, cache: ArmFeatureCache, block: int = 64) -> None:
+        r"""
+        Args:
+            cache: The arms and feature basis.
+            block: Weights drawn per refill (``1``: none drawn ahead).
+        """
+        self.cache = cache
+        self.block = check_int(block, "block", 1)
+        self._weights = cache.arms.new_empty(0, cache.num_features)
+        self._values = cache.arms.new_empty(0, cache.num_arms, dtype=cache.cache_dtype)
+        self._next = 0
+
+    @property
+    def remaining(self) -> Tensor:
+        r"""The ``r x M`` weights drawn and not yet used, in the order of use."""
+        return self._weights[self._next :]
+
+    @property
+    def memory_bytes(self) -> int:
+        return sum(x.numel() * x.element_size() for x in (self._weights, self._values))
+
+    def load(self, weights: Tensor) -> None:
+        r"""Hold ``weights`` (``r x M``, e.g. a saved :attr:`remaining`) as the next
+        ones to use, ``O(N M r)``."""
+        check_matrix(
+            weights, "weights", num_cols=self.cache.num_features, allow_empty=True
+        )
+        self._weights = weights.to(self.cache.arms)
+        self._values = self.cache.prior_values(self._weights).mT.contiguous()
+        self._next = 0
+
+    def take(self, q: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        r"""The next ``q`` weights and their prior values; when fewer than ``q``
+        remain, ``max(q, block)`` fresh ones are drawn from ``generator`` first
+        (the rest are dropped).
+
+        Returns:
+            ``q x M`` weights and ``N x q`` values ``Phi_A W^T`` (storage dtype).
+        """
+        if self._weights.shape[0] - self._next < q:
+            shape = (max(q, self.block), self.cache.num_features)
+            self.load(standard_normal(shape, generator))
+        rows = slice(self._next, self._next + q)
+        self._next += q
+        return self._weights[rows], self._values[rows].mT
+
+
+class ArmThompsonSampler(ABC):
+    r"""Observations and path draws shared by the finite-arm samplers.
+
+    Draws of fewer than ``prior_block`` paths take their prior weights from a
+    :class:`PriorPathBank`; larger draws compute their prior part directly.
+    """
+
+    def __init__(
+        self, cache: ArmFeatureCache, noise: float, prior_block: int = 64
+    ) -> None:
         if not isinstance(cache, ArmFeatureCache):
             raise TypeError(f"`cache` must be an ArmFeatureCache, got {type(cache)}.")
         self.cache = cache
         self.noise = check_positive(noise, "noise")
+        self.prior_bank = PriorPathBank(cache, prior_block)
         arms = cache.arms
         self.observed = torch.empty(0, dtype=torch.long, device=arms.device)
         self.targets = arms.new_empty(0)
@@ -321,7 +408,8 @@ class ArmThompsonSampler(ABC):
     def memory_bytes(self) -> int:
         r"""Bytes held: the cache's stored tensors and the sampler's state."""
         held = [self.observed, self.targets, *self._state()]
-        return self.cache.stored_bytes + sum(x.numel() * x.element_size() for x in held)
+        own = sum(x.numel() * x.element_size() for x in held)
+        return self.cache.stored_bytes + self.prior_bank.memory_bytes + own
 
     @abstractmethod
     def _state(self) -> list[Tensor]:
@@ -354,27 +442,47 @@ class ArmThompsonSampler(ABC):
     def sample(
         self, q: int = 1, alpha: float = 1.0, generator: torch.Generator | None = None
     ) -> ThompsonArms:
-        r"""Draw ``q`` paths (weights, then update noise, from ``generator``) and
-        return each path's argmax over the arms, ``O(N (M + s) q)``."""
+        r"""Draw ``q`` paths and return each path's argmax over the arms.
+
+        From ``generator``: the prior weights (for ``q < prior_block``, a block of
+        them when the :attr:`prior_bank` runs out), then the update noise. Cost
+        ``O(N (M + s) q)``, of which ``O(N M q)`` is paid ahead by the bank for
+        ``q < prior_block``.
+        """
         check_int(q, "q", 1)
         alpha = check_at_least(alpha, "alpha", 0.0)
         _check_generator(generator)
         if self.num_observations == 0:
             raise ValueError("Observe at least one arm before sampling.")
-        arms = self.cache.arms
-        weights = standard_normal((q, self.cache.num_features), generator).to(arms)
-        noise = standard_normal((q, self.noise_size), generator).to(arms)
-        values, indices = self.path_values(weights, noise, alpha).max(dim=0)
-        return ThompsonArms(indices, values)
+        cache = self.cache
+        if q < self.prior_bank.block:
+            weights, prior = self.prior_bank.take(q, generator)
+        else:
+            weights = standard_normal((q, cache.num_features), generator)
+            weights = weights.to(cache.arms)
+            prior = cache.prior_values(weights)
+        noise = standard_normal((q, self.noise_size), generator).to(cache.arms)
+        V = self.update_weights(weights, noise, alpha)
+        values = cache.add_column_values(alpha * prior, self.update_arms, V)
+        best, indices = values.max(dim=0)
+        return ThompsonArms(indices, best)
+
+    def path_values(self, weights: Tensor, noise: Tensor, alpha: float = 1.0) -> Tensor:
+        r"""``N x q`` values of the paths with prior weights ``weights`` (``q x M``)
+        and standard normal update draws ``noise`` (``q x noise_size``)."""
+        V = self.update_weights(weights, noise, alpha)
+        prior = alpha * self.cache.prior_values(weights)
+        return self.cache.add_column_values(prior, self.update_arms, V)
 
     @abstractmethod
     def observe(self, indices: Tensor, rewards: Tensor) -> None:
         r"""Append ``b`` observations: arm ``indices`` (``b``) with ``rewards``."""
 
     @abstractmethod
-    def path_values(self, weights: Tensor, noise: Tensor, alpha: float = 1.0) -> Tensor:
-        r"""``N x q`` values of the paths with prior weights ``weights`` (``q x M``)
-        and standard normal update draws ``noise`` (``q x noise_size``)."""
+    def update_weights(self, weights: Tensor, noise: Tensor, alpha: float) -> Tensor:
+        r"""``s x q`` weights ``V`` of the update columns ``K_{A, update_arms}`` of
+        the paths with prior weights ``weights`` (``q x M``) and update draws
+        ``noise`` (``q x noise_size``)."""
 
 
 class _GrowingCholesky:
@@ -460,13 +568,16 @@ class IncrementalExactThompson(ArmThompsonSampler):
         >>> chosen = sampler.sample(q=1, generator=g).indices
     """
 
-    def __init__(self, cache: ArmFeatureCache, noise: float) -> None:
+    def __init__(
+        self, cache: ArmFeatureCache, noise: float, *, prior_block: int = 64
+    ) -> None:
         r"""
         Args:
             cache: The arms, kernel and feature basis.
             noise: Gaussian observation noise variance (the ridge ``lambda``).
+            prior_block: Prior weights drawn ahead (:class:`PriorPathBank`).
         """
-        super().__init__(cache, noise)
+        super().__init__(cache, noise, prior_block)
         self._chol = _GrowingCholesky(cache.arms)
         self._features = cache.arms.new_zeros(0, cache.num_features)
 
@@ -500,12 +611,11 @@ class IncrementalExactThompson(ArmThompsonSampler):
             self._features = grown
         self._features[old : self.num_observations] = features
 
-    def path_values(self, weights: Tensor, noise: Tensor, alpha: float = 1.0) -> Tensor:
+    def update_weights(self, weights: Tensor, noise: Tensor, alpha: float) -> Tensor:
         t = self.num_observations
         prior = self._features[:t] @ weights.mT  # t x q
         noisy = prior + self.noise**0.5 * noise.mT
-        V = self._chol.solve(self.targets.unsqueeze(-1) - alpha * noisy)
-        return self.cache.evaluate(alpha * weights, self.observed, V)
+        return self._chol.solve(self.targets.unsqueeze(-1) - alpha * noisy)
 
 
 class CachedSparseThompson(ArmThompsonSampler):
@@ -547,6 +657,7 @@ class CachedSparseThompson(ArmThompsonSampler):
         *,
         inducing_quality: str = "variance",
         jitter: float | None = None,
+        prior_block: int = 64,
     ) -> None:
         r"""
         Args:
@@ -556,8 +667,9 @@ class CachedSparseThompson(ArmThompsonSampler):
             inducing_quality: ``"variance"`` or ``"improvement"`` (see
                 :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP`).
             jitter: Jitter on ``K_ZZ``; default GPyTorch's variational jitter.
+            prior_block: Prior weights drawn ahead (:class:`PriorPathBank`).
         """
-        super().__init__(cache, noise)
+        super().__init__(cache, noise, prior_block)
         self.num_inducing = check_int(num_inducing, "num_inducing", 1)
         if inducing_quality not in ("variance", "improvement"):
             raise ValueError(
@@ -598,26 +710,24 @@ class CachedSparseThompson(ArmThompsonSampler):
                 self._reselect(self._expected_improvement())
         elif improvement:
             self._reselect(self._expected_improvement())
-        elif self._selection_changes(indices):
-            self._reselect(None)
         else:
-            k_zx = self.cache.kernel_matrix(
-                self.cache.arms[self.inducing_arms], self.cache.arms[indices]
-            )
+            X_new = self.cache.arms[indices]
+            k_zx = self.cache.kernel_matrix(self.cache.arms[self.inducing_arms], X_new)
+            if self._selection_changes(X_new, k_zx):
+                self._reselect(None)
+                return
             phi = torch.linalg.solve_triangular(self._chol, k_zx, upper=False)
             self._gram += phi @ phi.mT
             self._projected += phi @ rewards
             self._refresh_q()
 
-    def _selection_changes(self, indices: Tensor) -> bool:
-        r"""Whether greedy selection on all data picks other pivots than now."""
-        cache = self.cache
-        X_new = cache.arms[indices]
-        diag = cache.kernel(X_new, diag=True).detach()
+    def _selection_changes(self, X_new: Tensor, k_zx: Tensor) -> bool:
+        r"""Whether greedy selection on all data picks other pivots than now, with
+        new points ``X_new`` (``b x d``) and their columns ``k_zx = k(Z, X_new)``."""
+        diag = self.cache.kernel(X_new, diag=True).detach()
         if float(diag.max()) * self._rel_tol > self._threshold:
             return True  # the eligibility threshold moved
-        k_sx = cache.kernel_matrix(cache.arms[self.inducing_arms], X_new)
-        f = torch.linalg.solve_triangular(self._pivot_chol, k_sx, upper=False)
+        f = torch.linalg.solve_triangular(self._pivot_chol, k_zx, upper=False)
         spent = f.square().cumsum(dim=0)
         before = diag - (spent - f.square())  # residual at each stage, m_t x b
         # Ties go to the earlier (old) point; rounding differs from the from-scratch
@@ -690,8 +800,7 @@ class CachedSparseThompson(ArmThompsonSampler):
         r"""Lower Cholesky factor ``C_w`` of the whitened ``S_w`` (``m_t x m_t``)."""
         return self._chol_w
 
-    def path_values(self, weights: Tensor, noise: Tensor, alpha: float = 1.0) -> Tensor:
+    def update_weights(self, weights: Tensor, noise: Tensor, alpha: float) -> Tensor:
         whitened = self._mean_w.unsqueeze(-1) + alpha * (self._chol_w @ noise.mT)
         errors = self._chol @ whitened - alpha * (self._phi_z @ weights.mT)
-        V = torch.cholesky_solve(errors, self._chol)
-        return self.cache.evaluate(alpha * weights, self.inducing_arms, V)
+        return torch.cholesky_solve(errors, self._chol)

@@ -242,11 +242,34 @@ def test_bad_states_change_nothing():
         (ValueError, "seed", good | {"seed": -1}),
         (TypeError, "generator", good | {"generator": 3}),
         (ValueError, "generator", good | {"generator": torch.zeros(3).byte()}),
+        (ValueError, "prior_weights", good | {"prior_weights": torch.zeros(2, 3)}),
+        (
+            ValueError,
+            "prior_weights",
+            good | {"prior_weights": torch.full((2, NUM_FEATURES), torch.nan)},
+        ),
     ]
     for error, match, state in cases:
         with pytest.raises(error, match=match):
             loop.load_state_dict(state)
         assert _same(loop, snapshot)
+
+
+def test_state_without_prior_weights_loads_with_none_ahead():
+    # a state saved before the prior bank existed: same observations and pending
+    # arms, and the next draws start a fresh block
+    arms = _arms()
+    loop = _loop(arms)
+    _drive(loop, arms, _script(6), seeded(1))
+    state = loop.state_dict()
+    assert state["prior_weights"].shape[-1] == NUM_FEATURES
+    del state["prior_weights"]
+    resumed = _loop(arms, seed=9)
+    resumed.load_state_dict(state)
+    assert torch.equal(resumed.observed, loop.observed)
+    assert torch.equal(resumed.pending, loop.pending)
+    assert resumed.sampler.prior_bank.remaining.shape == (0, NUM_FEATURES)
+    assert resumed.ask(2).shape == (2,)
 
 
 def test_constructor_validation():
@@ -256,6 +279,8 @@ def test_constructor_validation():
         SGPTS(arms, covar_module=kernel, noise=0.0)
     with pytest.raises(ValueError, match="num_inducing"):
         SGPTS(arms, covar_module=kernel, num_inducing=0)
+    with pytest.raises(ValueError, match="prior_block"):
+        SGPTS(arms, covar_module=kernel, prior_block=0)
     with pytest.raises(ValueError, match="alpha"):
         SGPTS(arms, covar_module=kernel, alpha=-1.0)
     with pytest.raises(ValueError, match="seed"):

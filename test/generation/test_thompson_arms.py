@@ -125,14 +125,63 @@ def test_exact_scaled_paths_and_argmax(tkwargs):
         unit = sampler.path_values(weights, noise)
         assert_close(scaled, mean + alpha * (unit - mean))
     chosen = sampler.sample(3, alpha=1.0, generator=seeded(4))
-    # the sampler's draws: weights, then noise, float64 from the CPU generator
+    # the sampler's draws, float64 from the CPU generator: a block of 64 weights
+    # (the prior bank's), the first three used, then the noise
     g = seeded(4)
-    weights = torch.randn(3, NUM_FEATURES, generator=g, dtype=DTYPE).to(arms)
+    weights = torch.randn(64, NUM_FEATURES, generator=g, dtype=DTYPE)[:3].to(arms)
     noise = torch.randn(3, 20, generator=g, dtype=DTYPE).to(arms)
     values = sampler.path_values(weights, noise)
     assert_close(chosen.values, values.max(0).values)
     assert chosen.indices.tolist() == values.argmax(0).tolist()
     assert chosen.values.dtype == arms.dtype and chosen.indices.device == arms.device
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_prior_bank_draws_equal_paths_from_scratch(sparse, tkwargs):
+    # Draws of q < block paths take their weights from blocks drawn ahead; each
+    # draw's values must equal the paths recomputed from scratch with the weights
+    # and noise the generator gave, in the order: block, noise, (block,) noise.
+    arms = _arms(**tkwargs)
+    cache = _cache(arms)
+    if sparse:
+        sampler = CachedSparseThompson(cache, NOISE, 8, prior_block=4)
+    else:
+        sampler = IncrementalExactThompson(cache, NOISE, prior_block=4)
+    for indices, rewards in _observations(arms, [15]):
+        sampler.observe(indices, rewards)
+    s = sampler.noise_size
+    generator, g = seeded(7), seeded(7)
+
+    def block(rows):
+        return torch.randn(rows, NUM_FEATURES, generator=g, dtype=DTYPE).to(arms)
+
+    def noise(q):
+        return torch.randn(q, s, generator=g, dtype=DTYPE).to(arms)
+
+    first = block(4)
+    draw_3 = (first[:3], noise(3))  # 3 of the block's 4
+    second = block(4)  # 1 left < 2: a fresh block of 4, the old row dropped
+    draw_2 = (second[:2], noise(2))
+    draw_1 = (second[2:3], noise(1))
+    draw_5 = (block(5), noise(5))  # q >= block: drawn directly, the bank untouched
+    expected = [draw_3, draw_2, draw_1, draw_5]
+    for q, (weights, eps) in zip([3, 2, 1, 5], expected, strict=True):
+        chosen = sampler.sample(q, alpha=0.7, generator=generator)
+        values = sampler.path_values(weights, eps, alpha=0.7)
+        assert_close(chosen.values, values.max(0).values)
+        assert chosen.indices.tolist() == values.argmax(0).tolist()
+    assert_close(sampler.prior_bank.remaining, second[3:])
+    # a saved remainder, loaded into a fresh bank, gives the same next draw
+    other = IncrementalExactThompson(cache, NOISE, prior_block=4)
+    if sparse:
+        other = CachedSparseThompson(cache, NOISE, 8, prior_block=4)
+    for indices, rewards in _observations(arms, [15]):
+        other.observe(indices, rewards)
+    other.prior_bank.load(sampler.prior_bank.remaining.clone())
+    after, other_after = seeded(9), seeded(9)
+    chosen = sampler.sample(1, generator=after)
+    assert torch.equal(other.sample(1, generator=other_after).indices, chosen.indices)
+    assert sampler.memory_bytes > cache.stored_bytes + sampler.prior_bank.memory_bytes
 
 
 def _svgp(arms, sampler, quality):
@@ -188,6 +237,11 @@ def test_sparse_state_equals_svgp_built_from_scratch(quality, tkwargs):
     assert_close(actual, expected)
 
 
+def _evaluate(cache, W, column_arms, V):
+    r"""``Phi_A W^T + K_{A, column_arms} V`` through the cache's two parts."""
+    return cache.add_column_values(cache.prior_values(W), column_arms, V)
+
+
 def test_cache_stores_features_columns_and_recomputes_past_budget(tkwargs):
     arms = _arms(n=200, **tkwargs)
     kernel = rbf_kernel(0.3, 1.5, **tkwargs)
@@ -208,7 +262,7 @@ def test_cache_stores_features_columns_and_recomputes_past_budget(tkwargs):
         expected = (
             expected_features @ W.T + kernel(arms, arms[column_arms]).to_dense() @ V
         )
-    assert_close(full.evaluate(W, column_arms, V), expected)
+    assert_close(_evaluate(full, W, column_arms, V), expected)
     # Freed slots are reused; repeats add their weights.
     full.remove_columns(column_arms[:3])
     full.add_columns(torch.tensor([150, 151, 150], device=arms.device))
@@ -217,8 +271,8 @@ def test_cache_stores_features_columns_and_recomputes_past_budget(tkwargs):
     )
     twice = torch.tensor([150, 150], device=arms.device)
     assert_close(
-        full.evaluate(W, twice, V[:2]),
-        full.evaluate(W, twice[:1], V[:1] + V[1:2]),
+        _evaluate(full, W, twice, V[:2]),
+        _evaluate(full, W, twice[:1], V[:1] + V[1:2]),
     )
     # Nothing stored: same values from chunked recomputation.
     none = ArmFeatureCache(
@@ -227,7 +281,7 @@ def test_cache_stores_features_columns_and_recomputes_past_budget(tkwargs):
     none.add_columns(column_arms)
     assert none.features is None and not none.columns_stored
     assert none.stored_bytes == 0
-    assert_close(none.evaluate(W, column_arms, V), expected)
+    assert_close(_evaluate(none, W, column_arms, V), expected)
 
 
 def test_float32_storage_of_float64_arms(device):
@@ -243,9 +297,9 @@ def test_float32_storage_of_float64_arms(device):
     )
     exact.add_columns(column_arms)
     low.add_columns(column_arms)
-    result = low.evaluate(W, column_arms, V)
+    result = _evaluate(low, W, column_arms, V)
     assert result.dtype == DTYPE and low.stored_bytes * 2 == exact.stored_bytes
-    expected = exact.evaluate(W, column_arms, V)
+    expected = _evaluate(exact, W, column_arms, V)
     torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-4)
 
 
@@ -284,3 +338,9 @@ def test_bad_input_names_the_argument():
         sampler.sample(1, alpha=-1.0)
     with pytest.raises(TypeError, match="generator"):
         sampler.sample(1, generator=1)
+    with pytest.raises(ValueError, match="block"):
+        IncrementalExactThompson(cache, NOISE, prior_block=0)
+    with pytest.raises(ValueError, match="weights"):
+        sampler.prior_bank.load(torch.zeros(2, NUM_FEATURES + 2, dtype=DTYPE))
+    with pytest.raises(ValueError, match="weights"):
+        sampler.prior_bank.load(torch.full((2, NUM_FEATURES), float("nan")))
