@@ -10,10 +10,12 @@ the quality-diversity DPP of Moss, Ober, Picheny (AISTATS 2023) that BoTorch's
 ``GreedyImprovementReduction`` uses: score ``q_i^2 r_i`` instead of ``r_i``.
 
 Only one kernel column ``k(X, x_p)`` is evaluated per pivot and the factor is kept as
-``m x n`` rows, so time is ``O(n m^2)`` and memory ``O(n m)``: the ``n x n`` kernel
-matrix is never formed. BoTorch's ``GreedyVarianceReduction`` implements the same
-greedy rule but evaluates the full ``n x n`` kernel matrix first, returns points rather
-than indices and has no randomized variant, hence this module.
+``m x n`` rows, so time is ``O(n m^2)`` and memory ``O(n m)``: past
+:data:`FULL_KERNEL_ROWS` points the ``n x n`` kernel matrix is never formed (up to
+there it is, in one kernel call instead of ``m``: their fixed overhead, about 0.3 ms
+each, costs more than the whole matrix). BoTorch's ``GreedyVarianceReduction``
+implements the same greedy rule but evaluates the full ``n x n`` kernel matrix first,
+returns points rather than indices and has no randomized variant, hence this module.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from botorch_sketch.utils.validation import (
     check_model_dtype,
     check_number,
 )
+
+#: Up to this many points the selection forms the kernel matrix in one call.
+FULL_KERNEL_ROWS = 1024
 
 
 class ConditionalVarianceFactor(NamedTuple):
@@ -158,12 +163,16 @@ def conditional_variance_factor(
             raise ValueError("`kernel` has zero prior variance at every point of `X`.")
         threshold = rel_tol * float(residual.max())
         factor = X.new_empty(max_pivots, n)  # rows of L_S^{-1} K_SX
+        gram = kernel(X, X).to_dense() if n <= FULL_KERNEL_ROWS else None
         pivots: list[int] = []
         for j in range(max_pivots):
             pivot = _next_pivot(residual, threshold, quality, randomized, generator)
             if pivot is None:
                 break
-            column = kernel(X, X[pivot : pivot + 1]).to_dense().squeeze(-1)
+            if gram is None:
+                column = kernel(X, X[pivot : pivot + 1]).to_dense().squeeze(-1)
+            else:
+                column = gram[:, pivot]
             variance = float(residual[pivot])
             append_pivot(factor[:j], column, pivot, variance, residual, out=factor[j])
             residual[pivot] = -math.inf  # spanned exactly; never eligible again

@@ -8,6 +8,7 @@ import pytest
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
+from botorch_sketch.models import inducing
 from botorch_sketch.models.inducing import select_inducing_indices
 
 from ..gp_helpers import DTYPE, ShapeRecordingRBF, rbf_kernel, seeded
@@ -80,15 +81,24 @@ def test_selection_returns_distinct_points_when_many_available(tkwargs):
         assert len(set(index.tolist())) == 30
 
 
-def test_never_builds_an_n_by_n_kernel_block():
-    n = 500
-    X = torch.rand(n, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(3))
-    base = ShapeRecordingRBF()
-    kernel = ScaleKernel(base).to(DTYPE)
-    select_inducing_indices(X, kernel, 20)
-    largest = max(rows * cols for rows, cols in base.blocks)
-    assert largest == n  # one column (or the diagonal) at a time
-    assert len(base.blocks) == 21
+def test_builds_an_n_by_n_kernel_block_only_for_few_points(monkeypatch):
+    monkeypatch.setattr(inducing, "FULL_KERNEL_ROWS", 100)
+    X = torch.rand(500, 2, dtype=DTYPE, generator=torch.Generator().manual_seed(3))
+    selections = []
+    for n in (500, 100):  # past the limit, then at it
+        base = ShapeRecordingRBF()
+        kernel = ScaleKernel(base).to(DTYPE)
+        selections.append(select_inducing_indices(X[:n], kernel, 20))
+        largest = max(rows * cols for rows, cols in base.blocks)
+        if n == 500:  # one column (or the diagonal) at a time
+            assert largest == n and len(base.blocks) == 21
+        else:  # the diagonal, then the whole matrix once
+            assert largest == n * n and len(base.blocks) == 2
+    # the same pivots either way, where the first 100 points decide
+    monkeypatch.setattr(inducing, "FULL_KERNEL_ROWS", 0)
+    kernel = ScaleKernel(ShapeRecordingRBF()).to(DTYPE)
+    by_columns = select_inducing_indices(X[:100], kernel, 20)
+    assert torch.equal(by_columns, selections[1])
 
 
 def test_randomized_pivot_distribution_is_residual_proportional():

@@ -324,12 +324,15 @@ class _CachedArmPolicy(_ThompsonSettings):
         noise_variance: float | None = None,
         memory_budget_gib: float = 8.0,
         cache_dtype: str | None = None,
+        prior_block: int = 64,
     ) -> None:
         r"""Args:
         memory_budget_gib: GiB the cached features and kernel columns may take
             (past it they are recomputed in chunks at every draw).
         cache_dtype: ``"float32"`` or ``"float64"`` storage of the cache (default
             the arms' dtype).
+        prior_block: Prior weights drawn ahead for batches smaller than this
+            (:class:`~botorch_sketch.generation.thompson_arms.PriorPathBank`).
         Other arguments: as :class:`ExactGPTSPolicy`.
         """
         super().__init__(
@@ -359,6 +362,7 @@ class _CachedArmPolicy(_ThompsonSettings):
                 f"{cache_dtype!r}."
             )
         self.cache_dtype = dtypes[cache_dtype]
+        self.prior_block = _check_count(prior_block, "prior_block")
 
     def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
         if not problem.is_finite:
@@ -421,6 +425,7 @@ class CachedSGPTSPolicy(_CachedArmPolicy):
         noise_variance: float | None = None,
         memory_budget_gib: float = 8.0,
         cache_dtype: str | None = None,
+        prior_block: int = 64,
     ) -> None:
         r"""Args:
         num_inducing: Maximal number ``m`` of inducing points.
@@ -437,6 +442,7 @@ class CachedSGPTSPolicy(_CachedArmPolicy):
             noise_variance=noise_variance,
             memory_budget_gib=memory_budget_gib,
             cache_dtype=cache_dtype,
+            prior_block=prior_block,
         )
         self.num_inducing = _check_count(num_inducing, "num_inducing")
         self.inducing_quality = _check_quality(inducing_quality)
@@ -447,6 +453,7 @@ class CachedSGPTSPolicy(_CachedArmPolicy):
             self.hyperparameters.noise_variance,
             self.num_inducing,
             inducing_quality=self.inducing_quality,
+            prior_block=self.prior_block,
         )
 
     def diagnostics(self) -> dict[str, float]:
@@ -468,4 +475,6 @@ class IncrementalExactGPTSPolicy(_CachedArmPolicy):
     name = "exact-gpts-incremental"
 
     def _sampler(self, cache: ArmFeatureCache) -> IncrementalExactThompson:
-        return IncrementalExactThompson(cache, self.hyperparameters.noise_variance)
+        return IncrementalExactThompson(
+            cache, self.hyperparameters.noise_variance, prior_block=self.prior_block
+        )

@@ -168,6 +168,8 @@ def test_bad_arguments_raise():
         IncrementalExactGPTSPolicy(memory_budget_gib=0)
     with pytest.raises(ValueError, match="cache_dtype"):
         IncrementalExactGPTSPolicy(cache_dtype="float16")
+    with pytest.raises(ValueError, match="prior_block"):
+        CachedSGPTSPolicy(prior_block=0)
     with pytest.raises(ValueError, match="num_features"):
         CachedSGPTSPolicy(num_features=3)
     problem = _problem()
