@@ -749,9 +749,12 @@ class CachedSparseThompson(ArmThompsonSampler):
             X, cache.kernel, self.num_inducing, quality=quality
         )
         pivots = selection.indices
-        cache.remove_columns(self.inducing_arms)
-        self.inducing_arms = self.observed[pivots]
-        cache.add_columns(self.inducing_arms)
+        chosen = self.observed[pivots]
+        # columns of arms that stay inducing are kept; only new arms' are computed
+        dropped = ~torch.isin(self.inducing_arms, chosen)
+        cache.remove_columns(self.inducing_arms[dropped])
+        self.inducing_arms = chosen
+        cache.add_columns(chosen)
         self._pivot_chol = selection.factor[:, pivots].mT
         self._pivot_variances = selection.pivot_variances
         self._threshold = selection.threshold

@@ -184,6 +184,42 @@ def test_prior_bank_draws_equal_paths_from_scratch(sparse, tkwargs):
     assert sampler.memory_bytes > cache.stored_bytes + sampler.prior_bank.memory_bytes
 
 
+def test_reselection_computes_only_new_inducing_columns(monkeypatch):
+    arms = _arms()
+    cache = _cache(arms)
+    sampler = CachedSparseThompson(cache, NOISE, num_inducing=12)
+    computed = []
+    kernel_matrix = cache.kernel_matrix
+
+    def recording(X, Y):
+        if X.shape[0] == arms.shape[0]:  # kernel columns at all arms
+            computed.append(Y.shape[0])
+        return kernel_matrix(X, Y)
+
+    monkeypatch.setattr(cache, "kernel_matrix", recording)
+    changed = 0
+    for indices, rewards in _observations(arms, [15] + [1] * 30):
+        before = set(sampler.inducing_arms.tolist())
+        computed.clear()
+        sampler.observe(indices, rewards)
+        after = set(sampler.inducing_arms.tolist())
+        assert sum(computed) == len(after - before)
+        assert cache.num_columns == len(after)  # dropped arms' columns freed
+        changed += bool(before) and after != before and bool(after & before)
+    assert changed > 0  # some re-selections kept part of the set
+    weights = _normal(2, NUM_FEATURES, seed=5, like=arms)
+    noise = _normal(2, sampler.noise_size, seed=6, like=arms)
+    fresh = ArmFeatureCache(
+        arms, cache.kernel, NUM_FEATURES, generator=seeded(1)
+    )  # the same basis, columns computed once for the final set
+    fresh.add_columns(sampler.inducing_arms)
+    V = sampler.update_weights(weights, noise, 1.0)
+    assert_close(
+        sampler.path_values(weights, noise),
+        _evaluate(fresh, weights, sampler.inducing_arms, V),
+    )
+
+
 def _svgp(arms, sampler, quality):
     return DecomposedSamplingSVGP(
         arms[sampler.observed],
