@@ -51,7 +51,9 @@ class SGPTS:
     Until the first outcome arrives, asked arms are uniformly random. After that,
     ``ask(k)`` draws ``k`` paths ``f~ = mu + alpha (f - mu)`` of the sparse
     posterior over all ``A`` arms and returns their argmaxes,
-    ``O(A (M + m) k + m^2 k)``; ``tell`` updates the inducing set and ``q(u)``
+    ``O(A (M + m) k + m^2 k)`` (for ``k < prior_block`` the ``O(A M)`` prior part of
+    each path is computed ahead, ``prior_block`` paths at a time); ``tell`` updates
+    the inducing set and ``q(u)``
     (:class:`~botorch_sketch.generation.thompson_arms.CachedSparseThompson`). Pending
     arms (asked, neither told nor failed) never enter the posterior; failed arms are
     kept in :attr:`failed`; :meth:`ask_arms` adds arms of the user's choice to the

@@ -348,6 +348,7 @@ class PriorPathBank:
 
     @property
     def memory_bytes(self) -> int:
+        r"""Bytes held by the weights and their values."""
         return sum(x.numel() * x.element_size() for x in (self._weights, self._values))
 
     def load(self, weights: Tensor) -> None:
@@ -368,6 +369,8 @@ class PriorPathBank:
         Returns:
             ``q x M`` weights and ``N x q`` values ``Phi_A W^T`` (storage dtype).
         """
+        check_int(q, "q", 1)
+        _check_generator(generator)
         if self._weights.shape[0] - self._next < q:
             shape = (max(q, self.block), self.cache.num_features)
             self.load(standard_normal(shape, generator))
