@@ -38,6 +38,9 @@ Methods (:data:`METHODS`), all on the problem's fixed kernel with the constant r
 - ``sgpts-async``: asynchronous S-GP-TS (:class:`~botorch_sketch.generation.sgpts_loop.
   SGPTS`, ``m = 100``, ``M = 1000``, single-precision feature cache), a fresh path per
   free worker;
+- ``gpts-async``: asynchronous exact GP-TS, the same with the exact posterior
+  (:class:`ExactThompsonMethod`: ``O(A (M + t) + t^2)`` per path, ``O(A t)`` memory),
+  the exact baseline of ``sgpts-async``;
 - ``uniform``: uniformly random arms on every free worker.
 
 Run ``python -m botorch_sketch.benchmarks.cluster --preset cluster-smoke`` (seconds),
@@ -73,6 +76,10 @@ from botorch_sketch.benchmarks.results import expected_uniform_regret
 from botorch_sketch.benchmarks.writers import checkpoints
 from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
 from botorch_sketch.generation.sgpts_loop import SGPTS
+from botorch_sketch.generation.thompson_arms import (
+    ArmFeatureCache,
+    IncrementalExactThompson,
+)
 
 
 class ClusterMethod(ABC):
@@ -147,6 +154,32 @@ class AsynchronousMethod(ClusterMethod):
         return math.nan
 
 
+class ExactThompsonMethod(ClusterMethod):
+    r"""Asynchronous exact GP-TS, the exact baseline of asynchronous S-GP-TS: one
+    fresh path of the exact posterior per free worker
+    (:class:`~botorch_sketch.generation.thompson_arms.IncrementalExactThompson`:
+    cached kernel columns of the observed arms, a Cholesky factor grown by rows,
+    ``O(A (M + t) + t^2)`` per path); uniformly random arms until the first outcome;
+    pending arms never enter the posterior (as in
+    :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`)."""
+
+    def __init__(
+        self, sampler: IncrementalExactThompson, generator: torch.Generator
+    ) -> None:
+        self.sampler = sampler
+        self.generator = generator
+
+    def ask(self, free: int) -> Tensor:
+        if self.sampler.num_observations == 0:
+            return torch.randint(
+                self.sampler.cache.num_arms, (free,), generator=self.generator
+            )
+        return self.sampler.sample(free, 1.0, self.generator).indices
+
+    def tell(self, indices: Tensor, rewards: Tensor) -> None:
+        self.sampler.observe(indices, rewards.to(self.sampler.cache.arms))
+
+
 class UniformMethod(ClusterMethod):
     r"""Uniformly random arms on every free worker."""
 
@@ -218,6 +251,23 @@ def _sgpts_async(setup: MethodSetup) -> ClusterMethod:
     return AsynchronousMethod(loop)
 
 
+def _gpts_async(setup: MethodSetup) -> ClusterMethod:
+    hp = KernelHyperparameters.from_problem(setup.problem)
+    arms = setup.problem.arms
+    # seeded as _sgpts_async seeds SGPTS: the same feature basis on the same seed
+    seed = int(torch.randint(2**31 - 1, (1,), generator=setup.generator))
+    generator = torch.Generator().manual_seed(seed)
+    cache = ArmFeatureCache(
+        arms,
+        hp.kernel(dtype=arms.dtype, device=arms.device),
+        1000,
+        generator=generator,
+        cache_dtype=torch.float32,
+    )
+    sampler = IncrementalExactThompson(cache, hp.noise_variance)
+    return ExactThompsonMethod(sampler, generator)
+
+
 def _uniform(setup: MethodSetup) -> ClusterMethod:
     return UniformMethod(setup.problem.arms.shape[0], setup.generator)
 
@@ -229,6 +279,7 @@ METHODS: dict[str, Callable[[MethodSetup], ClusterMethod]] = {
     "bbkb-async": _bbkb_async,
     "gp-bucb": _gp_bucb,
     "sgpts-async": _sgpts_async,
+    "gpts-async": _gpts_async,
     "uniform": _uniform,
 }
 
@@ -242,6 +293,7 @@ LABELS = {
     "bbkb-async": "asynchronous BBKB",
     "gp-bucb": "GP-BUCB, batches of W",
     "sgpts-async": "asynchronous S-GP-TS",
+    "gpts-async": "asynchronous exact GP-TS",
     "uniform": "uniform",
 }
 
@@ -807,7 +859,15 @@ class ClusterPreset:
     seeds: tuple[int, ...]
 
 
-_ALL = ("bkb", "bbkb-sync", "bbkb-async", "gp-bucb", "sgpts-async", "uniform")
+_ALL = (
+    "bkb",
+    "bbkb-sync",
+    "bbkb-async",
+    "gp-bucb",
+    "sgpts-async",
+    "gpts-async",
+    "uniform",
+)
 
 #: Presets, all with ``W = 100`` but the smoke run: cadata with ``T = 10^4``
 #: (needs ``--data-dir``), Rosenbrock-8 on 20,000 arms with ``T = 2,000`` (the

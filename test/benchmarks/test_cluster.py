@@ -1,6 +1,7 @@
 r"""The simulated cluster: event times against brute-force schedules, utilization and
 makespan in closed form, adapters, validation, the CLI."""
 
+import copy
 import dataclasses
 import heapq
 import json
@@ -68,9 +69,30 @@ def test_never_waiting_methods_keep_all_workers_busy(problem, workers):
         durations.sum() / (workers * trace.makespan)
     )
     # S-GP-TS never waits either: the same schedule (common random numbers)
-    sgpts = simulate(problem, "sgpts-async", workers=workers, horizon=horizon, seed=3)
-    np.testing.assert_allclose(sgpts.times, trace.times)
-    assert sgpts.empty_asks == 0
+    for method in ("sgpts-async", "gpts-async"):
+        run = simulate(problem, method, workers=workers, horizon=horizon, seed=3)
+        np.testing.assert_allclose(run.times, trace.times)
+        assert run.empty_asks == 0
+
+
+def test_exact_thompson_baseline_shares_the_basis_and_ignores_pending(problem):
+    def setup():
+        return cluster.MethodSetup(problem, 4, 30, torch.Generator().manual_seed(5))
+
+    exact, sparse = METHODS["gpts-async"](setup()), METHODS["sgpts-async"](setup())
+    # the same feature basis and the same uniform first arms as asynchronous S-GP-TS
+    assert torch.equal(exact.sampler.cache.features, sparse.loop.sampler.cache.features)
+    first = exact.ask(4)
+    assert torch.equal(first, sparse.ask(4))
+    values = problem.arm_values[first]
+    exact.tell(first[:2], values[:2])  # two still pending
+    sampler = exact.sampler
+    assert torch.equal(sampler.observed, first[:2])
+    # its paths are the exact sampler's (tested against BoTorch's Matheron paths)
+    by_hand = copy.deepcopy(sampler)
+    g = torch.Generator().manual_seed(0)
+    g.set_state(exact.generator.get_state())
+    assert torch.equal(exact.ask(3), by_hand.sample(3, 1.0, g).indices)
 
 
 def test_uniform_values_are_its_arms_in_completion_order(problem):
