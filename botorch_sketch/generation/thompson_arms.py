@@ -90,8 +90,8 @@ class ArmFeatureCache:
     are never copied when the set grows and freed slots are reused), as long as they
     fit in ``memory_budget`` bytes; what does not fit is recomputed in chunks of
     ``chunk_size`` arms by :meth:`prior_values` and :meth:`add_column_values`.
-    ``cache_dtype`` (e.g. ``torch.float32``)
-    sets the storage precision; results are in the arms' dtype.
+    ``cache_dtype`` (e.g. ``torch.float32``) sets the storage precision; results are
+    in the arms' dtype.
 
     Example:
         >>> cache = ArmFeatureCache(arms, kernel, 1000, generator=g)
