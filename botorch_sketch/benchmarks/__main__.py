@@ -4,7 +4,8 @@ Without a subcommand it runs the benchmark suite (:mod:`~.cli`; its ``--help`` l
 the flags). The first argument may instead name a subcommand, with its own ``--help``:
 
 - ``scoring``: Nystrom scoring against an exact GP (:mod:`~.scoring`);
-- ``thompson_steps``: S-GP-TS step time against exact GP-TS (:mod:`~.thompson_steps`).
+- ``thompson_steps``: S-GP-TS step time against exact GP-TS (:mod:`~.thompson_steps`);
+- ``cluster``: bandits on a simulated cluster of workers (:mod:`~.cluster`).
 
 When the ``bench`` extra (matplotlib, tqdm) is missing, it says so in one line and
 exits with status 2.
@@ -19,13 +20,18 @@ from collections.abc import Sequence
 PROG = "botorch-sketch-bench"
 
 #: Subcommand -> the module of this package whose ``main(argv, prog)`` runs it.
-SUBCOMMANDS = {"scoring": "scoring", "thompson_steps": "thompson_steps"}
+SUBCOMMANDS = {
+    "scoring": "scoring",
+    "thompson_steps": "thompson_steps",
+    "cluster": "cluster",
+}
 
 #: What each command imports from the ``bench`` extra (None: the default command).
 NEEDS = {
     None: ("matplotlib", "tqdm"),
     "scoring": (),
     "thompson_steps": ("matplotlib", "tqdm"),
+    "cluster": ("matplotlib",),
 }
 
 INSTALL_BENCH = 'pip install "botorch-sketch[bench]"'
@@ -58,8 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_suite(argv)
     module = importlib.import_module(f"botorch_sketch.benchmarks.{command}")
-    module.main(argv[1:], prog=f"{PROG} {command}")
-    return 0
+    status = module.main(argv[1:], prog=f"{PROG} {command}")
+    return 0 if status is None else status
 
 
 if __name__ == "__main__":

@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         "  botorch-sketch-bench --config benchmark_results/results.json\n"
         "Subcommands (each with its own --help):\n"
         "  botorch-sketch-bench scoring          # Nystrom vs exact GP scoring time\n"
-        "  botorch-sketch-bench thompson_steps   # S-GP-TS vs exact GP-TS step time",
+        "  botorch-sketch-bench thompson_steps   # S-GP-TS vs exact GP-TS step time\n"
+        "  botorch-sketch-bench cluster          # W workers, simulated time",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(

@@ -56,6 +56,7 @@ from botorch_sketch.benchmarks.policies.thompson import (
     SGPTSPolicy,
 )
 from botorch_sketch.benchmarks.problems import Problem, make_sgpts_hartmann6
+from botorch_sketch.utils.validation import check_int
 
 #: Method keys of the results, in table order, with their table labels.
 METHODS = {
@@ -170,19 +171,13 @@ class StepTimings:
         return 1e3 * min(self.step_seconds)
 
 
-def _check_int(value: object, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
-    return value
-
-
 def _check_ts(ts: Sequence[int], warmup: int) -> list[int]:
     r"""Distinct observation counts, each leaving room for ``warmup`` steps, sorted."""
     ts = list(ts)
     if not ts:
         raise ValueError("`ts` must hold at least one observation count.")
     for t in ts:
-        _check_int(t, "ts", warmup + 1)
+        check_int(t, "ts", warmup + 1)
     if len(set(ts)) != len(ts):
         raise ValueError(f"`ts` must not repeat a value, got {ts}.")
     return sorted(ts)
@@ -370,10 +365,10 @@ def measure_thompson_steps(
         >>> results = measure_thompson_steps(ts=(500, 5000), steps=20)
         >>> results["speedup"]["exact-gpts-incremental"][5000]["median"]
     """
-    _check_int(steps, "steps", 1)
-    _check_int(exact_steps, "exact_steps", 1)
-    _check_int(warmup, "warmup", 0)
-    _check_int(seed, "seed", 0)
+    check_int(steps, "steps", 1)
+    check_int(exact_steps, "exact_steps", 1)
+    check_int(warmup, "warmup", 0)
+    check_int(seed, "seed", 0)
     ts = _check_ts(ts, warmup)
     methods = list(METHODS) if methods is None else list(methods)
     unknown = [m for m in methods if m not in METHODS]
@@ -481,7 +476,7 @@ def time_box_batches(
         >>> time_box_batches(ts=(4150,))["exact-gpts"][4150]["batch"]
     """
     ts = _check_ts(ts, 0)
-    _check_int(batch_size, "batch_size", 1)
+    check_int(batch_size, "batch_size", 1)
     problem = make_sgpts_hartmann6(seed=seed)
     options = {
         "batch_size": batch_size,

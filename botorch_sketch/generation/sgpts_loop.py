@@ -21,6 +21,7 @@ from botorch_sketch.acquisition.thompson import resolve_alpha
 from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.thompson_arms import (
     ArmFeatureCache,
+    ArmThompsonSampler,
     CachedSparseThompson,
 )
 from botorch_sketch.models.nystrom import default_covar_module
@@ -137,7 +138,7 @@ class SGPTS:
         self.failed = empty.clone()
         self.tell_sizes: list[int] = []
 
-    def _new_sampler(self, seed: int) -> tuple[torch.Generator, CachedSparseThompson]:
+    def _new_sampler(self, seed: int) -> tuple[torch.Generator, ArmThompsonSampler]:
         r"""A generator seeded with ``seed`` that drew the feature basis of a fresh
         sampler (no observations)."""
         # draws on the CPU, then moved: the same choices on every device
@@ -150,14 +151,18 @@ class SGPTS:
             memory_budget=self.memory_budget,
             cache_dtype=self.cache_dtype,
         )
-        sampler = CachedSparseThompson(
+        return generator, self._build_sampler(cache)
+
+    def _build_sampler(self, cache: ArmFeatureCache) -> ArmThompsonSampler:
+        r"""The posterior the loop samples from: S-GP-TS's sparse one (a subclass may
+        return another sampler over ``cache``, e.g. the exact posterior)."""
+        return CachedSparseThompson(
             cache,
             self.noise,
             self.num_inducing,
             inducing_quality=self.inducing_quality,
             prior_block=self.prior_block,
         )
-        return generator, sampler
 
     @property
     def num_observations(self) -> int:

@@ -76,6 +76,7 @@ from torch import Tensor
 
 from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
 from botorch_sketch.generation.sgpts_loop import SGPTS
+from botorch_sketch.utils.validation import check_int
 
 __all__ = ["ArmSpace", "BBKBSearch", "SGPTSSearch"]
 
@@ -201,8 +202,8 @@ class ArmSpace:
         seed: int = 0,
         points_to_evaluate: list[dict] | None = None,
     ) -> None:
-        _check_int(num_arms, "num_arms", 1)
-        _check_int(seed, "seed", 0)
+        check_int(num_arms, "num_arms", 1)
+        check_int(seed, "seed", 0)
         points = _checked_points(points_to_evaluate)
         if isinstance(space, dict):
             self._init_domains(space, num_arms, seed)
@@ -347,14 +348,6 @@ class ArmSpace:
         return config
 
 
-def _check_int(value: object, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
-    if value < low:
-        raise ValueError(f"`{name}` must be >= {low}, got {value}.")
-    return value
-
-
 def _checked_points(points: object) -> list[dict]:
     r"""``points_to_evaluate`` as a list of dicts (None: none)."""
     if points is None:
@@ -409,10 +402,10 @@ class _LoopSearch(Searcher):
         **loop_options: Any,
     ) -> None:
         super().__init__(metric=metric, mode=mode)
-        _check_int(num_arms, "num_arms", 1)
-        _check_int(seed, "seed", 0)
+        check_int(num_arms, "num_arms", 1)
+        check_int(seed, "seed", 0)
         if max_concurrent is not None:
-            _check_int(max_concurrent, "max_concurrent", 1)
+            check_int(max_concurrent, "max_concurrent", 1)
         self._points = copy.deepcopy(_checked_points(points_to_evaluate))
         self._max_concurrent = max_concurrent
         self._num_arms, self._seed, self._loop_options = num_arms, seed, loop_options
@@ -447,7 +440,7 @@ class _LoopSearch(Searcher):
         r"""Run at most ``max_concurrent`` trials at once (Tune's
         ``max_concurrent_trials``); a loop that has not suggested anything yet is
         rebuilt with the options for that many workers."""
-        _check_int(max_concurrent, "max_concurrent", 1)
+        check_int(max_concurrent, "max_concurrent", 1)
         self._max_concurrent = max_concurrent
         if self.loop is not None and self._untouched():
             self.loop = self._new_loop(self.arm_space.features)

@@ -127,12 +127,17 @@ def check_bool(value: object, name: str) -> bool:
     return value
 
 
-def check_int(value: object, name: str, minimum: int) -> int:
-    r"""Raise unless ``value`` is an ``int >= minimum`` (bools and floats rejected)."""
+def check_int(
+    value: object, name: str, minimum: int, maximum: int | None = None
+) -> int:
+    r"""Raise unless ``value`` is an int in ``[minimum, maximum]`` (no upper bound
+    when ``maximum`` is None; bools and floats rejected)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
     if value < minimum:
         raise ValueError(f"`{name}` must be >= {minimum}, got {value}.")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"`{name}` must be <= {maximum}, got {value}.")
     return value
 
 

@@ -73,6 +73,24 @@ def test_scoring_subcommand_runs_a_small_comparison(capsys):
     assert float(lines["max_abs_mean_error"]) < 1e-6  # m = n: the exact posterior
 
 
+def test_cluster_subcommand_runs_and_errors_on_one_line(tmp_path, capsys):
+    argv = ["cluster", "--methods", "uniform", "-T", "10", "--output-dir"]
+    assert entry.main([*argv, str(tmp_path)]) == 0
+    assert "| uniform | 10 |" in capsys.readouterr().out
+    assert (tmp_path / "cluster_table.md").exists()
+    with pytest.raises(SystemExit) as done:
+        entry.main(["cluster", "--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: botorch-sketch-bench cluster")
+    with pytest.raises(SystemExit) as done:
+        entry.main(["cluster", "--workers", "x"])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "botorch-sketch-bench cluster: error: argument --workers/-W: invalid int "
+        "value: 'x' (see --help)"
+    ]
+
+
 def test_default_command_without_subcommand_help_lists_the_subcommands(capsys):
     with pytest.raises(SystemExit):
         entry.main(["--help"])
@@ -80,6 +98,7 @@ def test_default_command_without_subcommand_help_lists_the_subcommands(capsys):
     assert "usage: botorch-sketch-bench [-h] [--preset PRESET]" in out
     assert "botorch-sketch-bench scoring" in out
     assert "botorch-sketch-bench thompson_steps" in out
+    assert "botorch-sketch-bench cluster" in out
 
 
 def _without_matplotlib(argv):

@@ -71,6 +71,9 @@ def test_numbers_flags_integers_indices():
         v.check_int(1.0, "a", 0)
     with pytest.raises(ValueError, match="`a`.*>= 1"):
         v.check_int(0, "a", 1)
+    assert v.check_int(5, "a", 1, 5) == 5
+    with pytest.raises(ValueError, match="`a`.*<= 5"):
+        v.check_int(6, "a", 1, 5)
     assert v.check_bool(False, "flag") is False
     for bad in (0, 1, "yes", None, torch.tensor(True)):
         with pytest.raises(TypeError, match="`flag`"):

@@ -1,0 +1,189 @@
+r"""``python -m botorch_sketch.benchmarks.cluster``: presets, the command line, and
+the files it writes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from botorch_sketch.benchmarks.arguments import OneLineParser
+from botorch_sketch.benchmarks.cluster.figures import plot
+from botorch_sketch.benchmarks.cluster.methods import METHODS, method_label
+from botorch_sketch.benchmarks.cluster.report import format_markdown, summarize
+from botorch_sketch.benchmarks.cluster.simulation import simulate
+from botorch_sketch.benchmarks.cluster.trace import ClusterTrace, load_trace, save_trace
+from botorch_sketch.benchmarks.problems import make_problem
+from botorch_sketch.benchmarks.results import expected_uniform_regret
+
+
+@dataclass(frozen=True)
+class ClusterPreset:
+    r"""A named simulated-cluster run (see :data:`PRESETS`)."""
+
+    problem: str
+    methods: tuple[str, ...]
+    workers: int
+    horizon: int
+    seeds: tuple[int, ...]
+
+
+_ALL = (
+    "bkb",
+    "bbkb-sync",
+    "bbkb-async",
+    "gp-bucb",
+    "sgpts-async",
+    "gpts-async",
+    "uniform",
+)
+
+#: Presets, all with ``W = 100`` but the smoke run: cadata with ``T = 10^4``
+#: (needs ``--data-dir``), Rosenbrock-8 on 20,000 arms with ``T = 2,000`` (the
+#: ``default`` benchmark's problem and horizon), and a seconds-long smoke run.
+PRESETS = {
+    "cluster-cadata": ClusterPreset(
+        "cadata:lengthscale=3:noise_variance=1", _ALL, 100, 10_000, (0,)
+    ),
+    "cluster-rosenbrock": ClusterPreset(
+        "rosenbrock:dim=8:arms=20000:noise_variance=1", _ALL, 100, 2000, (0,)
+    ),
+    "cluster-smoke": ClusterPreset(
+        "rosenbrock:dim=8:arms=500:noise_variance=1", _ALL, 8, 60, (0,)
+    ),
+}
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    r"""The command line; ``prog`` names the command in its help."""
+    parser = OneLineParser(
+        prog=prog or "python -m botorch_sketch.benchmarks.cluster",
+        description="Bandits on a simulated cluster of W workers with log-normal "
+        "evaluation times: regret vs simulated time, utilization, optimizer time.",
+    )
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="cluster-smoke")
+    parser.add_argument("--problem", help="problem spec (overrides the preset's)")
+    parser.add_argument(
+        "--methods", help=f"comma-separated subset of {', '.join(METHODS)}"
+    )
+    parser.add_argument("--workers", "-W", type=int, help="workers W (1 to 1000)")
+    parser.add_argument("--horizon", "-T", type=int, help="evaluations T")
+    parser.add_argument("--seeds", help="comma-separated run seeds, e.g. 0,1,2")
+    parser.add_argument("--duration-mean", type=float, default=1.0)
+    parser.add_argument("--duration-sigma", type=float, default=1.0)
+    parser.add_argument(
+        "--ratio-threshold",
+        type=float,
+        help="BBKB's C~ for bbkb-sync and bbkb-async (default: 2 for bbkb-sync, "
+        "1 + 0.07 W v for bbkb-async, v the outputscale over the noise variance)",
+    )
+    parser.add_argument(
+        "--reference",
+        help="method label of the time-to-reference column (default bbkb-sync, "
+        "with -c<C~> for --ratio-threshold C~)",
+    )
+    parser.add_argument(
+        "--collect",
+        nargs="+",
+        metavar="DIR",
+        help="make the table and plots from the runs saved under these output dirs",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("BOTORCH_SKETCH_DATA", "data"),
+        help="folder with cadata.csv (default $BOTORCH_SKETCH_DATA or ./data)",
+    )
+    parser.add_argument("--output-dir", default="cluster-results")
+    parser.add_argument("--plot-dir", help="PNG folder (default: --output-dir)")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> tuple[list[ClusterTrace], dict[str, object]]:
+    r"""Run the preset with the command line's overrides, saving every trace."""
+    preset = PRESETS[args.preset]
+    methods = tuple(args.methods.split(",")) if args.methods else preset.methods
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise SystemExit(f"Unknown methods {unknown}; known: {sorted(METHODS)}.")
+    seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else preset.seeds
+    workers = args.workers or preset.workers
+    horizon = args.horizon or preset.horizon
+    problem = make_problem(args.problem or preset.problem, data_dir=args.data_dir)
+    uniform_regret = expected_uniform_regret(problem)
+    traces = []
+    for seed in seeds:
+        for method in methods:
+            trace = simulate(
+                problem,
+                method,
+                workers=workers,
+                horizon=horizon,
+                seed=seed,
+                duration_mean=args.duration_mean,
+                duration_sigma=args.duration_sigma,
+                ratio_threshold=args.ratio_threshold,
+                uniform_regret=uniform_regret,
+            )
+            save_trace(trace, Path(args.output_dir) / "runs")
+            summary = trace.summary()
+            print(
+                f"{trace.method} seed {seed}: makespan {summary['makespan']:.1f}, "
+                f"utilization {summary['utilization']:.3f} (until the last start "
+                f"{summary['utilization_until_last_start']:.3f}), regret ratio "
+                f"{summary['regret_ratio']:.4f}, "
+                f"{summary['ms_per_suggestion']:.2f} ms CPU / suggestion",
+                flush=True,
+            )
+            traces.append(trace)
+    settings = {
+        "problem": problem.name,
+        "workers": workers,
+        "horizon": horizon,
+        "seeds": list(seeds),
+        "duration_mean": args.duration_mean,
+        "duration_sigma": args.duration_sigma,
+        "ratio_threshold": args.ratio_threshold,
+    }
+    return traces, settings
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    r"""Run a preset (options override it), or with ``--collect`` gather saved runs;
+    write ``cluster_results.json``, ``cluster_table.md`` and the PNGs to
+    ``--output-dir`` (traces to its ``runs/``) and print the table. Returns the exit
+    status."""
+    args = build_parser(prog).parse_args(argv)
+    torch.set_num_threads(1)
+    if args.collect:
+        paths = sorted(p for d in args.collect for p in Path(d).glob("runs/*.npz"))
+        if not paths:
+            raise SystemExit(f"No saved runs under {args.collect}.")
+        traces = [load_trace(path) for path in paths]
+        settings: dict[str, object] = {"collected": [str(p) for p in paths]}
+    else:
+        traces, settings = _run(args)
+    output = Path(args.output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    reference = args.reference or method_label("bbkb-sync", args.ratio_threshold)
+    rows = summarize(traces, reference)
+    table = format_markdown(rows, reference)
+    command = "python -m botorch_sketch.benchmarks.cluster " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    results = {
+        "command": command,
+        "settings": settings | {"torch_threads": torch.get_num_threads()},
+        "rows": rows,
+        "runs": [trace.to_json() for trace in traces],
+    }
+    (output / "cluster_results.json").write_text(json.dumps(results, indent=1))
+    (output / "cluster_table.md").write_text(table + "\n")
+    plot(traces, args.plot_dir or output, reference)
+    print(table)
+    return 0

@@ -1,0 +1,97 @@
+r"""The cluster methods: synchronous batches told in order, asynchronous BBKB's
+settings, exact GP-TS sharing S-GP-TS's basis."""
+
+import copy
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from botorch_sketch.benchmarks.cluster.methods import (
+    METHODS,
+    ExactGPTS,
+    MethodSetup,
+    SynchronousMethod,
+)
+from botorch_sketch.benchmarks.cluster.simulation import simulate
+from botorch_sketch.benchmarks.policies.baselines import UniformPolicy
+from botorch_sketch.generation.bbkb_loop import asynchronous_options
+from botorch_sketch.generation.thompson_arms import IncrementalExactThompson
+
+
+def test_exact_thompson_baseline_shares_the_basis_and_ignores_pending(problem):
+    def setup():
+        return MethodSetup(problem, 4, 30, torch.Generator().manual_seed(5))
+
+    exact, sparse = METHODS["gpts-async"](setup()), METHODS["sgpts-async"](setup())
+    assert isinstance(exact.loop, ExactGPTS)
+    assert isinstance(exact.loop.sampler, IncrementalExactThompson)
+    # the same feature basis and the same uniform first arms as asynchronous S-GP-TS
+    features = exact.loop.sampler.cache.features
+    assert torch.equal(features, sparse.loop.sampler.cache.features)
+    first = exact.ask(4)
+    assert torch.equal(first, sparse.ask(4))
+    values = problem.arm_values[first]
+    exact.tell(first[:2], values[:2])  # two still pending
+    sampler = exact.loop.sampler
+    assert torch.equal(sampler.observed, first[:2])
+    assert torch.equal(exact.loop.pending, first[2:])
+    # its paths are the exact sampler's (tested against BoTorch's Matheron paths)
+    by_hand = copy.deepcopy(sampler)
+    g = torch.Generator().manual_seed(0)
+    g.set_state(exact.loop.generator.get_state())
+    assert torch.equal(exact.ask(3), by_hand.sample(3, 1.0, g).indices)
+
+
+def test_synchronous_method_tells_the_batch_in_asked_order(problem):
+    class Recorder(UniformPolicy):
+        def ask(self):
+            return torch.tensor([4, 2, 4])
+
+        def tell(self, chosen, rewards):
+            self.told = (chosen.tolist(), rewards.tolist())
+
+    policy = Recorder()
+    policy.reset(problem, 10, torch.Generator())
+    method = SynchronousMethod(policy)
+    assert method.ask(2).tolist() == [4, 2]  # truncated to the free workers
+    assert method.ask(2).numel() == 0  # waits while the batch runs
+    method.tell(torch.tensor([2]), torch.tensor([0.5]))
+    assert not hasattr(policy, "told")
+    method.tell(torch.tensor([4]), torch.tensor([0.25]))
+    assert policy.told == ([4, 2], [0.25, 0.5])
+
+
+def test_bbkb_async_on_one_worker_is_sequential_bkb(problem):
+    runs = [
+        simulate(problem, name, workers=1, horizon=40, seed=2)
+        for name in ("bkb", "bbkb-async")
+    ]
+    np.testing.assert_array_equal(runs[0].values, runs[1].values)
+    np.testing.assert_allclose(runs[0].times, runs[1].times)
+
+
+def test_bbkb_async_settings_follow_the_workers_and_flops_are_counted(problem):
+    setup = MethodSetup(problem, 40, 100, torch.Generator().manual_seed(0))
+    loop = METHODS["bbkb-async"](setup).loop
+    # outputscale 1 and noise variance 1: C~ = 1 + 0.07 x 40, a cap of 40 + 40 / 20
+    assert asynchronous_options(40)["ratio_threshold"] == pytest.approx(3.8)
+    assert loop.batch_options["ratio_threshold"] == pytest.approx(3.8)
+    assert loop.batch_options["max_batch_size"] == 42 and loop.end_fraction == 0.05
+    two = METHODS["bbkb-async"](dataclasses.replace(setup, ratio_threshold=2.0))
+    assert two.loop.batch_options["ratio_threshold"] == 2.0
+    runs = {
+        name: simulate(problem, name, workers=10, horizon=60, seed=0)
+        for name in ("bbkb-async", "bbkb-sync", "uniform")
+    }
+    assert runs["bbkb-async"].method == "bbkb-async"  # the default: no C~ in it
+    for name in ("bbkb-async", "bbkb-sync"):
+        assert runs[name].gflop > 0
+        assert runs[name].summary()["mflop_per_suggestion"] == pytest.approx(
+            1e3 * runs[name].gflop / 60
+        )
+    assert math.isnan(runs["uniform"].gflop)
+    given = simulate(problem, "bbkb-async", workers=10, horizon=60, ratio_threshold=2)
+    assert given.method == "bbkb-async-c2"

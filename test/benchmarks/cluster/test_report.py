@@ -1,0 +1,37 @@
+r"""Regret ratios, times to reach a reference and the summary rows, by hand."""
+
+import math
+
+import numpy as np
+import pytest
+
+from botorch_sketch.benchmarks.cluster.report import (
+    summarize,
+    time_to_find,
+    time_to_reach,
+    value_on_grid,
+)
+
+from .helpers import make_trace
+
+
+def test_time_to_reach_and_summary():
+    # regret ratios 2 * (1 - v) averaged: 1.0, 0.6, 0.6667, 0.5
+    trace = make_trace([1, 2, 3, 4], [0.5, 0.9, 0.6, 1.0])
+    np.testing.assert_allclose(trace.regret_ratio(), [1.0, 0.6, 2 / 3, 0.5])
+    assert time_to_reach(trace, 0.65) == 4.0  # dips at t=2, stays below from t=4
+    assert time_to_reach(trace, 1.0) == 1.0
+    assert time_to_reach(trace, 0.4) == math.inf
+    reference = make_trace([2, 4, 6, 8], [0.65] * 4, method="bbkb-sync")  # ratio 0.7
+    rows = summarize([trace, reference])
+    mine = next(r for r in rows if r["method"] == "m")
+    assert mine["time_to_reference"] == pytest.approx(2.0 / 8.0)  # <= 0.7 from t=2
+    # simple regrets 0.5, 0.1, 0.1, 0: as good as the reference's 0.35 at t = 2
+    assert time_to_find(trace, 0.1) == 2.0
+    assert time_to_find(trace, 0.0) == 4.0
+    assert time_to_find(trace, -0.1) == math.inf
+    assert mine["time_to_reference_best"] == pytest.approx(2.0 / 8.0)
+    # the reference's ratio at t = 4 (its 2nd completion); NaN before its first
+    assert mine["reference_at_makespan"] == pytest.approx(0.7)
+    assert math.isnan(value_on_grid(reference, reference.regret_ratio(), [1.0])[0])
+    assert mine["utilization"] == pytest.approx(1 / (2 * 4))  # busy 1 of 2 x 4
