@@ -16,7 +16,6 @@ from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.generation.thompson import gen_thompson_candidates
 from botorch_sketch.generation.thompson_arms import (
-    ArmFeatureCache,
     CachedSparseThompson,
     IncrementalExactThompson,
 )
@@ -28,6 +27,7 @@ from botorch_sketch.models.variational import (
     DecomposedSamplingSVGP,
 )
 from botorch_sketch.parallel import run_parallel
+from botorch_sketch.sampling.arm_features import ArmFeatureCache
 from botorch_sketch.sampling.pathwise import ScaledSamplePaths, draw_scaled_paths
 
 __version__ = "0.1.0"

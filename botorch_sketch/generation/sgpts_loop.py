@@ -20,11 +20,11 @@ from torch import Tensor
 from botorch_sketch.acquisition.thompson import resolve_alpha
 from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.thompson_arms import (
-    ArmFeatureCache,
     ArmThompsonSampler,
     CachedSparseThompson,
 )
 from botorch_sketch.models.nystrom import default_covar_module
+from botorch_sketch.sampling.arm_features import ArmFeatureCache
 from botorch_sketch.utils.validation import (
     check_allocation,
     check_finite,

@@ -1,5 +1,5 @@
-r"""Sampling: scaled posterior sample paths (the layer between models and
-acquisition functions)."""
+r"""Sampling: scaled posterior sample paths and the cached work of paths over a
+finite arm set (the layer between models and acquisition functions)."""
 
 from botorch_sketch.sampling.pathwise import ScaledSamplePaths, draw_scaled_paths
 

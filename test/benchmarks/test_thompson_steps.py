@@ -23,7 +23,7 @@ from botorch_sketch.benchmarks.thompson_steps import (
     step_flops,
     time_box_batches,
 )
-from botorch_sketch.generation.thompson_arms import BLOCK_COLUMNS
+from botorch_sketch.sampling.arm_features import BLOCK_COLUMNS
 
 TINY = {
     "num_inducing": 10,

@@ -5,10 +5,8 @@ import pytest
 import torch
 
 from botorch_sketch.generation.sgpts_loop import SGPTS
-from botorch_sketch.generation.thompson_arms import (
-    ArmFeatureCache,
-    CachedSparseThompson,
-)
+from botorch_sketch.generation.thompson_arms import CachedSparseThompson
+from botorch_sketch.sampling.arm_features import ArmFeatureCache
 
 from ..gp_helpers import DTYPE, rbf_kernel, seeded, uniform
 

@@ -15,12 +15,11 @@ from botorch.sampling.pathwise import draw_kernel_feature_paths, draw_matheron_p
 from gpytorch.means import ZeroMean
 
 from botorch_sketch.generation.thompson_arms import (
-    BLOCK_COLUMNS,
-    ArmFeatureCache,
     CachedSparseThompson,
     IncrementalExactThompson,
 )
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
+from botorch_sketch.sampling.arm_features import ArmFeatureCache
 from botorch_sketch.sampling.pathwise import scaled_update
 
 from ..gp_helpers import DTYPE, assert_close, rbf_kernel, seeded, uniform
@@ -216,7 +215,7 @@ def test_reselection_computes_only_new_inducing_columns(monkeypatch):
     V = sampler.update_weights(weights, noise, 1.0)
     assert_close(
         sampler.path_values(weights, noise),
-        _evaluate(fresh, weights, sampler.inducing_arms, V),
+        fresh.add_column_values(fresh.prior_values(weights), sampler.inducing_arms, V),
     )
 
 
@@ -273,83 +272,8 @@ def test_sparse_state_equals_svgp_built_from_scratch(quality, tkwargs):
     assert_close(actual, expected)
 
 
-def _evaluate(cache, W, column_arms, V):
-    r"""``Phi_A W^T + K_{A, column_arms} V`` through the cache's two parts."""
-    return cache.add_column_values(cache.prior_values(W), column_arms, V)
-
-
-def test_cache_stores_features_columns_and_recomputes_past_budget(tkwargs):
-    arms = _arms(n=200, **tkwargs)
-    kernel = rbf_kernel(0.3, 1.5, **tkwargs)
-    itemsize = arms.element_size()
-    full = ArmFeatureCache(
-        arms, kernel, NUM_FEATURES, generator=seeded(1), chunk_size=37
-    )
-    with torch.no_grad():
-        expected_features = full.feature_map(arms).to_dense()
-    assert_close(full.features, expected_features)
-    column_arms = torch.arange(BLOCK_COLUMNS + 5, device=arms.device)
-    full.add_columns(column_arms)
-    assert full.num_columns == BLOCK_COLUMNS + 5
-    assert full.stored_bytes == 200 * (NUM_FEATURES + 2 * BLOCK_COLUMNS) * itemsize
-    W = _normal(2, NUM_FEATURES, seed=2, like=arms)
-    V = _normal(len(column_arms), 2, seed=3, like=arms)
-    with torch.no_grad():
-        expected = (
-            expected_features @ W.T + kernel(arms, arms[column_arms]).to_dense() @ V
-        )
-    assert_close(_evaluate(full, W, column_arms, V), expected)
-    # Freed slots are reused; repeats add their weights.
-    full.remove_columns(column_arms[:3])
-    full.add_columns(torch.tensor([150, 151, 150], device=arms.device))
-    assert full.num_columns == BLOCK_COLUMNS + 4 and full.stored_bytes == (
-        200 * (NUM_FEATURES + 2 * BLOCK_COLUMNS) * itemsize
-    )
-    twice = torch.tensor([150, 150], device=arms.device)
-    assert_close(
-        _evaluate(full, W, twice, V[:2]),
-        _evaluate(full, W, twice[:1], V[:1] + V[1:2]),
-    )
-    # Nothing stored: same values from chunked recomputation.
-    none = ArmFeatureCache(
-        arms, kernel, NUM_FEATURES, generator=seeded(1), memory_budget=8, chunk_size=37
-    )
-    none.add_columns(column_arms)
-    assert none.features is None and not none.columns_stored
-    assert none.stored_bytes == 0
-    assert_close(_evaluate(none, W, column_arms, V), expected)
-
-
-def test_float32_storage_of_float64_arms(device):
-    # float32 storage: float64 results within float32 precision.
-    arms = _arms(n=200, device=device)
-    kernel = rbf_kernel(0.3, 1.5, device=device)
-    column_arms = torch.arange(BLOCK_COLUMNS + 5, device=device)
-    W = _normal(2, NUM_FEATURES, seed=2, like=arms)
-    V = _normal(len(column_arms), 2, seed=3, like=arms)
-    exact = ArmFeatureCache(arms, kernel, NUM_FEATURES, generator=seeded(1))
-    low = ArmFeatureCache(
-        arms, kernel, NUM_FEATURES, generator=seeded(1), cache_dtype=torch.float32
-    )
-    exact.add_columns(column_arms)
-    low.add_columns(column_arms)
-    result = _evaluate(low, W, column_arms, V)
-    assert result.dtype == DTYPE and low.stored_bytes * 2 == exact.stored_bytes
-    expected = _evaluate(exact, W, column_arms, V)
-    torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-4)
-
-
 def test_bad_input_names_the_argument():
     arms = _arms()
-    kernel = rbf_kernel(0.3, 1.5)
-    with pytest.raises(ValueError, match="num_features"):
-        ArmFeatureCache(arms, kernel, 63)
-    with pytest.raises(ValueError, match="memory_budget"):
-        ArmFeatureCache(arms, kernel, 64, memory_budget=0)
-    with pytest.raises(TypeError, match="cache_dtype"):
-        ArmFeatureCache(arms, kernel, 64, cache_dtype=torch.int64)
-    with pytest.raises(TypeError, match="generator"):
-        ArmFeatureCache(arms, kernel, 64, generator=0)
     cache = _cache(arms)
     with pytest.raises(ValueError, match="`noise`"):
         IncrementalExactThompson(cache, 0.0)
@@ -376,7 +300,3 @@ def test_bad_input_names_the_argument():
         sampler.sample(1, generator=1)
     with pytest.raises(ValueError, match="block"):
         IncrementalExactThompson(cache, NOISE, prior_block=0)
-    with pytest.raises(ValueError, match="weights"):
-        sampler.prior_bank.load(torch.zeros(2, NUM_FEATURES + 2, dtype=DTYPE))
-    with pytest.raises(ValueError, match="weights"):
-        sampler.prior_bank.load(torch.full((2, NUM_FEATURES), float("nan")))

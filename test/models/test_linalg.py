@@ -6,7 +6,7 @@ import pytest
 import torch
 from linear_operator.utils.errors import NanError, NotPSDError
 
-from botorch_sketch.models.linalg import append_pivot, safe_cholesky
+from botorch_sketch.models.linalg import GrowingCholesky, append_pivot, safe_cholesky
 
 from ..gp_helpers import assert_close
 
@@ -71,3 +71,26 @@ def test_append_pivot_builds_the_cholesky_factor_in_feature_form(diagonal, tkwar
     assert_close(residual, K.diagonal() - expected_rows.square().sum(0))
     if diagonal == 0.0:  # the rows hold L^T at the pivots
         assert_close(rows[:, pivots], L.mT)
+
+
+def test_growing_cholesky_equals_the_dense_factor_at_every_size(tkwargs):
+    # blocks of 2 rows for the solves, rows appended 3, 1, 5, 2 at a time: every
+    # size's factor and solves equal dense ones of the matrix so far
+    points = torch.rand(11, 2, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
+    K = _kernel_matrix(points) + 0.1 * torch.eye(11, dtype=DTYPE)
+    R = torch.randn(11, 3, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
+    growing = GrowingCholesky(K.to(**tkwargs), block=2)
+    t = 0
+    for b in (3, 1, 5, 2):
+        cross, corner = K[:t, t : t + b], K[t : t + b, t : t + b]
+        growing.append(cross.to(**tkwargs), corner.to(**tkwargs))
+        t += b
+        L = torch.linalg.cholesky(K[:t, :t])
+        assert growing.size == t and growing.storage.shape[0] >= t
+        assert_close(growing.factor, L.to(**tkwargs))
+        rhs = R[:t].to(**tkwargs)
+        forward = torch.linalg.solve_triangular(L, R[:t], upper=False)
+        assert_close(growing.forward(rhs), forward.to(**tkwargs))
+        assert_close(
+            growing.solve(rhs), torch.linalg.solve(K[:t, :t], R[:t]).to(**tkwargs)
+        )

@@ -19,10 +19,10 @@ from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.generation.thompson_arms import (
-    ArmFeatureCache,
     ArmThompsonSampler,
     IncrementalExactThompson,
 )
+from botorch_sketch.sampling.arm_features import ArmFeatureCache
 
 
 class ClusterMethod(ABC):

@@ -49,12 +49,12 @@ from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.thompson import gen_thompson_candidates
 from botorch_sketch.generation.thompson_arms import (
-    ArmFeatureCache,
     ArmThompsonSampler,
     CachedSparseThompson,
     IncrementalExactThompson,
 )
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
+from botorch_sketch.sampling.arm_features import ArmFeatureCache
 
 
 def _check_count(value: int, name: str) -> int:

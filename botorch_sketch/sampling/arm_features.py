@@ -1,0 +1,329 @@
+r"""Cached work shared by Thompson paths over a fixed finite arm set.
+
+A path of a GP with a fixed stationary kernel over ``N`` arms ``A`` is
+``f~(A) = alpha Phi_A w + K_AU v`` (Matheron's rule, Wilson et al., ICML 2020): a
+random-feature prior part with ``M`` features drawn once and fresh weights ``w``, and
+an update through the kernel columns of ``s`` update points ``U``.
+:class:`ArmFeatureCache` stores ``Phi_A`` and the columns ``k(A, u)`` within a memory
+budget; :class:`PriorPathBank` computes prior parts ``Phi_A w`` ahead for blocks of
+weights. The samplers built on them are in
+:mod:`botorch_sketch.generation.thompson_arms`.
+"""
+
+from __future__ import annotations
+
+import torch
+from gpytorch import settings
+from gpytorch.kernels import Kernel
+from linear_operator import to_dense
+from torch import Tensor
+
+from botorch_sketch.sampling.pathwise import seeded_features, standard_normal
+from botorch_sketch.utils.validation import (
+    check_generator,
+    check_int,
+    check_matrix,
+    check_positive,
+)
+
+#: Kernel columns per stored block of :class:`ArmFeatureCache`.
+BLOCK_COLUMNS = 64
+
+
+class ArmFeatureCache:
+    r"""Random-feature prior of all ``N`` arms and kernel columns of chosen arms.
+
+    Stores ``Phi_A`` (``N x M``) and the columns ``k(A, a)`` of the arms ``a``
+    registered with :meth:`add_columns`, in blocks of :data:`BLOCK_COLUMNS` columns
+    stored as rows (``BLOCK_COLUMNS x N``: the product with a block's transpose runs
+    over long contiguous rows, 3x faster than ``N x BLOCK_COLUMNS`` blocks; blocks
+    are never copied when the set grows and freed slots are reused), as long as they
+    fit in ``memory_budget`` bytes; what does not fit is recomputed in chunks of
+    ``chunk_size`` arms by :meth:`prior_values` and :meth:`add_column_values`.
+    ``cache_dtype`` (e.g. ``torch.float32``) sets the storage precision; results are
+    in the arms' dtype.
+
+    Example:
+        >>> cache = ArmFeatureCache(arms, kernel, 1000, generator=g)
+        >>> cache.add_columns(torch.tensor([3, 7]))
+        >>> prior = cache.prior_values(W)                          # N x q
+        >>> values = cache.add_column_values(prior, torch.tensor([3, 7]), V)
+    """
+
+    def __init__(
+        self,
+        arms: Tensor,
+        kernel: Kernel,
+        num_features: int = 1000,
+        *,
+        generator: torch.Generator | None = None,
+        memory_budget: float = 4 * 2**30,
+        cache_dtype: torch.dtype | None = None,
+        chunk_size: int = 16384,
+    ) -> None:
+        r"""
+        Args:
+            arms: ``N x d`` arms.
+            kernel: A stationary GPyTorch kernel without batch shape (its random
+                Fourier features are drawn once, from ``generator``).
+            num_features: Even number ``M`` of random Fourier features.
+            generator: Random number generator of the feature basis.
+            memory_budget: Bytes the stored features and columns may take.
+            cache_dtype: Storage dtype (default the arms' dtype).
+            chunk_size: Arms per chunk when recomputing.
+        """
+        check_matrix(arms, "arms")
+        if not isinstance(kernel, Kernel) or len(kernel.batch_shape) > 0:
+            raise TypeError("`kernel` must be a GPyTorch Kernel without batch shape.")
+        check_int(num_features, "num_features", 2)
+        if num_features % 2:
+            raise ValueError(f"`num_features` must be even, got {num_features}.")
+        check_generator(generator)
+        check_positive(memory_budget, "memory_budget")
+        if cache_dtype is not None and not (
+            isinstance(cache_dtype, torch.dtype) and cache_dtype.is_floating_point
+        ):
+            raise TypeError(f"`cache_dtype` must be a float dtype, got {cache_dtype}.")
+        self.chunk_size = check_int(chunk_size, "chunk_size", 1)
+        self.arms = arms
+        self.kernel = kernel.to(arms)
+        self.num_features = num_features
+        self.cache_dtype = arms.dtype if cache_dtype is None else cache_dtype
+        self.memory_budget = float(memory_budget)
+        self._itemsize = torch.finfo(self.cache_dtype).bits // 8
+        device = None if generator is None else generator.device
+        seed = int(torch.randint(2**62, (1,), generator=generator, device=device))
+        dim = arms.shape[-1]
+        self.feature_map = seeded_features(self.kernel, dim, num_features, seed)
+        self.features: Tensor | None = None
+        if self._bytes(num_features) <= self.memory_budget:
+            self.features = arms.new_empty(
+                arms.shape[0], num_features, dtype=self.cache_dtype
+            )
+            for start, chunk in zip(
+                range(0, arms.shape[0], chunk_size), self._chunks(), strict=True
+            ):
+                self.features[start : start + chunk.shape[0]] = self._features(chunk)
+        self.columns_stored = True
+        self._blocks: list[Tensor] = []
+        self._capacity = 0
+        self._slot_of: dict[int, int] = {}
+        self._free: list[int] = []
+
+    @property
+    def num_arms(self) -> int:
+        return self.arms.shape[0]
+
+    @property
+    def num_columns(self) -> int:
+        r"""Registered kernel columns."""
+        return len(self._slot_of)
+
+    @property
+    def stored_bytes(self) -> int:
+        r"""Bytes held by the stored features and column blocks."""
+        columns = len(self._blocks) * BLOCK_COLUMNS
+        features = 0 if self.features is None else self.num_features
+        return int(self._bytes(columns + features))
+
+    def _bytes(self, columns: int) -> float:
+        return float(self.num_arms) * columns * self._itemsize
+
+    def _chunks(self) -> list[Tensor]:
+        return list(self.arms.split(self.chunk_size))
+
+    @torch.no_grad()
+    def _features(self, X: Tensor) -> Tensor:
+        return to_dense(self.feature_map(X))
+
+    @torch.no_grad()
+    def kernel_matrix(self, X: Tensor, Y: Tensor) -> Tensor:
+        r"""Dense ``k(X, Y)`` (eagerly evaluated, no gradients)."""
+        with settings.lazily_evaluate_kernels(False):
+            return to_dense(self.kernel(X, Y))
+
+    def features_at(self, indices: Tensor) -> Tensor:
+        r"""``k x M`` features of the arms ``indices``, in the arms' dtype."""
+        if self.features is not None:
+            return self.features[indices].to(self.arms.dtype)
+        return self._features(self.arms[indices])
+
+    def add_columns(self, indices: Tensor) -> None:
+        r"""Register the kernel columns ``k(A, a)`` of the arms ``indices``.
+
+        Registered columns are kept; new ones take free slots. If a new block would
+        exceed the memory budget, all blocks are dropped and :meth:`add_column_values`
+        recomputes columns from then on.
+        """
+        new = [i for i in dict.fromkeys(indices.tolist()) if i not in self._slot_of]
+        for arm in new:
+            if not self._free:
+                self._grow()
+            self._slot_of[arm] = self._free.pop()
+        if not self.columns_stored or not new:
+            return
+        device = self.arms.device
+        slots = torch.tensor([self._slot_of[a] for a in new], device=device)
+        points = self.arms[torch.tensor(new, device=device)]
+        for b, block in enumerate(self._blocks):  # O(N BLOCK_COLUMNS) memory
+            inside = (slots // BLOCK_COLUMNS) == b
+            if not bool(inside.any()):
+                continue
+            rows = slots[inside] - b * BLOCK_COLUMNS
+            start = 0
+            for chunk in self._chunks():
+                stop = start + chunk.shape[0]
+                values = self.kernel_matrix(chunk, points[inside]).mT
+                block[rows, start:stop] = values.to(self.cache_dtype)
+                start = stop
+
+    def multiplied_columns(self, column_arms: Tensor) -> int:
+        r"""Kernel columns :meth:`add_column_values` multiplies for
+        ``column_arms``: whole stored blocks, or one per distinct arm when
+        recomputing."""
+        if not self.columns_stored:
+            return int(column_arms.unique().numel())
+        blocks = {self._slot_of[a] // BLOCK_COLUMNS for a in column_arms.tolist()}
+        return len(blocks) * BLOCK_COLUMNS
+
+    def remove_columns(self, indices: Tensor) -> None:
+        r"""Unregister the columns of the arms ``indices`` (their slots are reused)."""
+        for arm in dict.fromkeys(indices.tolist()):
+            if arm in self._slot_of:
+                self._free.append(self._slot_of.pop(arm))
+
+    def _grow(self) -> None:
+        start = self._capacity
+        self._capacity += BLOCK_COLUMNS
+        self._free.extend(range(self._capacity - 1, start - 1, -1))
+        if not self.columns_stored:
+            return
+        features = 0 if self.features is None else self.num_features
+        if self._bytes(self._capacity + features) > self.memory_budget:
+            self.columns_stored = False
+            self._blocks = []
+            return
+        self._blocks.append(
+            self.arms.new_zeros(BLOCK_COLUMNS, self.num_arms, dtype=self.cache_dtype)
+        )
+
+    @torch.no_grad()
+    def prior_values(self, weights: Tensor) -> Tensor:
+        r"""``Phi_A W^T`` in the storage dtype, ``O(N M q)``.
+
+        Args:
+            weights: ``q x M`` feature weights.
+
+        Returns:
+            ``N x q`` values.
+        """
+        W = weights.mT.to(self.cache_dtype)
+        if self.features is not None:
+            return self.features @ W
+        return torch.cat(
+            [self._features(c).to(self.cache_dtype) @ W for c in self._chunks()]
+        )
+
+    @torch.no_grad()
+    def add_column_values(
+        self, values: Tensor, column_arms: Tensor, column_weights: Tensor
+    ) -> Tensor:
+        r"""``values + K_{A, column_arms} V``, ``O(N s q)``.
+
+        Args:
+            values: ``N x q`` values in the storage dtype (e.g. from
+                :meth:`prior_values`); updated in place.
+            column_arms: ``s`` registered arms (repeats allowed: their weights add).
+            column_weights: ``s x q`` column weights.
+
+        Returns:
+            ``N x q`` values in the arms' dtype.
+        """
+        dtype, out = self.arms.dtype, values
+        if not self.columns_stored:
+            out = out.to(dtype)
+            points, V = self.arms[column_arms], column_weights.to(dtype)
+            start = 0
+            for chunk in self._chunks():
+                stop = start + chunk.shape[0]
+                out[start:stop] += self.kernel_matrix(chunk, points) @ V
+                start = stop
+            return out
+        slots = torch.tensor(
+            [self._slot_of[a] for a in column_arms.tolist()], device=self.arms.device
+        )
+        dense = column_weights.new_zeros(self._capacity, column_weights.shape[-1])
+        dense = dense.index_add_(0, slots, column_weights).to(self.cache_dtype)
+        used = torch.zeros(len(self._blocks), dtype=torch.bool)
+        used[(slots // BLOCK_COLUMNS).cpu()] = True
+        for b in used.nonzero().flatten().tolist():
+            out.addmm_(
+                self._blocks[b].mT, dense[b * BLOCK_COLUMNS : (b + 1) * BLOCK_COLUMNS]
+            )
+        return out.to(dtype)
+
+
+class PriorPathBank:
+    r"""Prior weights drawn ahead in blocks, with their prior values at all arms.
+
+    The prior part ``Phi_A w`` of a path does not depend on the observations, so
+    ``block`` weights ``w ~ N(0, I)`` are drawn at once and ``Phi_A W^T`` is computed
+    in one pass over the cached features, ``O(N M block)``. Drawing ``q < block``
+    paths at a time then reads the ``N x M`` features once per ``block / q`` draws
+    instead of at every draw (a memory-bound product for one path). Every weight is
+    fresh, used once and independent of the data, so the paths keep their
+    distribution. Memory: ``block x N`` values in the cache's storage dtype.
+
+    Example:
+        >>> bank = PriorPathBank(cache, block=64)
+        >>> weights, prior = bank.take(1, generator)   # 1 x M, N x 1
+    """
+
+    def __init__(self, cache: ArmFeatureCache, block: int = 64) -> None:
+        r"""
+        Args:
+            cache: The arms and feature basis.
+            block: Weights drawn per refill (``1``: none drawn ahead).
+        """
+        self.cache = cache
+        self.block = check_int(block, "block", 1)
+        self._weights = cache.arms.new_empty(0, cache.num_features)
+        self._values = cache.arms.new_empty(0, cache.num_arms, dtype=cache.cache_dtype)
+        self._next = 0
+
+    @property
+    def remaining(self) -> Tensor:
+        r"""The ``r x M`` weights drawn and not yet used, in the order of use."""
+        return self._weights[self._next :]
+
+    @property
+    def memory_bytes(self) -> int:
+        r"""Bytes held by the weights and their values."""
+        return sum(x.numel() * x.element_size() for x in (self._weights, self._values))
+
+    def load(self, weights: Tensor) -> None:
+        r"""Hold ``weights`` (``r x M``, e.g. a saved :attr:`remaining`) as the next
+        ones to use, ``O(N M r)``."""
+        check_matrix(
+            weights, "weights", num_cols=self.cache.num_features, allow_empty=True
+        )
+        self._weights = weights.to(self.cache.arms)
+        self._values = self.cache.prior_values(self._weights).mT.contiguous()
+        self._next = 0
+
+    def take(self, q: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        r"""The next ``q`` weights and their prior values; when fewer than ``q``
+        remain, ``max(q, block)`` fresh ones are drawn from ``generator`` first
+        (the rest are dropped).
+
+        Returns:
+            ``q x M`` weights and ``N x q`` values ``Phi_A W^T`` (storage dtype).
+        """
+        check_int(q, "q", 1)
+        check_generator(generator)
+        if self._weights.shape[0] - self._next < q:
+            shape = (max(q, self.block), self.cache.num_features)
+            self.load(standard_normal(shape, generator))
+        rows = slice(self._next, self._next + q)
+        self._next += q
+        return self._weights[rows], self._values[rows].mT
