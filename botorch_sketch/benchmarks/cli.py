@@ -35,6 +35,7 @@ from botorch_sketch.benchmarks.problems import (
     KNOWN_DATASETS,
     PAPER_PROBLEMS,
     SYNTHETIC_FUNCTIONS,
+    Problem,
     make_problem,
     parse_problem_spec,
 )
@@ -509,21 +510,18 @@ def _log(text: str) -> None:
     print(text, flush=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    r"""Run the benchmark CLI; returns the process exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.list:
-        print(_listing())
-        return 0
+def _prepare(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[Job, list[Problem], Path]:
+    r"""The job, its problems and the output folder; every bad setting (problem,
+    policy option, folder) is a one-line usage error before anything runs."""
     try:
         job = resolve_job(args)
-        dtype = _DTYPES[job.dtype]
         problems = [
             make_problem(
                 spec,
                 data_dir=job.data_dir,
-                dtype=dtype,
+                dtype=_DTYPES[job.dtype],
                 device=job.device,
                 **job.problem_settings,
             )
@@ -535,12 +533,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     config.build(job.horizon)
                 except (ValueError, TypeError) as error:
                     raise ValueError(f"policy {config.label}: {error}") from None
-        output_dir = _check_output_dir(args.output_dir)
+        return job, problems, _check_output_dir(args.output_dir)
     except (ValueError, TypeError, RuntimeError) as error:
         parser.error(str(error))
-    if job.threads > 0:
-        torch.set_num_threads(job.threads)
-    metadata = environment_metadata(dtype, job.device)
+
+
+def _announce(job: Job, problems: Sequence[Problem], metadata: dict) -> None:
+    r"""Print what is about to run: preset, horizon, seeds, machine, problems,
+    policies with their options."""
     print(
         f"botorch-sketch benchmark: {job.source}{' (smoke)' if job.smoke else ''}, "
         f"T = {job.horizon}, {format_seeds(job.seeds)}, {metadata['dtype']} on "
@@ -554,6 +554,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  problem {problem.name}: d = {problem.dim}, {kind}")
     for config in job.policies:
         print(f"  policy {_describe_options(config, job.horizon)}")
+
+
+def _report(
+    traces: Sequence[RunTrace],
+    output_dir: Path,
+    metadata: dict,
+    plots: bool,
+    store: RunStore,
+) -> None:
+    r"""Print the table and the verdict; write the results (and the plots)."""
+    print()
+    rows = summarize(traces, matmul_gflops=metadata["matmul_gflops"])
+    print(format_table(rows))
+    summary_line = verdict(rows)
+    if summary_line:
+        print()
+        print(summary_line)
+    written = write_results(traces, output_dir, metadata)
+    if plots:
+        written += plot_all(traces, output_dir)
+    print(
+        f"\nwall time {metadata['benchmark_wall_seconds']:.1f} s; wrote "
+        f"{_plural(len(written), 'file')} to {output_dir}/ (and the runs to "
+        f"{store.directory}/)"
+    )
+    for path in written:
+        print(f"  {path}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    r"""Run the benchmark CLI; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list:
+        print(_listing())
+        return 0
+    job, problems, output_dir = _prepare(parser, args)
+    if job.threads > 0:
+        torch.set_num_threads(job.threads)
+    metadata = environment_metadata(_DTYPES[job.dtype], job.device)
+    _announce(job, problems, metadata)
     metadata |= {
         "command": shlex.join(
             ["botorch-sketch-bench", *(sys.argv[1:] if argv is None else argv)]
@@ -599,29 +640,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException:
         _save_partial(finished, output_dir, metadata, "crashed")
         raise
-    wall = time.perf_counter() - start
     if not traces:
         print("No run was possible (see the notes above).")
         return 1
-    print()
-    rows = summarize(traces, matmul_gflops=metadata["matmul_gflops"])
-    print(format_table(rows))
-    summary_line = verdict(rows)
-    if summary_line:
-        print()
-        print(summary_line)
     metadata |= {
         "notes": notes,
         "peak_memory_method": sorted({trace.memory_method for trace in traces}),
-        "benchmark_wall_seconds": wall,
+        "benchmark_wall_seconds": time.perf_counter() - start,
     }
-    written = write_results(traces, output_dir, metadata)
-    if not args.no_plots:
-        written += plot_all(traces, output_dir)
-    print(
-        f"\nwall time {wall:.1f} s; wrote {_plural(len(written), 'file')} to "
-        f"{output_dir}/ (and the runs to {store.directory}/)"
-    )
-    for path in written:
-        print(f"  {path}")
+    _report(traces, output_dir, metadata, not args.no_plots, store)
     return 0
