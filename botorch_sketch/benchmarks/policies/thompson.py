@@ -6,7 +6,8 @@ r"""Thompson-sampling policies: S-GP-TS and exact GP-TS.
   batch, ``O(n m^2)``.
 - :class:`ExactGPTSPolicy` (``"exact-gpts"``): GP-TS on an exact BoTorch
   ``SingleTaskGP`` rebuilt on all data after every batch (the plain BoTorch loop),
-  ``O(n^3)`` per batch for the pathwise update.
+  ``O(n^3)`` per batch for the pathwise update; :class:`BoTorchPathGPTSPolicy`
+  (``"exact-gpts-botorch"``) draws its paths with BoTorch's own sampler.
 
 Both draw one scaled sample path per batch element with ``M`` random Fourier features
 and maximize it with :func:`~botorch_sketch.generation.thompson.gen_thompson_candidates`
@@ -35,11 +36,13 @@ from __future__ import annotations
 import warnings
 from abc import abstractmethod
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from botorch.exceptions.warnings import InputDataWarning
 from botorch.models import SingleTaskGP
 from botorch.models.model import Model
+from botorch.sampling.pathwise import draw_kernel_feature_paths, draw_matheron_paths
 from gpytorch.means import ZeroMean
 from torch import Tensor
 
@@ -478,3 +481,37 @@ class IncrementalExactGPTSPolicy(_CachedArmPolicy):
         return IncrementalExactThompson(
             cache, self.hyperparameters.noise_variance, prior_block=self.prior_block
         )
+
+
+class BoTorchPathGPTSPolicy(ExactGPTSPolicy):
+    r"""Exact GP-TS choosing arms with BoTorch's own pathwise sampler.
+
+    ``ask()`` draws one path with ``draw_matheron_paths`` (``num_features`` random
+    Fourier features, BoTorch's default update), evaluates it on the arms in chunks
+    and returns the argmax; BoTorch's sampler reads the global random state, so it
+    runs under ``torch.random.fork_rng`` seeded from the policy's generator.
+
+    Example:
+        >>> policy = BoTorchPathGPTSPolicy(num_features=1000)
+    """
+
+    name = "exact-gpts-botorch"
+
+    def ask(self) -> Tensor:
+        if self.model is None or not self.problem.is_finite:
+            return super().ask()
+        seed = int(torch.randint(2**62, (1,), generator=self.generator))
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(seed)
+            path = draw_matheron_paths(
+                self.model,
+                sample_shape=torch.Size([1]),
+                prior_sampler=partial(
+                    draw_kernel_feature_paths, num_features=self.num_features
+                ),
+            )
+            values = torch.cat(
+                [path(chunk) for chunk in self.problem.arms.split(self.chunk_size, 0)],
+                dim=-1,
+            )
+        return values.argmax(dim=-1)

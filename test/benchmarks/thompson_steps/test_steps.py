@@ -1,27 +1,24 @@
+r"""Step timings: structure, observation counts, seeded repeats, ratios and the
+flop counts of a step, by hand."""
+
 import math
 import re
 
 import pytest
 import torch
-from botorch.sampling.pathwise import draw_kernel_feature_paths, draw_matheron_paths
 
 from botorch_sketch.benchmarks.policies.thompson import (
     CachedSGPTSPolicy,
     IncrementalExactGPTSPolicy,
 )
 from botorch_sketch.benchmarks.problems import make_sgpts_hartmann6
-from botorch_sketch.benchmarks.thompson_steps import (
+from botorch_sketch.benchmarks.thompson_steps.report import format_report
+from botorch_sketch.benchmarks.thompson_steps.steps import (
     BASELINE_OF,
     METHODS,
-    BoTorchPathGPTSPolicy,
     StepTimings,
-    format_box_report,
-    format_report,
-    load_results,
-    main,
     measure_thompson_steps,
     step_flops,
-    time_box_batches,
 )
 from botorch_sketch.sampling.arm_features import BLOCK_COLUMNS
 
@@ -111,29 +108,6 @@ def test_seeded_choices_repeat_and_report_lists_every_run(results):
     assert "step(t=60) / step(t=30)" in report
 
 
-def test_botorch_path_policy_returns_the_argmax_of_its_path():
-    problem = make_sgpts_hartmann6(num_arms=50, seed=1)
-    policy = BoTorchPathGPTSPolicy(num_features=32, chunk_size=7)
-    policy.reset(problem, 10, torch.Generator().manual_seed(3))
-    policy.tell(torch.arange(8), problem.arm_values[:8])
-    twin = torch.Generator()
-    twin.set_state(policy.generator.get_state())
-    seed = int(torch.randint(2**62, (1,), generator=twin))
-    chosen = policy.ask()
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
-        torch.manual_seed(seed)
-        path = draw_matheron_paths(
-            policy.model,
-            sample_shape=torch.Size([1]),
-            prior_sampler=lambda model, sample_shape: draw_kernel_feature_paths(
-                model, sample_shape, num_features=32
-            ),
-        )
-        values = path(problem.arms)  # all arms at once, no chunks
-    assert chosen.dtype == torch.long and chosen.shape == (1,)
-    assert int(chosen) == int(values.argmax())
-
-
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
@@ -176,82 +150,3 @@ def test_step_flops_count_the_products_of_a_step():
     m = sparse.sampler.noise_size
     expected = 2 * N * (M + m) + 2 * N * m * d + 2 * m * M + 4 * m * m + m**3
     assert m == 2 and step_flops(sparse) == expected
-
-
-def test_command_line_plots_several_arm_counts(capsys, tmp_path):
-    threads = torch.get_num_threads()
-    path = tmp_path / "steps.png"
-    try:
-        main(
-            [
-                "--smoke",
-                "--arms",
-                "100",
-                "150",
-                "--methods",
-                "sgpts-cached",
-                "exact-gpts-incremental",
-                "--steps",
-                "1",
-                "--exact-steps",
-                "1",
-                "--no-progress",
-                "--plot",
-                str(path),
-                "--json",
-                str(tmp_path / "steps.json"),
-            ]
-        )
-    finally:
-        torch.set_num_threads(threads)
-    out = capsys.readouterr().out
-    assert "N = 100 arms" in out and "N = 150 arms" in out
-    assert "exact GP-TS, chunked" not in out
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    loaded = load_results(str(tmp_path / "steps.json"))
-    assert [r["settings"]["num_arms"] for r in loaded] == [100, 150]
-    run = loaded[1]["timings"]["sgpts-cached"][60]
-    assert isinstance(run, StepTimings) and run.observations == [60]
-    assert format_report(loaded[0]) in out and format_report(loaded[1]) in out
-    again = tmp_path / "again.png"
-    main(["--plot-from", str(tmp_path / "steps.json"), "--plot", str(again)])
-    assert again.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(SystemExit):
-        main(["--plot-from", str(tmp_path / "steps.json")])
-
-
-def test_command_line_prints_the_table(capsys):
-    threads = torch.get_num_threads()
-    try:
-        main(["--smoke", "--skip-exact", "--steps", "1", "--no-progress"])
-        out = capsys.readouterr().out
-        assert "S-GP-TS" in out and "median ms" in out and "N = 200 arms" in out
-        assert "exact GP-TS" not in out
-        with pytest.raises(SystemExit):
-            main(["--smoke", "--features", "7"])
-        assert "`num_features`" in capsys.readouterr().err
-        with pytest.raises(SystemExit):
-            main(["--smoke", "--threads", "-1"])
-    finally:
-        torch.set_num_threads(threads)
-
-
-def test_box_batches_time_both_methods_on_the_same_points():
-    results = time_box_batches(
-        (6, 12),
-        batch_size=2,
-        num_inducing=4,
-        num_features=32,
-        raw_samples=64,
-        num_restarts=2,
-    )
-    assert set(results) == {"sgpts", "exact-gpts"}
-    for by_t in results.values():
-        assert sorted(by_t) == [6, 12]
-        for run in by_t.values():
-            assert run["batch"] == pytest.approx(run["select"] + run["update"])
-            assert run["select"] > 0
-    report = format_box_report(results)
-    assert "exact GP-TS / S-GP-TS batch time at t=12" in report
-    with pytest.raises(ValueError, match="batch_size"):
-        time_box_batches((6,), batch_size=0)

@@ -1,0 +1,5 @@
+r"""``python -m botorch_sketch.benchmarks.thompson_steps``."""
+
+from botorch_sketch.benchmarks.thompson_steps.cli import main
+
+main()

@@ -1,0 +1,180 @@
+r"""``botorch-sketch-bench thompson_steps``: sizes, the command line and what it
+writes."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+import torch
+
+from botorch_sketch.benchmarks.arguments import OneLineParser
+from botorch_sketch.benchmarks.thompson_steps.box import (
+    format_box_report,
+    time_box_batches,
+)
+from botorch_sketch.benchmarks.thompson_steps.figures import plot_step_times
+from botorch_sketch.benchmarks.thompson_steps.report import (
+    format_report,
+    load_results,
+    save_results,
+)
+from botorch_sketch.benchmarks.thompson_steps.steps import (
+    METHODS,
+    measure_thompson_steps,
+)
+
+DESCRIPTION = (
+    "Per-step wall time of S-GP-TS against exact GP-TS on S-GP-TS's Hartmann-6."
+)
+
+#: Sizes of the S-GP-TS paper's setting and of the quick ``--smoke`` variant.
+FULL_SIZES = {
+    "inducing": 100,
+    "features": 1000,
+    "arms": 10_000,
+    "t": [500, 5000],
+    "steps": 20,
+    "exact_steps": 3,
+}
+SMOKE_SIZES = {
+    "inducing": 10,
+    "features": 64,
+    "arms": 200,
+    "t": [30, 60],
+    "steps": 2,
+    "exact_steps": 2,
+}
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    r"""The argument parser; size flags default to the paper's setting."""
+    parser = OneLineParser(
+        prog=prog or "python -m botorch_sketch.benchmarks.thompson_steps",
+        description=DESCRIPTION,
+    )
+    sizes = ", ".join(f"{k} {v}" for k, v in SMOKE_SIZES.items())
+    parser.add_argument(
+        "--smoke", action="store_true", help=f"tiny default sizes ({sizes})"
+    )
+    parser.add_argument("--inducing", type=int, help="inducing points m (100)")
+    parser.add_argument("--features", type=int, help="random features M (1000)")
+    parser.add_argument(
+        "--arms", type=int, nargs="+", help="candidate arms N, one run each (10000)"
+    )
+    parser.add_argument(
+        "--t", type=int, nargs="+", help="observation counts (500 5000)"
+    )
+    parser.add_argument("--steps", type=int, help="timed S-GP-TS steps per t (20)")
+    parser.add_argument(
+        "--exact-steps", type=int, help="timed exact GP-TS steps per t (3)"
+    )
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per run")
+    parser.add_argument(
+        "--quality", choices=("variance", "improvement"), default="variance"
+    )
+    parser.add_argument(
+        "--methods", nargs="+", choices=list(METHODS), help="methods (default all)"
+    )
+    parser.add_argument(
+        "--memory-budget",
+        type=float,
+        default=8.0,
+        help="GiB of cached features and columns per cached method (8)",
+    )
+    parser.add_argument(
+        "--cache-dtype", choices=("float32", "float64"), help="cache storage dtype"
+    )
+    parser.add_argument("--plot", help="write a PNG of step time vs t and N here")
+    parser.add_argument("--json", help="write the results (one per N) as JSON here")
+    parser.add_argument(
+        "--plot-from",
+        nargs="+",
+        metavar="JSON",
+        help="instead of measuring: plot (--plot) results saved by --json",
+    )
+    parser.add_argument(
+        "--box-batch",
+        type=int,
+        nargs="+",
+        metavar="T",
+        help="instead: time one batch on the continuous Hartmann-6 after T points",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=100, help="box batch size (100)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1; 0 keeps torch's default)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip-exact", action="store_true", help="time S-GP-TS only")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+    r"""Parse ``argv`` and run the measurement, plot or box timing it asks for."""
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    sizes = SMOKE_SIZES if args.smoke else FULL_SIZES
+    sizes = {
+        key: default if getattr(args, key) is None else getattr(args, key)
+        for key, default in sizes.items()
+    }
+    arms = sizes["arms"] if isinstance(sizes["arms"], list) else [sizes["arms"]]
+    if args.threads < 0:
+        parser.error("--threads must be >= 0.")
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if args.plot_from:
+        if not args.plot:
+            parser.error("--plot-from needs --plot.")
+        loaded = [r for path in args.plot_from for r in load_results(path)]
+        plot_step_times(loaded, args.plot)
+        print(f"wrote {args.plot}")
+        return
+    if args.box_batch:
+        try:
+            box = time_box_batches(
+                args.box_batch,
+                args.batch_size,
+                num_inducing=sizes["inducing"],
+                num_features=sizes["features"],
+                inducing_quality=args.quality,
+                seed=args.seed,
+            )
+        except (ValueError, TypeError) as error:
+            parser.error(str(error))
+        print(format_box_report(box))
+        return
+    results = []
+    for num_arms in arms:
+        try:
+            result = measure_thompson_steps(
+                sizes["inducing"],
+                sizes["features"],
+                num_arms,
+                sizes["t"],
+                sizes["steps"],
+                sizes["exact_steps"],
+                warmup=args.warmup,
+                inducing_quality=args.quality,
+                seed=args.seed,
+                skip_exact=args.skip_exact,
+                methods=args.methods,
+                memory_budget_gib=args.memory_budget,
+                cache_dtype=args.cache_dtype,
+                progress=not args.no_progress,
+            )
+        except (ValueError, TypeError) as error:
+            parser.error(str(error))
+        print(format_report(result), flush=True)
+        results.append(result)
+    if args.json:
+        save_results(results, args.json)
+    if args.plot:
+        plot_step_times(results, args.plot)
+        print(f"wrote {args.plot}")

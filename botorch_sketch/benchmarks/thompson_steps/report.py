@@ -1,0 +1,108 @@
+r"""The step-time table and the results' JSON file."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from botorch_sketch.benchmarks.thompson_steps.steps import METHODS, StepTimings
+
+
+def _span(values: list[int]) -> str:
+    return f"{values[0]}-{values[-1]}" if values[-1] != values[0] else str(values[0])
+
+
+def _optional(value: float | int | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_report(results: dict[str, object]) -> str:
+    r"""The results of :func:`measure_thompson_steps` as a text table and summary.
+
+    ``flop x`` is the median step time over the time of its flop count at the
+    measured ``N x (M + m)`` matrix-vector throughput.
+    """
+    s = results["settings"]
+    lines = [
+        f"S-GP-TS Hartmann-6: N = {s['num_arms']} arms, m = {s['num_inducing']}, "
+        f"M = {s['num_features']}, quality {s['inducing_quality']}, seed {s['seed']}, "
+        f"{s['torch_threads']} torch threads, {s['warmup']} warm-up steps, cache "
+        f"{s['cache_dtype']} within {s['memory_budget_gib']:g} GiB, matrix-vector "
+        f"throughput {s['gemv_flops'] / 1e9:.2f} GFlop/s (1024^3 matrix product "
+        f"{s.get('gemm_flops', math.nan) / 1e9:.2f}), peak RSS "
+        f"{s['peak_rss_gib']:.2f} GiB",
+        f"{'method':<28}{'t':>6}{'steps':>6}{'n':>12}{'m_t':>5}"
+        f"{'select ms':>11}{'update ms':>11}{'median ms':>11}{'min ms':>9}"
+        f"{'GiB':>7}{'flop x':>8}{'resel':>6}",
+    ]
+    for name, runs in results["timings"].items():
+        for t, run in runs.items():
+            select = 1e3 * statistics.median(run.select_seconds)
+            update = 1e3 * statistics.median(run.update_seconds)
+            flop_x = None
+            if run.flops is not None:
+                flop_x = run.median_ms / (1e3 * run.flops / s["gemv_flops"])
+            lines.append(
+                f"{METHODS[name]:<28}{t:>6}{len(run.chosen):>6}"
+                f"{_span(run.observations):>12}{_optional(run.num_inducing, 'd'):>5}"
+                f"{select:>11.1f}{update:>11.1f}{run.median_ms:>11.1f}"
+                f"{run.min_ms:>9.1f}{_optional(run.memory_gib, '.2f'):>7}"
+                f"{_optional(flop_x, '.2f'):>8}{_optional(run.reselections, 'd'):>6}"
+            )
+    ts = s["ts"]
+    for name, g in results["growth"].items():
+        lines.append(
+            f"{METHODS[name]} step(t={ts[-1]}) / step(t={ts[0]}): median "
+            f"{g['median']:.2f}, min {g['min']:.2f}"
+        )
+    if results["speedup"]:
+        lines += [
+            "speed-up of S-GP-TS, exact over S-GP-TS step time:",
+            f"{'versus':<28}{'t':>6}{'median':>9}{'min':>9}",
+        ]
+    for name, by_t in results["speedup"].items():
+        for t, ratio in by_t.items():
+            lines.append(
+                f"{METHODS[name]:<28}{t:>6}{ratio['median']:>8.1f}x"
+                f"{ratio['min']:>8.1f}x"
+            )
+    return "\n".join(lines)
+
+
+def save_results(results: Sequence[dict[str, object]], path: str) -> None:
+    r"""Write runs of :func:`measure_thompson_steps` (e.g. one per ``N``) as JSON."""
+    data = [
+        {
+            **result,
+            "timings": {
+                name: {str(t): asdict(run) for t, run in runs.items()}
+                for name, runs in result["timings"].items()
+            },
+            "speedup": {
+                name: {str(t): ratio for t, ratio in by_t.items()}
+                for name, by_t in result["speedup"].items()
+            },
+        }
+        for result in results
+    ]
+    with open(path, "w") as file:
+        json.dump(data, file, indent=1)
+
+
+def load_results(path: str) -> list[dict[str, object]]:
+    r"""Read runs written by :func:`save_results`."""
+    with open(path) as file:
+        data = json.load(file)
+    for result in data:
+        result["timings"] = {
+            name: {int(t): StepTimings(**run) for t, run in runs.items()}
+            for name, runs in result["timings"].items()
+        }
+        result["speedup"] = {
+            name: {int(t): ratio for t, ratio in by_t.items()}
+            for name, by_t in result["speedup"].items()
+        }
+    return data

@@ -1,0 +1,364 @@
+r"""Timing Thompson steps after ``t`` observations (:func:`measure_thompson_steps`)
+and counting their flops (:func:`step_flops`)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from botorch.sampling.pathwise.utils import get_train_inputs
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from botorch_sketch.benchmarks.measurement import matmul_flops, max_rss_bytes
+from botorch_sketch.benchmarks.policies.thompson import (
+    BoTorchPathGPTSPolicy,
+    CachedSGPTSPolicy,
+    ExactGPTSPolicy,
+    IncrementalExactGPTSPolicy,
+    SGPTSPolicy,
+)
+from botorch_sketch.benchmarks.problems import Problem, make_sgpts_hartmann6
+from botorch_sketch.utils.validation import check_int
+
+#: Method keys of the results, in table order, with their table labels.
+METHODS = {
+    "sgpts-cached": "S-GP-TS, cached",
+    "exact-gpts-incremental": "exact GP-TS, incremental",
+    "sgpts": "S-GP-TS",
+    "exact-gpts": "exact GP-TS, chunked paths",
+    "exact-gpts-botorch": "exact GP-TS, BoTorch paths",
+}
+
+#: The S-GP-TS method each exact method is compared with.
+BASELINE_OF = {
+    "exact-gpts-incremental": "sgpts-cached",
+    "exact-gpts": "sgpts",
+    "exact-gpts-botorch": "sgpts",
+}
+
+
+@dataclass(frozen=True)
+class StepTimings:
+    r"""Measured Thompson steps of one method after ``t`` observations.
+
+    Attributes:
+        method: A key of :data:`METHODS`.
+        t: Observations before the first measured step (step ``k`` sees ``t + k``).
+        select_seconds: ``ask()`` time per step (path draw and argmax).
+        update_seconds: ``tell()`` time per step (conditioning on the new reward).
+        observations: Observations the model held before each step's ``ask()``.
+        chosen: Arm index chosen at each step.
+        num_inducing: Inducing points ``m_t`` after the last step (S-GP-TS only).
+        memory_gib: GiB the sampler holds after the last step (cached methods only).
+        flops: Flops of the last timed step (cached methods only, :func:`step_flops`).
+        reselections: Inducing re-selections during the timed steps (``sgpts-cached``).
+    """
+
+    method: str
+    t: int
+    select_seconds: list[float]
+    update_seconds: list[float]
+    observations: list[int]
+    chosen: list[int]
+    num_inducing: int | None = None
+    memory_gib: float | None = None
+    flops: float | None = None
+    reselections: int | None = None
+
+    @property
+    def step_seconds(self) -> list[float]:
+        r"""Whole step times, ``select + update``."""
+        return [
+            a + b for a, b in zip(self.select_seconds, self.update_seconds, strict=True)
+        ]
+
+    @property
+    def median_ms(self) -> float:
+        return 1e3 * statistics.median(self.step_seconds)
+
+    @property
+    def min_ms(self) -> float:
+        return 1e3 * min(self.step_seconds)
+
+
+def check_ts(ts: Sequence[int], warmup: int) -> list[int]:
+    r"""Distinct observation counts, each leaving room for ``warmup`` steps, sorted."""
+    ts = list(ts)
+    if not ts:
+        raise ValueError("`ts` must hold at least one observation count.")
+    for t in ts:
+        check_int(t, "ts", warmup + 1)
+    if len(set(ts)) != len(ts):
+        raise ValueError(f"`ts` must not repeat a value, got {ts}.")
+    return sorted(ts)
+
+
+def _rewards(problem: Problem, indices: Tensor, generator: torch.Generator) -> Tensor:
+    r"""Noisy rewards ``f(arm) + noise_std * eps`` of arm ``indices``."""
+    noise = torch.randn(indices.shape[0], generator=generator, dtype=torch.float64)
+    values = problem.arm_values[indices]
+    return values + problem.noise_std * noise.to(values)
+
+
+Timed = SGPTSPolicy | ExactGPTSPolicy | CachedSGPTSPolicy | IncrementalExactGPTSPolicy
+
+
+def _num_observations(policy: Timed) -> int:
+    sampler = getattr(policy, "sampler", None)
+    if sampler is not None:
+        return sampler.num_observations
+    (train_X,) = get_train_inputs(policy.model, transformed=False)
+    return train_X.shape[-2]
+
+
+def step_flops(policy: Timed, q: int = 1) -> float | None:
+    r"""Flops of one step of a cached policy in its current state (None otherwise).
+
+    Counted (2 per multiply-add): the path values ``Phi_A W^T + K_AU V`` over the
+    ``N`` arms with the ``c`` kernel columns actually multiplied (``2 N (M + c) q``;
+    ``c`` rounds the used columns up to whole stored blocks; ``2 N c d q`` more when
+    columns are recomputed); the prior at the update points ``2 s M q``; for exact
+    GP-TS two triangular solves per path and one per update (``t^2`` each), for
+    S-GP-TS the ``q(u)`` draw and update (``4 m^2 q``) and refresh (``m^3``).
+    Kernel and feature evaluations of single points, argmax and Python overhead are
+    left out.
+    """
+    sampler = getattr(policy, "sampler", None)
+    if sampler is None or sampler.num_observations == 0:
+        return None
+    cache = sampler.cache
+    N, M, d = cache.num_arms, cache.num_features, cache.arms.shape[-1]
+    s = sampler.noise_size
+    columns = cache.multiplied_columns(sampler.update_arms)
+    recompute = 0.0 if cache.columns_stored else 2.0 * N * s * d * q
+    draw = 2.0 * N * (M + columns) * q + recompute + 2.0 * s * M * q
+    if isinstance(policy, IncrementalExactGPTSPolicy):
+        return draw + 2.0 * s * s * q + 1.0 * s * s
+    return draw + 4.0 * s * s * q + float(s) ** 3
+
+
+def time_thompson_steps(
+    problem: Problem,
+    policy: Timed,
+    t: int,
+    steps: int,
+    *,
+    warmup: int = 2,
+    seed: int = 0,
+    progress: bool = True,
+) -> StepTimings:
+    r"""Time ``steps`` ask/tell rounds of ``policy`` starting at ``t`` observations.
+
+    The policy is told ``t - warmup`` uniformly random arms with noisy rewards
+    (untimed), then runs ``warmup`` untimed steps (one-time costs such as lazy
+    imports and allocations) and ``steps`` timed ones. ``seed`` fixes the data, the
+    policy's generator and the reward noise, so all policies share them.
+
+    Args:
+        problem: A finite problem.
+        policy: A Thompson-sampling policy (its model must expose train inputs).
+        t: Observations before the first timed step (``> warmup``).
+        steps: Timed steps.
+        warmup: Untimed steps before them.
+        seed: Seed of every random choice.
+        progress: Show a tqdm progress bar.
+
+    Returns:
+        The :class:`StepTimings`.
+    """
+    base = torch.Generator().manual_seed(seed)
+    initial = torch.randint(problem.arms.shape[0], (t - warmup,), generator=base)
+    initial_rewards = _rewards(problem, initial, base)
+    policy_seed = int(torch.randint(2**62, (1,), generator=base))
+    policy.reset(problem, t + steps, torch.Generator().manual_seed(policy_seed))
+    policy.tell(initial, initial_rewards)
+    select, update, observations, chosen = [], [], [], []
+    label = f"{policy.name} t={t}"
+    reselections = None
+    for step in tqdm(
+        range(warmup + steps), desc=label, disable=not progress, leave=False
+    ):
+        if step == warmup:
+            reselections = policy.diagnostics().get("reselections")
+        held = _num_observations(policy)
+        start = time.perf_counter()
+        index = policy.ask()
+        middle = time.perf_counter()
+        rewards = _rewards(problem, index, base)
+        between = time.perf_counter()
+        policy.tell(index, rewards)
+        end = time.perf_counter()
+        if step >= warmup:
+            select.append(middle - start)
+            update.append(end - between)
+            observations.append(held)
+            chosen.append(int(index[0]))
+    diagnostics = policy.diagnostics()
+    inducing = diagnostics.get("num_inducing")
+    memory = diagnostics.get("memory_gib")
+    if reselections is not None:
+        reselections = int(diagnostics["reselections"] - reselections)
+    return StepTimings(
+        method=policy.name,
+        t=t,
+        select_seconds=select,
+        update_seconds=update,
+        observations=observations,
+        chosen=chosen,
+        num_inducing=None if inducing is None else int(inducing),
+        memory_gib=memory,
+        flops=step_flops(policy),
+        reselections=reselections,
+    )
+
+
+def _ratios(numerator: StepTimings, denominator: StepTimings) -> dict[str, float]:
+    return {
+        "median": numerator.median_ms / denominator.median_ms,
+        "min": numerator.min_ms / denominator.min_ms,
+    }
+
+
+_DTYPES = {None: None, "float32": torch.float32, "float64": torch.float64}
+
+
+def measure_thompson_steps(
+    num_inducing: int = 100,
+    num_features: int = 1000,
+    num_arms: int = 10_000,
+    ts: Sequence[int] = (500, 5000),
+    steps: int = 20,
+    exact_steps: int = 3,
+    *,
+    warmup: int = 2,
+    inducing_quality: str = "variance",
+    seed: int = 0,
+    skip_exact: bool = False,
+    methods: Sequence[str] | None = None,
+    memory_budget_gib: float = 8.0,
+    cache_dtype: str | None = None,
+    progress: bool = True,
+) -> dict[str, object]:
+    r"""Time S-GP-TS and exact GP-TS steps on S-GP-TS's Hartmann-6 at each ``t``.
+
+    Args:
+        num_inducing: S-GP-TS inducing points ``m``.
+        num_features: Random Fourier features ``M`` per path (even).
+        num_arms: Candidate arms ``N`` (seeded uniform points of ``[0, 1]^6``).
+        ts: Observation counts ``t`` (distinct, each ``> warmup``).
+        steps: Timed S-GP-TS steps per ``t``.
+        exact_steps: Timed steps per ``t`` of each exact method.
+        warmup: Untimed steps before the timed ones.
+        inducing_quality: S-GP-TS inducing selection, ``"variance"`` or
+            ``"improvement"``.
+        seed: Seed of the arms, the data, the paths and the reward noise.
+        skip_exact: Time the S-GP-TS methods only.
+        methods: Keys of :data:`METHODS` to time (default all).
+        memory_budget_gib: Cache budget of the cached methods (GiB).
+        cache_dtype: Their cache storage, ``"float32"``, ``"float64"`` or None (the
+            arms' dtype, float64).
+        progress: Show tqdm progress bars.
+
+    Returns:
+        A dict with ``"settings"`` (the arguments, the measured matrix-vector
+        throughput ``"gemv_flops"`` for ``N x (M + m)`` products in the cache dtype,
+        that of a ``1024^3`` product ``"gemm_flops"`` and the process's peak
+        resident memory ``"peak_rss_gib"`` before these throughput measurements),
+        ``"timings"``
+        (method key -> ``t`` -> :class:`StepTimings`), ``"growth"`` (S-GP-TS method
+        -> its step time at the largest ``t`` over that at the smallest,
+        ``{"median", "min"}``; empty for one ``t``) and ``"speedup"`` (exact method
+        -> ``t`` -> exact over S-GP-TS step time of :data:`BASELINE_OF`,
+        ``{"median", "min"}``).
+
+    Example:
+        >>> results = measure_thompson_steps(ts=(500, 5000), steps=20)
+        >>> results["speedup"]["exact-gpts-incremental"][5000]["median"]
+    """
+    check_int(steps, "steps", 1)
+    check_int(exact_steps, "exact_steps", 1)
+    check_int(warmup, "warmup", 0)
+    check_int(seed, "seed", 0)
+    ts = check_ts(ts, warmup)
+    methods = list(METHODS) if methods is None else list(methods)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods or len(set(methods)) != len(methods):
+        raise ValueError(f"`methods` must be distinct keys of {list(METHODS)}.")
+    if skip_exact:
+        methods = [m for m in methods if m not in BASELINE_OF]
+    if cache_dtype not in _DTYPES:
+        raise ValueError(f"`cache_dtype` must be one of {list(_DTYPES)}.")
+    sgpts = {
+        "num_inducing": num_inducing,
+        "num_features": num_features,
+        "inducing_quality": inducing_quality,
+    }
+    # prior_block=1: every timed step computes its own prior part, else the median
+    # step would be one of the 63 in 64 that a prior bank spares that product
+    cached = {
+        "memory_budget_gib": memory_budget_gib,
+        "cache_dtype": cache_dtype,
+        "prior_block": 1,
+    }
+    builders = {
+        "sgpts-cached": lambda: CachedSGPTSPolicy(**sgpts, **cached),
+        "exact-gpts-incremental": lambda: IncrementalExactGPTSPolicy(
+            num_features=num_features, **cached
+        ),
+        "sgpts": lambda: SGPTSPolicy(**sgpts),
+        "exact-gpts": lambda: ExactGPTSPolicy(num_features=num_features),
+        "exact-gpts-botorch": lambda: BoTorchPathGPTSPolicy(num_features=num_features),
+    }
+    for method in methods:
+        builders[method]()  # checks the options before anything runs
+    problem = make_sgpts_hartmann6(num_arms=num_arms, seed=seed)
+    timings: dict[str, dict[int, StepTimings]] = {}
+    for method in methods:
+        policy = builders[method]()  # the previous one (and its cache) is freed
+        count = exact_steps if method in BASELINE_OF else steps
+        timings[method] = {
+            t: time_thompson_steps(
+                problem, policy, t, count, warmup=warmup, seed=seed, progress=progress
+            )
+            for t in ts
+        }
+    growth = {
+        name: _ratios(runs[ts[-1]], runs[ts[0]])
+        for name, runs in timings.items()
+        if name not in BASELINE_OF and len(ts) > 1
+    }
+    speedup = {
+        name: {t: _ratios(runs[t], timings[BASELINE_OF[name]][t]) for t in ts}
+        for name, runs in timings.items()
+        if name in BASELINE_OF and BASELINE_OF[name] in timings
+    }
+    peak_rss_gib = max_rss_bytes() / 2**30
+    dtype = _DTYPES[cache_dtype] or torch.float64
+    return {
+        "settings": {
+            "num_inducing": num_inducing,
+            "num_features": num_features,
+            "num_arms": num_arms,
+            "ts": ts,
+            "steps": steps,
+            "exact_steps": exact_steps,
+            "warmup": warmup,
+            "inducing_quality": inducing_quality,
+            "seed": seed,
+            "memory_budget_gib": memory_budget_gib,
+            "cache_dtype": str(dtype).removeprefix("torch."),
+            "torch_threads": torch.get_num_threads(),
+            "gemv_flops": matmul_flops(
+                num_arms, num_features + num_inducing, 1, repeats=5, dtype=dtype
+            ),
+            "gemm_flops": matmul_flops(1024, 1024, 1024, repeats=5, dtype=dtype),
+            "peak_rss_gib": peak_rss_gib,
+        },
+        "timings": timings,
+        "growth": growth,
+        "speedup": speedup,
+    }

@@ -1,0 +1,69 @@
+r"""The command line: tables, JSON, plots from saved results, usage errors."""
+
+import pytest
+import torch
+
+from botorch_sketch.benchmarks.thompson_steps.cli import main
+from botorch_sketch.benchmarks.thompson_steps.report import (
+    format_report,
+    load_results,
+)
+from botorch_sketch.benchmarks.thompson_steps.steps import StepTimings
+
+
+def test_command_line_plots_several_arm_counts(capsys, tmp_path):
+    threads = torch.get_num_threads()
+    path = tmp_path / "steps.png"
+    try:
+        main(
+            [
+                "--smoke",
+                "--arms",
+                "100",
+                "150",
+                "--methods",
+                "sgpts-cached",
+                "exact-gpts-incremental",
+                "--steps",
+                "1",
+                "--exact-steps",
+                "1",
+                "--no-progress",
+                "--plot",
+                str(path),
+                "--json",
+                str(tmp_path / "steps.json"),
+            ]
+        )
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "N = 100 arms" in out and "N = 150 arms" in out
+    assert "exact GP-TS, chunked" not in out
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    loaded = load_results(str(tmp_path / "steps.json"))
+    assert [r["settings"]["num_arms"] for r in loaded] == [100, 150]
+    run = loaded[1]["timings"]["sgpts-cached"][60]
+    assert isinstance(run, StepTimings) and run.observations == [60]
+    assert format_report(loaded[0]) in out and format_report(loaded[1]) in out
+    again = tmp_path / "again.png"
+    main(["--plot-from", str(tmp_path / "steps.json"), "--plot", str(again)])
+    assert again.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit):
+        main(["--plot-from", str(tmp_path / "steps.json")])
+
+
+def test_command_line_prints_the_table(capsys):
+    threads = torch.get_num_threads()
+    try:
+        main(["--smoke", "--skip-exact", "--steps", "1", "--no-progress"])
+        out = capsys.readouterr().out
+        assert "S-GP-TS" in out and "median ms" in out and "N = 200 arms" in out
+        assert "exact GP-TS" not in out
+        with pytest.raises(SystemExit):
+            main(["--smoke", "--features", "7"])
+        assert "`num_features`" in capsys.readouterr().err
+        with pytest.raises(SystemExit):
+            main(["--smoke", "--threads", "-1"])
+    finally:
+        torch.set_num_threads(threads)
