@@ -147,6 +147,25 @@ def default_threds_kernel(
     return kernel.requires_grad_(False)
 
 
+def _check_f_range(f_range: object) -> None:
+    r"""Raise unless ``f_range`` is a pair ``(a, b)`` of numbers with ``a < b`` and a
+    finite width (there is no default: the threshold search starts at its middle)."""
+    if f_range is None:
+        raise ValueError(
+            "`f_range` is required: give an interval (a, b) believed to contain "
+            "the maximum of f. There is no safe default; the threshold search "
+            "starts at its middle and can only slide down by halves."
+        )
+    if not isinstance(f_range, (tuple, list)) or len(f_range) != 2:
+        raise TypeError(f"`f_range` must be a pair (a, b), got {f_range!r}.")
+    for value in f_range:
+        check_number(value, "f_range")
+    if not f_range[0] < f_range[1]:
+        raise ValueError(f"`f_range` must satisfy a < b, got {f_range}.")
+    if not math.isfinite(f_range[1] - f_range[0]):
+        raise ValueError(f"`f_range` must have a finite width, got {f_range}.")
+
+
 class GPThreDS:
     r"""Ask/tell generator for GP-ThreDS over a box.
 
@@ -233,20 +252,7 @@ class GPThreDS:
         check_model_dtype(bounds, "bounds")
         check_bounds(bounds, "bounds")
         check_magnitude(bounds, "bounds")
-        if f_range is None:
-            raise ValueError(
-                "`f_range` is required: give an interval (a, b) believed to contain "
-                "the maximum of f. There is no safe default; the threshold search "
-                "starts at its middle and can only slide down by halves."
-            )
-        if not isinstance(f_range, (tuple, list)) or len(f_range) != 2:
-            raise TypeError(f"`f_range` must be a pair (a, b), got {f_range!r}.")
-        for value in f_range:
-            check_number(value, "f_range")
-        if not f_range[0] < f_range[1]:
-            raise ValueError(f"`f_range` must satisfy a < b, got {f_range}.")
-        if not math.isfinite(f_range[1] - f_range[0]):
-            raise ValueError(f"`f_range` must have a finite width, got {f_range}.")
+        _check_f_range(f_range)
         if kernel is not None:
             check_kernel(kernel, "kernel")
         check_at_least(noise, "noise", MIN_NOISE)
