@@ -48,6 +48,7 @@ after a hyperparameter change.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from gpytorch.kernels import Kernel
@@ -74,6 +75,23 @@ _INITIAL_CAPACITY = 32
 
 #: Candidates per chunk when the raw feature cache is compacted or rebuilt.
 _CHUNK = 8192
+
+
+class _AppendPlan(NamedTuple):
+    r"""A planned append: right-hand sides for the cache product, the new feature
+    coordinates of given candidates, and the update from the products."""
+
+    right: list[Tensor]
+    new_features: Callable[[Tensor, Tensor], Tensor]
+    apply: Callable[[Tensor], Tensor]
+
+
+class _ObservePlan(NamedTuple):
+    r"""A planned observation: right-hand sides and the update from the products
+    (and the appended features, if any)."""
+
+    right: list[Tensor]
+    apply: Callable[[Tensor, Tensor | None], None]
 
 
 class CandidateState:
@@ -422,112 +440,137 @@ class CandidateState:
     ) -> tuple[Tensor, Callable[[Tensor], None]]:
         r"""Append ``k`` dictionary points, then observe ``b`` distinct candidates
         (multiplicities ``counts``, reward sums ``sums``): the ``m x m`` quantities
-        now, the per-candidate update from one read of the cache.
+        now (:meth:`_plan_append`, then :meth:`_plan_observe` on the appended
+        features), the per-candidate update from one read of the cache.
 
-        Append (block-bordered factor): with ``L = F^{-1} K_SE`` and
-        ``R R^T = K_EE - L^T L`` the new features are
-        ``c(x) = R^{-1} (k_E(x) - L^T z(x))``; ``V`` is bordered by
-        ``B_V = Z_X^T C c_X`` and ``c_X^T C c_X + lambda I`` (``X`` the candidates
-        observed so far). Observe (Woodbury): ``G = V^{-1} Z_b^T`` and
-        ``K = C_b^{-1} + Z_b G`` on the appended features. Only observed rows of
-        the cache are read here; the returned right-hand sides are
-        ``B [L R^{-T}, V^{-1} B_V, G]``.
+        Returns:
+            The ``A x r`` right-hand sides ``B [L R^{-T}, V^{-1} B_V, G]`` (only the
+            parts that apply) and the update that takes their products with the
+            candidates' features.
         """
         k, m, b = entering.numel(), self.size, indices.numel()
         if k == 0 and (b == 0 or m == 0):
             return self._basis[:, :0], lambda products: self._record(
                 indices, counts, sums
             )
-        tkwargs = {"dtype": self.points.dtype, "device": self.points.device}
-        basis, right = self._basis, []  # m x r right-hand sides (feature coordinates)
-        if k > 0:
-            eye = torch.eye(k, **tkwargs)
-            block = self._columns(entering)  # A x k
-            link = self._factor_inverse @ block[self.dictionary]  # m x k
-            corner = safe_cholesky(block[entering] - link.mT @ link)
-            scaled_link = _right_solve_lower_t(link, corner)
-            observed = self.observed
-            weights = self.counts[observed].unsqueeze(-1)
-            raw_X = self._raw_t[: self._stored, observed].to(self.points)  # s x n
-            C_X = _right_solve_lower_t(block[observed], corner) - raw_X.mT @ (
-                basis @ scaled_link
-            )
-            border = basis.mT @ (raw_X @ (weights * C_X))  # m x k
-            extension = self._gram_inverse @ border
-            schur = safe_cholesky(
-                C_X.mT @ (weights * C_X) + self.noise * eye - border.mT @ extension
-            )
-            target = C_X.mT @ self.target_sums[observed]
-            step = torch.cholesky_solve(
-                (target - extension.mT @ self._projected_targets).unsqueeze(-1), schur
-            ).squeeze(-1)
-            right += [scaled_link, extension]
-            self._gram_inverse = _bordered_inverse(
-                self._gram_inverse, extension, torch.cholesky_inverse(schur)
-            )
-            self._projected_targets = torch.cat([self._projected_targets, target])
-            self._weights = torch.cat([self._weights - extension @ step, step])
-            corner_inverse = torch.linalg.solve_triangular(corner, eye, upper=False)
-            self._factor_inverse = torch.cat(
-                [
-                    torch.cat([self._factor_inverse, link.new_zeros(m, k)], dim=1),
-                    torch.cat(
-                        [
-                            -corner_inverse @ link.mT @ self._factor_inverse,
-                            corner_inverse,
-                        ],
-                        dim=1,
-                    ),
-                ]
-            )
-            self.dictionary = torch.cat([self.dictionary, entering])
-            self.flops += (
-                k * self._columns.flops_per_column
-                + 4.0 * self._stored * (observed.numel() + m) * k
-            )
-        if b > 0:
-            Z_b = self.feature_rows(indices)
-            if k > 0:
-                C_b = _right_solve_lower_t(block[indices], corner) - Z_b @ scaled_link
-                Z_b = torch.cat([Z_b, C_b], dim=-1)
-            # the mean at the observed rows, after the planned removals and append
-            mean_b = Z_b @ self._weights
-            G = self._gram_inverse @ Z_b.mT  # (m + k) x b
-            woodbury = safe_cholesky(torch.diag(counts.reciprocal()) + Z_b @ G)
-            coefficients = torch.cholesky_solve(
-                (sums / counts - mean_b).unsqueeze(-1), woodbury
-            ).squeeze(-1)
-            right.append(G[:m])
-            G_whitened = torch.linalg.solve_triangular(woodbury, G.mT, upper=False)
-            self._gram_inverse = _symmetric(
-                self._gram_inverse - G_whitened.mT @ G_whitened
-            )
-            self._projected_targets = self._projected_targets + Z_b.mT @ sums
-            self._weights = self._weights + G @ coefficients
-            self.flops += 2.0 * b * self._stored * m + 4.0 * (m + k) ** 2 * b
-        rhs = basis @ torch.cat(right, dim=-1)
+        append = self._plan_append(entering) if k > 0 else None
+        observe = self._plan_observe(indices, counts, sums, m, append) if b else None
+        right = [*(append.right if append else []), *(observe.right if observe else [])]
+        rhs = self._basis @ torch.cat(right, dim=-1)
         A, r = self.num_points, rhs.shape[-1]
         self.flops += 2.0 * A * self._stored * r + A * (k + b) * (k + b + 6)
 
         def apply(products: Tensor) -> None:
-            if k > 0:
-                feature = _right_solve_lower_t(block, corner) - products[:, :k]
-                direction = feature - products[:, k : 2 * k]
-                self._quadratic += (
-                    _right_solve_lower_t(direction, schur).square().sum(-1)
-                )
-                self.mean += direction @ step
-                self._explained += feature.square().sum(-1)
-                self._append_raw(feature)
-            if b > 0:
-                U = products[:, 2 * k :]
-                if k > 0:
-                    U = U + feature @ G[m:]
-                self._quadratic -= _right_solve_lower_t(U, woodbury).square().sum(-1)
-                self.mean += U @ coefficients
+            feature = None
+            if append is not None:
+                feature = append.apply(products[:, : 2 * k])
+            if observe is not None:
+                observe.apply(products[:, 2 * k :], feature)
             self._record(indices, counts, sums)
 
         return rhs, apply
+
+    def _plan_append(self, entering: Tensor) -> _AppendPlan:
+        r"""Append ``k`` dictionary points (block-bordered factor).
+
+        With ``L = F^{-1} K_SE`` and ``R R^T = K_EE - L^T L`` the new features are
+        ``c(x) = R^{-1} (k_E(x) - L^T z(x))``; ``V`` is bordered by
+        ``B_V = Z_X^T C c_X`` and ``c_X^T C c_X + lambda I`` (``X`` the candidates
+        observed so far, ``C`` their counts). Only observed rows of the cache are
+        read; the ``m x m`` state is updated now, the candidates' by ``apply``.
+        """
+        k, m, basis = entering.numel(), self.size, self._basis
+        eye = torch.eye(k, dtype=self.points.dtype, device=self.points.device)
+        block = self._columns(entering)  # A x k
+        link = self._factor_inverse @ block[self.dictionary]  # m x k
+        corner = safe_cholesky(block[entering] - link.mT @ link)
+        scaled_link = _right_solve_lower_t(link, corner)
+        observed = self.observed
+        weights = self.counts[observed].unsqueeze(-1)
+        raw_X = self._raw_t[: self._stored, observed].to(self.points)  # s x n
+        C_X = _right_solve_lower_t(block[observed], corner) - raw_X.mT @ (
+            basis @ scaled_link
+        )
+        border = basis.mT @ (raw_X @ (weights * C_X))  # m x k
+        extension = self._gram_inverse @ border
+        schur = safe_cholesky(
+            C_X.mT @ (weights * C_X) + self.noise * eye - border.mT @ extension
+        )
+        target = C_X.mT @ self.target_sums[observed]
+        step = torch.cholesky_solve(
+            (target - extension.mT @ self._projected_targets).unsqueeze(-1), schur
+        ).squeeze(-1)
+        self._gram_inverse = _bordered_inverse(
+            self._gram_inverse, extension, torch.cholesky_inverse(schur)
+        )
+        self._projected_targets = torch.cat([self._projected_targets, target])
+        self._weights = torch.cat([self._weights - extension @ step, step])
+        corner_inverse = torch.linalg.solve_triangular(corner, eye, upper=False)
+        self._factor_inverse = torch.cat(
+            [
+                torch.cat([self._factor_inverse, link.new_zeros(m, k)], dim=1),
+                torch.cat(
+                    [-corner_inverse @ link.mT @ self._factor_inverse, corner_inverse],
+                    dim=1,
+                ),
+            ]
+        )
+        self.dictionary = torch.cat([self.dictionary, entering])
+        self.flops += (
+            k * self._columns.flops_per_column
+            + 4.0 * self._stored * (observed.numel() + m) * k
+        )
+
+        def new_features(rows: Tensor, Z_rows: Tensor) -> Tensor:
+            r"""``c`` at candidates ``rows`` with old features ``Z_rows``."""
+            return _right_solve_lower_t(block[rows], corner) - Z_rows @ scaled_link
+
+        def apply(products: Tensor) -> Tensor:
+            feature = _right_solve_lower_t(block, corner) - products[:, :k]
+            direction = feature - products[:, k:]
+            self._quadratic += _right_solve_lower_t(direction, schur).square().sum(-1)
+            self.mean += direction @ step
+            self._explained += feature.square().sum(-1)
+            self._append_raw(feature)
+            return feature
+
+        return _AppendPlan([scaled_link, extension], new_features, apply)
+
+    def _plan_observe(
+        self,
+        indices: Tensor,
+        counts: Tensor,
+        sums: Tensor,
+        old_size: int,
+        append: _AppendPlan | None,
+    ) -> _ObservePlan:
+        r"""Observe ``b`` distinct candidates (Woodbury): ``G = V^{-1} Z_b^T`` and
+        ``K = C_b^{-1} + Z_b G`` on the features after ``append`` (``old_size`` of
+        them before it); the ``m x m`` state is updated now, the candidates' by
+        ``apply``."""
+        m, b = old_size, indices.numel()
+        Z_b = self.feature_rows(indices)
+        if append is not None:
+            Z_b = torch.cat([Z_b, append.new_features(indices, Z_b)], dim=-1)
+        # the mean at the observed rows, after the planned removals and append
+        mean_b = Z_b @ self._weights
+        G = self._gram_inverse @ Z_b.mT  # (m + k) x b
+        woodbury = safe_cholesky(torch.diag(counts.reciprocal()) + Z_b @ G)
+        coefficients = torch.cholesky_solve(
+            (sums / counts - mean_b).unsqueeze(-1), woodbury
+        ).squeeze(-1)
+        G_whitened = torch.linalg.solve_triangular(woodbury, G.mT, upper=False)
+        self._gram_inverse = _symmetric(self._gram_inverse - G_whitened.mT @ G_whitened)
+        self._projected_targets = self._projected_targets + Z_b.mT @ sums
+        self._weights = self._weights + G @ coefficients
+        self.flops += 2.0 * b * self._stored * m + 4.0 * G.shape[0] ** 2 * b
+
+        def apply(products: Tensor, feature: Tensor | None) -> None:
+            U = products if feature is None else products + feature @ G[m:]
+            self._quadratic -= _right_solve_lower_t(U, woodbury).square().sum(-1)
+            self.mean += U @ coefficients
+
+        return _ObservePlan([G[:m]], apply)
 
     def _append_raw(self, feature: Tensor) -> None:
         r"""Store ``k`` new feature columns as raw columns; the basis grows by an
