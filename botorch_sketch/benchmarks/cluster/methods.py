@@ -104,7 +104,8 @@ class ExactGPTS(SGPTS):
     asked arm, pending arms kept out of the posterior) on the exact posterior
     (:class:`~botorch_sketch.generation.thompson_arms.IncrementalExactThompson`:
     cached kernel columns of the observed arms, a Cholesky factor grown by rows,
-    ``O(A (M + t) + t^2)`` per path, ``O(A t)`` memory)."""
+    ``O(A (M + t) + t^2)`` per path, ``O(A t)`` memory). ``num_inducing`` and
+    ``inducing_quality`` do not apply."""
 
     def _build_sampler(self, cache: ArmFeatureCache) -> ArmThompsonSampler:
         return IncrementalExactThompson(cache, self.noise, prior_block=self.prior_block)
