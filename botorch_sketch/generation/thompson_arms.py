@@ -76,7 +76,8 @@ class ArmThompsonSampler(ABC):
     r"""Observations and path draws shared by the finite-arm samplers.
 
     Draws of fewer than ``prior_block`` paths take their prior weights from a
-    :class:`PriorPathBank`; larger draws compute their prior part directly.
+    :class:`~botorch_sketch.sampling.arm_features.PriorPathBank`; larger draws
+    compute their prior part directly.
     """
 
     def __init__(
@@ -209,7 +210,8 @@ class IncrementalExactThompson(ArmThompsonSampler):
         Args:
             cache: The arms, kernel and feature basis.
             noise: Gaussian observation noise variance (the ridge ``lambda``).
-            prior_block: Prior weights drawn ahead (:class:`PriorPathBank`).
+            prior_block: Prior weights drawn ahead
+                (:class:`~botorch_sketch.sampling.arm_features.PriorPathBank`).
         """
         super().__init__(cache, noise, prior_block)
         self._chol = GrowingCholesky(cache.arms)
@@ -301,7 +303,8 @@ class CachedSparseThompson(ArmThompsonSampler):
             inducing_quality: ``"variance"`` or ``"improvement"`` (see
                 :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP`).
             jitter: Jitter on ``K_ZZ``; default GPyTorch's variational jitter.
-            prior_block: Prior weights drawn ahead (:class:`PriorPathBank`).
+            prior_block: Prior weights drawn ahead
+                (:class:`~botorch_sketch.sampling.arm_features.PriorPathBank`).
         """
         super().__init__(cache, noise, prior_block)
         self.num_inducing = check_int(num_inducing, "num_inducing", 1)
