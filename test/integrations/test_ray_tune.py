@@ -1,5 +1,5 @@
-r"""Ray Tune searchers: the arm set of a search space, the searcher protocol, and real
-``tune.Tuner(...).fit()`` runs on a local Ray with two CPUs."""
+r"""Ray Tune searchers: the searcher protocol and real ``tune.Tuner(...).fit()`` runs
+on a local Ray with two CPUs (the arm set of a search space: test_tune_space.py)."""
 
 from __future__ import annotations
 
@@ -19,21 +19,15 @@ from ray.tune.search import BasicVariantGenerator  # noqa: E402
 
 from botorch_sketch import BBKB  # noqa: E402
 from botorch_sketch.integrations.ray_tune import (  # noqa: E402
-    ArmSpace,
     BBKBSearch,
     SGPTSSearch,
 )
 
 from ..ray_helpers import init_local_ray  # noqa: E402
+from .tune_spaces import POINT, SPACE  # noqa: E402
 
 torch.set_num_threads(1)
 
-SPACE = {
-    "lr": tune.loguniform(1e-4, 1e-1),
-    "width": tune.quniform(0.0, 1.0, 0.05),
-    "depth": tune.randint(1, 6),
-    "act": tune.choice(["relu", "tanh", "gelu"]),
-}
 ACTIVATION = {"relu": 0.8, "tanh": 1.0, "gelu": 0.6}
 
 
@@ -58,75 +52,6 @@ def bbkb(seed: int, **options) -> BBKBSearch:
     return BBKBSearch(
         noise=0.1, radius=0.1, covar_module=kernel(0.4), seed=seed, **options
     )
-
-
-# ---------------------------------------------------------------- the arm set
-
-
-def test_arm_space_of_a_search_space():
-    space = {**SPACE, "nested": {"k": 3, "z": tune.qrandint(0, 20, 5)}}
-    arms = ArmSpace(space, num_arms=256, seed=0)
-    unit = torch.quasirandom.SobolEngine(7, scramble=True, seed=0).draw(
-        256, dtype=torch.float64
-    )
-    assert arms.features.shape == (arms.num_arms, 7) and arms.num_arms == 256
-    for index in range(arms.num_arms):
-        config, features, u = arms.config(index), arms.features[index], unit[index]
-        assert set(config) == {"lr", "width", "depth", "act", "nested"}
-        assert config["nested"]["k"] == 3
-        # loguniform: exactly the Sobol coordinate, in log space
-        expected_lr = math.exp(math.log(1e-4) + u[0].item() * math.log(1e3))
-        assert config["lr"] == pytest.approx(expected_lr, rel=1e-12)
-        assert features[0].item() == pytest.approx(u[0].item(), abs=1e-12)
-        # quniform: the Sobol value rounded to a multiple of 0.05
-        assert config["width"] == pytest.approx(round(u[1].item() / 0.05) * 0.05)
-        assert features[1].item() == pytest.approx(config["width"])
-        # randint: lower inclusive, upper exclusive
-        assert config["depth"] == 1 + math.floor(5 * u[2].item())
-        assert features[2].item() == pytest.approx((config["depth"] - 1) / 5)
-        # choice: one coordinate per category, the largest Sobol coordinate wins
-        category = int(u[3:6].argmax())
-        assert config["act"] == ["relu", "tanh", "gelu"][category]
-        assert features[3:6].tolist() == [float(c == category) for c in range(3)]
-        # qrandint: an integer in [0, 20) rounded to a multiple of 5 (20 included)
-        z = config["nested"]["z"]
-        assert z == round(math.floor(20 * u[6].item()) / 5) * 5 and z in range(0, 21)
-        assert isinstance(config["depth"], int) and isinstance(z, int)
-
-
-def test_discrete_spaces_drop_duplicates():
-    arms = ArmSpace({"d": tune.randint(1, 6), "a": tune.choice("xyz")}, 500, seed=1)
-    configs = [tuple(arms.config(i).values()) for i in range(arms.num_arms)]
-    assert len(set(configs)) == arms.num_arms == 15
-
-
-def test_arm_space_of_a_list_of_configurations():
-    configs = [
-        {"lr": 0.1, "opt": "adam", "sub": {"n": 2}},
-        {"lr": 0.3, "opt": "sgd", "sub": {"n": 2}},
-        {"lr": 0.2, "opt": "adam", "sub": {"n": 2}},
-    ]
-    arms = ArmSpace(configs)
-    expected = [[0.0, 1.0, 0.0, 0.5], [1.0, 0.0, 1.0, 0.5], [0.5, 1.0, 0.0, 0.5]]
-    assert torch.allclose(arms.features, torch.tensor(expected).double())
-    assert [arms.config(i) for i in range(3)] == configs
-    assert arms.config(0) is not arms.config(0)
-
-
-@pytest.mark.parametrize(
-    "space, error, match",
-    [
-        ({"a": tune.grid_search([1, 2])}, ValueError, "grid_search"),
-        ({"a": tune.randn()}, ValueError, "a: only uniform"),
-        ({"a": tune.sample_from(lambda _: 1)}, ValueError, "unsupported"),
-        ({"a": 1}, ValueError, "no Tune domain"),
-        ([{"a": 1}, {"b": 2}], ValueError, "same keys"),
-        ("lr", TypeError, "space"),
-    ],
-)
-def test_bad_spaces(space, error, match):
-    with pytest.raises(error, match=match):
-        ArmSpace(space)
 
 
 # ------------------------------------------------------ the searcher protocol
@@ -207,65 +132,11 @@ def test_bad_searcher_arguments():
 
 # ------------------------------------------------------- points to evaluate
 
-#: A configuration off the Sobol arms (its lr is not drawn) and one in their grid.
-POINT = {"lr": 10**-2.5, "width": 0.7, "depth": 3, "act": "tanh"}
-
-
-def test_points_of_a_search_space_become_arms():
-    base = ArmSpace(SPACE, num_arms=256, seed=0)
-    arms = ArmSpace(SPACE, num_arms=256, seed=0, points_to_evaluate=[POINT])
-    assert arms.point_indices == [256] and arms.num_arms == 257
-    assert torch.equal(arms.features[:256], base.features)
-    assert arms.config(256) == POINT and isinstance(arms.config(256)["depth"], int)
-    expected = [1 / 2, 0.7, 2 / 5, 0.0, 1.0, 0.0]  # log-lr position, one-hot act
-    assert arms.features[256].tolist() == pytest.approx(expected, abs=1e-12)
-    # a point with the values of an arm is that arm; repeats are kept
-    again = ArmSpace(
-        SPACE, num_arms=256, seed=0, points_to_evaluate=[base.config(5), POINT, POINT]
-    )
-    assert again.point_indices == [5, 256, 256] and again.num_arms == 257
-    nested = {"a": tune.uniform(0, 1), "sub": {"k": 3, "n": tune.randint(0, 4)}}
-    point = {"a": 0.25, "sub": {"n": 3}}  # constants may be left out
-    arms = ArmSpace(nested, num_arms=8, points_to_evaluate=[point])
-    assert arms.config(arms.point_indices[0]) == {"a": 0.25, "sub": {"k": 3, "n": 3}}
-
-
-def test_points_of_a_list_space_are_its_configurations():
-    configs = [{"lr": 0.1, "opt": "adam"}, {"lr": 0.3, "opt": "sgd"}]
-    arms = ArmSpace(configs, points_to_evaluate=[configs[1], configs[1]])
-    assert arms.point_indices == [1, 1] and arms.num_arms == 2
-    with pytest.raises(ValueError, match=r"points_to_evaluate`\[0\] is not"):
-        ArmSpace(configs, points_to_evaluate=[{"lr": 0.2, "opt": "adam"}])
-
-
-@pytest.mark.parametrize(
-    "point, error, match",
-    [
-        (POINT | {"lr": 0.5}, ValueError, r"\[0\]: lr must lie in"),
-        (POINT | {"lr": float("nan")}, ValueError, "lr must be a finite number"),
-        (POINT | {"width": True}, ValueError, "width must be a finite number"),
-        (POINT | {"depth": 6}, ValueError, r"depth must lie in \[1, 5\]"),
-        (POINT | {"depth": 2.5}, ValueError, "depth must be an integer"),
-        (POINT | {"act": "selu"}, ValueError, "act must be one of"),
-        ({"lr": 1e-3}, ValueError, "missing"),
-        (POINT | {"extra": 1}, ValueError, "unknown"),
-    ],
-)
-def test_bad_points_to_evaluate(point, error, match):
-    with pytest.raises(error, match=match):
-        ArmSpace(SPACE, num_arms=16, points_to_evaluate=[point])
-
 
 def test_bad_points_to_evaluate_arguments():
     for bad in ({"lr": 1e-3}, [POINT, 3]):
         with pytest.raises(TypeError, match="points_to_evaluate"):
             BBKBSearch(points_to_evaluate=bad)
-    with pytest.raises(ValueError, match="constant"):
-        ArmSpace(
-            {"a": tune.uniform(0, 1), "k": 3},
-            4,
-            points_to_evaluate=[{"a": 0.5, "k": 4}],
-        )
     searcher = bbkb(0, points_to_evaluate=[POINT | {"act": "selu"}])
     with pytest.raises(ValueError, match="points_to_evaluate"):
         searcher.set_search_properties("score", "max", SPACE)
