@@ -20,12 +20,11 @@ from botorch_sketch.generation.bbkb import (
 from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.variance_tracking import CachedGeometry
 from botorch_sketch.models.candidate_state import CandidateState
+from botorch_sketch.models.dictionary import inclusion_probabilities, sample_dictionary
 from botorch_sketch.models.nystrom import (
     DEFAULT_QBAR,
     NystromGP,
     default_covar_module,
-    inclusion_probabilities,
-    sample_dictionary,
 )
 from botorch_sketch.utils.validation import (
     check_at_least,
@@ -99,7 +98,7 @@ class BBKB:
     and is in the dictionary iff the draw is below its inclusion probability
     ``min(1, qbar c sigma~^2_fb(x))``: the same marginals as independent resampling,
     far fewer dictionary changes (see
-    :func:`~botorch_sketch.models.nystrom.sample_dictionary`).
+    :func:`~botorch_sketch.models.dictionary.sample_dictionary`).
 
     Asynchronous use: arms asked and not yet told are :attr:`pending`. The batch stays
     open across asks: ``ask(max_arms=k)`` continues its greedy with the pending arms
