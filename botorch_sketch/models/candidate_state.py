@@ -51,12 +51,13 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
+from gpytorch import settings
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.models.dtc import dictionary_cholesky
 from botorch_sketch.models.kernel_columns import KernelColumns
-from botorch_sketch.models.linalg import safe_cholesky
+from botorch_sketch.models.linalg import append_pivot, safe_cholesky
 from botorch_sketch.utils.validation import (
     check_kernel,
     check_magnitude,
@@ -78,9 +79,11 @@ _CHUNK = 8192
 
 
 class _AppendPlan(NamedTuple):
-    r"""A planned append: right-hand sides for the cache product, the new feature
-    coordinates of given candidates, and the update from the products."""
+    r"""A planned append: the number of points appended, right-hand sides for the
+    cache product, the new feature coordinates of given candidates, and the update
+    from the products."""
 
+    size: int
     right: list[Tensor]
     new_features: Callable[[Tensor, Tensor], Tensor]
     apply: Callable[[Tensor], Tensor]
@@ -335,6 +338,7 @@ class CandidateState:
         """
         indices = self._check_indices(indices, "indices")
         self._check_rewards(rewards, indices)
+        before = self.dictionary
         entering = self.dictionary.new_empty(0)
         leaving: list[int] = []
         if dictionary is not None:
@@ -349,9 +353,11 @@ class CandidateState:
             0, inverse, torch.ones_like(rewards)
         )
         sums = torch.zeros_like(counts).index_add_(0, inverse, rewards)
-        # remove first (a smaller cache to read), unless every point leaves
-        remove_first = len(leaving) < self.size
-        plans = [self._plan_removal(i) for i in leaving] if remove_first else []
+        # remove first (a smaller cache to read); when every point leaves, the
+        # last one goes after the appends, and stays unless every entering point
+        # was appended (a skipped one may lie in the span only with it)
+        held = leaving[-1:] if len(leaving) == self.size else []
+        plans = [self._plan_removal(i) for i in leaving[: len(leaving) - len(held)]]
         for start in range(0, max(distinct.numel(), 1), OBSERVATION_BLOCK):
             rows = slice(start, start + OBSERVATION_BLOCK)
             plans.append(
@@ -364,10 +370,11 @@ class CandidateState:
             )
             self._execute(plans)
             plans = []
-        if not remove_first:
-            self._execute([self._plan_removal(i) for i in leaving])
+        if held and bool(torch.isin(entering, self.dictionary).all()):
+            self._execute([self._plan_removal(held[0])])
         self._compact_if_sparse()
-        return entering.numel(), len(leaving)
+        added = int((~torch.isin(self.dictionary, before)).sum())
+        return added, int((~torch.isin(before, self.dictionary)).sum())
 
     def _execute(self, plans: list[tuple[Tensor, Callable[[Tensor], None]]]) -> None:
         r"""One read of the cache for every plan's right-hand sides (stored
@@ -448,12 +455,13 @@ class CandidateState:
             parts that apply) and the update that takes their products with the
             candidates' features.
         """
-        k, m, b = entering.numel(), self.size, indices.numel()
-        if k == 0 and (b == 0 or m == 0):
+        m, b = self.size, indices.numel()
+        append = self._plan_append(entering) if entering.numel() else None
+        if append is None and (b == 0 or m == 0):
             return self._basis[:, :0], lambda products: self._record(
                 indices, counts, sums
             )
-        append = self._plan_append(entering) if k > 0 else None
+        k = append.size if append is not None else 0
         observe = self._plan_observe(indices, counts, sums, m, append) if b else None
         right = [*(append.right if append else []), *(observe.right if observe else [])]
         rhs = self._basis @ torch.cat(right, dim=-1)
@@ -470,20 +478,31 @@ class CandidateState:
 
         return rhs, apply
 
-    def _plan_append(self, entering: Tensor) -> _AppendPlan:
-        r"""Append ``k`` dictionary points (block-bordered factor).
+    def _plan_append(self, entering: Tensor) -> _AppendPlan | None:
+        r"""Append ``k`` dictionary points (block-bordered factor), or None when
+        none of them adds to the dictionary's span.
 
         With ``L = F^{-1} K_SE`` and ``R R^T = K_EE - L^T L`` the new features are
         ``c(x) = R^{-1} (k_E(x) - L^T z(x))``; ``V`` is bordered by
         ``B_V = Z_X^T C c_X`` and ``c_X^T C c_X + lambda I`` (``X`` the candidates
         observed so far, ``C`` their counts). Only observed rows of the cache are
         read; the ``m x m`` state is updated now, the candidates' by ``apply``.
+        Entering points that the span already holds (copies of dictionary points,
+        or points the kernel cannot tell from it) are skipped
+        (:func:`_spanning_subset`): they would not change the posterior.
         """
-        k, m, basis = entering.numel(), self.size, self._basis
-        eye = torch.eye(k, dtype=self.points.dtype, device=self.points.device)
         block = self._columns(entering)  # A x k
         link = self._factor_inverse @ block[self.dictionary]  # m x k
-        corner = safe_cholesky(block[entering] - link.mT @ link)
+        residual = block[entering] - link.mT @ link
+        kept = _spanning_subset(residual, self.prior_variance[entering])
+        if kept.numel() == 0:
+            return None
+        if kept.numel() < entering.numel():
+            entering, block, link = entering[kept], block[:, kept], link[:, kept]
+            residual = residual[kept][:, kept]
+        k, m, basis = entering.numel(), self.size, self._basis
+        eye = torch.eye(k, dtype=self.points.dtype, device=self.points.device)
+        corner = safe_cholesky(residual)
         scaled_link = _right_solve_lower_t(link, corner)
         observed = self.observed
         weights = self.counts[observed].unsqueeze(-1)
@@ -534,7 +553,7 @@ class CandidateState:
             self._append_raw(feature)
             return feature
 
-        return _AppendPlan([scaled_link, extension], new_features, apply)
+        return _AppendPlan(k, [scaled_link, extension], new_features, apply)
 
     def _plan_observe(
         self,
@@ -740,6 +759,36 @@ class CandidateState:
 def _reflect(matrix: Tensor, reflector: Tensor) -> Tensor:
     r"""``(I - 2 h h^T) M`` for a unit vector ``h``, ``O(m^2)``."""
     return matrix - 2 * torch.outer(reflector, reflector @ matrix)
+
+
+def _spanning_subset(residual: Tensor, prior_variance: Tensor) -> Tensor:
+    r"""Positions of the entering points that add to the dictionary's span, in order.
+
+    ``residual`` is the ``k x k`` covariance ``K_EE - L^T L`` of the entering points
+    given the dictionary. A Cholesky factorization in the given order skips a point
+    whose variance given the dictionary and the points kept before it is at most
+    GPyTorch's ``cholesky_jitter`` (for the dtype) times its prior variance
+    ``k(x, x)``: a copy of a dictionary point, or a point the kernel cannot tell
+    from the span. ``O(k^3)``.
+
+    Args:
+        residual: ``k x k`` residual covariance.
+        prior_variance: ``k`` prior variances ``k(x, x)``.
+
+    Returns:
+        A LongTensor of the kept positions.
+    """
+    tolerance = settings.cholesky_jitter.value(residual.dtype) * prior_variance
+    remaining = residual.diagonal().clone()
+    rows = residual.new_zeros(0, residual.shape[-1])
+    kept = []
+    for position in range(residual.shape[-1]):
+        variance = float(remaining[position])
+        if variance > float(tolerance[position]):
+            row = append_pivot(rows, residual[position], position, variance, remaining)
+            rows = torch.cat([rows, row.unsqueeze(0)])
+            kept.append(position)
+    return torch.tensor(kept, dtype=torch.long, device=residual.device)
 
 
 def _symmetric(matrix: Tensor) -> Tensor:

@@ -226,3 +226,25 @@ def test_coupled_resampling_churns_less_than_independent():
         run(loop, arms, 60, torch.Generator().manual_seed(1))
         churn[resampling] = loop.diagnostics()["dictionary_churn"]
     assert churn["coupled"] < 0.75 * churn["independent"]
+
+
+def test_repeated_arms_run_to_the_end_and_reach_the_model():
+    # copies of arms (real data sets repeat rows) enter the dictionary beside their
+    # twins: skipped by the update, never a non-PD Schur complement; five copies of
+    # one arm used to fail at the second tell
+    gen = torch.Generator().manual_seed(2)
+    arms = torch.rand(40, 3, generator=gen, dtype=DTYPE)
+    arms[1:5] = arms[0]
+    arms[20:30] = arms[10:20]
+    loop = make_loop(arms)
+    history = run(loop, arms, 60, torch.Generator().manual_seed(3))
+    assert loop.num_observations == torch.cat(history).shape[0]
+    assert loop.model.train_inputs[0].shape[0] == loop.num_observations
+    twin = {**{i: 0 for i in range(1, 5)}, **{i: i - 10 for i in range(20, 30)}}
+    originals = {twin.get(i, i) for i in loop.state.dictionary.tolist()}
+    assert len(originals) == loop.state.size  # no two copies in the dictionary
+    copies = BBKB(arms[:1].repeat(5, 1), noise=1.0, seed=0)
+    for _ in range(6):
+        indices = copies.ask()
+        copies.tell(indices, torch.zeros(indices.shape[0], dtype=DTYPE))
+    assert copies.state.size == 1 and copies.num_observations == 63

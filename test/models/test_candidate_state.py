@@ -299,3 +299,57 @@ def test_churn_compacts_the_cache_and_stays_exact(tkwargs):
     assert min(stored) == 25 and max(stored) <= 2 * 25 + 32
     assert state._raw_t.shape[0] < 2 * 25 + 32 + 25
     assert_matches_scratch(state)
+
+
+def test_copies_add_nothing_to_the_span_and_the_posterior_stays_exact(tkwargs):
+    # rows 1-4 copy row 0 and row 11 is row 10 moved by 1e-12 (the kernel cannot
+    # tell them apart): entering the dictionary beside their twins, in one block
+    # or one at a time, they are skipped, and the full dictionary is still the
+    # exact GP with repeats
+    arms, kernel = make_arms(num_arms=60)
+    arms[1:5] = arms[0]
+    arms[11] = arms[10] + 1e-12
+    noise = 0.1
+    generator = torch.Generator().manual_seed(3)
+    indices = torch.randint(0, 30, (80,), generator=generator)
+    indices[:6] = torch.tensor([0, 1, 2, 3, 10, 11])
+    rewards = torch.randn(80, generator=generator, dtype=DTYPE)
+    state = CandidateState(arms.to(**tkwargs), kernel.to(**tkwargs), noise)
+    state.update(indices[:40], rewards[:40].to(**tkwargs), torch.tensor([0, 1, 10]))
+    assert sorted(state.dictionary.tolist()) == [0, 10]
+    state.add_to_dictionary(torch.tensor([2, 3, 11]))
+    state.add_to_dictionary(4)
+    distinct = torch.unique(indices)
+    twins = torch.isin(distinct, torch.tensor([1, 2, 3, 4, 11]))
+    added, removed = state.update(indices[40:], rewards[40:].to(**tkwargs), distinct)
+    assert (added, removed) == (int((~twins).sum()) - 2, 0)
+    assert sorted(state.dictionary.tolist()) == distinct[~twins].tolist()
+    with torch.no_grad():
+        K = kernel(arms).to_dense()
+    K_xx = K[indices][:, indices] + noise * torch.eye(80, dtype=DTYPE)
+    K_ax = K[:, indices]
+    mean = K_ax @ torch.linalg.solve(K_xx, rewards)
+    variance = K.diagonal() - (K_ax * torch.linalg.solve(K_xx, K_ax.mT).mT).sum(-1)
+    # float32 factors a K_SS of 26 points with lengthscale 0.2: looser
+    scale = 30.0 if tkwargs["dtype"] == torch.float32 else 1.0
+    assert_close(state.mean, mean, scale)
+    assert_close(state.variance, variance, scale)
+
+
+def test_a_copy_replacing_its_twin_keeps_the_dictionary_non_empty():
+    # every point leaves and an entering one copies the last leaving one: that
+    # point stays (it spans the copy), so the dictionary is never empty and spans
+    # every requested point
+    arms, kernel = make_arms(num_arms=20)
+    arms[1] = arms[0]
+    state = CandidateState(arms, kernel, 0.5)
+    state.update(torch.tensor([0, 1, 5]), torch.tensor([0.3, 0.1, -0.2]), None)
+    state.set_dictionary(torch.tensor([0]))
+    assert state.set_dictionary(torch.tensor([1])) == (0, 0)
+    assert state.dictionary.tolist() == [0]
+    assert_matches_scratch(state)
+    assert state.set_dictionary(torch.tensor([1, 5])) == (1, 0)
+    assert state.dictionary.tolist() == [0, 5]
+    assert state.set_dictionary(torch.tensor([1])) == (1, 2)
+    assert state.dictionary.tolist() == [1]
+    assert_matches_scratch(state)
