@@ -63,6 +63,7 @@ from botorch_sketch.utils.validation import (
     check_magnitude,
     check_matrix,
     check_model_dtype,
+    check_number,
     check_positive,
 )
 
@@ -168,6 +169,7 @@ class CandidateState:
         self._stored = 0
         self.counts = points.new_zeros(num_points)
         self.target_sums = points.new_zeros(num_points)
+        self.center, self.scale = 0.0, 1.0
         self._reset_dictionary(points.new_empty(0, dtype=torch.long))
 
     @classmethod
@@ -267,6 +269,29 @@ class CandidateState:
     def scaled_variance(self) -> Tensor:
         r"""``A`` papers'-scale variances ``sigma~^2(x) = Sigma(x) / lambda``."""
         return self.variance / self.noise
+
+    @property
+    def mean(self) -> Tensor:
+        r"""``A`` posterior means of the standardized rewards ``(y - c) / s``
+        (:meth:`standardize`; the rewards themselves by default), ``O(A)``."""
+        return (self._means[:, 0] - self.center * self._means[:, 1]) / self.scale
+
+    def standardize(self, center: float, scale: float) -> None:
+        r"""Condition on the rewards as ``(y - center) / scale`` from now on.
+
+        The DTC mean is linear in the rewards, and the state carries the mean of
+        the rewards ``mu_y`` and that of all-ones rewards ``mu_1`` through every
+        update, so ``mu = (mu_y - c mu_1) / s`` for any statistics: changing them
+        costs nothing here and ``O(A)`` at the next read of :attr:`mean`. The
+        variances do not depend on the rewards.
+
+        Args:
+            center: The offset ``c`` (finite).
+            scale: The scale ``s > 0``.
+        """
+        center = check_number(center, "center")
+        scale = check_positive(scale, "scale")
+        self.center, self.scale = center, scale
 
     # ---------------------------------------------------------------- updates
     @torch.no_grad()
@@ -395,7 +420,7 @@ class CandidateState:
         direction = direction / direction.norm()
         solved = self._gram_inverse @ direction
         curvature = float(direction @ solved)
-        along_weights = float(direction @ self._weights)
+        along_weights = direction @ self._weights  # 2
         rhs = self._basis @ torch.stack([direction, solved], dim=-1)
         last = torch.zeros_like(direction)
         last[-1] = 1.0
@@ -411,7 +436,7 @@ class CandidateState:
             along, coupled = products[:, 0], products[:, 1]
             self._explained -= along.square()
             self._quadratic -= coupled.square() / curvature
-            self.mean -= coupled * (along_weights / curvature)
+            self._means -= torch.outer(coupled, along_weights / curvature)
 
         return rhs, apply
 
@@ -424,7 +449,7 @@ class CandidateState:
         if reflector is not None:
             factor_inverse = _reflect(factor_inverse, reflector)
             gram_inverse = _reflect(_reflect(gram_inverse, reflector).mT, reflector)
-            projected = projected - 2 * reflector * (reflector @ projected)
+            projected = projected - 2 * torch.outer(reflector, reflector @ projected)
             basis = _reflect(basis.mT, reflector).mT
         keep = torch.arange(self.size, device=self.dictionary.device) != position
         self._factor_inverse = factor_inverse[:-1][:, keep]
@@ -515,10 +540,10 @@ class CandidateState:
         schur = safe_cholesky(
             C_X.mT @ (weights * C_X) + self.noise * eye - border.mT @ extension
         )
-        target = C_X.mT @ self.target_sums[observed]
+        target = C_X.mT @ self._targets(observed)  # k x 2
         step = torch.cholesky_solve(
-            (target - extension.mT @ self._projected_targets).unsqueeze(-1), schur
-        ).squeeze(-1)
+            target - extension.mT @ self._projected_targets, schur
+        )
         self._gram_inverse = _bordered_inverse(
             self._gram_inverse, extension, torch.cholesky_inverse(schur)
         )
@@ -548,7 +573,7 @@ class CandidateState:
             feature = _right_solve_lower_t(block, corner) - products[:, :k]
             direction = feature - products[:, k:]
             self._quadratic += _right_solve_lower_t(direction, schur).square().sum(-1)
-            self.mean += direction @ step
+            self._means += direction @ step
             self._explained += feature.square().sum(-1)
             self._append_raw(feature)
             return feature
@@ -572,22 +597,23 @@ class CandidateState:
         if append is not None:
             Z_b = torch.cat([Z_b, append.new_features(indices, Z_b)], dim=-1)
         # the mean at the observed rows, after the planned removals and append
-        mean_b = Z_b @ self._weights
+        mean_b = Z_b @ self._weights  # b x 2
         G = self._gram_inverse @ Z_b.mT  # (m + k) x b
         woodbury = safe_cholesky(torch.diag(counts.reciprocal()) + Z_b @ G)
-        coefficients = torch.cholesky_solve(
-            (sums / counts - mean_b).unsqueeze(-1), woodbury
-        ).squeeze(-1)
+        averages = torch.stack([sums / counts, torch.ones_like(counts)], dim=-1)
+        coefficients = torch.cholesky_solve(averages - mean_b, woodbury)
         G_whitened = torch.linalg.solve_triangular(woodbury, G.mT, upper=False)
         self._gram_inverse = _symmetric(self._gram_inverse - G_whitened.mT @ G_whitened)
-        self._projected_targets = self._projected_targets + Z_b.mT @ sums
+        self._projected_targets = self._projected_targets + Z_b.mT @ (
+            counts.unsqueeze(-1) * averages
+        )
         self._weights = self._weights + G @ coefficients
         self.flops += 2.0 * b * self._stored * m + 4.0 * G.shape[0] ** 2 * b
 
         def apply(products: Tensor, feature: Tensor | None) -> None:
             U = products if feature is None else products + feature @ G[m:]
             self._quadratic -= _right_solve_lower_t(U, woodbury).square().sum(-1)
-            self.mean += U @ coefficients
+            self._means += U @ coefficients
 
         return _ObservePlan([G[:m]], apply)
 
@@ -622,6 +648,11 @@ class CandidateState:
         self._stored = m
         self.flops += 2.0 * self.num_points * s * m
 
+    def _targets(self, indices: Tensor) -> Tensor:
+        r"""``n x 2`` reward sums and counts of candidates: the right-hand sides of
+        ``mu_y`` and ``mu_1`` (:meth:`standardize`)."""
+        return torch.stack([self.target_sums[indices], self.counts[indices]], -1)
+
     def _record(self, indices: Tensor, counts: Tensor, sums: Tensor) -> None:
         self.counts.index_add_(0, indices, counts)
         self.target_sums.index_add_(0, indices, sums)
@@ -640,10 +671,16 @@ class CandidateState:
         self._compact_if_sparse()
 
     @torch.no_grad()
-    def refresh(self) -> None:
+    def refresh(self, noise: float | None = None) -> None:
         r"""Recompute every cached quantity from the observations and the dictionary
-        (``O(A m (m + d))``): after a hyperparameter change, or to shed the rounding
-        accumulated by many updates."""
+        (``O(A m (m + d))``): after a change of the kernel's hyperparameters, or to
+        shed the rounding accumulated by many updates.
+
+        Args:
+            noise: A new ``lambda > 0`` (default: keep it).
+        """
+        if noise is not None:
+            self.noise = check_positive(noise, "noise")
         with torch.no_grad():
             self.prior_variance = self.kernel(self.points, diag=True).to(self.points)
         self._columns = KernelColumns(self.kernel, self.points)
@@ -673,13 +710,11 @@ class CandidateState:
         gram = Z.mT @ (self.counts[observed].unsqueeze(-1) * Z) + self.noise * eye
         chol_gram = torch.linalg.cholesky(gram)
         self._gram_inverse = torch.cholesky_inverse(chol_gram)
-        self._projected_targets = Z.mT @ self.target_sums[observed]
-        self._weights = torch.cholesky_solve(
-            self._projected_targets.unsqueeze(-1), chol_gram
-        ).squeeze(-1)
+        self._projected_targets = Z.mT @ self._targets(observed)
+        self._weights = torch.cholesky_solve(self._projected_targets, chol_gram)
         features = self._raw_t[:m].mT.to(self.points)  # the basis is the identity
         self._explained = features.square().sum(-1)
-        self.mean = features @ self._weights
+        self._means = features @ self._weights
         self._quadratic = (
             torch.linalg.solve_triangular(chol_gram, features.mT, upper=False)
             .square()

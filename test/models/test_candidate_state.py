@@ -30,9 +30,14 @@ def make_arms(num_arms=250, d=3, seed=0, lengthscale=0.2, dtype=DTYPE, device=No
     return arms.to(dtype=dtype, device=device), kernel.to(dtype=dtype, device=device)
 
 
-def from_scratch(state: CandidateState) -> tuple[torch.Tensor, torch.Tensor]:
+def from_scratch(
+    state: CandidateState, target_sums: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Mean and Bayesian variance of every candidate from a fresh float64 DTCState
-    on the CPU (the state's points, observations and dictionary)."""
+    on the CPU (the state's points, observations and dictionary; its reward sums
+    unless ``target_sums`` are given)."""
+    if target_sums is None:
+        target_sums = state.target_sums
     points = state.points.cpu().double()
     kernel = deepcopy(state.kernel).cpu().double()
     observed, dictionary = state.observed.cpu(), state.dictionary.cpu()
@@ -41,7 +46,7 @@ def from_scratch(state: CandidateState) -> tuple[torch.Tensor, torch.Tensor]:
             kernel,
             points[dictionary],
             points[observed],
-            state.target_sums.cpu().double()[observed],
+            target_sums.cpu().double()[observed],
             torch.tensor(state.noise, dtype=DTYPE),
             state.counts.cpu().double()[observed],
         )
@@ -353,3 +358,39 @@ def test_a_copy_replacing_its_twin_keeps_the_dictionary_non_empty():
     assert state.set_dictionary(torch.tensor([1])) == (1, 2)
     assert state.dictionary.tolist() == [1]
     assert_matches_scratch(state)
+
+
+def test_standardized_mean_equals_a_state_built_on_standardized_rewards(tkwargs):
+    # the statistics change between updates: the O(A) combination of the rewards'
+    # mean and the all-ones mean is the posterior of (y - c) / s from scratch
+    arms, kernel = make_arms(num_arms=150, **tkwargs)
+    state = CandidateState(arms, kernel, 0.2)
+    generator = torch.Generator().manual_seed(6)
+    checks = 0
+    for _ in random_walk(state, 200, seed=7, check_every=25):
+        center = float(torch.randn(1, generator=generator)) * 100
+        scale = float(torch.rand(1, generator=generator)) * 50 + 0.01
+        state.standardize(center, scale)
+        standardized = (state.target_sums - center * state.counts) / scale
+        reference, _ = from_scratch(state, standardized)
+        assert_close(state.mean, reference, 30.0 if arms.dtype == torch.float32 else 1)
+        checks += 1
+    assert checks == 8
+    variance = state.variance.clone()
+    state.standardize(0.0, 1.0)
+    assert_matches_scratch(state, 30.0 if arms.dtype == torch.float32 else 1)
+    assert torch.equal(state.variance, variance)
+    with pytest.raises(ValueError, match="scale"):
+        state.standardize(0.0, 0.0)
+    with pytest.raises(ValueError, match="center"):
+        state.standardize(float("nan"), 1.0)
+
+
+def test_refresh_with_a_new_noise_equals_from_scratch(tkwargs):
+    arms, kernel = make_arms(num_arms=100, **tkwargs)
+    state = CandidateState(arms, kernel, 1.0)
+    for _ in random_walk(state, 100, seed=9):
+        pass
+    state.refresh(noise=0.05)
+    assert state.noise == 0.05
+    assert_matches_scratch(state, 30.0 if arms.dtype == torch.float32 else 1)
