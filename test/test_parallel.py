@@ -19,6 +19,7 @@ from botorch_sketch import asynchronous_options
 from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.models.candidate_state import CandidateState
+from botorch_sketch.models.hyperparameters import reward_statistics
 from botorch_sketch.parallel import (
     DISTRIBUTED_INSTALL_HINT,
     DaskEngine,
@@ -213,13 +214,14 @@ def test_bbkb_with_the_options_for_its_workers():
     assert optimizer.observed.tolist() == log.indices
     assert log.rewards == pytest.approx([reward(arms[i]) for i in log.indices])
     scratch = CandidateState.from_observations(
-        arms,
+        optimizer.kernel_inputs,  # the unit cube of the arms: the kernel is learned
         optimizer.covar_module,
         optimizer.noise,
         optimizer.observed,
         optimizer.rewards,
         optimizer.state.dictionary,
     )
+    scratch.standardize(*reward_statistics(optimizer.rewards))
     torch.testing.assert_close(optimizer.state.mean, scratch.mean)
     torch.testing.assert_close(optimizer.state.variance, scratch.variance)
 

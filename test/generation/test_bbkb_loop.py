@@ -8,7 +8,13 @@ from botorch.optim import optimize_acqf_discrete
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch import BBKB, BKBUpperConfidenceBound, TheoryRadius
+from botorch_sketch.generation import bbkb_loop
 from botorch_sketch.models.candidate_state import CandidateState
+from botorch_sketch.models.hyperparameters import (
+    learnable_covar_module,
+    reward_statistics,
+    unit_cube,
+)
 
 DTYPE = torch.float64
 
@@ -109,9 +115,12 @@ def test_protocol_errors_change_nothing():
 
 
 def assert_same_state(state, reference):
+    r"""Equal state dicts: tensors bit for bit (NaN equal to NaN), nested dicts."""
     assert state.keys() == reference.keys()
     for key, value in reference.items():
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, dict):
+            assert_same_state(state[key], value)
+        elif isinstance(value, torch.Tensor):
             torch.testing.assert_close(
                 state[key], value, rtol=0, atol=0, equal_nan=True
             )
@@ -243,8 +252,110 @@ def test_repeated_arms_run_to_the_end_and_reach_the_model():
     twin = {**{i: 0 for i in range(1, 5)}, **{i: i - 10 for i in range(20, 30)}}
     originals = {twin.get(i, i) for i in loop.state.dictionary.tolist()}
     assert len(originals) == loop.state.size  # no two copies in the dictionary
-    copies = BBKB(arms[:1].repeat(5, 1), noise=1.0, seed=0)
-    for _ in range(6):
-        indices = copies.ask()
-        copies.tell(indices, torch.zeros(indices.shape[0], dtype=DTYPE))
-    assert copies.state.size == 1 and copies.num_observations == 63
+    for copies in (make_loop(arms[:1].repeat(5, 1)), BBKB(arms[:1].repeat(5, 1))):
+        told = 0
+        for _ in range(6):
+            indices = copies.ask()
+            copies.tell(indices, torch.zeros(indices.shape[0], dtype=DTYPE))
+            told += indices.numel()
+        assert copies.state.size == 1 and copies.num_observations == told > 6
+
+
+def run_learned(loop, arms, steps, scale=1.0, offset=0.0, asked_per_step=None):
+    r"""Synchronous steps of a loop with learned hyperparameters on ``objective``
+    in other units (``scale * f + offset``); the arms asked, step by step."""
+    history = []
+    for _ in range(steps):
+        indices = loop.ask(asked_per_step)
+        loop.tell(indices, scale * objective(arms[indices]) + offset)
+        history.append(indices.tolist())
+    return history
+
+
+def test_learned_loop_starts_space_filling_and_refits_geometrically():
+    gen = torch.Generator().manual_seed(5)
+    arms = torch.rand(400, 3, generator=gen, dtype=DTYPE) * 10 - 5  # not the cube
+    loop = BBKB(arms, seed=0)
+    first = loop.ask()
+    assert first.numel() == 6 and torch.unique(first).numel() == 6  # max(5, 2 d)
+    loop.tell(first, objective(arms[first]))
+    assert loop.refits.last == 6
+    run_learned(loop, arms, 30)
+    n = loop.num_observations
+    assert loop.refits.last > 6 and n < 1.5 * loop.refits.last + 2
+    lengthscale = loop.covar_module.base_kernel.lengthscale
+    assert not torch.allclose(
+        lengthscale, learnable_covar_module(3).base_kernel.lengthscale.to(lengthscale)
+    )
+    # the state is the posterior of the standardized rewards with the learned
+    # kernel on the unit cube, as rebuilt from scratch
+    scratch = CandidateState.from_observations(
+        unit_cube(arms),
+        loop.covar_module,
+        loop.noise,
+        loop.observed,
+        loop.rewards,
+        loop.state.dictionary,
+    )
+    scratch.standardize(*reward_statistics(loop.rewards))
+    torch.testing.assert_close(loop.state.mean, scratch.mean)
+    torch.testing.assert_close(loop.state.variance, scratch.variance)
+    assert loop.diagnostics()["radius"] == pytest.approx(2 * loop.noise**0.5)
+    posterior = loop.model.posterior(arms[:5])  # in the arms' units and coordinates
+    torch.testing.assert_close(
+        posterior.mean.squeeze(-1),
+        loop.state.mean[:5] * loop.state.scale + loop.state.center,
+    )
+
+
+def test_learned_loop_does_not_depend_on_the_rewards_units():
+    gen = torch.Generator().manual_seed(6)
+    arms = torch.rand(300, 2, generator=gen, dtype=DTYPE)
+    histories = [
+        run_learned(BBKB(arms, seed=1), arms, 25, scale, offset, asked_per_step=2)
+        for scale, offset in ((1.0, 0.0), (1000.0, 300.0), (0.001, -7.0))
+    ]
+    assert histories[0] == histories[1] == histories[2]
+
+
+def test_learned_loop_resumes_exactly():
+    gen = torch.Generator().manual_seed(7)
+    arms = torch.rand(200, 2, generator=gen, dtype=DTYPE)
+    loop = BBKB(arms, seed=2)
+    run_learned(loop, arms, 12, asked_per_step=3)
+    twin = BBKB(arms, seed=2)
+    twin.load_state_dict(loop.state_dict())
+    assert twin.noise == loop.noise and twin.refits.last == loop.refits.last
+    assert run_learned(twin, arms, 10, asked_per_step=3) == run_learned(
+        loop, arms, 10, asked_per_step=3
+    )
+    fixed = make_loop(arms)
+    with pytest.raises(ValueError, match="hyperparameters"):
+        BBKB(arms, seed=2).load_state_dict(
+            {**loop.state_dict(), "hyperparameters": None}
+        )
+    run(fixed, arms, 3, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="hyperparameters"):
+        BBKB(arms, seed=2).load_state_dict(fixed.state_dict())
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_an_interrupted_refit_changes_nothing_and_can_be_retried(error, monkeypatch):
+    gen = torch.Generator().manual_seed(8)
+    arms = torch.rand(150, 2, generator=gen, dtype=DTYPE)
+    loop, twin = BBKB(arms, seed=3), BBKB(arms, seed=3)
+    indices = loop.ask()
+    assert torch.equal(indices, twin.ask())
+    twin.tell(indices, objective(arms[indices]))
+    before = loop.state_dict()
+
+    def interrupted(*args, **kwargs):
+        raise error("stop")
+
+    monkeypatch.setattr(bbkb_loop, "fit_dtc_hyperparameters", interrupted)
+    with pytest.raises(error):
+        loop.tell(indices, objective(arms[indices]))
+    assert_same_state(loop.state_dict(), before)
+    monkeypatch.undo()
+    loop.tell(indices, objective(arms[indices]))
+    assert run_learned(loop, arms, 5) == run_learned(twin, arms, 5)

@@ -1,0 +1,192 @@
+r"""Hyperparameters learned as a loop runs: the reward statistics, the unit-cube
+inputs and default priors of a learned kernel, and its MAP fit on the collapsed
+bound of the DTC posterior (``NystromMarginalLogLikelihood``).
+
+The loops (``BBKB``) standardize the rewards with :func:`reward_statistics`, map
+their arms to the unit cube with :func:`unit_cube`, and refit
+:func:`learnable_covar_module`'s hyperparameters and ``lambda`` with
+:func:`fit_dtc_hyperparameters` on a geometric schedule (:class:`RefitSchedule`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from copy import deepcopy
+
+import torch
+from botorch.exceptions.errors import ModelFittingError
+from botorch.fit import fit_gpytorch_mll
+from botorch.models.utils.gpytorch_modules import (
+    get_covar_module_with_dim_scaled_prior,
+)
+from gpytorch.constraints import Interval
+from gpytorch.kernels import Kernel, ScaleKernel
+from gpytorch.priors import LogNormalPrior
+from linear_operator.utils.errors import NanError, NotPSDError
+from torch import Tensor
+
+from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
+from botorch_sketch.utils.validation import MIN_NOISE, check_at_least, check_int
+
+#: BoTorch's inferred-noise floor (its log-normal noise prior's constraint).
+MIN_LEARNED_NOISE = 1e-4
+
+#: Range of a learned outputscale (standardized rewards have variance 1).
+OUTPUTSCALE_RANGE = (1e-2, 1e2)
+
+#: ``lambda`` before the first fit: the mode of BoTorch's ``LogNormal(-4, 1)`` noise
+#: prior.
+INITIAL_LEARNED_NOISE = math.exp(-5.0)
+
+
+def learnable_covar_module(d: int) -> ScaleKernel:
+    r"""The kernel a loop learns when the user gives none: BoTorch's default RBF
+    kernel with the dimension-scaled log-normal lengthscale prior (Hvarfner et al.,
+    ICML 2024; ``get_covar_module_with_dim_scaled_prior``), for inputs in the unit
+    cube, inside a ``ScaleKernel`` whose outputscale has a ``LogNormal(0, 1)``
+    prior: the rewards are standardized, so their variance is about 1. The
+    outputscale is kept in :data:`OUTPUTSCALE_RANGE` (a bounded parametrization:
+    a line search of the fit cannot drive it to 0).
+
+    Args:
+        d: The input dimension.
+
+    Returns:
+        ``ScaleKernel(RBFKernel(ard_num_dims=d))`` with those priors, at their modes
+        (lengthscales) and 1 (outputscale).
+    """
+    check_int(d, "d", 1)
+    kernel = ScaleKernel(
+        get_covar_module_with_dim_scaled_prior(ard_num_dims=d),
+        outputscale_prior=LogNormalPrior(0.0, 1.0),
+        outputscale_constraint=Interval(*OUTPUTSCALE_RANGE),
+    )
+    kernel.outputscale = 1.0
+    return kernel
+
+
+def unit_cube(points: Tensor) -> Tensor:
+    r"""``points`` mapped affinely to the unit cube by their bounding box (a
+    coordinate that does not vary maps to 0), as BoTorch's ``Normalize`` maps
+    inputs: the learned kernel's priors assume that cube.
+
+    Args:
+        points: ``n x d`` points.
+
+    Returns:
+        ``n x d`` points in ``[0, 1]^d``.
+    """
+    low = points.min(dim=0).values
+    span = points.max(dim=0).values - low
+    return (points - low) / torch.where(span > 0, span, torch.ones_like(span))
+
+
+def reward_statistics(rewards: Tensor) -> tuple[float, float]:
+    r"""Center and scale of the rewards for standardization, ``(y - c) / s``: their
+    mean and standard deviation (unbiased), with ``s = 1`` when fewer than two
+    rewards or no spread (as BoTorch's ``Standardize``), ``c = 0`` with no reward.
+
+    Args:
+        rewards: ``n`` rewards.
+
+    Returns:
+        ``(c, s)`` as floats.
+    """
+    if rewards.numel() == 0:
+        return 0.0, 1.0
+    center = float(rewards.mean())
+    if rewards.numel() < 2:
+        return center, 1.0
+    scale = float(rewards.std())
+    tiny = 1e-8 * max(abs(center), 1.0)
+    return center, scale if scale > tiny and math.isfinite(scale) else 1.0
+
+
+def fit_dtc_hyperparameters(
+    kernel: Kernel,
+    noise: float,
+    X: Tensor,
+    y: Tensor,
+    dictionary: Tensor,
+    learn_noise: bool = True,
+) -> tuple[Kernel, float] | None:
+    r"""MAP of the kernel hyperparameters and ``lambda`` on the collapsed (Titsias)
+    bound of the DTC posterior on ``dictionary``, plus the log densities of the
+    kernel's priors and BoTorch's log-normal noise prior, warm-started at
+    ``kernel`` and ``noise`` (``fit_gpytorch_mll``, one L-BFGS-B run: no random
+    restart, so the fit is reproducible). ``O(u m^2 + m^3)`` per iteration for
+    ``u`` distinct points and ``m`` dictionary points.
+
+    Args:
+        kernel: The current kernel (not modified; a fitted copy is returned).
+        noise: The current ``lambda``.
+        X: ``n x d`` observed points (repeats allowed).
+        y: ``n`` standardized rewards.
+        dictionary: ``m x d`` dictionary points.
+        learn_noise: Whether ``lambda`` is fitted too (else it stays ``noise``).
+
+    Returns:
+        The fitted kernel and ``lambda``, or None if the fit failed (keep the
+        current ones).
+    """
+    model = NystromGP(
+        X,
+        y.unsqueeze(-1),
+        covar_module=deepcopy(kernel).requires_grad_(True),
+        noise=None if learn_noise else noise,
+        dictionary=dictionary,
+    )
+    if learn_noise:
+        model.likelihood.noise = max(noise, MIN_LEARNED_NOISE)
+    mll = NystromMarginalLogLikelihood(model.likelihood, model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            fit_gpytorch_mll(mll, max_attempts=1)
+        except (ModelFittingError, NotPSDError, NanError, ValueError, RuntimeError):
+            return None
+    fitted = float(model.noise.detach())
+    if not math.isfinite(fitted) or fitted < MIN_NOISE:
+        return None
+    model.covar_module.requires_grad_(False)
+    return model.covar_module, fitted
+
+
+class RefitSchedule:
+    r"""When a loop refits: at ``first`` observations, then each time the
+    observations have grown by ``growth`` since the last fit (so ``O(log T)`` fits in
+    ``T`` observations, whose cost adds up to ``growth / (growth - 1)`` times that of
+    the last one).
+
+    Example:
+        >>> schedule = RefitSchedule(first=10, growth=1.5)
+        >>> for n in range(1, 60):
+        ...     if schedule.due(n):
+        ...         schedule.done(n)
+        >>> schedule.last  # fits at 10, 15, 23, 35 and 53 observations
+        53
+    """
+
+    def __init__(self, first: int, growth: float) -> None:
+        r"""
+        Args:
+            first: Observations before the first fit (``>= 2``).
+            growth: Factor ``> 1`` of observations between fits.
+        """
+        check_int(first, "first", 2)
+        check_at_least(growth, "growth", 1.0)
+        if growth <= 1.0:
+            raise ValueError(f"`growth` must be > 1, got {growth}.")
+        self.first, self.growth = first, float(growth)
+        self.last: int | None = None
+
+    def due(self, num_observations: int) -> bool:
+        r"""Whether ``num_observations`` call for a fit."""
+        if self.last is None:
+            return num_observations >= self.first
+        return num_observations >= math.ceil(self.growth * self.last)
+
+    def done(self, num_observations: int) -> None:
+        r"""Record a fit at ``num_observations``."""
+        self.last = num_observations

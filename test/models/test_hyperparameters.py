@@ -1,0 +1,110 @@
+r"""Learned hyperparameters: the fit on the collapsed bound against BoTorch's exact
+GP fit (the dictionary holds every point), the reward statistics, the unit cube and
+the refit schedule."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.utils.gpytorch_modules import (
+    get_gaussian_likelihood_with_lognormal_prior,
+)
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+from botorch_sketch.models.hyperparameters import (
+    INITIAL_LEARNED_NOISE,
+    RefitSchedule,
+    fit_dtc_hyperparameters,
+    learnable_covar_module,
+    reward_statistics,
+    unit_cube,
+)
+
+DTYPE = torch.float64
+
+
+def test_full_dictionary_fit_equals_the_exact_gp_map_fit():
+    # with every point in the dictionary the collapsed bound is the exact marginal
+    # likelihood: the MAP hyperparameters are SingleTaskGP's with the same priors
+    generator = torch.Generator().manual_seed(0)
+    X = torch.rand(40, 3, generator=generator, dtype=DTYPE)
+    y = torch.sin(5 * X[:, 0]) + X[:, 1] ** 2
+    y = y + 0.05 * torch.randn(40, generator=generator, dtype=DTYPE)
+    y = (y - y.mean()) / y.std()
+    start = learnable_covar_module(3).to(DTYPE)
+    kernel, noise = fit_dtc_hyperparameters(start, INITIAL_LEARNED_NOISE, X, y, X)
+    likelihood = get_gaussian_likelihood_with_lognormal_prior().to(DTYPE)
+    likelihood.noise = INITIAL_LEARNED_NOISE
+    exact = SingleTaskGP(
+        X,
+        y.unsqueeze(-1),
+        covar_module=learnable_covar_module(3).to(DTYPE),
+        likelihood=likelihood,
+        outcome_transform=None,
+    )
+    mll = ExactMarginalLogLikelihood(exact.likelihood, exact)
+    fit_gpytorch_mll(mll)
+
+    def exact_objective() -> float:  # MAP objective of SingleTaskGP, per point
+        exact.train()
+        with torch.no_grad():
+            return float(mll(exact(X), y))
+
+    optimum = exact_objective()
+    exact.covar_module.load_state_dict(kernel.state_dict())
+    exact.likelihood.noise = noise
+    # the same optimum of the same objective, to the optimizers' tolerances (2e-5
+    # per observation here; the flattest lengthscale differs by about 1%)
+    assert exact_objective() == pytest.approx(optimum, abs=1e-4)
+    # the start is untouched and the fitted kernel holds no gradient
+    assert float(start.outputscale) == pytest.approx(1.0)
+    assert not any(p.requires_grad for p in kernel.parameters())
+
+
+def test_fixed_noise_stays_fixed():
+    X = torch.rand(20, 2, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
+    y = torch.cos(4 * X).sum(-1)
+    kernel, noise = fit_dtc_hyperparameters(
+        learnable_covar_module(2).to(DTYPE),
+        0.3,
+        X,
+        (y - y.mean()) / y.std(),
+        X[:8],
+        learn_noise=False,
+    )
+    assert noise == pytest.approx(0.3)
+    assert float(kernel.outputscale) != 1.0
+
+
+def test_reward_statistics():
+    rewards = torch.tensor([1.0, 3.0, 8.0], dtype=DTYPE)
+    assert reward_statistics(rewards) == pytest.approx(
+        (float(rewards.mean()), float(rewards.std()))
+    )
+    assert reward_statistics(rewards[:1]) == (1.0, 1.0)
+    assert reward_statistics(rewards[:0]) == (0.0, 1.0)
+    assert reward_statistics(torch.full((4,), 7.0, dtype=DTYPE)) == (7.0, 1.0)
+
+
+def test_unit_cube():
+    points = torch.tensor([[1.0, 5.0, 2.0], [3.0, 5.0, -2.0], [2.0, 5.0, 0.0]])
+    cube = unit_cube(points)
+    assert torch.equal(cube[:, 0], torch.tensor([0.0, 1.0, 0.5]))
+    assert torch.equal(cube[:, 1], torch.zeros(3))
+    assert torch.equal(cube[:, 2], torch.tensor([1.0, 0.0, 0.5]))
+
+
+def test_refit_schedule_is_geometric():
+    schedule = RefitSchedule(first=10, growth=1.5)
+    fits = []
+    for n in range(1, 60):
+        if schedule.due(n):
+            schedule.done(n)
+            fits.append(n)
+    assert fits == [10, 15, 23, 35, 53]
+    with pytest.raises(ValueError, match="growth"):
+        RefitSchedule(first=10, growth=1.0)
+    with pytest.raises(ValueError, match="first"):
+        RefitSchedule(first=1, growth=2.0)
