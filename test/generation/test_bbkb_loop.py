@@ -359,3 +359,18 @@ def test_an_interrupted_refit_changes_nothing_and_can_be_retried(error, monkeypa
     monkeypatch.undo()
     loop.tell(indices, objective(arms[indices]))
     assert run_learned(loop, arms, 5) == run_learned(twin, arms, 5)
+
+
+def test_a_state_saved_before_the_first_batch_end_loads():
+    # arms asked, one told, the others pending: nothing in the posterior yet and
+    # an empty dictionary, which the loaded loop must accept (#26)
+    gen = torch.Generator().manual_seed(9)
+    arms = torch.rand(50, 2, generator=gen, dtype=DTYPE)
+    for loop, twin in ((make_loop(arms), make_loop(arms)), (BBKB(arms), BBKB(arms))):
+        loop.ask_arms(torch.tensor([3, 7, 11]))
+        loop.tell(torch.tensor([7]), torch.tensor([0.5], dtype=DTYPE))
+        twin.load_state_dict(loop.state_dict())
+        assert twin.pending.tolist() == [3, 11] and twin.num_observations == 1
+        for each in (loop, twin):
+            each.tell(torch.tensor([3, 11]), torch.tensor([0.1, 0.2], dtype=DTYPE))
+        assert torch.equal(twin.ask(), loop.ask())
