@@ -14,6 +14,7 @@ from collections import Counter
 
 import pytest
 import torch
+from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch import asynchronous_options
 from botorch_sketch.generation.bbkb_loop import BBKB
@@ -43,8 +44,16 @@ def make_arms() -> torch.Tensor:
 
 
 def make_optimizer(kind: str, arms: torch.Tensor):
-    if kind == "bbkb":
-        return BBKB(arms, noise=0.5, radius=0.5, ratio_threshold=3.0, seed=1)
+    if kind == "bbkb":  # a fixed kernel: these tests are about the driver
+        kernel = ScaleKernel(RBFKernel(ard_num_dims=2)).to(arms)
+        return BBKB(
+            arms,
+            covar_module=kernel,
+            noise=0.5,
+            radius=0.5,
+            ratio_threshold=3.0,
+            seed=1,
+        )
     return SGPTS(arms, noise=0.5, num_inducing=16, num_features=64, seed=1)
 
 

@@ -20,14 +20,16 @@ others'. ``max_concurrent`` (or Tune's ``max_concurrent_trials``) caps the runni
 trials and, for BBKB, sets the loop's defaults for that many workers
 (:func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options`).
 
-Rewards are the metric (``mode="max"``) or its negative (``mode="min"``), as
-reported: the loop's kernel and noise are fixed, so choose them for the metric's
-scale. A trial that errored, or ended without a finite value of the metric, is failed
+Rewards are the metric (``mode="max"``) or its negative (``mode="min"``). With the
+default options ``BBKBSearch``'s loop learns its kernel, noise and the metric's
+scale as it goes (:class:`~botorch_sketch.generation.bbkb_loop.BBKB` with no
+``covar_module``): nothing needs to be chosen for the metric's units, and an affine
+change of the metric gives the same suggestions. A trial that errored, or ended without a finite value of the metric, is failed
 in the loop (it never enters the posterior) and listed in ``failures``.
 
 Example:
     >>> from ray import tune
-    >>> searcher = BBKBSearch(noise=1e-2, radius=0.5, seed=0)
+    >>> searcher = BBKBSearch(seed=0)
     >>> tuner = tune.Tuner(
     ...     trainable,
     ...     param_space={"lr": tune.loguniform(1e-4, 1e-1), "act": tune.choice(["relu", "tanh"])},
