@@ -28,6 +28,7 @@ from botorch_sketch.models.dictionary import inclusion_probabilities, sample_dic
 from botorch_sketch.models.hyperparameters import (
     INITIAL_LEARNED_NOISE,
     RefitSchedule,
+    bounding_box,
     fit_dtc_hyperparameters,
     learnable_covar_module,
     reward_statistics,
@@ -316,17 +317,14 @@ class BBKB:
                 noise=self.noise,
                 qbar=self.qbar,
                 dictionary=self.arms[self.state.dictionary],
-                input_transform=Normalize(self.arms.shape[-1], bounds=self._bounds())
+                input_transform=Normalize(
+                    self.arms.shape[-1], bounds=bounding_box(self.arms)
+                )
                 if learned
                 else None,
                 outcome_transform=Standardize(1) if self.standardize else None,
             )
         return self._model
-
-    def _bounds(self) -> Tensor:
-        r"""``2 x d`` bounding box of the arms (the learned kernel's unit cube)."""
-        low, high = self.arms.min(dim=0).values, self.arms.max(dim=0).values
-        return torch.stack([low, torch.where(high > low, high, low + 1)])
 
     def ask(self, max_arms: int | None = None) -> Tensor:
         r"""The next arms of the open batch, given the :attr:`pending` ones.

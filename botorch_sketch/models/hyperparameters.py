@@ -66,10 +66,17 @@ def learnable_covar_module(d: int) -> ScaleKernel:
     return kernel
 
 
+def bounding_box(points: Tensor) -> Tensor:
+    r"""``2 x d`` lower and upper bounds of ``points`` (``n x d``); a coordinate that
+    does not vary gets the upper bound ``lower + 1``, so it maps to 0 in the cube."""
+    low, high = points.min(dim=0).values, points.max(dim=0).values
+    return torch.stack([low, torch.where(high > low, high, low + 1)])
+
+
 def unit_cube(points: Tensor) -> Tensor:
-    r"""``points`` mapped affinely to the unit cube by their bounding box (a
-    coordinate that does not vary maps to 0), as BoTorch's ``Normalize`` maps
-    inputs: the learned kernel's priors assume that cube.
+    r"""``points`` mapped affinely to the unit cube by their :func:`bounding_box`, as
+    BoTorch's ``Normalize`` maps inputs: the learned kernel's priors assume that
+    cube.
 
     Args:
         points: ``n x d`` points.
@@ -77,9 +84,8 @@ def unit_cube(points: Tensor) -> Tensor:
     Returns:
         ``n x d`` points in ``[0, 1]^d``.
     """
-    low = points.min(dim=0).values
-    span = points.max(dim=0).values - low
-    return (points - low) / torch.where(span > 0, span, torch.ones_like(span))
+    low, high = bounding_box(points)
+    return (points - low) / (high - low)
 
 
 def reward_statistics(rewards: Tensor) -> tuple[float, float]:
