@@ -172,3 +172,24 @@ WAVE_MODELS = {"svgp": wave_svgp, "exact": wave_exact_gp}
 
 def wave_points(n=5, dtype=DTYPE, seed=11, device=None):
     return uniform(n, 2, seed=seed, scale=2.0, dtype=dtype, device=device)
+
+
+def assert_loop_matches_scratch(loop) -> None:
+    r"""A ``BBKB`` loop's candidate state equals one rebuilt from scratch from its
+    observations and dictionary, with its kernel, ``lambda``, kernel inputs and
+    reward standardization."""
+    from botorch_sketch.models.candidate_state import CandidateState
+    from botorch_sketch.models.hyperparameters import reward_statistics
+
+    scratch = CandidateState.from_observations(
+        loop.kernel_inputs,
+        loop.covar_module,
+        loop.noise,
+        loop.observed,
+        loop.rewards,
+        loop.state.dictionary,
+    )
+    if loop.standardize:
+        scratch.standardize(*reward_statistics(loop.rewards))
+    torch.testing.assert_close(loop.state.mean, scratch.mean)
+    torch.testing.assert_close(loop.state.variance, scratch.variance)

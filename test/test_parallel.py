@@ -19,8 +19,6 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from botorch_sketch import asynchronous_options
 from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.sgpts_loop import SGPTS
-from botorch_sketch.models.candidate_state import CandidateState
-from botorch_sketch.models.hyperparameters import reward_statistics
 from botorch_sketch.parallel import (
     DISTRIBUTED_INSTALL_HINT,
     DaskEngine,
@@ -32,6 +30,7 @@ from botorch_sketch.parallel import (
     run_parallel,
 )
 
+from .gp_helpers import assert_loop_matches_scratch
 from .ray_helpers import init_local_ray
 
 torch.set_num_threads(1)
@@ -222,17 +221,7 @@ def test_bbkb_with_the_options_for_its_workers():
     assert optimizer.pending.numel() == 0 and optimizer.end_fraction == 0.05
     assert optimizer.observed.tolist() == log.indices
     assert log.rewards == pytest.approx([reward(arms[i]) for i in log.indices])
-    scratch = CandidateState.from_observations(
-        optimizer.kernel_inputs,  # the unit cube of the arms: the kernel is learned
-        optimizer.covar_module,
-        optimizer.noise,
-        optimizer.observed,
-        optimizer.rewards,
-        optimizer.state.dictionary,
-    )
-    scratch.standardize(*reward_statistics(optimizer.rewards))
-    torch.testing.assert_close(optimizer.state.mean, scratch.mean)
-    torch.testing.assert_close(optimizer.state.variance, scratch.variance)
+    assert_loop_matches_scratch(optimizer)  # the kernel is learned
 
 
 def stop_after(count: int, error: type[BaseException]):

@@ -595,18 +595,19 @@ class BBKB:
         observed: Tensor | None = None,
         rewards: Tensor | None = None,
         dictionary: Tensor | None = None,
+        hyperparameters: tuple[Kernel, float] | None = None,
     ) -> CandidateState:
         r"""The prior state, or one rebuilt from scratch from observations and a
-        dictionary (standardized by their rewards' statistics)."""
+        dictionary (standardized by their rewards' statistics), with the loop's
+        kernel and ``lambda`` or the given ``hyperparameters``."""
+        kernel, noise = hyperparameters or (self.covar_module, self.noise)
         options = {"feature_dtype": self.feature_dtype}
         if observed is None or observed.numel() == 0:
-            return CandidateState(
-                self.kernel_inputs, self.covar_module, self.noise, **options
-            )
+            return CandidateState(self.kernel_inputs, kernel, noise, **options)
         state = CandidateState.from_observations(
             self.kernel_inputs,
-            self.covar_module,
-            self.noise,
+            kernel,
+            noise,
             observed,
             rewards,
             dictionary,
@@ -711,13 +712,10 @@ class BBKB:
             self._design.numel(),
         )
         kernel, noise, last_fit = self._checked_hyperparameters(state)
-        kept = self.covar_module, self.noise
-        self.covar_module, self.noise = kernel, noise
-        try:
-            done = slice(0, incorporated)
-            new_state = self._new_state(observed[done], rewards[done], dictionary)
-        finally:
-            self.covar_module, self.noise = kept
+        done = slice(0, incorporated)
+        new_state = self._new_state(
+            observed[done], rewards[done], dictionary, (kernel, noise)
+        )
         if isinstance(self.radius, TheoryRadius) and state["radius"] is not None:
             self.radius.load_state_dict(state["radius"])
         self.covar_module, self.noise = kernel, noise

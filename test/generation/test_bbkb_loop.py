@@ -10,11 +10,9 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from botorch_sketch import BBKB, BKBUpperConfidenceBound, TheoryRadius
 from botorch_sketch.generation import bbkb_loop
 from botorch_sketch.models.candidate_state import CandidateState
-from botorch_sketch.models.hyperparameters import (
-    learnable_covar_module,
-    reward_statistics,
-    unit_cube,
-)
+from botorch_sketch.models.hyperparameters import learnable_covar_module, unit_cube
+
+from ..gp_helpers import assert_loop_matches_scratch
 
 DTYPE = torch.float64
 
@@ -289,17 +287,8 @@ def test_learned_loop_starts_space_filling_and_refits_geometrically():
     )
     # the state is the posterior of the standardized rewards with the learned
     # kernel on the unit cube, as rebuilt from scratch
-    scratch = CandidateState.from_observations(
-        unit_cube(arms),
-        loop.covar_module,
-        loop.noise,
-        loop.observed,
-        loop.rewards,
-        loop.state.dictionary,
-    )
-    scratch.standardize(*reward_statistics(loop.rewards))
-    torch.testing.assert_close(loop.state.mean, scratch.mean)
-    torch.testing.assert_close(loop.state.variance, scratch.variance)
+    assert torch.equal(loop.kernel_inputs, unit_cube(arms)) and loop.standardize
+    assert_loop_matches_scratch(loop)
     assert loop.diagnostics()["radius"] == pytest.approx(2 * loop.noise**0.5)
     posterior = loop.model.posterior(arms[:5])  # in the arms' units and coordinates
     torch.testing.assert_close(

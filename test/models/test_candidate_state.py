@@ -62,6 +62,18 @@ def assert_matches_scratch(state: CandidateState, scale: float = 1.0) -> None:
     assert_close(state.variance, variance, scale)
 
 
+def exact_posterior(kernel, arms, indices, rewards, noise):
+    r"""Mean and variance at every arm of the exact GP (float64, dense) given
+    ``rewards`` at the arms ``indices`` (repeats allowed) and noise ``noise``."""
+    with torch.no_grad():
+        K = kernel(arms).to_dense()
+    K_xx = K[indices][:, indices] + noise * torch.eye(len(indices), dtype=DTYPE)
+    K_ax = K[:, indices]
+    mean = K_ax @ torch.linalg.solve(K_xx, rewards)
+    variance = K.diagonal() - (K_ax * torch.linalg.solve(K_xx, K_ax.mT).mT).sum(-1)
+    return mean, variance
+
+
 def random_walk(state: CandidateState, steps: int, seed: int, check_every: int = 0):
     r"""Random observations (with repeats), dictionary additions (single and block)
     and removals; optionally compared with a recomputation along the way."""
@@ -151,12 +163,7 @@ def test_full_dictionary_is_the_exact_gp_with_repeats(tkwargs):
     state.set_dictionary(torch.unique(indices[:50]))
     state.observe(indices[50:], rewards[50:].to(**tkwargs))
     state.add_to_dictionary(torch.unique(indices))
-    with torch.no_grad():
-        K = kernel(arms).to_dense()
-    K_xx = K[indices][:, indices] + noise * torch.eye(90, dtype=DTYPE)
-    K_ax = K[:, indices]
-    mean = K_ax @ torch.linalg.solve(K_xx, rewards)
-    variance = K.diagonal() - (K_ax * torch.linalg.solve(K_xx, K_ax.mT).mT).sum(-1)
+    mean, variance = exact_posterior(kernel, arms, indices, rewards, noise)
     assert_close(state.mean, mean)
     assert_close(state.variance, variance)
 
@@ -329,12 +336,7 @@ def test_copies_add_nothing_to_the_span_and_the_posterior_stays_exact(tkwargs):
     added, removed = state.update(indices[40:], rewards[40:].to(**tkwargs), distinct)
     assert (added, removed) == (int((~twins).sum()) - 2, 0)
     assert sorted(state.dictionary.tolist()) == distinct[~twins].tolist()
-    with torch.no_grad():
-        K = kernel(arms).to_dense()
-    K_xx = K[indices][:, indices] + noise * torch.eye(80, dtype=DTYPE)
-    K_ax = K[:, indices]
-    mean = K_ax @ torch.linalg.solve(K_xx, rewards)
-    variance = K.diagonal() - (K_ax * torch.linalg.solve(K_xx, K_ax.mT).mT).sum(-1)
+    mean, variance = exact_posterior(kernel, arms, indices, rewards, noise)
     # float32 factors a K_SS of 26 points with lengthscale 0.2: looser
     scale = 30.0 if tkwargs["dtype"] == torch.float32 else 1.0
     assert_close(state.mean, mean, scale)
