@@ -3,7 +3,6 @@ asynchronous, resumable."""
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any
 
@@ -26,19 +25,24 @@ from botorch_sketch.generation.variance_tracking import CachedGeometry
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.dictionary import inclusion_probabilities, sample_dictionary
 from botorch_sketch.models.hyperparameters import (
+    DEFAULT_REFIT_GROWTH,
     INITIAL_LEARNED_NOISE,
     RefitSchedule,
     bounding_box,
+    checked_hyperparameters,
     fit_dtc_hyperparameters,
+    hyperparameter_state,
     learnable_covar_module,
     reward_statistics,
     unit_cube,
 )
 from botorch_sketch.models.nystrom import DEFAULT_QBAR, NystromGP
 from botorch_sketch.utils.validation import (
+    MIN_NOISE,
     check_at_least,
     check_bool,
     check_finite,
+    check_generator_state,
     check_indices,
     check_int,
     check_kernel,
@@ -47,6 +51,7 @@ from botorch_sketch.utils.validation import (
     check_model_dtype,
     check_number,
     check_positive,
+    check_rewards,
 )
 
 RESAMPLING = ("coupled", "independent")
@@ -56,9 +61,6 @@ RESAMPLING = ("coupled", "independent")
 #: learned). On Hartmann-6 (8,192 Sobol arms, 100 evaluations, seeds 0-4) it left a
 #: mean simple regret of 0.37, against 0.54 for 1 and 0.50 for 3.
 DEFAULT_BAYES_RADIUS = 2.0
-
-#: Observations between refits of learned hyperparameters grow by this factor.
-DEFAULT_REFIT_GROWTH = 1.5
 
 
 def asynchronous_options(
@@ -231,7 +233,7 @@ class BBKB:
         check_int(seed, "seed", 0)
         check_bool(retry_failed, "retry_failed")
         if noise is not None:
-            check_positive(noise, "noise")
+            check_at_least(noise, "noise", MIN_NOISE)
         if radius is not None and not isinstance(radius, TheoryRadius):
             check_at_least(radius, "radius", 0.0)
         standardize = learned if standardize is None else standardize
@@ -505,12 +507,7 @@ class BBKB:
             rewards: ``b`` (or ``b x 1``) observed rewards.
         """
         keep = staying_pending(self.pending, indices, self.arms.shape[0])
-        rewards = check_finite(rewards, "rewards").detach().reshape(-1)
-        if rewards.shape[0] != indices.shape[0]:
-            raise ValueError(
-                f"`rewards` must hold one value per entry of `indices` "
-                f"({indices.shape[0]}), got {rewards.shape[0]}."
-            )
+        rewards = check_rewards(rewards, indices.shape[0])
         observed = torch.cat([self.observed, indices.to(self.observed.device)])
         rewards = torch.cat([self.rewards, rewards.to(self.arms)])
         if not bool(keep.any()):
@@ -616,36 +613,6 @@ class BBKB:
         self._standardize(state, rewards)
         return state
 
-    def _checked_hyperparameters(
-        self, state: dict[str, Any]
-    ) -> tuple[Kernel, float, int | None]:
-        r"""The kernel, ``lambda`` and last fit of a :meth:`state_dict` (the
-        loop's own when they are not learned)."""
-        saved = state.get("hyperparameters")
-        if self.refits is None or saved is None:
-            if self.refits is not None and state["observed"].numel():
-                raise ValueError(
-                    "`state['hyperparameters']` is missing: the state comes from a "
-                    "loop with a fixed kernel, this one learns it."
-                )
-            return self.covar_module, self.noise, None
-        if not isinstance(saved, dict) or set(saved) != {"kernel", "noise", "last_fit"}:
-            raise ValueError(
-                "`state['hyperparameters']` must hold 'kernel', 'noise', 'last_fit'."
-            )
-        kernel = copy.deepcopy(self.covar_module)
-        try:
-            kernel.load_state_dict(saved["kernel"])
-        except (RuntimeError, TypeError, KeyError) as error:
-            raise ValueError(
-                f"`state['hyperparameters']['kernel']` does not fit the kernel: {error}"
-            ) from None
-        noise = check_positive(saved["noise"], "state['hyperparameters']['noise']")
-        last_fit = saved["last_fit"]
-        if last_fit is not None:
-            check_int(last_fit, "state['hyperparameters']['last_fit']", 0)
-        return kernel.to(self.arms), noise, last_fit
-
     def diagnostics(self) -> dict[str, float]:
         r"""Dictionary size, mean churn (points entering or leaving the dictionary per
         batch end), radius and the floating-point work so far, for logging."""
@@ -679,13 +646,7 @@ class BBKB:
             "design_asked": self._design_asked,
             "hyperparameters": None
             if self.refits is None
-            else {
-                "kernel": {
-                    k: v.clone() for k, v in self.covar_module.state_dict().items()
-                },
-                "noise": self.noise,
-                "last_fit": self.refits.last,
-            },
+            else hyperparameter_state(self.covar_module, self.noise, self.refits.last),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -711,7 +672,13 @@ class BBKB:
             0,
             self._design.numel(),
         )
-        kernel, noise, last_fit = self._checked_hyperparameters(state)
+        kernel, noise, last_fit = checked_hyperparameters(
+            state.get("hyperparameters"),
+            self.covar_module,
+            self.noise,
+            learned=self.refits is not None,
+            has_data=observed.numel() > 0,
+        )
         done = slice(0, incorporated)
         new_state = self._new_state(
             observed[done], rewards[done], dictionary, (kernel, noise)
@@ -748,19 +715,12 @@ def _checked_state(
     dictionary, draws = state["dictionary"], state["draws"]
     for name, value in (("observed", observed), ("dictionary", dictionary)):
         check_indices(value, f"state['{name}']", num_arms)
-    check_finite(rewards, "state['rewards']")
-    if rewards.shape != observed.shape:
+    check_rewards(rewards, observed.numel(), "state['rewards']")
+    if rewards.dim() != 1:
         raise ValueError("`state['rewards']` must match `state['observed']` in shape.")
     if not isinstance(draws, Tensor) or draws.shape != (num_arms,):
         raise ValueError(f"`state['draws']` must be a tensor of shape ({num_arms},).")
-    if not isinstance(state["generator"], Tensor):
-        raise TypeError("`state['generator']` must be a generator state tensor.")
-    try:
-        torch.Generator().set_state(state["generator"])
-    except RuntimeError as error:
-        raise ValueError(
-            f"`state['generator']` is not a generator state: {error}"
-        ) from None
+    check_generator_state(state["generator"], "state['generator']")
     return (
         observed.clone().to(arms.device),
         rewards.clone().to(arms),

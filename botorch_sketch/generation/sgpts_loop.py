@@ -1,4 +1,4 @@
-r"""Asynchronous ask/tell S-GP-TS on a finite arm set, resumable.
+r"""Asynchronous ask/tell S-GP-TS on a finite arm set, self-tuning and resumable.
 
 Thompson sampling needs no hallucination to run asynchronously (Kandasamy et al.,
 AISTATS 2018): every asked arm is the argmax of its own fresh sample path of the
@@ -18,20 +18,35 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.acquisition.thompson import resolve_alpha
+from botorch_sketch.generation.initial_design import space_filling_arms
 from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.thompson_arms import (
     ArmThompsonSampler,
     CachedSparseThompson,
 )
-from botorch_sketch.models.nystrom import default_covar_module
+from botorch_sketch.models.hyperparameters import (
+    DEFAULT_REFIT_GROWTH,
+    INITIAL_LEARNED_NOISE,
+    RefitSchedule,
+    checked_hyperparameters,
+    fit_dtc_hyperparameters,
+    hyperparameter_state,
+    learnable_covar_module,
+    reward_statistics,
+    unit_cube,
+)
 from botorch_sketch.sampling.arm_features import ArmFeatureCache
 from botorch_sketch.utils.validation import (
+    MIN_NOISE,
     check_allocation,
-    check_finite,
+    check_at_least,
+    check_bool,
+    check_generator_state,
     check_indices,
     check_int,
+    check_kernel,
     check_matrix,
-    check_positive,
+    check_rewards,
 )
 
 _STATE_KEYS = (
@@ -42,6 +57,10 @@ _STATE_KEYS = (
     "pending",
     "failed",
     "generator",
+    "prior_weights",
+    "design_asked",
+    "hyperparameters",
+    "rebuilt_at",
 )
 
 
@@ -49,7 +68,6 @@ class SGPTS:
     r"""Asynchronous S-GP-TS: ``ask(k)`` arms (the argmax of one fresh scaled path
     each), evaluate them anywhere, ``tell`` or ``fail`` them in any order.
 
-    Until the first outcome arrives, asked arms are uniformly random. After that,
     ``ask(k)`` draws ``k`` paths ``f~ = mu + alpha (f - mu)`` of the sparse
     posterior over all ``A`` arms and returns their argmaxes,
     ``O(A (M + m) k + m^2 k)`` (for ``k < prior_block`` the ``O(A M)`` prior part of
@@ -57,17 +75,36 @@ class SGPTS:
     the inducing set and ``q(u)``
     (:class:`~botorch_sketch.generation.thompson_arms.CachedSparseThompson`). Pending
     arms (asked, neither told nor failed) never enter the posterior; failed arms are
-    kept in :attr:`failed`; :meth:`ask_arms` adds arms of the user's choice to the
-    pending ones. Used synchronously (``ask(k)``, then ``tell`` all ``k``)
-    it is the batch S-GP-TS of ``CachedSparseThompson.sample(k)``.
+    kept in :attr:`failed` (Thompson sampling may draw them again: a path's argmax
+    knows nothing of failures); :meth:`ask_arms` adds arms of the user's choice to
+    the pending ones. Used synchronously (``ask(k)``, then ``tell`` all ``k``) it is
+    the batch S-GP-TS of ``CachedSparseThompson.sample(k)``.
+
+    **Self-tuning (the default, no** ``covar_module`` **given).** As
+    :class:`~botorch_sketch.generation.bbkb_loop.BBKB`: the arms are mapped to the
+    unit cube, the first ``max(5, 2 d)`` asks return a space-filling design
+    (:func:`~botorch_sketch.generation.initial_design.space_filling_arms`), the
+    paths are conditioned on the rewards standardized by their mean and standard
+    deviation (updated at each ``tell``, ``O(m^3)``: the posterior is linear in the
+    rewards), and the ARD lengthscales, outputscale and ``lambda`` are refitted by
+    MAP of Titsias' collapsed bound on the inducing points each time the
+    observations have grown by ``refit_growth``; a refit rebuilds the feature cache
+    once (the same random basis directions, rescaled by the new kernel) and
+    re-selects the inducing points. Choices then do not depend on the rewards'
+    units. With a fixed kernel, rewards are used as reported unless
+    ``standardize=True`` and the first asks are uniformly random.
+
+    Every ``tell`` is atomic: if the update fails (or is interrupted), the loop is
+    rebuilt as it was and the call can be retried. A loop is not thread-safe.
 
     :meth:`state_dict` holds the observations with the sizes of the ``tell`` calls,
-    the pending and failed arms, the generator state and the prior weights drawn
-    ahead; ``load_state_dict`` replays the observations in the same calls and
-    continues with the same choices.
+    the pending and failed arms, the generator state, the prior weights drawn
+    ahead and the learned hyperparameters; ``load_state_dict`` replays the
+    observations (from the last refit on, in the same calls) and continues with the
+    same choices.
 
     Example:
-        >>> loop = SGPTS(arms, covar_module=kernel, noise=0.5, seed=0)
+        >>> loop = SGPTS(arms, seed=0)        # learns kernel, noise and scale
         >>> running = loop.ask(8)             # one arm per free worker
         >>> loop.tell(running[:1], y0)        # outcomes in any order
         >>> loop.fail(running[1:2])           # a crashed evaluation
@@ -79,7 +116,10 @@ class SGPTS:
         arms: Tensor,
         *,
         covar_module: Kernel | None = None,
-        noise: float = 1.0,
+        noise: float | None = None,
+        standardize: bool | None = None,
+        num_initial: int | None = None,
+        refit_growth: float = DEFAULT_REFIT_GROWTH,
         num_inducing: int = 100,
         num_features: int = 1000,
         alpha: float | Callable[[int], float] = 1.0,
@@ -92,9 +132,16 @@ class SGPTS:
         r"""
         Args:
             arms: ``A x d`` arm set.
-            covar_module: Fixed stationary kernel without batch shape (default:
-                NystromGP's default).
-            noise: Gaussian observation noise variance.
+            covar_module: Fixed stationary kernel without batch shape; None
+                (default) learns one on the arms mapped to the unit cube.
+            noise: Gaussian observation noise variance ``lambda``, fixed. Default:
+                learned with the kernel, 1 with a fixed kernel.
+            standardize: Condition on standardized rewards. Default: True when the
+                kernel is learned, False for a fixed kernel.
+            num_initial: Arms of the space-filling design asked first. Default:
+                ``max(5, 2 d)`` when the kernel is learned, else 0.
+            refit_growth: Factor ``> 1`` by which the observations grow between
+                refits of a learned kernel (the first at ``max(num_initial, 2)``).
             num_inducing: Maximal number ``m`` of inducing points.
             num_features: Even number ``M`` of random Fourier features.
             alpha: Exploration scale: a constant ``>= 0`` or a schedule
@@ -104,26 +151,41 @@ class SGPTS:
             cache_dtype: Storage dtype of that cache (default the arms' dtype).
             prior_block: Prior parts of paths computed ahead in one pass over the
                 cached features, for ``ask`` calls of fewer arms
-                (:class:`~botorch_sketch.generation.thompson_arms.PriorPathBank`;
+                (:class:`~botorch_sketch.sampling.arm_features.PriorPathBank`;
                 ``prior_block x A`` more memory; ``1``: none ahead).
             seed: Seed of the (CPU) generator behind the feature basis and every
                 later random choice (the same choices on every device).
         """
         check_matrix(arms, "arms")
-        check_positive(noise, "noise")
+        learned = covar_module is None
+        if not learned:
+            check_kernel(covar_module)
+        if noise is not None:
+            check_at_least(noise, "noise", MIN_NOISE)
+        standardize = learned if standardize is None else standardize
+        check_bool(standardize, "standardize")
+        d = arms.shape[-1]
+        num_initial = max(5, 2 * d) if learned and num_initial is None else num_initial
+        num_initial = min(check_int(num_initial or 0, "num_initial", 0), len(arms))
+        schedule = RefitSchedule(max(num_initial, 2), refit_growth) if learned else None
         check_int(num_inducing, "num_inducing", 1)
         check_int(num_features, "num_features", 2)
         check_int(prior_block, "prior_block", 1)
         check_int(seed, "seed", 0)
-        if not callable(alpha):
-            resolve_alpha(alpha, 1)
+        resolve_alpha(alpha, 1)  # a schedule is probed too
         self.arms = arms
-        self.covar_module = (
-            covar_module
-            if covar_module is not None
-            else default_covar_module(arms.shape[-1])
-        ).to(arms)
+        #: ``A x d`` points the kernel sees: the arms, or their unit cube when the
+        #: kernel is learned
+        self.kernel_inputs = unit_cube(arms) if learned else arms
+        self.covar_module = (learnable_covar_module(d) if learned else covar_module).to(
+            arms
+        )
+        self.learn_noise = learned and noise is None
+        if noise is None:
+            noise = INITIAL_LEARNED_NOISE if learned else 1.0
         self.noise = float(noise)
+        self.standardize = standardize
+        self.refits = schedule
         self.num_inducing = num_inducing
         self.num_features = num_features
         self.alpha = alpha
@@ -132,26 +194,37 @@ class SGPTS:
         self.cache_dtype = cache_dtype
         self.prior_block = prior_block
         self.seed = seed
-        self.generator, self.sampler = self._new_sampler(seed)
+        self.num_initial = num_initial
+        self.generator, self.sampler, self._design = self._fresh(seed)
+        self._design_asked = 0
+        #: Observations the sampler was rebuilt from at the last successful refit
+        #: (0: built at construction)
+        self._rebuilt_at = 0
         empty = torch.empty(0, dtype=torch.long, device=arms.device)
         self.pending = empty
         self.failed = empty.clone()
         self.tell_sizes: list[int] = []
 
-    def _new_sampler(self, seed: int) -> tuple[torch.Generator, ArmThompsonSampler]:
+    def _fresh(self, seed: int) -> tuple[torch.Generator, ArmThompsonSampler, Tensor]:
         r"""A generator seeded with ``seed`` that drew the feature basis of a fresh
-        sampler (no observations)."""
+        sampler (no observations), then the initial design."""
         # draws on the CPU, then moved: the same choices on every device
         generator = torch.Generator().manual_seed(seed)
-        cache = ArmFeatureCache(
-            self.arms,
+        sampler = self._build_sampler(self._feature_cache(generator))
+        design = space_filling_arms(unit_cube(self.arms), self.num_initial, generator)
+        return generator, sampler, design
+
+    def _feature_cache(self, generator: torch.Generator) -> ArmFeatureCache:
+        r"""The loop kernel's features at the kernel inputs, their basis seeded by
+        ``generator``'s next draw."""
+        return ArmFeatureCache(
+            self.kernel_inputs,
             self.covar_module,
             self.num_features,
             generator=generator,
             memory_budget=self.memory_budget,
             cache_dtype=self.cache_dtype,
         )
-        return generator, self._build_sampler(cache)
 
     def _build_sampler(self, cache: ArmFeatureCache) -> ArmThompsonSampler:
         r"""The posterior the loop samples from: S-GP-TS's sparse one (a subclass may
@@ -175,14 +248,15 @@ class SGPTS:
 
     @property
     def rewards(self) -> Tensor:
-        r"""Their rewards (``t``)."""
+        r"""Their rewards as reported (``t``)."""
         return self.sampler.targets
 
     def ask(self, max_arms: int | None = None) -> Tensor:
         r"""``max_arms`` (default 1) new arm indices, added to :attr:`pending`.
 
-        Each is the argmax of a fresh path (uniformly random before any outcome), so
-        the result is never empty; ``max_arms=0`` is a ValueError.
+        The arms of the initial design come first; then each is the argmax of a
+        fresh path (uniformly random before any outcome), so the result is never
+        empty; ``max_arms=0`` is a ValueError.
 
         Returns:
             A LongTensor of ``max_arms`` arm indices (repeats possible).
@@ -191,13 +265,19 @@ class SGPTS:
         sampler = self.sampler
         # one path per arm: a k x (arms) block of path values
         check_allocation(k * self.arms.shape[0], "`max_arms`", self.arms)
-        if sampler.num_observations == 0:
+        design = self._design[self._design_asked : self._design_asked + k]
+        self._design_asked += design.numel()
+        k -= design.numel()
+        if k == 0:
+            indices = design[:0]
+        elif sampler.num_observations == 0:
             indices = torch.randint(
                 self.arms.shape[0], (k,), generator=self.generator
             ).to(self.arms.device)
         else:
             alpha = resolve_alpha(self.alpha, sampler.num_observations + 1)
             indices = sampler.sample(k, alpha, self.generator).indices
+        indices = torch.cat([design, indices])
         self.pending = torch.cat([self.pending, indices])
         return indices
 
@@ -214,21 +294,69 @@ class SGPTS:
     def tell(self, indices: Tensor, rewards: Tensor) -> None:
         r"""Report outcomes of pending arms (any non-empty sub-multiset, any order).
 
+        Atomic: if the update fails or is interrupted, the loop is rebuilt from
+        its state before the call (``O(A M + t m^2)``), then the error is raised.
+
         Args:
             indices: ``b`` pending arm indices.
             rewards: ``b`` (or ``b x 1``) finite rewards.
         """
         keep = staying_pending(self.pending, indices, self.arms.shape[0])
-        pending = self.pending[keep]
-        rewards = check_finite(rewards, "rewards").detach().reshape(-1)
-        if rewards.shape[0] != indices.shape[0]:
-            raise ValueError(
-                f"`rewards` must hold one value per entry of `indices` "
-                f"({indices.shape[0]}), got {rewards.shape[0]}."
+        rewards = check_rewards(rewards, indices.shape[0]).to(self.arms)
+        before = self.state_dict()
+        try:
+            self._observe(self.sampler, indices.to(self.arms.device), rewards)
+            self.tell_sizes.append(indices.shape[0])
+            if self.refits is not None and self.refits.due(self.num_observations):
+                self._refit()
+        except BaseException:
+            self.load_state_dict(before)
+            raise
+        self.pending = self.pending[keep]
+
+    def _observe(
+        self, sampler: ArmThompsonSampler, indices: Tensor, rewards: Tensor
+    ) -> None:
+        r"""``sampler`` observes, then is standardized by all its rewards'
+        statistics (if the loop standardizes)."""
+        sampler.observe(indices, rewards)
+        if self.standardize:
+            sampler.standardize(*reward_statistics(sampler.targets))
+
+    def _refit(self) -> None:
+        r"""MAP refit of the learned kernel (and ``lambda``) on the standardized
+        rewards with the current inducing points, warm-started; then the feature
+        cache and the posterior are rebuilt once. A failed fit keeps the
+        hyperparameters."""
+        sampler = self.sampler
+        self.refits.done(self.num_observations)
+        fitted = fit_dtc_hyperparameters(
+            self.covar_module,
+            self.noise,
+            self.kernel_inputs[sampler.observed],
+            sampler.standardized_targets,
+            self.kernel_inputs[sampler.update_arms.unique()],
+            learn_noise=self.learn_noise,
+        )
+        if fitted is not None:
+            self.covar_module, self.noise = fitted
+            rebuilt = self._rebuilt_sampler(
+                self.seed, sampler.observed, sampler.targets
             )
-        self.sampler.observe(indices, rewards.to(self.arms))
-        self.tell_sizes.append(indices.shape[0])
-        self.pending = pending
+            rebuilt.prior_bank.load(sampler.prior_bank.remaining)
+            self.sampler, self._rebuilt_at = rebuilt, self.num_observations
+
+    def _rebuilt_sampler(
+        self, seed: int, observed: Tensor, rewards: Tensor
+    ) -> ArmThompsonSampler:
+        r"""A sampler for the loop's kernel and ``lambda``, on a fresh cache whose
+        basis is drawn as at construction with ``seed`` (the same directions,
+        rescaled), with all ``observed`` arms and their ``rewards`` in one
+        update."""
+        cache = self._feature_cache(torch.Generator().manual_seed(seed))
+        sampler = self._build_sampler(cache)
+        self._observe(sampler, observed, rewards)
+        return sampler
 
     def fail(self, indices: Tensor) -> None:
         r"""Mark pending arms as failed: they leave :attr:`pending`, join
@@ -249,15 +377,21 @@ class SGPTS:
             "failed": self.failed.clone(),
             "generator": self.generator.get_state(),
             "prior_weights": self.sampler.prior_bank.remaining.clone(),
+            "design_asked": self._design_asked,
+            "hyperparameters": None
+            if self.refits is None
+            else hyperparameter_state(self.covar_module, self.noise, self.refits.last),
+            "rebuilt_at": self._rebuilt_at,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         r"""Resume from :meth:`state_dict` (same arms and options; any ``seed``).
 
         The state is validated first; then the feature basis is redrawn from the
-        saved seed and the observations are replayed in the saved ``tell`` calls,
-        ``O(A M + t m^2)``, so later choices equal the saved loop's. (States saved
-        before ``prior_weights`` existed load with none drawn ahead.)"""
+        saved seed (and, after a refit, for the saved kernel), and the observations
+        are replayed as told, ``O(A M + t m^2)``: those up to the last refit in one
+        update, the later ones in the saved ``tell`` calls. Later choices equal the
+        saved loop's."""
         if not isinstance(state, dict):
             raise TypeError(f"`state` must be a dict, got {type(state).__name__}.")
         missing = set(_STATE_KEYS) - set(state)
@@ -268,46 +402,86 @@ class SGPTS:
         observed = check_indices(state["observed"], "state['observed']", num_arms)
         pending = check_indices(state["pending"], "state['pending']", num_arms)
         failed = check_indices(state["failed"], "state['failed']", num_arms)
-        rewards = check_finite(state["rewards"], "state['rewards']")
-        if rewards.shape != observed.shape:
-            raise ValueError("`state['rewards']` must match `state['observed']`.")
-        sizes = state["tell_sizes"]
-        if (
-            not isinstance(sizes, list)
-            or any(
-                isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes
-            )
-            or sum(sizes) != observed.shape[0]
-        ):
-            raise ValueError(
-                "`state['tell_sizes']` must be a list of positive ints summing to "
-                "the number of observations."
-            )
-        if not isinstance(state["generator"], Tensor):
-            raise TypeError("`state['generator']` must be a generator state tensor.")
-        try:  # a generator state that cannot be set fails here, before any change
-            torch.Generator().set_state(state["generator"])
-        except RuntimeError as error:
-            raise ValueError(
-                f"`state['generator']` is not a generator state: {error}"
-            ) from error
+        rewards = check_rewards(state["rewards"], observed.shape[0], "state['rewards']")
+        sizes = _checked_tell_sizes(state["tell_sizes"], observed.shape[0])
+        check_generator_state(state["generator"], "state['generator']")
         prior_weights = check_matrix(
-            state.get("prior_weights", self.arms.new_empty(0, self.num_features)),
+            state["prior_weights"],
             "state['prior_weights']",
             num_cols=self.num_features,
             allow_empty=True,
         )
-        generator, sampler = self._new_sampler(seed)
-        device = self.arms.device
-        for chunk, values in zip(
-            observed.to(device).split(sizes),
-            rewards.to(self.arms).split(sizes),
-            strict=True,
-        ):
-            sampler.observe(chunk, values)
+        design_asked = check_int(
+            state["design_asked"], "state['design_asked']", 0, self._design.numel()
+        )
+        kernel, noise, last_fit = checked_hyperparameters(
+            state["hyperparameters"],
+            self.covar_module,
+            self.noise,
+            learned=self.refits is not None,
+            has_data=observed.numel() > 0,
+        )
+        rebuilt_at = check_int(
+            state["rebuilt_at"], "state['rebuilt_at']", 0, observed.shape[0]
+        )
+        replayed = _replayed_chunks(sizes, rebuilt_at)
+        saved = self.covar_module, self.noise
+        self.covar_module, self.noise = kernel, noise
+        try:
+            generator, sampler, design = self._fresh(seed)
+            device = self.arms.device
+            observed, rewards = observed.to(device), rewards.to(self.arms)
+            if rebuilt_at:
+                sampler = self._rebuilt_sampler(
+                    seed, observed[:rebuilt_at], rewards[:rebuilt_at]
+                )
+            for chunk, values in zip(
+                observed[rebuilt_at:].split(replayed),
+                rewards[rebuilt_at:].split(replayed),
+                strict=True,
+            ):
+                self._observe(sampler, chunk, values)
+            sampler.prior_bank.load(prior_weights)
+        except BaseException:
+            self.covar_module, self.noise = saved
+            raise
         generator.set_state(state["generator"])
-        sampler.prior_bank.load(prior_weights)
+        if self.refits is not None:
+            self.refits.last = last_fit
         self.seed, self.generator, self.sampler = seed, generator, sampler
+        self._design, self._design_asked = design, design_asked
+        self._rebuilt_at = rebuilt_at
         self.tell_sizes = list(sizes)
         self.pending = pending.clone().to(device)
         self.failed = failed.clone().to(device)
+
+
+def _checked_tell_sizes(sizes: object, num_observations: int) -> list[int]:
+    r"""Validate ``state['tell_sizes']``: positive ints summing to the
+    observations."""
+    if (
+        not isinstance(sizes, list)
+        or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes)
+        or sum(sizes) != num_observations
+    ):
+        raise ValueError(
+            "`state['tell_sizes']` must be a list of positive ints summing to the "
+            "number of observations."
+        )
+    return sizes
+
+
+def _replayed_chunks(sizes: list[int], rebuilt_at: int) -> list[int]:
+    r"""The ``tell`` sizes after the first ``rebuilt_at`` observations (a refit
+    happens at the end of a ``tell``, so ``rebuilt_at`` is a sum of the first
+    sizes)."""
+    told = 0
+    for position, size in enumerate(sizes):
+        if told == rebuilt_at:
+            return sizes[position:]
+        told += size
+    if told == rebuilt_at:
+        return []
+    raise ValueError(
+        "`state['rebuilt_at']` must end a `tell` call of `state['tell_sizes']`."
+    )

@@ -56,6 +56,7 @@ from botorch_sketch.utils.validation import (
     check_finite,
     check_generator,
     check_int,
+    check_number,
     check_positive,
 )
 
@@ -91,10 +92,31 @@ class ArmThompsonSampler(ABC):
         arms = cache.arms
         self.observed = torch.empty(0, dtype=torch.long, device=arms.device)
         self.targets = arms.new_empty(0)
+        #: Center and scale of the rewards: paths are conditioned on
+        #: ``(targets - center) / scale`` (:meth:`standardize`).
+        self.center, self.scale = 0.0, 1.0
 
     @property
     def num_observations(self) -> int:
         return self.observed.shape[0]
+
+    @property
+    def standardized_targets(self) -> Tensor:
+        r"""The ``t`` rewards the paths are conditioned on, ``(y - center) / scale``."""
+        return (self.targets - self.center) / self.scale
+
+    def standardize(self, center: float, scale: float) -> None:
+        r"""Condition on ``(y - center) / scale`` from now on (the paths are then in
+        those units). The posterior is linear in the rewards, so this costs no
+        rebuild: ``O(m^3)`` for the sparse sampler (its statistics keep the raw
+        rewards' and the all-ones' projections), nothing for the exact one.
+
+        Args:
+            center: The rewards' center ``c``.
+            scale: Their scale ``s > 0``.
+        """
+        self.center = check_number(center, "center")
+        self.scale = check_positive(scale, "scale")
 
     @property
     @abstractmethod
@@ -251,7 +273,7 @@ class IncrementalExactThompson(ArmThompsonSampler):
         t = self.num_observations
         prior = self._features[:t] @ weights.mT  # t x q
         noisy = prior + self.noise**0.5 * noise.mT
-        return self._chol.solve(self.targets.unsqueeze(-1) - alpha * noisy)
+        return self._chol.solve(self.standardized_targets.unsqueeze(-1) - alpha * noisy)
 
 
 class CachedSparseThompson(ArmThompsonSampler):
@@ -356,6 +378,7 @@ class CachedSparseThompson(ArmThompsonSampler):
             phi = torch.linalg.solve_triangular(self._chol, k_zx, upper=False)
             self._gram += phi @ phi.mT
             self._projected += phi @ rewards
+            self._projected_ones += phi.sum(-1)
             self._refresh_q()
 
     def _selection_changes(self, X_new: Tensor, k_zx: Tensor) -> bool:
@@ -404,13 +427,20 @@ class CachedSparseThompson(ArmThompsonSampler):
         )
         self._gram = phi @ phi.mT
         self._projected = phi @ self.targets
+        self._projected_ones = phi.sum(-1)
         self.reselections += 1
         self._refresh_q()
 
     def _refresh_q(self) -> None:
+        projected = (self._projected - self.center * self._projected_ones) / self.scale
         self._mean_w, self._chol_w = titsias_q_from_statistics(
-            self._gram, self._projected, self.noise
+            self._gram, projected, self.noise
         )
+
+    def standardize(self, center: float, scale: float) -> None:
+        super().standardize(center, scale)
+        if self.num_observations:
+            self._refresh_q()
 
     @torch.no_grad()
     def _expected_improvement(self) -> Tensor:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import warnings
 from copy import deepcopy
+from typing import Any
 
 import torch
 from botorch.exceptions.errors import ModelFittingError
@@ -27,7 +28,12 @@ from linear_operator.utils.errors import NanError, NotPSDError
 from torch import Tensor
 
 from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
-from botorch_sketch.utils.validation import MIN_NOISE, check_at_least, check_int
+from botorch_sketch.utils.validation import (
+    MIN_NOISE,
+    check_at_least,
+    check_int,
+    check_positive,
+)
 
 #: BoTorch's inferred-noise floor (its log-normal noise prior's constraint).
 MIN_LEARNED_NOISE = 1e-4
@@ -38,6 +44,9 @@ OUTPUTSCALE_RANGE = (1e-2, 1e2)
 #: ``lambda`` before the first fit: the mode of BoTorch's ``LogNormal(-4, 1)`` noise
 #: prior.
 INITIAL_LEARNED_NOISE = math.exp(-5.0)
+
+#: Observations between refits of learned hyperparameters grow by this factor.
+DEFAULT_REFIT_GROWTH = 1.5
 
 
 def learnable_covar_module(d: int) -> ScaleKernel:
@@ -196,3 +205,58 @@ class RefitSchedule:
     def done(self, num_observations: int) -> None:
         r"""Record a fit at ``num_observations``."""
         self.last = num_observations
+
+
+def hyperparameter_state(
+    kernel: Kernel, noise: float, last_fit: int | None
+) -> dict[str, Any]:
+    r"""The learned hyperparameters of a loop for its ``state_dict``: the kernel's
+    state, ``lambda`` and the observations at the last fit (None: none yet)."""
+    return {
+        "kernel": {k: v.clone() for k, v in kernel.state_dict().items()},
+        "noise": noise,
+        "last_fit": last_fit,
+    }
+
+
+def checked_hyperparameters(
+    saved: object, kernel: Kernel, noise: float, *, learned: bool, has_data: bool
+) -> tuple[Kernel, float, int | None]:
+    r"""Validate the :func:`hyperparameter_state` of a saved loop against a loop
+    with ``kernel`` and ``noise``, before anything changes.
+
+    Args:
+        saved: ``state['hyperparameters']`` (None for a loop with a fixed kernel).
+        kernel: The loop's kernel (a copy loads the saved state).
+        noise: The loop's ``lambda``.
+        learned: Whether the loop learns its hyperparameters.
+        has_data: Whether the saved loop had observations (a fixed-kernel state is
+            then foreign to a learning loop).
+
+    Returns:
+        The kernel, ``lambda`` and last fit to resume with (the loop's own and
+        None when the loop does not learn or nothing was saved).
+    """
+    if not learned or saved is None:
+        if learned and has_data:
+            raise ValueError(
+                "`state['hyperparameters']` is missing: the state comes from a "
+                "loop with a fixed kernel, this one learns it."
+            )
+        return kernel, noise, None
+    if not isinstance(saved, dict) or set(saved) != {"kernel", "noise", "last_fit"}:
+        raise ValueError(
+            "`state['hyperparameters']` must hold 'kernel', 'noise', 'last_fit'."
+        )
+    loaded = deepcopy(kernel)
+    try:
+        loaded.load_state_dict(saved["kernel"])
+    except (RuntimeError, TypeError, KeyError) as error:
+        raise ValueError(
+            f"`state['hyperparameters']['kernel']` does not fit the kernel: {error}"
+        ) from None
+    noise = check_positive(saved["noise"], "state['hyperparameters']['noise']")
+    last_fit = saved["last_fit"]
+    if last_fit is not None:
+        check_int(last_fit, "state['hyperparameters']['last_fit']", 0)
+    return loaded, noise, last_fit

@@ -237,6 +237,36 @@ def check_kernel(value: object, name: str = "covar_module") -> Kernel:
     return value
 
 
+def check_rewards(value: object, count: int, name: str = "rewards") -> Tensor:
+    r"""Check ``count`` rewards, shaped ``count`` or ``count x 1``: a floating-point
+    tensor, finite and within :func:`check_magnitude`'s bound (the loops' sums of
+    squares must not overflow).
+
+    Returns:
+        The rewards as a detached ``count`` tensor.
+    """
+    check_tensor(value, name)
+    if value.shape not in ((count,), (count, 1)):
+        raise ValueError(
+            f"`{name}` must have shape ({count},) or ({count}, 1), one value per "
+            f"arm, got {tuple(value.shape)}."
+        )
+    check_finite(value, name)
+    return check_magnitude(value, name).detach().reshape(-1)
+
+
+def check_generator_state(value: object, name: str) -> Tensor:
+    r"""Check a ``torch.Generator.get_state()`` tensor by setting it on a scratch
+    generator."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"`{name}` must be a generator state tensor.")
+    try:
+        torch.Generator().set_state(value)
+    except RuntimeError as error:
+        raise ValueError(f"`{name}` is not a generator state: {error}") from None
+    return value
+
+
 def check_magnitude(value: Tensor, name: str) -> Tensor:
     r"""Raise ``ValueError`` if an entry of ``value`` exceeds ``finfo.max ** (1/4)``
     in magnitude (``1.2e77`` in float64, ``4.3e9`` in float32).

@@ -4,11 +4,14 @@ exact resumption with pending and failed arms, input validation."""
 import pytest
 import torch
 
+from botorch_sketch.generation import sgpts_loop
+from botorch_sketch.generation.initial_design import space_filling_arms
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.generation.thompson_arms import CachedSparseThompson
+from botorch_sketch.models.hyperparameters import learnable_covar_module, unit_cube
 from botorch_sketch.sampling.arm_features import ArmFeatureCache
 
-from ..gp_helpers import DTYPE, rbf_kernel, seeded, uniform
+from ..gp_helpers import DTYPE, rbf_kernel, seeded, uniform, zero_mean_gp_posterior
 
 NOISE = 0.2
 NUM_FEATURES = 64
@@ -211,6 +214,10 @@ def test_bad_inputs_change_nothing():
         (TypeError, "rewards", lambda: loop.tell(arm_t, [1.0])),
         (ValueError, "rewards", lambda: loop.tell(arm_t, one.repeat(2))),
         (ValueError, "rewards", lambda: loop.tell(arm_t, one * torch.nan)),
+        (ValueError, "rewards", lambda: loop.tell(arm_t, one * 1e300)),
+        (ValueError, "rewards", lambda: loop.tell(arm_t, one.reshape(1, 1, 1))),
+        (TypeError, "rewards", lambda: loop.tell(arm_t, torch.tensor([True]))),
+        (TypeError, "rewards", lambda: loop.tell(arm_t, torch.tensor([1]))),
         (ValueError, "not pending", lambda: loop.fail(nine)),
         (TypeError, "indices", lambda: loop.fail([arm])),
     ]
@@ -231,6 +238,11 @@ def test_bad_states_change_nothing():
     cases = [
         (TypeError, "state", [1]),
         (ValueError, "misses", {k: v for k, v in good.items() if k != "failed"}),
+        (
+            ValueError,
+            "misses",
+            {k: v for k, v in good.items() if k != "prior_weights"},
+        ),
         (ValueError, "pending", good | {"pending": torch.tensor([200])}),
         (TypeError, "failed", good | {"failed": torch.tensor([0.5])}),
         (ValueError, "tell_sizes", good | {"tell_sizes": [t + 1]}),
@@ -253,23 +265,6 @@ def test_bad_states_change_nothing():
         assert _same(loop, snapshot)
 
 
-def test_state_without_prior_weights_loads_with_none_ahead():
-    # a state saved before the prior bank existed: same observations and pending
-    # arms, and the next draws start a fresh block
-    arms = _arms()
-    loop = _loop(arms)
-    _drive(loop, arms, _script(6), seeded(1))
-    state = loop.state_dict()
-    assert state["prior_weights"].shape[-1] == NUM_FEATURES
-    del state["prior_weights"]
-    resumed = _loop(arms, seed=9)
-    resumed.load_state_dict(state)
-    assert torch.equal(resumed.observed, loop.observed)
-    assert torch.equal(resumed.pending, loop.pending)
-    assert resumed.sampler.prior_bank.remaining.shape == (0, NUM_FEATURES)
-    assert resumed.ask(2).shape == (2,)
-
-
 def test_constructor_validation():
     arms = _arms(20)
     kernel = rbf_kernel(0.25, 1.0)
@@ -289,6 +284,10 @@ def test_constructor_validation():
         SGPTS(arms, covar_module=kernel, inducing_quality="best")
     with pytest.raises(ValueError, match="arms"):
         SGPTS(arms[0], covar_module=kernel)
+    with pytest.raises(ValueError, match="noise"):
+        SGPTS(arms, noise=1e-300)
+    with pytest.raises(ValueError, match="alpha"):
+        SGPTS(arms, alpha=lambda t: -1.0)  # a schedule is probed at once
 
 
 def test_device_runs_make_the_cpu_choices(device):
@@ -342,3 +341,143 @@ def test_ask_arms_are_pending_arms_of_the_users_choice():
         with pytest.raises(error, match="indices"):
             loop.ask_arms(bad)
         assert _same(loop, snapshot)
+
+
+def _learned(arms, seed=0, **options):
+    return SGPTS(arms, num_inducing=40, num_features=NUM_FEATURES, seed=seed, **options)
+
+
+def _run_learned(loop, arms, steps, scale=1.0, offset=0.0, asked_per_step=2):
+    r"""Ask, then tell all, ``steps`` times, rewards in units ``scale``, ``offset``;
+    return the asked arms."""
+    history = []
+    for _ in range(steps):
+        indices = loop.ask(asked_per_step)
+        x = arms[indices]
+        loop.tell(indices, scale * (torch.sin(6 * x).sum(-1) - x.sum(-1)) + offset)
+        history.append(indices.tolist())
+    return history
+
+
+def test_learned_loop_starts_space_filling_and_refits_to_the_exact_posterior():
+    g = seeded(5)
+    arms = torch.rand(150, 3, generator=g, dtype=DTYPE) * 10 - 5  # not the cube
+    loop = _learned(arms)
+    first = loop.ask(8)  # the max(5, 2 d) = 6 design arms first, then 2 paths
+    design = space_filling_arms(unit_cube(arms), 6, _basis_drawn(arms))
+    assert torch.equal(first[:6], design)
+    loop.tell(first, _reward(unit_cube(arms), first, g))
+    assert loop.refits.last == 8
+    history = _run_learned(loop, arms, 12)
+    assert loop.refits.last > 8 and loop.num_observations < 1.5 * loop.refits.last
+    assert len({a for step in history for a in step}) > 6  # it moves on
+    lengthscale = loop.covar_module.base_kernel.lengthscale
+    default = learnable_covar_module(3).base_kernel.lengthscale.to(lengthscale)
+    assert not torch.allclose(lengthscale, default)
+    # oracle: with every distinct observed arm inducing (m = 40 > 32), the paths'
+    # mean (alpha = 0) is the exact GP's on the standardized rewards, with the
+    # learned kernel on the unit cube
+    sampler = loop.sampler
+    y = loop.rewards
+    standardized = (y - y.mean()) / y.std()
+    torch.testing.assert_close(sampler.standardized_targets, standardized)
+    X = unit_cube(arms)
+    mean, _ = zero_mean_gp_posterior(
+        X[loop.observed], standardized, loop.noise, loop.covar_module, X
+    )
+    weights = torch.zeros(1, NUM_FEATURES, dtype=DTYPE)
+    noise = torch.zeros(1, sampler.noise_size, dtype=DTYPE)
+    paths = sampler.path_values(weights, noise, alpha=0.0).squeeze(-1)
+    torch.testing.assert_close(paths, mean, rtol=1e-4, atol=1e-4)
+
+
+def _basis_drawn(arms):
+    r"""A generator as the loop's after it drew its feature basis."""
+    generator = seeded(0)
+    ArmFeatureCache(arms, rbf_kernel(0.5, 1.0), NUM_FEATURES, generator=generator)
+    return generator
+
+
+def test_learned_loop_does_not_depend_on_the_rewards_units():
+    arms = _arms(120)
+    histories = [
+        _run_learned(_learned(arms, seed=1), arms, 12, scale, offset)
+        for scale, offset in ((1.0, 0.0), (1000.0, 300.0), (0.001, -7.0))
+    ]
+    assert histories[0] == histories[1] == histories[2]
+
+
+@pytest.mark.parametrize("steps", [2, 3, 9])
+def test_learned_loop_resumes_exactly(steps):
+    # saved before the first refit, right after one, and later
+    arms = _arms(120)
+    loop = _learned(arms, seed=2)
+    _run_learned(loop, arms, steps, asked_per_step=3)
+    twin = _learned(arms, seed=7)
+    twin.load_state_dict(loop.state_dict())
+    assert twin.noise == loop.noise and twin.refits.last == loop.refits.last
+    assert _run_learned(twin, arms, 6) == _run_learned(loop, arms, 6)
+    fixed = _loop(arms)
+    _drive(fixed, arms, _script(3), seeded(1))
+    with pytest.raises(ValueError, match="hyperparameters"):
+        _learned(arms).load_state_dict(fixed.state_dict())
+    with pytest.raises(ValueError, match="rebuilt_at"):
+        _learned(arms).load_state_dict(loop.state_dict() | {"rebuilt_at": 1})
+
+
+def _fault(error, function):
+    r"""``function``, except that its first call raises ``error`` (a transient
+    fault: the rollback's rebuild calls it again)."""
+    calls = []
+
+    def faulty(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise error("stop")
+        return function(*args, **kwargs)
+
+    return faulty
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+@pytest.mark.parametrize("where", ["refit", "observe", "reselect"])
+def test_a_failed_tell_changes_nothing_and_can_be_retried(error, where, monkeypatch):
+    # #26 item 3: a tell that fails inside the update (the refit, the sampler's
+    # update, its re-selection) leaves the loop as it was; a retry equals a
+    # fault-free twin
+    arms = _arms(120)
+    loop, twin = _learned(arms, seed=3), _learned(arms, seed=3)
+    _run_learned(loop, arms, 3)
+    _run_learned(twin, arms, 3)
+    indices = loop.ask(2)
+    assert torch.equal(indices, twin.ask(2))
+    rewards = _reward(arms, indices, seeded(4))
+    twin.tell(indices, rewards)
+    before = loop.state_dict()
+    target = {
+        "refit": (sgpts_loop, "fit_dtc_hyperparameters"),
+        "observe": (CachedSparseThompson, "observe"),
+        "reselect": (CachedSparseThompson, "_refresh_q"),
+    }[where]
+    monkeypatch.setattr(*target, _fault(error, getattr(*target)))
+    if where == "refit":
+        loop.refits.last = 1  # due now
+    with pytest.raises(error):
+        loop.tell(indices, rewards)
+    monkeypatch.undo()
+    if where == "refit":
+        loop.refits.last = before["hyperparameters"]["last_fit"]
+    _assert_same_state(loop.state_dict(), before)
+    loop.tell(indices, rewards)
+    assert _run_learned(loop, arms, 4) == _run_learned(twin, arms, 4)
+
+
+def _assert_same_state(actual, expected):
+    assert actual.keys() == expected.keys()
+    for key, value in expected.items():
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(actual[key], value), key
+        elif key != "hyperparameters":
+            assert actual[key] == value, key
+    for key, value in expected["hyperparameters"]["kernel"].items():
+        assert torch.equal(actual["hyperparameters"]["kernel"][key], value)

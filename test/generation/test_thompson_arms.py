@@ -300,3 +300,36 @@ def test_bad_input_names_the_argument():
         sampler.sample(1, generator=1)
     with pytest.raises(ValueError, match="block"):
         IncrementalExactThompson(cache, NOISE, prior_block=0)
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_standardized_paths_equal_paths_of_standardized_rewards(sparse, tkwargs):
+    # standardize(c, s) re-expresses the posterior in (y - c) / s in place; a
+    # sampler fed (y - c) / s from the start, in the same updates, is the oracle
+    arms = _arms(**tkwargs)
+
+    def sampler():
+        if sparse:
+            return CachedSparseThompson(_cache(arms), NOISE, num_inducing=10)
+        return IncrementalExactThompson(_cache(arms), NOISE)
+
+    updated, chunks = sampler(), list(_observations(arms, [8, 1, 5, 2]))
+    for step, (indices, rewards) in enumerate(chunks):
+        updated.observe(indices, 1000.0 * rewards + 300.0)
+        center, scale = 280.0 + step, 900.0 + 50.0 * step
+        updated.standardize(center, scale)
+        reference = sampler()
+        for old_indices, old_rewards in chunks[: step + 1]:
+            raw = 1000.0 * old_rewards + 300.0
+            reference.observe(old_indices, (raw - center) / scale)
+        assert_close(updated.standardized_targets, reference.targets)
+        weights = _normal(4, NUM_FEATURES, seed=step, like=arms)
+        noise = _normal(4, updated.noise_size, seed=10 + step, like=arms)
+        assert_close(
+            updated.path_values(weights, noise, alpha=1.3),
+            reference.path_values(weights, noise, alpha=1.3),
+        )
+    with pytest.raises(ValueError, match="`scale`"):
+        updated.standardize(0.0, 0.0)
+    with pytest.raises(TypeError, match="`center`"):
+        updated.standardize("1", 1.0)
