@@ -37,6 +37,7 @@ from botorch_sketch.models.hyperparameters import (
     unit_cube,
 )
 from botorch_sketch.models.nystrom import DEFAULT_QBAR, NystromGP
+from botorch_sketch.utils.fingerprint import check_fingerprint, problem_fingerprint
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
     check_at_least,
@@ -298,6 +299,18 @@ class BBKB:
         self.total_churn = 0
         self.num_batches = 0
         self._model: NystromGP | None = None
+        #: What a saved state must match (:meth:`load_state_dict`)
+        self.fingerprint = problem_fingerprint(
+            arms,
+            self.covar_module,
+            learned=learned,
+            noise=None if self.learn_noise else self.noise,
+            radius=type(radius).__name__
+            if isinstance(radius, TheoryRadius)
+            else radius,
+            standardize=standardize,
+            num_initial=num_initial,
+        )
 
     @property
     def num_observations(self) -> int:
@@ -643,6 +656,7 @@ class BBKB:
             if isinstance(self.radius, TheoryRadius)
             else None,
             "generator": self.generator.get_state(),
+            "fingerprint": dict(self.fingerprint),
             "design_asked": self._design_asked,
             "hyperparameters": None
             if self.refits is None
@@ -654,9 +668,12 @@ class BBKB:
 
         The whole state is validated before anything changes; the posterior is
         recomputed from scratch from the observations and the dictionary, and the
-        open batch reopens holding the same arms. States saved by synchronous
-        versions (no pending arms, no open batch) load as such."""
-        observed, rewards, dictionary, draws = _checked_state(state, self.arms)
+        open batch reopens holding the same arms. A state saved by a loop on
+        other arms, another fixed kernel or ``noise``, radius, ``standardize`` or
+        ``num_initial`` is rejected (its fingerprint differs)."""
+        observed, rewards, dictionary, draws = _checked_state(
+            state, self.arms, self.fingerprint
+        )
         pending, pending_variances, failed = _checked_pending_state(state, self.arms)
         incorporated, batch, batch_radius = _checked_batch_state(
             state, self.arms, observed.shape[0]
@@ -700,16 +717,26 @@ class BBKB:
 
 
 def _checked_state(
-    state: dict[str, Any], arms: Tensor
+    state: dict[str, Any], arms: Tensor, fingerprint: dict[str, Any]
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    r"""Validate a :meth:`BBKB.state_dict` against ``arms``; return copies of its
-    observations, rewards, dictionary and draws."""
+    r"""Validate a :meth:`BBKB.state_dict` against ``arms`` and the loop's
+    ``fingerprint``; return copies of its observations, rewards, dictionary and
+    draws."""
     if not isinstance(state, dict):
         raise TypeError(f"`state` must be a dict, got {type(state).__name__}.")
-    keys = {"observed", "rewards", "dictionary", "draws", "radius", "generator"}
+    keys = {
+        "observed",
+        "rewards",
+        "dictionary",
+        "draws",
+        "radius",
+        "generator",
+        "fingerprint",
+    }
     missing = keys - set(state)
     if missing:
         raise ValueError(f"`state` misses the keys {sorted(missing)}.")
+    check_fingerprint(state["fingerprint"], fingerprint)
     num_arms = arms.shape[0]
     observed, rewards = state["observed"], state["rewards"]
     dictionary, draws = state["dictionary"], state["draws"]

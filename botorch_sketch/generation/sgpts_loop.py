@@ -36,6 +36,7 @@ from botorch_sketch.models.hyperparameters import (
     unit_cube,
 )
 from botorch_sketch.sampling.arm_features import ArmFeatureCache
+from botorch_sketch.utils.fingerprint import check_fingerprint, problem_fingerprint
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
     check_allocation,
@@ -57,6 +58,7 @@ _STATE_KEYS = (
     "pending",
     "failed",
     "generator",
+    "fingerprint",
     "prior_weights",
     "design_asked",
     "hyperparameters",
@@ -204,6 +206,19 @@ class SGPTS:
         self.pending = empty
         self.failed = empty.clone()
         self.tell_sizes: list[int] = []
+        #: What a saved state must match (:meth:`load_state_dict`)
+        self.fingerprint = problem_fingerprint(
+            arms,
+            self.covar_module,
+            learned=learned,
+            noise=None if self.learn_noise else self.noise,
+            alpha="schedule" if callable(alpha) else float(alpha),
+            standardize=standardize,
+            num_initial=num_initial,
+            num_inducing=num_inducing,
+            num_features=num_features,
+            inducing_quality=inducing_quality,
+        )
 
     def _fresh(self, seed: int) -> tuple[torch.Generator, ArmThompsonSampler, Tensor]:
         r"""A generator seeded with ``seed`` that drew the feature basis of a fresh
@@ -376,6 +391,7 @@ class SGPTS:
             "pending": self.pending.clone(),
             "failed": self.failed.clone(),
             "generator": self.generator.get_state(),
+            "fingerprint": dict(self.fingerprint),
             "prior_weights": self.sampler.prior_bank.remaining.clone(),
             "design_asked": self._design_asked,
             "hyperparameters": None
@@ -391,12 +407,14 @@ class SGPTS:
         saved seed (and, after a refit, for the saved kernel), and the observations
         are replayed as told, ``O(A M + t m^2)``: those up to the last refit in one
         update, the later ones in the saved ``tell`` calls. Later choices equal the
-        saved loop's."""
+        saved loop's. A state saved by a loop on other arms, another fixed kernel
+        or other options is rejected (its fingerprint differs)."""
         if not isinstance(state, dict):
             raise TypeError(f"`state` must be a dict, got {type(state).__name__}.")
         missing = set(_STATE_KEYS) - set(state)
         if missing:
             raise ValueError(f"`state` misses the keys {sorted(missing)}.")
+        check_fingerprint(state["fingerprint"], self.fingerprint)
         num_arms = self.arms.shape[0]
         seed = check_int(state["seed"], "state['seed']", 0)
         observed = check_indices(state["observed"], "state['observed']", num_arms)

@@ -86,8 +86,17 @@ def test_protocol_errors_change_nothing():
         loop.tell(torch.tensor([0]), torch.zeros(1, dtype=DTYPE))
     first = loop.ask()
     before = loop.state_dict()
-    for rewards in (torch.tensor([float("nan")], dtype=DTYPE), torch.zeros(2)):
-        with pytest.raises(ValueError, match="rewards"):
+    for rewards, error in (
+        (torch.tensor([float("nan")], dtype=DTYPE), ValueError),
+        (torch.zeros(2), ValueError),
+        (torch.tensor([1e300], dtype=DTYPE), ValueError),  # #26 item 8
+        (torch.tensor([-1e308], dtype=DTYPE), ValueError),
+        (torch.zeros(1, 1, 1, dtype=DTYPE), ValueError),
+        (torch.tensor([True]), TypeError),
+        (torch.tensor([1]), TypeError),
+        ("1.5", TypeError),
+    ):
+        with pytest.raises(error, match="rewards"):
             loop.tell(first, rewards)
     for indices, error, match in (
         ((first + 1) % 100, ValueError, "pending"),
@@ -130,6 +139,7 @@ def assert_same_state(state, reference):
     "kwargs, match",
     [
         ({"noise": 0.0}, "noise"),
+        ({"noise": 1e-300}, "noise"),
         ({"ratio_threshold": 0.9}, "ratio_threshold"),
         ({"rule": "any"}, "rule"),
         ({"qbar": 0.1}, "qbar"),
@@ -324,7 +334,7 @@ def test_learned_loop_resumes_exactly():
             {**loop.state_dict(), "hyperparameters": None}
         )
     run(fixed, arms, 3, torch.Generator().manual_seed(0))
-    with pytest.raises(ValueError, match="hyperparameters"):
+    with pytest.raises(ValueError, match="fingerprint differs in .'kernel', 'noise'"):
         BBKB(arms, seed=2).load_state_dict(fixed.state_dict())
 
 
@@ -363,3 +373,28 @@ def test_a_state_saved_before_the_first_batch_end_loads():
         for each in (loop, twin):
             each.tell(torch.tensor([3, 11]), torch.tensor([0.1, 0.2], dtype=DTYPE))
         assert torch.equal(twin.ask(), loop.ask())
+
+
+def test_a_checkpoint_of_another_problem_is_rejected():
+    # #26 item 5: other arm values, another d, noise, radius or fixed kernel
+    gen = torch.Generator().manual_seed(10)
+    arms = torch.rand(60, 2, generator=gen, dtype=DTYPE)
+    loop = make_loop(arms)
+    run(loop, arms, 3, torch.Generator().manual_seed(0))
+    saved = loop.state_dict()
+    other_kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    others = {
+        "arms": make_loop(arms + 1e-9),
+        "arms'": make_loop(torch.rand(60, 3, generator=gen, dtype=DTYPE)),
+        "noise": BBKB(arms, covar_module=make_loop(arms).covar_module, noise=0.5),
+        "radius": make_loop(arms, radius=0.7),
+        "kernel": BBKB(arms, covar_module=other_kernel, noise=1.0, radius=0.5),
+    }
+    for differing, other in others.items():
+        before = other.state_dict()
+        with pytest.raises(ValueError, match=f"differs in .*'{differing[:5]}"):
+            other.load_state_dict(saved)
+        assert_same_state(other.state_dict(), before)
+    twin = make_loop(arms, seed=9)  # the seed may differ: the state carries it
+    twin.load_state_dict(saved)
+    assert torch.equal(twin.ask(), loop.ask())

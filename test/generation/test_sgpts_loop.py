@@ -419,7 +419,7 @@ def test_learned_loop_resumes_exactly(steps):
     assert _run_learned(twin, arms, 6) == _run_learned(loop, arms, 6)
     fixed = _loop(arms)
     _drive(fixed, arms, _script(3), seeded(1))
-    with pytest.raises(ValueError, match="hyperparameters"):
+    with pytest.raises(ValueError, match="fingerprint differs in .'kernel', 'noise'"):
         _learned(arms).load_state_dict(fixed.state_dict())
     with pytest.raises(ValueError, match="rebuilt_at"):
         _learned(arms).load_state_dict(loop.state_dict() | {"rebuilt_at": 1})
@@ -481,3 +481,23 @@ def _assert_same_state(actual, expected):
             assert actual[key] == value, key
     for key, value in expected["hyperparameters"]["kernel"].items():
         assert torch.equal(actual["hyperparameters"]["kernel"][key], value)
+
+
+def test_a_checkpoint_of_another_problem_is_rejected():
+    # #26 item 5: other arm values, another d, noise or option
+    arms = _arms(80)
+    loop = _loop(arms)
+    _drive(loop, arms, _script(3), seeded(1))
+    saved = loop.state_dict()
+    others = {
+        "arms": _loop(arms.flip(0)),
+        "kernel": _learned(arms),
+        "num_inducing": SGPTS(
+            arms, covar_module=_kernel(arms), noise=NOISE, num_features=NUM_FEATURES
+        ),
+    }
+    for differing, other in others.items():
+        before = _snapshot(other)
+        with pytest.raises(ValueError, match=f"differs in .*'{differing}'"):
+            other.load_state_dict(saved)
+        assert _same(other, before)

@@ -1,0 +1,63 @@
+r"""Fingerprints of a loop's problem, saved with its state so that a checkpoint of
+another problem (other arms, kernel or options) is rejected instead of resumed."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+
+def tensor_digest(*tensors: Tensor) -> str:
+    r"""SHA-256 of the tensors' dtypes, shapes and values (copied to the CPU), hex.
+
+    ``O(total size)``; equal values give equal digests on every device.
+
+    Example:
+        >>> tensor_digest(torch.zeros(2)) == tensor_digest(torch.zeros(2))
+        True
+    """
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        value = tensor.detach().cpu().contiguous()
+        digest.update(f"{value.dtype}{tuple(value.shape)}".encode())
+        digest.update(value.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def problem_fingerprint(
+    arms: Tensor, kernel: Kernel, *, learned: bool, **options: Any
+) -> dict[str, Any]:
+    r"""A loop's fingerprint: the digest of its arms, of its kernel (``"learned"``
+    when the loop learns it) and the ``options`` that give its state its meaning
+    (numbers, strings, booleans or None)."""
+    kernel_digest = (
+        "learned"
+        if learned
+        else f"{type(kernel).__name__}:{tensor_digest(*kernel.state_dict().values())}"
+    )
+    return {"arms": tensor_digest(arms), "kernel": kernel_digest, **options}
+
+
+def check_fingerprint(saved: object, expected: dict[str, Any]) -> None:
+    r"""Raise ``ValueError`` unless ``saved`` (``state['fingerprint']``) equals the
+    loop's ``expected`` fingerprint, naming the entries that differ."""
+    if not isinstance(saved, dict):
+        raise ValueError(
+            "`state['fingerprint']` must be the dict a loop's state_dict saves, got "
+            f"{type(saved).__name__}."
+        )
+    differing = sorted(
+        key
+        for key in saved.keys() | expected.keys()
+        if saved.get(key) != expected.get(key)
+    )
+    if differing:
+        raise ValueError(
+            "`state` was saved by a loop on another problem: its fingerprint differs "
+            f"in {differing} (other arms, kernel or options). Build the loop as the "
+            "saved one was built to resume it."
+        )
