@@ -332,10 +332,13 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
     def forward(self, X: Tensor) -> MultivariateNormal:
         r"""DTC predictive at transformed ``batch x q x d`` inputs (no noise).
 
-        Single-point t-batches (``q = 1``, how BoTorch scores candidate sets) take the
-        ``O(N m^2)`` marginal path of :meth:`DTCState.mean_and_variance`."""
+        Single-point t-batches (``q = 1``, how BoTorch scores candidate sets) of an
+        unbatched model take the ``O(N m^2)`` marginal path of
+        :meth:`DTCState.mean_and_variance`; a batched model (e.g. fantasies, whose
+        targets are batched even where ``V`` is not) broadcasts its batch with ``X``'s
+        on the joint path."""
         state = self.dtc_state
-        if X.shape[-2] == 1 and state.gram.dim() == 2:
+        if X.shape[-2] == 1 and self.train_targets.dim() == 1:
             mean, variance = state.mean_and_variance(
                 self.covar_module, X.reshape(-1, X.shape[-1])
             )
@@ -344,6 +347,8 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
                 mean.reshape(shape), DiagLinearOperator(variance.reshape(shape))
             )
         mean, covariance = state.mean_and_covariance(self.covar_module, X)
+        # the covariance lacks the batch of targets that V does not depend on
+        covariance = covariance.expand(*mean.shape, mean.shape[-1])
         # lazy: factorized on demand with jitter (nearly repeated points are singular)
         return MultivariateNormal(mean, DenseLinearOperator(covariance))
 
