@@ -356,11 +356,17 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         r"""The BKB papers' variance ``sigma~^2(x) = Sigma(x, x) / lambda``.
 
         Args:
-            X: ``N x d`` points in the transformed input space.
+            X: ``N x d`` points in the transformed input space, checked as in
+                :meth:`posterior` (``N = 0`` allowed).
 
         Returns:
             ``batch x N`` variances, ``O(N m^2)`` (no ``N x N`` matrix).
         """
+        if check_tensor(X, "X").dim() != 2:
+            raise ValueError(f"`X` must be N x d, got shape {tuple(X.shape)}.")
+        return self._scaled_variance(self._check_points(X, "X"))
+
+    def _scaled_variance(self, X: Tensor) -> Tensor:
         self.eval()
         _, variance = self.dtc_state.mean_and_variance(self.covar_module, X)
         return variance / self.noise
@@ -370,7 +376,7 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         sum of the ridge leverage scores of the observed points)."""
         U, counts, _ = distinct_rows(self._unbatched_inputs("effective_dimension"))
         with torch.no_grad():
-            return float((counts * self.scaled_variance(U)).sum())
+            return float((counts * self._scaled_variance(U)).sum())
 
     # ---------------------------------------------------------------- updates
     def condition_on_observations(
@@ -494,7 +500,7 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         U, counts, _ = distinct_rows(self._unbatched_inputs("resparsify"))
         with torch.no_grad():
             probabilities = inclusion_probabilities(
-                reference.scaled_variance(U), counts, self.qbar
+                reference._scaled_variance(U), counts, self.qbar
             )
         self.set_dictionary(U[sample_dictionary(probabilities, generator)])
         return self

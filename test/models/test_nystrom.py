@@ -285,6 +285,30 @@ def test_fantasy_posterior_at_single_points_matches_exact_gp(fantasy_shape, test
         torch.testing.assert_close(actual, expected, rtol=1e-8, atol=1e-8)
 
 
+@pytest.mark.parametrize(
+    "X, error",
+    [
+        ([[0.5, 0.5]], TypeError),
+        (torch.ones(2, 2, dtype=torch.long), TypeError),
+        (torch.ones(2, 2, dtype=torch.float32), TypeError),
+        (torch.full((2, 2), float("nan"), dtype=DTYPE), ValueError),
+        (torch.full((2, 2), float("inf"), dtype=DTYPE), ValueError),
+        (torch.full((2, 2), 1e200, dtype=DTYPE), ValueError),
+        (torch.ones(2, 3, dtype=DTYPE), ValueError),
+        (torch.ones(2, dtype=DTYPE), ValueError),
+        (torch.ones(1, 2, 2, dtype=DTYPE), ValueError),
+    ],
+    ids=["list", "integer", "float32", "NaN", "inf", "huge", "columns", "1-d", "3-d"],
+)
+def test_scaled_variance_rejects_malformed_points(X, error):
+    # Issue 26 item 10: these gave NaN, raw torch errors or silent casts.
+    train_X, train_Y = make_data(20, 2)
+    model = NystromGP(train_X, train_Y, covar_module=make_kernel(2), noise=0.1)
+    with pytest.raises(error, match="`X`"):
+        model.scaled_variance(X)
+    assert model.scaled_variance(train_X[:0]).shape == (0,)
+
+
 def test_collapsed_bound_equals_exact_mll_with_full_dictionary(tkwargs):
     X, Y = make_data(40, 2, **tkwargs)
     kernel = make_kernel(2, **tkwargs)
