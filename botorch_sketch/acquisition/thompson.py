@@ -26,7 +26,9 @@ from torch import Tensor
 from botorch_sketch.sampling.pathwise import ScaledSamplePaths, draw_scaled_paths
 from botorch_sketch.utils.validation import (
     check_at_least,
+    check_matrix,
     check_positive,
+    check_tensor,
 )
 
 
@@ -184,7 +186,9 @@ class ScaledPathThompsonSampling(AcquisitionFunction):
         self.paths = paths
         self.posterior_transform = posterior_transform
         self.weight, self.offset = weight, offset
-        self.X_pending = None if X_pending is None else X_pending.detach()
+        if X_pending is not None:
+            X_pending = self._pending(X_pending).detach()
+        self.X_pending = X_pending
 
     def redraw(self) -> None:
         r"""Replace the paths by a fresh draw with the same settings."""
@@ -194,10 +198,21 @@ class ScaledPathThompsonSampling(AcquisitionFunction):
 
     def set_X_pending(self, X_pending: Tensor | None = None) -> None:
         r"""Store ``p x d`` pending points and draw fresh paths."""
-        super().set_X_pending(X_pending)
+        super().set_X_pending(None if X_pending is None else self._pending(X_pending))
         self.redraw()
 
-    @t_batch_mode_transform()
+    def _pending(self, X_pending: object) -> Tensor:
+        r"""Return ``X_pending`` if it holds finite ``p x d`` points."""
+        return check_matrix(
+            X_pending, "X_pending", num_cols=self.paths.dim, allow_empty=True
+        )
+
     def forward(self, X: Tensor) -> Tensor:
-        r"""``batch x q x d`` -> ``batch``: ``sum_j (w f~_j(x_j) + c)``."""
+        r"""``batch x q x d`` (or ``q x d``) -> ``batch``: ``sum_j (w f~_j(x_j) + c)``;
+        ``X`` is checked by :meth:`ScaledSamplePaths.paired`."""
+        check_tensor(X, "X")
+        return self._paired_sum(X)
+
+    @t_batch_mode_transform()
+    def _paired_sum(self, X: Tensor) -> Tensor:
         return (self.weight * self.paths.paired(X) + self.offset).sum(dim=-1)

@@ -332,10 +332,13 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
     def forward(self, X: Tensor) -> MultivariateNormal:
         r"""DTC predictive at transformed ``batch x q x d`` inputs (no noise).
 
-        Single-point t-batches (``q = 1``, how BoTorch scores candidate sets) take the
-        ``O(N m^2)`` marginal path of :meth:`DTCState.mean_and_variance`."""
+        Single-point t-batches (``q = 1``, how BoTorch scores candidate sets) of an
+        unbatched model take the ``O(N m^2)`` marginal path of
+        :meth:`DTCState.mean_and_variance`; a batched model (e.g. fantasies, whose
+        targets are batched even where ``V`` is not) broadcasts its batch with ``X``'s
+        on the joint path."""
         state = self.dtc_state
-        if X.shape[-2] == 1 and state.gram.dim() == 2:
+        if X.shape[-2] == 1 and self.train_targets.dim() == 1:
             mean, variance = state.mean_and_variance(
                 self.covar_module, X.reshape(-1, X.shape[-1])
             )
@@ -344,6 +347,8 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
                 mean.reshape(shape), DiagLinearOperator(variance.reshape(shape))
             )
         mean, covariance = state.mean_and_covariance(self.covar_module, X)
+        # the covariance lacks the batch of targets that V does not depend on
+        covariance = covariance.expand(*mean.shape, mean.shape[-1])
         # lazy: factorized on demand with jitter (nearly repeated points are singular)
         return MultivariateNormal(mean, DenseLinearOperator(covariance))
 
@@ -351,11 +356,17 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         r"""The BKB papers' variance ``sigma~^2(x) = Sigma(x, x) / lambda``.
 
         Args:
-            X: ``N x d`` points in the transformed input space.
+            X: ``N x d`` points in the transformed input space, checked as in
+                :meth:`posterior` (``N = 0`` allowed).
 
         Returns:
             ``batch x N`` variances, ``O(N m^2)`` (no ``N x N`` matrix).
         """
+        if check_tensor(X, "X").dim() != 2:
+            raise ValueError(f"`X` must be N x d, got shape {tuple(X.shape)}.")
+        return self._scaled_variance(self._check_points(X, "X"))
+
+    def _scaled_variance(self, X: Tensor) -> Tensor:
         self.eval()
         _, variance = self.dtc_state.mean_and_variance(self.covar_module, X)
         return variance / self.noise
@@ -365,7 +376,7 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         sum of the ridge leverage scores of the observed points)."""
         U, counts, _ = distinct_rows(self._unbatched_inputs("effective_dimension"))
         with torch.no_grad():
-            return float((counts * self.scaled_variance(U)).sum())
+            return float((counts * self._scaled_variance(U)).sum())
 
     # ---------------------------------------------------------------- updates
     def condition_on_observations(
@@ -489,7 +500,7 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         U, counts, _ = distinct_rows(self._unbatched_inputs("resparsify"))
         with torch.no_grad():
             probabilities = inclusion_probabilities(
-                reference.scaled_variance(U), counts, self.qbar
+                reference._scaled_variance(U), counts, self.qbar
             )
         self.set_dictionary(U[sample_dictionary(probabilities, generator)])
         return self

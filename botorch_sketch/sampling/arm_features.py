@@ -21,9 +21,11 @@ from torch import Tensor
 from botorch_sketch.sampling.pathwise import seeded_features, standard_normal
 from botorch_sketch.utils.validation import (
     check_generator,
+    check_indices,
     check_int,
     check_matrix,
     check_positive,
+    check_same_dtype,
 )
 
 #: Kernel columns per stored block of :class:`ArmFeatureCache`.
@@ -42,6 +44,10 @@ class ArmFeatureCache:
     ``chunk_size`` arms by :meth:`prior_values` and :meth:`add_column_values`.
     ``cache_dtype`` (e.g. ``torch.float32``) sets the storage precision; results are
     in the arms' dtype.
+
+    The public methods check their arguments (``TypeError`` / ``ValueError`` naming
+    the argument, before any state changes) in ``O(input size)``; the cache's own
+    chunk loops and :class:`PriorPathBank` call unchecked private variants.
 
     Example:
         >>> cache = ArmFeatureCache(arms, kernel, 1000, generator=g)
@@ -136,14 +142,23 @@ class ArmFeatureCache:
     def _features(self, X: Tensor) -> Tensor:
         return to_dense(self.feature_map(X))
 
-    @torch.no_grad()
     def kernel_matrix(self, X: Tensor, Y: Tensor) -> Tensor:
-        r"""Dense ``k(X, Y)`` (eagerly evaluated, no gradients)."""
+        r"""Dense ``k(X, Y)`` of ``n x d`` and ``n' x d`` points of the arms' dtype
+        (``n x n'``, eagerly evaluated, no gradients)."""
+        for points, name in ((X, "X"), (Y, "Y")):
+            check_matrix(points, name, num_cols=self.arms.shape[-1], allow_empty=True)
+            check_same_dtype(points, name, self.arms, "arms")
+        return self._kernel_matrix(X, Y)
+
+    @torch.no_grad()
+    def _kernel_matrix(self, X: Tensor, Y: Tensor) -> Tensor:
         with settings.lazily_evaluate_kernels(False):
             return to_dense(self.kernel(X, Y))
 
     def features_at(self, indices: Tensor) -> Tensor:
-        r"""``k x M`` features of the arms ``indices``, in the arms' dtype."""
+        r"""``k x M`` features of the arms ``indices`` (a ``k`` LongTensor), in the
+        arms' dtype."""
+        check_indices(indices, "indices", self.num_arms)
         if self.features is not None:
             return self.features[indices].to(self.arms.dtype)
         return self._features(self.arms[indices])
@@ -154,7 +169,11 @@ class ArmFeatureCache:
         Registered columns are kept; new ones take free slots. If a new block would
         exceed the memory budget, all blocks are dropped and :meth:`add_column_values`
         recomputes columns from then on.
+
+        Args:
+            indices: ``k`` arm indices (a LongTensor, repeats allowed).
         """
+        check_indices(indices, "indices", self.num_arms)
         new = [i for i in dict.fromkeys(indices.tolist()) if i not in self._slot_of]
         for arm in new:
             if not self._free:
@@ -173,21 +192,35 @@ class ArmFeatureCache:
             start = 0
             for chunk in self._chunks():
                 stop = start + chunk.shape[0]
-                values = self.kernel_matrix(chunk, points[inside]).mT
+                values = self._kernel_matrix(chunk, points[inside]).mT
                 block[rows, start:stop] = values.to(self.cache_dtype)
                 start = stop
 
     def multiplied_columns(self, column_arms: Tensor) -> int:
-        r"""Kernel columns :meth:`add_column_values` multiplies for
+        r"""Kernel columns :meth:`add_column_values` multiplies for the registered
         ``column_arms``: whole stored blocks, or one per distinct arm when
         recomputing."""
+        arms = self._registered(column_arms)
         if not self.columns_stored:
-            return int(column_arms.unique().numel())
-        blocks = {self._slot_of[a] // BLOCK_COLUMNS for a in column_arms.tolist()}
-        return len(blocks) * BLOCK_COLUMNS
+            return len(set(arms))
+        return len({self._slot_of[a] // BLOCK_COLUMNS for a in arms}) * BLOCK_COLUMNS
+
+    def _registered(self, column_arms: Tensor) -> list[int]:
+        r"""``column_arms`` as a list, checked to be a LongTensor of registered arms."""
+        check_indices(column_arms, "column_arms", self.num_arms)
+        arms = column_arms.tolist()
+        missing = set(arms).difference(self._slot_of)
+        if missing:
+            raise ValueError(
+                "`column_arms` must be registered with `add_columns`; not registered: "
+                f"{sorted(missing)[:5]}."
+            )
+        return arms
 
     def remove_columns(self, indices: Tensor) -> None:
-        r"""Unregister the columns of the arms ``indices`` (their slots are reused)."""
+        r"""Unregister the columns of the arms ``indices`` (a LongTensor; their slots
+        are reused, arms not registered are ignored)."""
+        check_indices(indices, "indices", self.num_arms)
         for arm in dict.fromkeys(indices.tolist()):
             if arm in self._slot_of:
                 self._free.append(self._slot_of.pop(arm))
@@ -207,16 +240,20 @@ class ArmFeatureCache:
             self.arms.new_zeros(BLOCK_COLUMNS, self.num_arms, dtype=self.cache_dtype)
         )
 
-    @torch.no_grad()
     def prior_values(self, weights: Tensor) -> Tensor:
         r"""``Phi_A W^T`` in the storage dtype, ``O(N M q)``.
 
         Args:
-            weights: ``q x M`` feature weights.
+            weights: ``q x M`` finite feature weights.
 
         Returns:
             ``N x q`` values.
         """
+        check_matrix(weights, "weights", num_cols=self.num_features, allow_empty=True)
+        return self._prior_values(weights)
+
+    @torch.no_grad()
+    def _prior_values(self, weights: Tensor) -> Tensor:
         W = weights.mT.to(self.cache_dtype)
         if self.features is not None:
             return self.features @ W
@@ -231,14 +268,35 @@ class ArmFeatureCache:
         r"""``values + K_{A, column_arms} V``, ``O(N s q)``.
 
         Args:
-            values: ``N x q`` values in the storage dtype (e.g. from
+            values: ``N x q`` finite values in the storage dtype (e.g. from
                 :meth:`prior_values`); updated in place.
-            column_arms: ``s`` registered arms (repeats allowed: their weights add).
-            column_weights: ``s x q`` column weights.
+            column_arms: ``s`` registered arms, a LongTensor (repeats allowed: their
+                weights add).
+            column_weights: ``s x q`` finite column weights.
 
         Returns:
             ``N x q`` values in the arms' dtype.
         """
+        arms = self._registered(column_arms)
+        check_matrix(values, "values", allow_empty=True)
+        if values.shape[0] != self.num_arms:
+            raise ValueError(
+                f"`values` must have one row per arm ({self.num_arms}), got shape "
+                f"{tuple(values.shape)}."
+            )
+        if values.dtype != self.cache_dtype:
+            raise TypeError(
+                f"`values` must have the storage dtype {self.cache_dtype}, got "
+                f"{values.dtype}."
+            )
+        check_matrix(
+            column_weights, "column_weights", num_cols=values.shape[1], allow_empty=True
+        )
+        if column_weights.shape[0] != len(arms):
+            raise ValueError(
+                f"`column_weights` must have one row per column arm ({len(arms)}), "
+                f"got shape {tuple(column_weights.shape)}."
+            )
         dtype, out = self.arms.dtype, values
         if not self.columns_stored:
             out = out.to(dtype)
@@ -246,11 +304,11 @@ class ArmFeatureCache:
             start = 0
             for chunk in self._chunks():
                 stop = start + chunk.shape[0]
-                out[start:stop] += self.kernel_matrix(chunk, points) @ V
+                out[start:stop] += self._kernel_matrix(chunk, points) @ V
                 start = stop
             return out
         slots = torch.tensor(
-            [self._slot_of[a] for a in column_arms.tolist()], device=self.arms.device
+            [self._slot_of[a] for a in arms], dtype=torch.long, device=self.arms.device
         )
         dense = column_weights.new_zeros(self._capacity, column_weights.shape[-1])
         dense = dense.index_add_(0, slots, column_weights).to(self.cache_dtype)
@@ -285,6 +343,10 @@ class PriorPathBank:
             cache: The arms and feature basis.
             block: Weights drawn per refill (``1``: none drawn ahead).
         """
+        if not isinstance(cache, ArmFeatureCache):
+            raise TypeError(
+                f"`cache` must be an ArmFeatureCache, got {type(cache).__name__}."
+            )
         self.cache = cache
         self.block = check_int(block, "block", 1)
         self._weights = cache.arms.new_empty(0, cache.num_features)
@@ -307,8 +369,11 @@ class PriorPathBank:
         check_matrix(
             weights, "weights", num_cols=self.cache.num_features, allow_empty=True
         )
+        self._hold(weights)
+
+    def _hold(self, weights: Tensor) -> None:
         self._weights = weights.to(self.cache.arms)
-        self._values = self.cache.prior_values(self._weights).mT.contiguous()
+        self._values = self.cache._prior_values(self._weights).mT.contiguous()
         self._next = 0
 
     def take(self, q: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
@@ -323,7 +388,7 @@ class PriorPathBank:
         check_generator(generator)
         if self._weights.shape[0] - self._next < q:
             shape = (max(q, self.block), self.cache.num_features)
-            self.load(standard_normal(shape, generator))
+            self._hold(standard_normal(shape, generator))
         rows = slice(self._next, self._next + q)
         self._next += q
         return self._weights[rows], self._values[rows].mT

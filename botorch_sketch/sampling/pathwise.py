@@ -47,10 +47,12 @@ from botorch_sketch.models.variational import DecomposedSamplingSVGP
 from botorch_sketch.utils.validation import (
     check_allocation,
     check_at_least,
+    check_finite,
     check_generator,
     check_int,
     check_magnitude,
     check_matrix,
+    check_points,
 )
 
 
@@ -60,7 +62,9 @@ class ScaledSamplePaths(Module):
     Each block is a ``MatheronPath`` of ``P_b`` paths sharing one random-feature basis:
     ``f_j(x) = m(x) + phi(x)^T w_j + k(x, U) v_j`` (``M`` features ``phi``, ``U`` the
     inducing or training points), then the outcome untransform. Values are in the
-    model's original outcome space.
+    model's original outcome space. Evaluation checks the points (finite, ``d``
+    columns, within ``finfo.max ** (1/4)``: ``TypeError`` / ``ValueError`` naming
+    ``X`` or ``choices``) in ``O(X.numel())``.
 
     Example:
         >>> paths = draw_scaled_paths(model, 8, num_features=1024)
@@ -90,11 +94,28 @@ class ScaledSamplePaths(Module):
 
     def forward(self, X: Tensor) -> Tensor:
         r"""Every path at every point: ``batch x q x d`` -> ``P x batch x q``."""
+        return self._values(self._checked(X))
+
+    def _values(self, X: Tensor) -> Tensor:
         return torch.cat([_block_values(block, X) for block in self.blocks], dim=0)
+
+    def _checked(self, X: object) -> Tensor:
+        r"""Return ``X`` if it holds finite ``batch x q x d`` points (``d`` =
+        :attr:`dim` when known) within ``finfo.max ** (1/4)``, else raise
+        ``TypeError`` / ``ValueError`` naming ``X``; ``O(X.numel())``."""
+        if self.dim is not None:
+            check_points(X, "X", self.dim)
+        elif check_finite(X, "X").dim() < 2:
+            raise ValueError(
+                f"`X` must be at least 2-dimensional (batch x q x d), got shape "
+                f"{tuple(X.shape)}."
+            )
+        return check_magnitude(X, "X")
 
     def paired(self, X: Tensor) -> Tensor:
         r"""Path ``j`` at ``X[..., j, :]``: ``batch x P x d`` -> ``batch x P``."""
-        if X.dim() < 2 or X.shape[-2] != self.num_paths:
+        self._checked(X)
+        if X.shape[-2] != self.num_paths:
             raise ValueError(
                 f"`X` must be batch x {self.num_paths} x d (one point per path), got "
                 f"shape {tuple(X.shape)}."
@@ -134,7 +155,7 @@ class ScaledSamplePaths(Module):
         best_values = best_index = None
         for start in range(0, num_choices, chunk_size):
             chunk = choices[start : start + chunk_size]
-            values = self(chunk)
+            values = self._values(chunk)
             index = torch.arange(start, start + chunk.shape[0], device=choices.device)
             index = index.expand_as(values)
             if best_values is not None:

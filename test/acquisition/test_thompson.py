@@ -200,3 +200,38 @@ def test_alpha_schedule_that_overflows_is_rejected():
         AlphaSchedule(noise=5e-324)
     with pytest.raises(ValueError, match="scale"):
         AlphaSchedule(scale=1e300, rkhs_bound=1e300)
+
+
+@pytest.mark.parametrize(
+    "X, error",
+    [
+        ([[0.5, 0.5]], TypeError),
+        (torch.ones(3, 1, 2, dtype=torch.long), TypeError),
+        (torch.full((3, 1, 2), float("nan"), dtype=DTYPE), ValueError),
+        (torch.full((3, 1, 2), 1e200, dtype=DTYPE), ValueError),
+        (torch.ones(3, 1, 3, dtype=DTYPE), ValueError),
+    ],
+    ids=["list", "integer", "NaN", "huge", "columns"],
+)
+def test_malformed_points_name_X(X, error):
+    # Issue 26 item 10: these gave NaN values or raw torch errors.
+    acqf = ScaledPathThompsonSampling(wave_svgp(), num_features=64)
+    with pytest.raises(error, match="`X`"):
+        acqf(X)
+
+
+def test_malformed_pending_points_change_nothing():
+    model = wave_svgp()
+    with pytest.raises(TypeError, match="`X_pending`"):
+        ScaledPathThompsonSampling(model, num_features=64, X_pending=[[0.5, 0.5]])
+    acqf = ScaledPathThompsonSampling(model, num_features=64, generator=seeded(0))
+    X = wave_points(4).unsqueeze(-2)
+    before = acqf(X)
+    for bad, error in [
+        (torch.full((1, 2), float("nan"), dtype=DTYPE), ValueError),
+        (torch.ones(1, 3, dtype=DTYPE), ValueError),
+        ([[0.5, 0.5]], TypeError),
+    ]:
+        with pytest.raises(error, match="`X_pending`"):
+            acqf.set_X_pending(bad)
+    assert acqf.X_pending is None and torch.equal(acqf(X), before)  # not redrawn

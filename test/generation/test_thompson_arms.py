@@ -188,14 +188,14 @@ def test_reselection_computes_only_new_inducing_columns(monkeypatch):
     cache = _cache(arms)
     sampler = CachedSparseThompson(cache, NOISE, num_inducing=12)
     computed = []
-    kernel_matrix = cache.kernel_matrix
+    kernel_matrix = cache._kernel_matrix
 
     def recording(X, Y):
         if X.shape[0] == arms.shape[0]:  # kernel columns at all arms
             computed.append(Y.shape[0])
         return kernel_matrix(X, Y)
 
-    monkeypatch.setattr(cache, "kernel_matrix", recording)
+    monkeypatch.setattr(cache, "_kernel_matrix", recording)
     changed = 0
     for indices, rewards in _observations(arms, [15] + [1] * 30):
         before = set(sampler.inducing_arms.tolist())

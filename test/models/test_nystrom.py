@@ -259,6 +259,56 @@ def test_fantasize_matches_separate_conditioning(tkwargs):
         assert_close(post.mean[i], single.posterior(test_X).mean)
 
 
+@pytest.mark.parametrize("fantasy_shape", [(2, 2), (2, 1, 2)])
+@pytest.mark.parametrize("test_shape", [(1, 2), (2, 1, 2), (4, 1, 1, 1, 2), (5, 2)])
+def test_fantasy_posterior_at_single_points_matches_exact_gp(fantasy_shape, test_shape):
+    # Issue 26 item 11: fantasies at unbatched points have batched targets but an
+    # unbatched V; the q = 1 fast path reshaped their batched means and raised.
+    X, Y = make_data(20, 2)
+    new_X = uniform(*fantasy_shape, seed=4)
+    kernel = make_kernel(2)
+    dictionary = torch.cat([X, new_X.reshape(-1, 2)])  # exact: every point inside
+    model = NystromGP(X, Y, covar_module=kernel, noise=0.1, dictionary=dictionary)
+    exact = SingleTaskGP(X, Y, covar_module=deepcopy(kernel), outcome_transform=None)
+    exact.mean_module, exact.likelihood.noise = ZeroMean(), 0.1
+    fantasies = [
+        m.fantasize(new_X, SobolQMCNormalSampler(torch.Size([2]), seed=0))
+        for m in (model, exact.eval())
+    ]
+    test_X = uniform(*test_shape, seed=5)
+    post, ref = (fantasy.posterior(test_X) for fantasy in fantasies)
+    assert post.mean.shape == ref.mean.shape
+    for actual, expected in [
+        (post.mean, ref.mean),
+        (post.distribution.covariance_matrix, ref.distribution.covariance_matrix),
+    ]:
+        torch.testing.assert_close(actual, expected, rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "X, error",
+    [
+        ([[0.5, 0.5]], TypeError),
+        (torch.ones(2, 2, dtype=torch.long), TypeError),
+        (torch.ones(2, 2, dtype=torch.float32), TypeError),
+        (torch.full((2, 2), float("nan"), dtype=DTYPE), ValueError),
+        (torch.full((2, 2), float("inf"), dtype=DTYPE), ValueError),
+        (torch.full((2, 2), 1e200, dtype=DTYPE), ValueError),
+        (torch.ones(2, 3, dtype=DTYPE), ValueError),
+        (torch.ones(2, dtype=DTYPE), ValueError),
+        (torch.ones(1, 2, 2, dtype=DTYPE), ValueError),
+    ],
+    ids=["list", "integer", "float32", "NaN", "inf", "huge", "columns", "1-d", "3-d"],
+)
+def test_scaled_variance_rejects_malformed_points(X, error):
+    # Issue 26 item 10: these gave NaN, raw torch errors or silent casts.
+    train_X, train_Y = make_data(20, 2)
+    model = NystromGP(train_X, train_Y, covar_module=make_kernel(2), noise=0.1)
+    with pytest.raises(error, match="`X`"):
+        model.scaled_variance(X)
+    assert model.scaled_variance(train_X[:0]).shape == (0,)
+
+
 def test_collapsed_bound_equals_exact_mll_with_full_dictionary(tkwargs):
     X, Y = make_data(40, 2, **tkwargs)
     kernel = make_kernel(2, **tkwargs)

@@ -146,3 +146,226 @@ def test_bad_input_names_the_argument():
         bank.take(0, None)
     with pytest.raises(TypeError, match="generator"):
         bank.take(1, 1)
+
+
+def _registered_cache(stored: bool) -> ArmFeatureCache:
+    r"""A cache of 50 arms in 2-d with the columns of arms 1 and 2 registered,
+    stored or (a budget of 8 bytes) recomputed."""
+    budget = 2.0**30 if stored else 8
+    cache = ArmFeatureCache(
+        _arms(n=50, d=2), rbf_kernel(0.3, 1.5), NUM_FEATURES, memory_budget=budget
+    )
+    cache.add_columns(torch.tensor([1, 2]))
+    return cache
+
+
+def _values(cache: ArmFeatureCache) -> torch.Tensor:
+    r"""Fresh ``N x 2`` prior values of the cache (storage dtype)."""
+    return cache.prior_values(torch.ones(2, NUM_FEATURES, dtype=DTYPE))
+
+
+_NAN = float("nan")
+_V = torch.ones(2, 2, dtype=DTYPE)
+
+#: ``(method, arguments from the cache, error, message)`` of malformed calls.
+BAD_CALLS = {
+    "indices list": ("add_columns", lambda c: ([3],), TypeError, "`indices`"),
+    "indices float": (
+        "add_columns",
+        lambda c: (torch.tensor([3.0]),),
+        TypeError,
+        "`indices`",
+    ),
+    "indices negative": (
+        "add_columns",
+        lambda c: (torch.tensor([-1]),),
+        ValueError,
+        "`indices`",
+    ),
+    "indices too large": (
+        "add_columns",
+        lambda c: (torch.tensor([3, 50]),),
+        ValueError,
+        "`indices`",
+    ),
+    "indices 2-d": (
+        "add_columns",
+        lambda c: (torch.tensor([[3]]),),
+        ValueError,
+        "`indices`",
+    ),
+    "remove negative": (
+        "remove_columns",
+        lambda c: (torch.tensor([-1]),),
+        ValueError,
+        "`indices`",
+    ),
+    "features too large": (
+        "features_at",
+        lambda c: (torch.tensor([50]),),
+        ValueError,
+        "`indices`",
+    ),
+    "features 0-d": (
+        "features_at",
+        lambda c: (torch.tensor(1),),
+        ValueError,
+        "`indices`",
+    ),
+    "multiplied unregistered": (
+        "multiplied_columns",
+        lambda c: (torch.tensor([3]),),
+        ValueError,
+        "`column_arms`",
+    ),
+    "kernel NaN": (
+        "kernel_matrix",
+        lambda c: (torch.full((1, 2), _NAN, dtype=DTYPE), c.arms),
+        ValueError,
+        "`X`",
+    ),
+    "kernel columns": (
+        "kernel_matrix",
+        lambda c: (c.arms, torch.zeros(2, 3, dtype=DTYPE)),
+        ValueError,
+        "`Y`",
+    ),
+    "kernel 1-d": ("kernel_matrix", lambda c: (c.arms[0], c.arms), ValueError, "`X`"),
+    "kernel dtype": (
+        "kernel_matrix",
+        lambda c: (c.arms.float(), c.arms),
+        TypeError,
+        "`X`",
+    ),
+    "weights NaN": (
+        "prior_values",
+        lambda c: (torch.full((2, NUM_FEATURES), _NAN, dtype=DTYPE),),
+        ValueError,
+        "`weights`",
+    ),
+    "weights columns": (
+        "prior_values",
+        lambda c: (torch.zeros(2, NUM_FEATURES - 2, dtype=DTYPE),),
+        ValueError,
+        "`weights`",
+    ),
+    "weights 1-d": (
+        "prior_values",
+        lambda c: (torch.zeros(NUM_FEATURES, dtype=DTYPE),),
+        ValueError,
+        "`weights`",
+    ),
+    "weights integer": (
+        "prior_values",
+        lambda c: (torch.zeros(2, NUM_FEATURES, dtype=torch.long),),
+        TypeError,
+        "`weights`",
+    ),
+    "column arm unregistered": (
+        "add_column_values",
+        lambda c: (_values(c), torch.tensor([1, 3]), _V),
+        ValueError,
+        "`column_arms`",
+    ),
+    "column arm too large": (
+        "add_column_values",
+        lambda c: (_values(c), torch.tensor([1, 99]), _V),
+        ValueError,
+        "`column_arms`",
+    ),
+    "column arms float": (
+        "add_column_values",
+        lambda c: (_values(c), torch.tensor([1.0, 2.0]), _V),
+        TypeError,
+        "`column_arms`",
+    ),
+    "column weight rows": (
+        "add_column_values",
+        lambda c: (_values(c), torch.tensor([1, 2]), torch.ones(3, 2, dtype=DTYPE)),
+        ValueError,
+        "`column_weights`",
+    ),
+    "column weight columns": (
+        "add_column_values",
+        lambda c: (_values(c), torch.tensor([1, 2]), torch.ones(2, 3, dtype=DTYPE)),
+        ValueError,
+        "`column_weights`",
+    ),
+    "column weights NaN": (
+        "add_column_values",
+        lambda c: (_values(c), torch.tensor([1, 2]), torch.full_like(_V, _NAN)),
+        ValueError,
+        "`column_weights`",
+    ),
+    "values NaN": (
+        "add_column_values",
+        lambda c: (torch.full_like(_values(c), _NAN), torch.tensor([1, 2]), _V),
+        ValueError,
+        "`values`",
+    ),
+    "values rows": (
+        "add_column_values",
+        lambda c: (_values(c)[:3], torch.tensor([1, 2]), _V),
+        ValueError,
+        "`values`",
+    ),
+    "values dtype": (
+        "add_column_values",
+        lambda c: (_values(c).float(), torch.tensor([1, 2]), _V),
+        TypeError,
+        "`values`",
+    ),
+}
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["stored", "recomputed"])
+@pytest.mark.parametrize(
+    "method, arguments, error, match", BAD_CALLS.values(), ids=list(BAD_CALLS)
+)
+def test_malformed_arguments_are_rejected_before_any_change(
+    stored, method, arguments, error, match
+):
+    # Issue 26 item 10: these gave silent NaN or raw torch errors, and
+    # add_columns registered a bad index before it failed.
+    cache = _registered_cache(stored)
+    W = torch.ones(2, NUM_FEATURES, dtype=DTYPE)
+
+    def state():
+        values = _evaluate(cache, W, torch.tensor([1, 2]), _V)
+        return cache.num_columns, cache.stored_bytes, cache.columns_stored, values
+
+    before = state()
+    args = arguments(cache)
+    copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    with pytest.raises(error, match=match):
+        getattr(cache, method)(*args)
+    after = state()
+    assert after[:3] == before[:3] and torch.equal(after[3], before[3])
+    for arg, copy in zip(args, copies, strict=True):  # nothing updated in place
+        if isinstance(arg, torch.Tensor):
+            torch.testing.assert_close(arg, copy, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["stored", "recomputed"])
+def test_empty_arguments_are_accepted(stored):
+    cache = _registered_cache(stored)
+    none = torch.tensor([], dtype=torch.long)
+    cache.add_columns(none)
+    cache.remove_columns(none)
+    assert cache.num_columns == 2
+    assert cache.features_at(none).shape == (0, NUM_FEATURES)
+    assert cache.multiplied_columns(none) == 0
+    assert cache.kernel_matrix(cache.arms[:0], cache.arms).shape == (0, 50)
+    assert cache.prior_values(torch.zeros(0, NUM_FEATURES, dtype=DTYPE)).shape == (
+        50,
+        0,
+    )
+    values = _values(cache)
+    expected = values.clone()
+    result = cache.add_column_values(values, none, torch.zeros(0, 2, dtype=DTYPE))
+    assert torch.equal(result, expected)
+
+
+def test_prior_bank_needs_a_cache():
+    with pytest.raises(TypeError, match="`cache`"):
+        PriorPathBank("not a cache")

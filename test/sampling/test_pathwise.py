@@ -10,6 +10,7 @@ from botorch.models import SingleTaskGP, SingleTaskVariationalGP
 from botorch_sketch.sampling.pathwise import ScaledSamplePaths, draw_scaled_paths
 
 from ..gp_helpers import (
+    DTYPE,
     WAVE_MODELS,
     assert_close,
     seeded,
@@ -165,3 +166,33 @@ def test_batched_models_are_rejected():
     assert batched.batch_shape == (2,)
     with pytest.raises(ValueError, match="no batch shape"):
         draw_scaled_paths(batched, 2)
+
+
+#: Malformed ``2 x 2`` evaluation points (two paths, ``d = 2``) and their errors.
+BAD_POINTS = {
+    "list": ([[0.5, 0.5], [1.0, 1.0]], TypeError),
+    "integer": (torch.ones(2, 2, dtype=torch.long), TypeError),
+    "NaN": (torch.full((2, 2), float("nan"), dtype=DTYPE), ValueError),
+    "infinite": (torch.full((2, 2), float("inf"), dtype=DTYPE), ValueError),
+    "huge": (torch.full((2, 2), 1e200, dtype=DTYPE), ValueError),
+    "columns": (torch.ones(2, 3, dtype=DTYPE), ValueError),
+    "1-d": (torch.ones(2, dtype=DTYPE), ValueError),
+}
+
+
+@pytest.mark.parametrize("X, error", BAD_POINTS.values(), ids=list(BAD_POINTS))
+def test_malformed_points_name_X(X, error):
+    # Issue 26 item 10: these gave NaN values or raw torch errors.
+    paths = draw_scaled_paths(wave_svgp(), 2, num_features=64, generator=seeded(0))
+    for evaluate in (paths, paths.paired):
+        with pytest.raises(error, match="`X`"):
+            evaluate(X)
+
+
+def test_paths_without_a_dimension_check_the_rest():
+    paths = draw_scaled_paths(wave_svgp(), 2, num_features=64, generator=seeded(0))
+    undimensioned = ScaledSamplePaths(list(paths.blocks), alpha=1.0)
+    assert torch.equal(undimensioned(wave_points()), paths(wave_points()))
+    for name in ("NaN", "huge", "1-d"):
+        with pytest.raises(ValueError, match="`X`"):
+            undimensioned(BAD_POINTS[name][0])
