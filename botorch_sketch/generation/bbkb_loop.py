@@ -13,6 +13,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.acquisition.bkb import TheoryRadius, radius_value
+from botorch_sketch.generation.arm_growth import checked_new_arms, cube_coordinates
 from botorch_sketch.generation.bbkb import (
     DEFAULT_MAX_BATCH_SIZE,
     RULES,
@@ -256,9 +257,12 @@ class BBKB:
         if not 0.0 <= end_fraction <= 1.0:
             raise ValueError(f"`end_fraction` must lie in [0, 1], got {end_fraction}.")
         self.arms = arms
+        #: The arms' bounding box, whose unit cube a learned kernel works on
+        self.box = bounding_box(arms) if learned else None
         #: ``A x d`` points the kernel sees: the arms, or their unit cube when the
         #: kernel is learned
-        self.kernel_inputs = unit_cube(arms) if learned else arms
+        self.kernel_inputs = cube_coordinates(arms, self.box)
+        self._given_arms = arms
         self.covar_module = (learnable_covar_module(d) if learned else covar_module).to(
             arms
         )
@@ -332,9 +336,7 @@ class BBKB:
                 noise=self.noise,
                 qbar=self.qbar,
                 dictionary=self.arms[self.state.dictionary],
-                input_transform=Normalize(
-                    self.arms.shape[-1], bounds=bounding_box(self.arms)
-                )
+                input_transform=Normalize(self.arms.shape[-1], bounds=self.box)
                 if learned
                 else None,
                 outcome_transform=Standardize(1) if self.standardize else None,
@@ -600,22 +602,57 @@ class BBKB:
         self.state.refresh(noise)
         self.covar_module, self.noise = kernel, noise
 
+    def add_arms(self, points: Tensor) -> Tensor:
+        r"""Append ``n`` arms, e.g. configurations refined near good ones
+        (:func:`~botorch_sketch.generation.refinement.refinement_points`).
+
+        The candidate state is rebuilt once on all arms, ``O((A + n) m^2)`` as at
+        a refit; told, pending and failed arms, the dictionary and the open batch
+        keep their indices. With a learned kernel the points must lie in the
+        bounding box of the arms the loop was built with.
+
+        Args:
+            points: ``n x d`` new arms, in the arms' dtype.
+
+        Returns:
+            Their indices ``A, ..., A + n - 1``.
+        """
+        points = checked_new_arms(points, self.arms, self.box)
+        inputs = torch.cat([self.kernel_inputs, cube_coordinates(points, self.box)])
+        done = slice(0, self.incorporated)
+        state = self._new_state(
+            self.observed[done],
+            self.rewards[done],
+            self.state.dictionary,
+            kernel_inputs=inputs,
+        )
+        state.flops += self.state.flops
+        first = self.arms.shape[0]
+        self.arms = torch.cat([self.arms, points])
+        self.kernel_inputs, self.state = inputs, state
+        self.draws = torch.cat([self.draws, torch.full_like(points[:, 0], torch.nan)])
+        self._greedy = self._model = None
+        return torch.arange(first, self.arms.shape[0], device=self.arms.device)
+
     def _new_state(
         self,
         observed: Tensor | None = None,
         rewards: Tensor | None = None,
         dictionary: Tensor | None = None,
         hyperparameters: tuple[Kernel, float] | None = None,
+        kernel_inputs: Tensor | None = None,
     ) -> CandidateState:
         r"""The prior state, or one rebuilt from scratch from observations and a
         dictionary (standardized by their rewards' statistics), with the loop's
-        kernel and ``lambda`` or the given ``hyperparameters``."""
+        kernel and ``lambda`` or the given ``hyperparameters``, on the loop's
+        kernel inputs or the given ones."""
         kernel, noise = hyperparameters or (self.covar_module, self.noise)
+        inputs = self.kernel_inputs if kernel_inputs is None else kernel_inputs
         options = {"feature_dtype": self.feature_dtype}
         if observed is None or observed.numel() == 0:
-            return CandidateState(self.kernel_inputs, kernel, noise, **options)
+            return CandidateState(inputs, kernel, noise, **options)
         state = CandidateState.from_observations(
-            self.kernel_inputs,
+            inputs,
             kernel,
             noise,
             observed,
@@ -652,6 +689,7 @@ class BBKB:
             "batch_radius": self._batch_radius,
             "dictionary": self.state.dictionary.clone(),
             "draws": self.draws.clone(),
+            "added_arms": self.arms[self._given_arms.shape[0] :].clone(),
             "radius": self.radius.state_dict()
             if isinstance(self.radius, TheoryRadius)
             else None,
@@ -671,12 +709,21 @@ class BBKB:
         open batch reopens holding the same arms. A state saved by a loop on
         other arms, another fixed kernel or ``noise``, radius, ``standardize`` or
         ``num_initial`` is rejected (its fingerprint differs)."""
-        observed, rewards, dictionary, draws = _checked_state(
-            state, self.arms, self.fingerprint
+        if not isinstance(state, dict):
+            raise TypeError(f"`state` must be a dict, got {type(state).__name__}.")
+        missing = {"added_arms", "fingerprint"} - set(state)
+        if missing:
+            raise ValueError(f"`state` misses the keys {sorted(missing)}.")
+        check_fingerprint(state["fingerprint"], self.fingerprint)
+        given = self._given_arms
+        added = checked_new_arms(
+            state["added_arms"], given, self.box, "state['added_arms']", True
         )
-        pending, pending_variances, failed = _checked_pending_state(state, self.arms)
+        arms = torch.cat([given, added])
+        observed, rewards, dictionary, draws = _checked_state(state, arms)
+        pending, pending_variances, failed = _checked_pending_state(state, arms)
         incorporated, batch, batch_radius = _checked_batch_state(
-            state, self.arms, observed.shape[0]
+            state, arms, observed.shape[0]
         )
         if incorporated and dictionary.numel() == 0:
             raise ValueError(
@@ -697,8 +744,9 @@ class BBKB:
             has_data=observed.numel() > 0,
         )
         done = slice(0, incorporated)
+        inputs = cube_coordinates(arms, self.box)
         new_state = self._new_state(
-            observed[done], rewards[done], dictionary, (kernel, noise)
+            observed[done], rewards[done], dictionary, (kernel, noise), inputs
         )
         if isinstance(self.radius, TheoryRadius) and state["radius"] is not None:
             self.radius.load_state_dict(state["radius"])
@@ -706,7 +754,7 @@ class BBKB:
         if self.refits is not None:
             self.refits.last = last_fit
         self._design_asked = design_asked
-        self.state = new_state
+        self.state, self.arms, self.kernel_inputs = new_state, arms, inputs
         self.observed, self.rewards, self.draws = observed, rewards, draws
         self.generator.set_state(state["generator"])
         self.pending, self._pending_variances = pending, pending_variances
@@ -717,26 +765,14 @@ class BBKB:
 
 
 def _checked_state(
-    state: dict[str, Any], arms: Tensor, fingerprint: dict[str, Any]
+    state: dict[str, Any], arms: Tensor
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    r"""Validate a :meth:`BBKB.state_dict` against ``arms`` and the loop's
-    ``fingerprint``; return copies of its observations, rewards, dictionary and
-    draws."""
-    if not isinstance(state, dict):
-        raise TypeError(f"`state` must be a dict, got {type(state).__name__}.")
-    keys = {
-        "observed",
-        "rewards",
-        "dictionary",
-        "draws",
-        "radius",
-        "generator",
-        "fingerprint",
-    }
+    r"""Validate a :meth:`BBKB.state_dict` against ``arms``; return copies of its
+    observations, rewards, dictionary and draws."""
+    keys = {"observed", "rewards", "dictionary", "draws", "radius", "generator"}
     missing = keys - set(state)
     if missing:
         raise ValueError(f"`state` misses the keys {sorted(missing)}.")
-    check_fingerprint(state["fingerprint"], fingerprint)
     num_arms = arms.shape[0]
     observed, rewards = state["observed"], state["rewards"]
     dictionary, draws = state["dictionary"], state["draws"]

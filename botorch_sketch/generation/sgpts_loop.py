@@ -18,6 +18,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.acquisition.thompson import resolve_alpha
+from botorch_sketch.generation.arm_growth import checked_new_arms, cube_coordinates
 from botorch_sketch.generation.initial_design import space_filling_arms
 from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.thompson_arms import (
@@ -28,6 +29,7 @@ from botorch_sketch.models.hyperparameters import (
     DEFAULT_REFIT_GROWTH,
     INITIAL_LEARNED_NOISE,
     RefitSchedule,
+    bounding_box,
     checked_hyperparameters,
     fit_dtc_hyperparameters,
     hyperparameter_state,
@@ -63,6 +65,7 @@ _STATE_KEYS = (
     "design_asked",
     "hyperparameters",
     "rebuilt_at",
+    "added_arms",
 )
 
 
@@ -176,9 +179,12 @@ class SGPTS:
         check_int(seed, "seed", 0)
         resolve_alpha(alpha, 1)  # a schedule is probed too
         self.arms = arms
+        #: The arms' bounding box, whose unit cube a learned kernel works on
+        self.box = bounding_box(arms) if learned else None
         #: ``A x d`` points the kernel sees: the arms, or their unit cube when the
         #: kernel is learned
-        self.kernel_inputs = unit_cube(arms) if learned else arms
+        self._given_arms = arms
+        self.kernel_inputs = cube_coordinates(arms, self.box)
         self.covar_module = (learnable_covar_module(d) if learned else covar_module).to(
             arms
         )
@@ -226,7 +232,9 @@ class SGPTS:
         # draws on the CPU, then moved: the same choices on every device
         generator = torch.Generator().manual_seed(seed)
         sampler = self._build_sampler(self._feature_cache(generator))
-        design = space_filling_arms(unit_cube(self.arms), self.num_initial, generator)
+        design = space_filling_arms(
+            unit_cube(self._given_arms), self.num_initial, generator
+        )
         return generator, sampler, design
 
     def _feature_cache(self, generator: torch.Generator) -> ArmFeatureCache:
@@ -370,8 +378,39 @@ class SGPTS:
         update."""
         cache = self._feature_cache(torch.Generator().manual_seed(seed))
         sampler = self._build_sampler(cache)
-        self._observe(sampler, observed, rewards)
+        if observed.numel():
+            self._observe(sampler, observed, rewards)
         return sampler
+
+    def add_arms(self, points: Tensor) -> Tensor:
+        r"""Append ``n`` arms, e.g. configurations refined near good ones
+        (:func:`~botorch_sketch.generation.refinement.refinement_points`).
+
+        The feature cache and the posterior are rebuilt once on all arms,
+        ``O((A + n) M d + t m^2)`` as at a refit; told, pending and failed arms keep
+        their indices. With a learned kernel the points must lie in the bounding
+        box of the arms the loop was built with.
+
+        Args:
+            points: ``n x d`` new arms, in the arms' dtype.
+
+        Returns:
+            Their indices ``A, ..., A + n - 1``.
+        """
+        points = checked_new_arms(points, self.arms, self.box)
+        first, arms, inputs = self.arms.shape[0], self.arms, self.kernel_inputs
+        self.arms = torch.cat([arms, points])
+        self.kernel_inputs = torch.cat([inputs, cube_coordinates(points, self.box)])
+        try:
+            sampler = self._rebuilt_sampler(
+                self.seed, self.sampler.observed, self.sampler.targets
+            )
+            sampler.prior_bank.load(self.sampler.prior_bank.remaining)
+        except BaseException:
+            self.arms, self.kernel_inputs = arms, inputs
+            raise
+        self.sampler, self._rebuilt_at = sampler, self.num_observations
+        return torch.arange(first, self.arms.shape[0], device=self.arms.device)
 
     def fail(self, indices: Tensor) -> None:
         r"""Mark pending arms as failed: they leave :attr:`pending`, join
@@ -398,6 +437,7 @@ class SGPTS:
             if self.refits is None
             else hyperparameter_state(self.covar_module, self.noise, self.refits.last),
             "rebuilt_at": self._rebuilt_at,
+            "added_arms": self.arms[self._given_arms.shape[0] :].clone(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -415,7 +455,16 @@ class SGPTS:
         if missing:
             raise ValueError(f"`state` misses the keys {sorted(missing)}.")
         check_fingerprint(state["fingerprint"], self.fingerprint)
-        num_arms = self.arms.shape[0]
+        given = self._given_arms
+        arms = torch.cat(
+            [
+                given,
+                checked_new_arms(
+                    state["added_arms"], given, self.box, "state['added_arms']", True
+                ),
+            ]
+        )
+        num_arms = arms.shape[0]
         seed = check_int(state["seed"], "state['seed']", 0)
         observed = check_indices(state["observed"], "state['observed']", num_arms)
         pending = check_indices(state["pending"], "state['pending']", num_arms)
@@ -443,8 +492,9 @@ class SGPTS:
             state["rebuilt_at"], "state['rebuilt_at']", 0, observed.shape[0]
         )
         replayed = _replayed_chunks(sizes, rebuilt_at)
-        saved = self.covar_module, self.noise
+        saved = self.covar_module, self.noise, self.arms, self.kernel_inputs
         self.covar_module, self.noise = kernel, noise
+        self.arms, self.kernel_inputs = arms, cube_coordinates(arms, self.box)
         try:
             generator, sampler, design = self._fresh(seed)
             device = self.arms.device
@@ -461,7 +511,7 @@ class SGPTS:
                 self._observe(sampler, chunk, values)
             sampler.prior_bank.load(prior_weights)
         except BaseException:
-            self.covar_module, self.noise = saved
+            self.covar_module, self.noise, self.arms, self.kernel_inputs = saved
             raise
         generator.set_state(state["generator"])
         if self.refits is not None:

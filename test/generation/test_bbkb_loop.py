@@ -398,3 +398,36 @@ def test_a_checkpoint_of_another_problem_is_rejected():
     twin = make_loop(arms, seed=9)  # the seed may differ: the state carries it
     twin.load_state_dict(saved)
     assert torch.equal(twin.ask(), loop.ask())
+
+
+def test_added_arms_join_the_posterior_and_resume():
+    gen = torch.Generator().manual_seed(11)
+    arms = torch.rand(120, 2, generator=gen, dtype=DTYPE) * 4 - 2
+    loop, twin = BBKB(arms, seed=4), BBKB(arms, seed=4)
+    run_learned(loop, arms, 8, asked_per_step=2)
+    pending = loop.ask(2)
+    new = torch.rand(30, 2, generator=gen, dtype=DTYPE) * 3 - 1.5  # in the box
+    before = loop.state_dict()
+    for bad, error in (
+        (new + 10, ValueError),  # outside the box of the first arms
+        (new[:, :1], ValueError),
+        (new.float(), TypeError),
+        (new[:0], ValueError),
+    ):
+        with pytest.raises(error, match="points"):
+            loop.add_arms(bad)
+        assert_same_state(loop.state_dict(), before)
+    indices = loop.add_arms(new)
+    assert indices.tolist() == list(range(120, 150))
+    assert torch.equal(loop.pending, pending) and loop.arms.shape == (150, 2)
+    # the state is the posterior on all arms, and the model's at the new ones
+    assert_loop_matches_scratch(loop)
+    torch.testing.assert_close(
+        loop.model.posterior(new).mean.squeeze(-1),
+        loop.state.mean[120:] * loop.state.scale + loop.state.center,
+    )
+    loop.tell(pending, objective(loop.arms[pending]))
+    twin.load_state_dict(loop.state_dict())
+    assert torch.equal(twin.arms, loop.arms)
+    history = run_learned(loop, loop.arms, 10, asked_per_step=3)
+    assert history == run_learned(twin, twin.arms, 10, asked_per_step=3)

@@ -501,3 +501,31 @@ def test_a_checkpoint_of_another_problem_is_rejected():
         with pytest.raises(ValueError, match=f"differs in .*'{differing}'"):
             other.load_state_dict(saved)
         assert _same(other, before)
+
+
+def test_added_arms_join_the_posterior_and_resume():
+    g = seeded(12)
+    arms = torch.rand(100, 2, generator=g, dtype=DTYPE) * 4 - 2
+    loop, twin = _learned(arms, seed=4), _learned(arms, seed=8)
+    _run_learned(loop, arms, 6)
+    new = torch.rand(25, 2, generator=g, dtype=DTYPE) * 3 - 1.5
+    with pytest.raises(ValueError, match="bounding box"):
+        loop.add_arms(new + 10)
+    assert loop.arms.shape == (100, 2)
+    assert loop.add_arms(new).tolist() == list(range(100, 125))
+    # oracle: every observed arm is inducing, so the paths' mean is the exact
+    # GP's at all arms, the new ones included
+    X = (torch.cat([arms, new]) - arms.min(0).values) / (
+        arms.max(0).values - arms.min(0).values
+    )
+    y = loop.rewards
+    mean, _ = zero_mean_gp_posterior(
+        X[loop.observed], (y - y.mean()) / y.std(), loop.noise, loop.covar_module, X
+    )
+    sampler = loop.sampler
+    weights = torch.zeros(1, NUM_FEATURES, dtype=DTYPE)
+    noise = torch.zeros(1, sampler.noise_size, dtype=DTYPE)
+    paths = sampler.path_values(weights, noise, alpha=0.0).squeeze(-1)
+    torch.testing.assert_close(paths, mean, rtol=1e-4, atol=1e-4)
+    twin.load_state_dict(loop.state_dict())
+    assert _run_learned(twin, twin.arms, 8) == _run_learned(loop, loop.arms, 8)
