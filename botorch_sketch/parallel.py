@@ -439,7 +439,8 @@ def run_parallel(
     submission fails with a ``TimeoutError`` in ``log.errors``. It is cancelled as far
     as the engine can (Ray interrupts the task; Dask and ``concurrent.futures``
     cannot stop one that runs: its thread or process goes on until the objective
-    returns) and abandoned: its late result is never read or told. An abandoned
+    returns, and the interpreter waits for it at exit) and abandoned: its late
+    result is never read or told. An abandoned
     evaluation keeps its worker busy meanwhile, and later submissions may queue
     behind it within their own timeout: give a thread or process pool spare workers
     if evaluations can hang. ``total_timeout`` seconds after the call the run stops

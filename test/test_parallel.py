@@ -232,6 +232,30 @@ def test_worker_errors_are_recorded_with_their_arm(engine):
         assert arms[index, 0] <= 0.75 and value == reward(arms[index])
 
 
+def fails_where_x1_is_above_0_6(x: torch.Tensor) -> float:
+    if x[1] > 0.6:
+        raise ValueError("this arm always fails")
+    return reward(x)
+
+
+@pytest.mark.parametrize("kind", ["bbkb", "sgpts"])
+def test_only_sgpts_asks_a_failed_arm_again(kind):
+    r"""docs/distributed.md, Failures: BBKB never asks a failed arm again; S-GP-TS,
+    whose sample paths cover every arm, does (here 4 of 8 arms always fail)."""
+    arms = make_arms()[:8]
+    optimizer = make_optimizer(kind, arms)
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        log = run_parallel(
+            optimizer, fails_where_x1_is_above_0_6, executor, num_workers=1, budget=40
+        )
+    failures = Counter(log.failed)
+    assert set(failures) <= {0, 2, 3, 4} and len(log.indices) + len(log.failed) == 40
+    if kind == "bbkb":
+        assert max(failures.values()) == 1
+    else:
+        assert max(failures.values()) > 1
+
+
 def test_results_are_told_as_they_complete():
     r"""The first evaluation blocks until three later ones have been told: a driver
     that waited for whole batches would time out."""
