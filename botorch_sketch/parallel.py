@@ -9,22 +9,24 @@ asks for new arms as workers free up:
 - a Dask ``distributed.Client``: :class:`DaskEngine`;
 - Ray remote tasks: :class:`RayEngine`.
 
-The engines differ only in how they submit a call, wait for the first results and
-cancel; the loop itself (:func:`run_parallel`) is shared. The optimizer is anything
-with the :class:`AskTellOptimizer` interface, e.g.
+The engines differ only in how they submit a call, wait for the first results (with
+a timeout) and cancel; the loop itself (:func:`run_parallel`) is shared. The
+optimizer is anything with the :class:`AskTellOptimizer` interface, e.g.
 :class:`~botorch_sketch.generation.bbkb_loop.BBKB` (asynchronous batches: ``ask`` may
 return no arm while the batch rule waits for outcomes; build it with
 ``**asynchronous_options(num_workers)`` for the workers at hand) or
 :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`.
 
-A worker exception, or a result that is not a finite number, marks the arm as failed
-(``optimizer.fail``) and is logged with the arm; the run goes on. With a
-``checkpoint`` file the optimizer's state and the evaluation log are saved after every
-round of results and when the run is interrupted (``KeyboardInterrupt`` or any
-error); a later call with the same file resumes, re-submitting the arms that were
-still pending. A Ctrl-C (SIGINT) that arrives while the driver updates the optimizer,
-the log or the file takes effect once the update is complete, so the saved state is
-never half-updated.
+A worker exception (``SystemExit`` and ``KeyboardInterrupt`` raised by the objective
+included), a result that is not a finite number, or no result within
+``evaluation_timeout`` seconds marks the arm as failed (``optimizer.fail``) and is
+logged with the arm; the run goes on. ``total_timeout`` ends the run with what has
+been collected. With a ``checkpoint`` file the optimizer's state and the evaluation
+log are saved after every round of results, when the run times out and when it is
+interrupted (``KeyboardInterrupt`` or any error); a later call with the same file
+resumes, re-submitting the arms that were still pending. A Ctrl-C (SIGINT) that
+arrives while the driver updates the optimizer, the log or the file takes effect once
+the update is complete, so the saved state is never half-updated.
 
 Ray and Dask are optional (``pip install "botorch-sketch[distributed]"``) and are
 imported only when their engine is built.
@@ -34,15 +36,19 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
+import math
 import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
+from numbers import Real
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -54,6 +60,7 @@ __all__ = [
     "DaskEngine",
     "Engine",
     "EvaluationError",
+    "EvaluationInterrupted",
     "EvaluationLog",
     "ExecutorEngine",
     "RayEngine",
@@ -111,8 +118,12 @@ class Engine(ABC):
         r"""Start ``objective(x)``; return a handle (a future)."""
 
     @abstractmethod
-    def wait(self, handles: list[Hashable]) -> list[Hashable]:
-        r"""Block until at least one of ``handles`` is done; return all done ones."""
+    def wait(
+        self, handles: list[Hashable], timeout: float | None = None
+    ) -> list[Hashable]:
+        r"""Block until at least one of ``handles`` is done, or ``timeout`` seconds
+        have passed (None: no limit); return all done ones (possibly none after a
+        timeout)."""
 
     @abstractmethod
     def result(self, handle: Hashable) -> Any:
@@ -137,9 +148,11 @@ class ExecutorEngine(Engine):
     def submit(self, objective: Callable[[Tensor], Any], x: Tensor) -> Hashable:
         return self.executor.submit(objective, x)
 
-    def wait(self, handles: list[Hashable]) -> list[Hashable]:
+    def wait(
+        self, handles: list[Hashable], timeout: float | None = None
+    ) -> list[Hashable]:
         done, _ = concurrent.futures.wait(
-            handles, return_when=concurrent.futures.FIRST_COMPLETED
+            handles, timeout, return_when=concurrent.futures.FIRST_COMPLETED
         )
         return list(done)
 
@@ -166,8 +179,15 @@ class DaskEngine(Engine):
     def submit(self, objective: Callable[[Tensor], Any], x: Tensor) -> Hashable:
         return self.client.submit(objective, x, pure=False)
 
-    def wait(self, handles: list[Hashable]) -> list[Hashable]:
-        done, _ = self.distributed.wait(handles, return_when="FIRST_COMPLETED")
+    def wait(
+        self, handles: list[Hashable], timeout: float | None = None
+    ) -> list[Hashable]:
+        try:
+            done, _ = self.distributed.wait(
+                handles, timeout=timeout, return_when="FIRST_COMPLETED"
+            )
+        except TimeoutError:  # distributed.TimeoutError
+            return [handle for handle in handles if handle.done()]
         return list(done)
 
     def result(self, handle: Hashable) -> Any:
@@ -196,8 +216,10 @@ class RayEngine(Engine):
     def submit(self, objective: Callable[[Tensor], Any], x: Tensor) -> Hashable:
         return self.task.remote(objective, x)
 
-    def wait(self, handles: list[Hashable]) -> list[Hashable]:
-        self.ray.wait(handles, num_returns=1)
+    def wait(
+        self, handles: list[Hashable], timeout: float | None = None
+    ) -> list[Hashable]:
+        self.ray.wait(handles, num_returns=1, timeout=timeout)
         done, _ = self.ray.wait(handles, num_returns=len(handles), timeout=0)
         return done
 
@@ -217,6 +239,24 @@ class RayEngine(Engine):
 def _call(objective: Callable[[Tensor], Any], x: Tensor) -> Any:
     r"""``objective(x)``: Ray's task for any callable (functions, partials, objects)."""
     return objective(x)
+
+
+class EvaluationInterrupted(Exception):
+    r"""The objective raised ``SystemExit`` or ``KeyboardInterrupt`` on a worker: the
+    evaluation fails, the worker and the run go on."""
+
+
+def _evaluate(objective: Callable[[Tensor], Any], x: Tensor) -> Any:
+    r"""``objective(x)`` on a worker, with ``SystemExit`` and ``KeyboardInterrupt``
+    turned into :class:`EvaluationInterrupted` (an ``Exception``: executors, Dask and
+    Ray report it as the evaluation's error instead of ending the worker or the
+    driver)."""
+    try:
+        return objective(x)
+    except (SystemExit, KeyboardInterrupt) as error:
+        raise EvaluationInterrupted(
+            f"the objective raised {type(error).__name__}({error})"
+        ) from error
 
 
 def as_engine(engine: Any) -> Engine:
@@ -324,6 +364,19 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[dict[str, Any], Evaluation
     return saved["optimizer"], EvaluationLog.from_dict(saved["log"])
 
 
+def _check_timeout(value: object, name: str) -> float | None:
+    r"""None, or a positive finite number of seconds."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(
+            f"`{name}` must be a number of seconds or None, got {type(value).__name__}."
+        )
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"`{name}` must be positive and finite, got {value}.")
+    return float(value)
+
+
 def _check_count(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
@@ -367,6 +420,8 @@ def run_parallel(
     num_workers: int,
     budget: int,
     checkpoint: str | os.PathLike | None = None,
+    evaluation_timeout: float | None = None,
+    total_timeout: float | None = None,
     progress: bool | None = None,
     callback: Callable[[EvaluationLog], None] | None = None,
 ) -> EvaluationLog:
@@ -377,7 +432,22 @@ def run_parallel(
     many arms as there are free workers (the optimizer may return fewer, or none to
     wait for outcomes), submit them, wait for the first results and ``tell`` them (in
     submission order) or ``fail`` them. Evaluations in flight when the budget is
-    reached are waited for, so a finished run has nothing pending.
+    reached are waited for, so a finished run has nothing pending (unless
+    ``total_timeout`` ended it).
+
+    Timeouts. An evaluation without a result ``evaluation_timeout`` seconds after its
+    submission fails with a ``TimeoutError`` in ``log.errors``. It is cancelled as far
+    as the engine can (Ray interrupts the task; Dask and ``concurrent.futures``
+    cannot stop one that runs: its thread or process goes on until the objective
+    returns, and the interpreter waits for it at exit) and abandoned: its late
+    result is never read or told. An abandoned
+    evaluation keeps its worker busy meanwhile, and later submissions may queue
+    behind it within their own timeout: give a thread or process pool spare workers
+    if evaluations can hang. ``total_timeout`` seconds after the call the run stops
+    and returns the log: evaluations in flight are cancelled and abandoned the same
+    way, their arms stay pending in the optimizer (and in the checkpoint, saved then),
+    so a later call with the same ``checkpoint`` re-submits them; the log then has
+    ``num_completed < budget``.
 
     Build BBKB for the ``W = num_workers`` workers:
     ``BBKB(arms, ..., **asynchronous_options(num_workers=W))``
@@ -390,7 +460,11 @@ def run_parallel(
         optimizer: An :class:`AskTellOptimizer` (e.g. ``BBKB``, ``SGPTS``).
         objective: ``objective(x) -> reward`` for one arm ``x = arms[i]`` (a ``d``
             tensor); the reward is maximized. It must be picklable for process,
-            Dask and Ray engines (a module-level function).
+            Dask and Ray engines (a module-level function), and runs inside
+            this module's wrapper there (``botorch_sketch`` must be importable on
+            the workers). ``SystemExit`` or ``KeyboardInterrupt`` raised by it
+            fails the evaluation (:class:`EvaluationInterrupted`); a Ctrl-C of the
+            driver still stops the run.
         engine: An :class:`Engine`, a ``concurrent.futures.Executor``, a Dask
             ``distributed.Client`` or ``"ray"``.
         num_workers: Evaluations kept in flight (``>= 1``).
@@ -398,7 +472,10 @@ def run_parallel(
             counting those of a resumed run.
         checkpoint: File for the optimizer state and the log (``torch.save``). If it
             exists the run resumes from it; it is rewritten after every round of
-            results and when the run is interrupted.
+            results and when the run is interrupted or times out.
+        evaluation_timeout: Seconds an evaluation may take from its submission
+            (None: no limit).
+        total_timeout: Seconds this call may take (None: no limit).
         progress: tqdm bar on stderr (completed / pending / failed); None: only
             when stderr is a terminal.
         callback: Called with the log after every round of results.
@@ -415,20 +492,24 @@ def run_parallel(
         raise TypeError("`objective` must be callable.")
     _check_count(num_workers, "num_workers")
     _check_count(budget, "budget")
+    evaluation_timeout = _check_timeout(evaluation_timeout, "evaluation_timeout")
+    total_timeout = _check_timeout(total_timeout, "total_timeout")
     if callback is not None and not callable(callback):
         raise TypeError("`callback` must be callable or None.")
     engine = as_engine(engine)
+    stop = _deadline(total_timeout)
     log = EvaluationLog()
     if checkpoint is not None and Path(checkpoint).exists():
         state, log = load_checkpoint(checkpoint)
         optimizer.load_state_dict(state)
+    evaluate = functools.partial(_evaluate, objective)
     # asked but not submitted: the arms a resumed run left pending come first
     queue: deque[int] = deque(optimizer.pending.tolist())
-    in_flight: dict[Hashable, tuple[int, int]] = {}  # handle -> (order, arm index)
+    in_flight: dict[Hashable, _Evaluation] = {}
     submitted = 0
     bar = _progress_bar(progress, budget, log.num_completed)
     try:
-        while True:
+        while stop is None or time.monotonic() < stop:
             free = num_workers - len(in_flight) - len(queue)
             remaining = budget - log.num_completed - len(in_flight) - len(queue)
             if free > 0 and remaining > 0:
@@ -443,28 +524,42 @@ def run_parallel(
                     queue.extend(asked.tolist())
             while queue and len(in_flight) < num_workers:
                 index = queue.popleft()
-                handle = engine.submit(objective, optimizer.arms[index])
-                in_flight[handle] = (submitted, index)
+                handle = engine.submit(evaluate, optimizer.arms[index])
+                in_flight[handle] = _Evaluation(
+                    submitted, index, _deadline(evaluation_timeout)
+                )
                 submitted += 1
             if not in_flight:
                 if log.num_completed < budget:
                     raise RuntimeError(
                         "`optimizer.ask` returned no arm with nothing pending."
                     )
-                break
-            done = sorted(engine.wait(list(in_flight)), key=lambda h: in_flight[h][0])
+                return log
+            deadlines = [stop, *(e.deadline for e in in_flight.values())]
+            done = engine.wait(list(in_flight), _seconds_left(deadlines))
+            expired = _expired(in_flight, done)
+            if not done and not expired:
+                continue
             with _interrupts_deferred():
-                indices = [in_flight.pop(h)[1] for h in done]
-                _record(optimizer, engine, done, indices, log)
+                outcomes = _outcomes(
+                    engine, in_flight, done, expired, evaluation_timeout
+                )
+                _record(optimizer, outcomes, log)
                 if checkpoint is not None:
                     save_checkpoint(checkpoint, optimizer, log)
+            engine.cancel(expired)  # best effort: abandoned, never read
             if bar is not None:
-                bar.update(len(done))
+                bar.update(len(outcomes))
                 bar.set_postfix(
                     pending=len(in_flight) + len(queue), failed=len(log.failed)
                 )
             if callback is not None:
                 callback(log)
+        # total_timeout: the evaluations in flight are abandoned and stay pending
+        engine.cancel(list(in_flight))
+        if checkpoint is not None:
+            with _interrupts_deferred():
+                save_checkpoint(checkpoint, optimizer, log)
     except BaseException:
         engine.cancel(list(in_flight))
         if checkpoint is not None:
@@ -475,6 +570,68 @@ def run_parallel(
         if bar is not None:
             bar.close()
     return log
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    r"""An evaluation in flight: its submission order, its arm and the
+    ``time.monotonic()`` time by which it must be done (None: no limit)."""
+
+    order: int
+    index: int
+    deadline: float | None
+
+
+def _deadline(timeout: float | None) -> float | None:
+    r"""The ``time.monotonic()`` time ``timeout`` seconds from now (None: none)."""
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def _seconds_left(deadlines: list[float | None]) -> float | None:
+    r"""Seconds (``>= 0``) until the earliest of ``deadlines``; None if all are
+    None."""
+    times = [deadline for deadline in deadlines if deadline is not None]
+    return max(0.0, min(times) - time.monotonic()) if times else None
+
+
+def _expired(
+    in_flight: dict[Hashable, _Evaluation], done: list[Hashable]
+) -> list[Hashable]:
+    r"""The handles in flight, not in ``done``, whose deadline has passed."""
+    now, finished = time.monotonic(), set(done)
+    return [
+        handle
+        for handle, evaluation in in_flight.items()
+        if handle not in finished
+        and evaluation.deadline is not None
+        and evaluation.deadline <= now
+    ]
+
+
+def _outcomes(
+    engine: Engine,
+    in_flight: dict[Hashable, _Evaluation],
+    done: list[Hashable],
+    expired: list[Hashable],
+    timeout: float | None,
+) -> list[tuple[int, float | Exception]]:
+    r"""Remove ``done`` and ``expired`` (after ``timeout`` seconds) from
+    ``in_flight``; return their arms with a finite reward or the error, in
+    submission order."""
+    outcomes = []
+    for handle in sorted([*done, *expired], key=lambda h: in_flight[h].order):
+        evaluation = in_flight.pop(handle)
+        if handle in expired:
+            outcome: float | Exception = TimeoutError(
+                f"no result within evaluation_timeout={timeout:g} s"
+            )
+        else:
+            try:
+                outcome = _as_reward(engine.result(handle))
+            except Exception as error:  # a worker's error, reported with its arm
+                outcome = error
+        outcomes.append((evaluation.index, outcome))
+    return outcomes
 
 
 @contextlib.contextmanager
@@ -500,28 +657,24 @@ def _interrupts_deferred() -> Iterator[None]:
 
 def _record(
     optimizer: AskTellOptimizer,
-    engine: Engine,
-    handles: Iterable[Hashable],
-    indices: list[int],
+    outcomes: list[tuple[int, float | Exception]],
     log: EvaluationLog,
 ) -> None:
-    r"""Tell the finite results of done ``handles`` (evaluations of ``indices``) in
-    one call and fail the others, logging their errors."""
-    told, rewards, failed = [], [], []
-    for handle, index in zip(handles, indices, strict=True):
-        try:
-            rewards.append(_as_reward(engine.result(handle)))
-            told.append(index)
-        except Exception as error:  # a worker's error, reported with its arm
-            failed.append(index)
-            log.errors.append(_error(index, optimizer.arms[index], error))
+    r"""Tell the rewards of ``outcomes`` (arm index, reward or error) in one call and
+    fail the arms with an error, logging it."""
+    told = [(index, value) for index, value in outcomes if isinstance(value, float)]
+    failed = [index for index, value in outcomes if isinstance(value, Exception)]
+    for index, value in outcomes:
+        if isinstance(value, Exception):
+            log.errors.append(_error(index, optimizer.arms[index], value))
     device = optimizer.arms.device
     if told:
+        indices, rewards = (list(column) for column in zip(*told, strict=True))
         optimizer.tell(
-            torch.tensor(told, dtype=torch.long, device=device),
+            torch.tensor(indices, dtype=torch.long, device=device),
             torch.tensor(rewards, dtype=optimizer.arms.dtype, device=device),
         )
-        log.indices.extend(told)
+        log.indices.extend(indices)
         log.rewards.extend(rewards)
     if failed:
         optimizer.fail(torch.tensor(failed, dtype=torch.long, device=device))

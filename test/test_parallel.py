@@ -69,6 +69,13 @@ def reward_or_error(x: torch.Tensor) -> float:
     return float("nan") if x[1] > 0.9 else reward(x)
 
 
+def staggered_reward_or_error(x: torch.Tensor) -> float:
+    r"""``reward_or_error`` after ``0.05 x_1`` seconds: evaluations submitted together
+    end at different times."""
+    time.sleep(0.05 * float(x[1]))
+    return reward_or_error(x)
+
+
 def wait_for_file(path: str, x: torch.Tensor) -> float:
     r"""``reward(x)`` once ``path`` exists (a barrier that works across processes)."""
     deadline = time.monotonic() + 120
@@ -77,6 +84,50 @@ def wait_for_file(path: str, x: torch.Tensor) -> float:
             raise TimeoutError(f"{path} never appeared")
         time.sleep(0.05)
     return reward(x)
+
+
+#: What the hung evaluation of :func:`hang_once` returns once released: no arm's reward.
+LATE = 1000.0
+
+
+def hang_once(started: str, release: str, x: torch.Tensor) -> float:
+    r"""The first call (of any process) hangs until the file ``release`` exists (at
+    most 30 s), then returns ``LATE``; it writes ``started + ".returned"`` however it
+    ends (also when Ray interrupts it). Later calls take 0.1 s and return
+    ``reward(x)``. Tests create ``release`` when they end, so no worker stays hung."""
+    try:
+        os.close(os.open(started, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        time.sleep(0.1)
+        return reward(x)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        open(started + ".returned", "w").close()
+    return LATE
+
+
+def sleep_then_reward(x: torch.Tensor) -> float:
+    time.sleep(0.5)
+    return reward(x)
+
+
+def warm_up(engine) -> None:
+    r"""Give both workers of ``engine`` a first task: Dask and Ray workers import
+    torch and this module then, which takes longer than the timeouts tested."""
+    handles = [engine.submit(sleep_then_reward, torch.zeros(2)) for _ in range(2)]
+    while handles:
+        done = engine.wait(handles)
+        handles = [handle for handle in handles if handle not in done]
+
+
+def wait_for(path: str, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
 
 
 def sync_loop(optimizer, budget: int) -> list[int]:
@@ -181,6 +232,30 @@ def test_worker_errors_are_recorded_with_their_arm(engine):
         assert arms[index, 0] <= 0.75 and value == reward(arms[index])
 
 
+def fails_where_x1_is_above_0_6(x: torch.Tensor) -> float:
+    if x[1] > 0.6:
+        raise ValueError("this arm always fails")
+    return reward(x)
+
+
+@pytest.mark.parametrize("kind", ["bbkb", "sgpts"])
+def test_only_sgpts_asks_a_failed_arm_again(kind):
+    r"""docs/distributed.md, Failures: BBKB never asks a failed arm again; S-GP-TS,
+    whose sample paths cover every arm, does (here 4 of 8 arms always fail)."""
+    arms = make_arms()[:8]
+    optimizer = make_optimizer(kind, arms)
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        log = run_parallel(
+            optimizer, fails_where_x1_is_above_0_6, executor, num_workers=1, budget=40
+        )
+    failures = Counter(log.failed)
+    assert set(failures) <= {0, 2, 3, 4} and len(log.indices) + len(log.failed) == 40
+    if kind == "bbkb":
+        assert max(failures.values()) == 1
+    else:
+        assert max(failures.values()) > 1
+
+
 def test_results_are_told_as_they_complete():
     r"""The first evaluation blocks until three later ones have been told: a driver
     that waited for whole batches would time out."""
@@ -224,6 +299,107 @@ def test_bbkb_with_the_options_for_its_workers():
     assert_loop_matches_scratch(optimizer)  # the kernel is learned
 
 
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_a_hung_evaluation_times_out_and_its_late_result_is_never_told(
+    engine, tmp_path
+):
+    r"""The first evaluation hangs: it fails after ``evaluation_timeout``, the run
+    goes on, and once it has been released and has returned (during the run) its
+    result is ignored."""
+    warm_up(engine)
+    arms = make_arms()
+    started, release = str(tmp_path / "started"), str(tmp_path / "release")
+    objective = functools.partial(hang_once, started, release)
+
+    def release_after_the_timeout(log: EvaluationLog) -> None:
+        if log.failed and not os.path.exists(release):
+            open(release, "w").close()
+            wait_for(started + ".returned")  # the late result is there, or Ray
+            # interrupted the task
+
+    optimizer = make_optimizer("bbkb", arms)
+    try:
+        log = run_parallel(
+            optimizer, objective, engine, num_workers=2, budget=12,
+            evaluation_timeout=0.5, callback=release_after_the_timeout,
+        )  # fmt: skip
+    finally:
+        open(release, "w").close()
+    assert len(log.failed) == 1 and len(log.indices) == 11
+    assert log.errors[0].error == (
+        "TimeoutError: no result within evaluation_timeout=0.5 s"
+    )
+    assert LATE not in log.rewards and LATE not in optimizer.rewards.tolist()
+    assert log.rewards == [reward(arms[i]) for i in log.indices]
+    assert optimizer.pending.numel() == 0
+    assert optimizer.failed.tolist() == log.failed
+    assert optimizer.observed.tolist() == log.indices
+
+
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_total_timeout_ends_the_run_with_what_it_has(engine, tmp_path):
+    r"""The first evaluation hangs and no evaluation timeout is set: the run returns
+    after ``total_timeout`` with the other results, the hung arm still pending (in
+    the checkpoint too), and a resumed run evaluates it again (S-GP-TS: it keeps
+    both workers busy from the start)."""
+    warm_up(engine)
+    arms = make_arms()
+    path = tmp_path / "run.pt"
+    started, release = str(tmp_path / "started"), str(tmp_path / "release")
+    optimizer = make_optimizer("sgpts", arms)
+    begin = time.monotonic()
+    try:
+        log = run_parallel(
+            optimizer, functools.partial(hang_once, started, release), engine,
+            num_workers=2, budget=6, total_timeout=1.5, checkpoint=path,
+        )  # fmt: skip
+        elapsed = time.monotonic() - begin
+    finally:
+        open(release, "w").close()
+    assert 1.5 <= elapsed < 10.0
+    assert len(log.indices) == 5 and not log.failed and log.num_asked == 6
+    (hung,) = optimizer.pending.tolist()
+    state, saved_log = load_checkpoint(path)
+    assert saved_log == log and state["pending"].tolist() == [hung]
+    assert optimizer.observed.tolist() == log.indices
+    wait_for(started + ".returned")  # the hung worker is free again
+    resumed = make_optimizer("sgpts", arms)
+    final = run_parallel(
+        resumed, reward, engine, num_workers=2, budget=6, checkpoint=path
+    )
+    assert final.indices == [*log.indices, hung] and not final.failed
+    assert resumed.pending.numel() == 0
+
+
+def exit_or_interrupt(x: torch.Tensor) -> float:
+    r"""``reward`` that raises SystemExit on arms with ``x_0 > 0.75`` and
+    KeyboardInterrupt on the others with ``x_1 > 0.9``."""
+    if x[0] > 0.75:
+        raise SystemExit(3)
+    if x[1] > 0.9:
+        raise KeyboardInterrupt
+    return reward(x)
+
+
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_system_exit_and_keyboard_interrupt_on_a_worker_fail_the_evaluation(engine):
+    arms = make_arms()
+    exits = int(torch.nonzero(arms[:, 0] > 0.75)[0])
+    interrupts = int(torch.nonzero((arms[:, 0] <= 0.75) & (arms[:, 1] > 0.9))[0])
+    optimizer = make_optimizer("sgpts", arms)
+    optimizer.ask_arms(torch.tensor([exits, interrupts]))  # submitted first
+    log = run_parallel(optimizer, exit_or_interrupt, engine, num_workers=2, budget=10)
+    assert log.num_completed == 10 and optimizer.pending.numel() == 0
+    errors = {error.index: error.error for error in log.errors}
+    assert errors[exits] == (
+        "EvaluationInterrupted: the objective raised SystemExit(3)"
+    )
+    assert errors[interrupts] == (
+        "EvaluationInterrupted: the objective raised KeyboardInterrupt()"
+    )
+    assert Counter(optimizer.failed.tolist()) == Counter(log.failed)
+
+
 def stop_after(count: int, error: type[BaseException]):
     def callback(log: EvaluationLog) -> None:
         if log.num_completed >= count:
@@ -241,7 +417,7 @@ def test_resume_after_interruption_loses_nothing(engine, error, tmp_path):
     with pytest.raises(error):
         run_parallel(
             optimizer,
-            reward_or_error,
+            staggered_reward_or_error,
             engine,
             num_workers=3,
             budget=30,
@@ -404,6 +580,16 @@ def test_bad_arguments_change_nothing():
             ({"num_workers": 1.5}, TypeError, "num_workers"),
             ({"budget": 0}, ValueError, "budget"),
             ({"callback": 3}, TypeError, "callback"),
+            *(
+                ({name: value}, ValueError, name)
+                for name in ("evaluation_timeout", "total_timeout")
+                for value in (0, -1.0, float("nan"), float("inf"))
+            ),
+            *(
+                ({name: value}, TypeError, name)
+                for name in ("evaluation_timeout", "total_timeout")
+                for value in ("1", True)
+            ),
         ]:
             options = {"num_workers": 1, "budget": 3, **kwargs}
             with pytest.raises(exception, match=name):

@@ -25,7 +25,9 @@ default options ``BBKBSearch``'s loop learns its kernel, noise and the metric's
 scale as it goes (:class:`~botorch_sketch.generation.bbkb_loop.BBKB` with no
 ``covar_module``): nothing needs to be chosen for the metric's units, and an affine
 change of the metric gives the same suggestions. A trial that errored, or ended without a finite value of the metric, is failed
-in the loop (it never enters the posterior) and listed in ``failures``.
+in the loop (it never enters the posterior) and listed in ``failures``. Once every
+arm has failed, ``suggest`` returns ``Searcher.FINISHED`` and Tune starts no more
+trials (BBKB asks no failed arm again; S-GP-TS may, but would only repeat failures).
 
 Example:
     >>> from ray import tune
@@ -138,15 +140,31 @@ class _LoopSearch(Searcher):
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
     ) -> bool:
-        self._metric = self._metric or metric
-        self._mode = self._mode or mode
-        if self.arm_space is not None:
-            return False
-        self._set_space(config)
-        return True
+        r"""Tune's ``metric``, ``mode`` and search space (``param_space``).
 
-    def suggest(self, trial_id: str) -> dict | None:
-        r"""The next configuration, or None while the loop waits for results."""
+        Without a space of its own the searcher takes ``config`` and Tune's metric
+        and mode replace its own, as Ray's ``OptunaSearch`` and ``HyperOptSearch``
+        do; returns True. With a space of its own it returns False (Tune's space is
+        not used); Tune's metric and mode then fill in those the searcher lacks, and
+        one that differs from the searcher's is a ValueError (Ray's searchers would
+        ignore it)."""
+        if self.arm_space is None:
+            self._set_space(config)
+            self._metric, self._mode = metric or self._metric, mode or self._mode
+            return True
+        for name, tune_value in (("metric", metric), ("mode", mode)):
+            own = getattr(self, f"_{name}")
+            if tune_value and own and tune_value != own:
+                raise ValueError(
+                    f"`{name}` {own!r} of {type(self).__name__} conflicts with "
+                    f"{tune_value!r} of tune.TuneConfig: give it in one place."
+                )
+        self._metric, self._mode = self._metric or metric, self._mode or mode
+        return False
+
+    def suggest(self, trial_id: str) -> dict | str | None:
+        r"""The next configuration; None while the loop waits for results;
+        ``Searcher.FINISHED`` once every arm has failed (at least once)."""
         if self.arm_space is None:
             raise RuntimeError(
                 f"{type(self).__name__} has no search space: pass `space` or a "
@@ -165,12 +183,19 @@ class _LoopSearch(Searcher):
             indices = torch.tensor(self._queue[:1])
             self.loop.ask_arms(indices)
             del self._queue[0]
+        elif self._every_arm_failed():
+            return Searcher.FINISHED
         else:
             indices = self.loop.ask(1)
             if indices.numel() == 0:
                 return None
         self._trials[trial_id] = int(indices[0])
         return self.arm_space.config(int(indices[0]))
+
+    def _every_arm_failed(self) -> bool:
+        r"""Whether every arm of the space is in the loop's ``failed`` list."""
+        failed = self.loop.failed
+        return torch.unique(failed).numel() == self.arm_space.num_arms
 
     def on_trial_complete(
         self, trial_id: str, result: dict | None = None, error: bool = False

@@ -52,6 +52,28 @@ DEFAULT_NUM_ARMS = 2048
 KeyPath = tuple[str, ...]
 
 
+def _name(path: KeyPath) -> str:
+    r"""A parameter's name in messages: its keys joined by ``/``."""
+    return "/".join(map(str, path))
+
+
+def _check_bounds(path: KeyPath, lower: float, upper: float, integer: bool) -> None:
+    r"""Raise a ValueError naming the parameter unless its domain holds more than
+    one value: ``lower < upper`` (integers: ``[lower, upper)`` not empty)."""
+    if upper > lower:
+        return
+    if integer:
+        raise ValueError(
+            f"`space` parameter {_name(path)}: an integer domain draws from "
+            f"[lower, upper), empty for lower={lower}, upper={upper}."
+        )
+    single = " (a single value: use a constant)" if lower == upper else ""
+    raise ValueError(
+        f"`space` parameter {_name(path)}: needs lower < upper, got "
+        f"lower={lower}, upper={upper}{single}."
+    )
+
+
 class _Numeric:
     r"""A float or integer domain: unit coordinate <-> value (log space for
     log-uniform samplers), rounding for integers, quantization."""
@@ -64,11 +86,12 @@ class _Numeric:
         sampler = sampler.sampler if isinstance(sampler, Quantized) else sampler
         if not isinstance(sampler, (Uniform, LogUniform)):
             raise ValueError(
-                f"`space` parameter {'/'.join(map(str, path))}: only uniform and "
+                f"`space` parameter {_name(path)}: only uniform and "
                 f"log-uniform samplers are supported, got {type(sampler).__name__}."
             )
         self.log = isinstance(sampler, LogUniform)
         self.integer = isinstance(domain, Integer)
+        _check_bounds(path, domain.lower, domain.upper, self.integer)
         self.lower, self.upper = domain.lower, domain.upper
         transform = math.log if self.log else float
         self.low, self.high = transform(domain.lower), transform(domain.upper)
@@ -117,9 +140,10 @@ class _Choice:
     def __init__(self, path: KeyPath, domain: Categorical) -> None:
         if not isinstance(domain.get_sampler(), Uniform):
             raise ValueError(
-                f"`space` parameter {'/'.join(map(str, path))}: only uniform "
-                "choices are supported."
+                f"`space` parameter {_name(path)}: only uniform choices are supported."
             )
+        if not domain.categories:
+            raise ValueError(f"`space` parameter {_name(path)}: choice([]) is empty.")
         self.categories = list(domain.categories)
         self.width = len(self.categories)
 
@@ -192,7 +216,7 @@ class ArmSpace:
     def _init_domains(self, space: dict, num_arms: int, seed: int) -> None:
         constants, domains, grids = parse_spec_vars(space)
         if grids:
-            names = ["/".join(map(str, path)) for path, _ in grids]
+            names = [_name(path) for path, _ in grids]
             raise ValueError(f"`space` must not use grid_search, found {names}.")
         if not domains:
             raise ValueError("`space` holds no Tune domain to search over.")
@@ -204,7 +228,7 @@ class ArmSpace:
                 codecs.append(_Choice(path, domain))
             else:
                 raise ValueError(
-                    f"`space` parameter {'/'.join(map(str, path))}: unsupported "
+                    f"`space` parameter {_name(path)}: unsupported "
                     f"domain {type(domain).__name__}."
                 )
         widths = [codec.width for codec in codecs]
@@ -267,8 +291,8 @@ class ArmSpace:
         appended if no arm has them."""
         flat = dict(_flatten(point))
         paths = set(self._paths) | {path for path, _ in self._constants}
-        unknown = sorted("/".join(map(str, path)) for path in set(flat) - paths)
-        missing = sorted("/".join(map(str, p)) for p in set(self._paths) - set(flat))
+        unknown = sorted(_name(path) for path in set(flat) - paths)
+        missing = sorted(_name(path) for path in set(self._paths) - set(flat))
         if unknown or missing:
             raise ValueError(
                 f"{where} must set the searched parameters and nothing else: "
@@ -276,11 +300,12 @@ class ArmSpace:
             )
         for path, constant in self._constants:
             if path in flat and flat[path] != constant:
-                name = "/".join(map(str, path))
-                raise ValueError(f"{where}: {name} must be the constant {constant!r}.")
+                raise ValueError(
+                    f"{where}: {_name(path)} must be the constant {constant!r}."
+                )
         row = torch.tensor(
             [
-                codec.value_of(flat[path], f"{where}: {'/'.join(map(str, path))}")
+                codec.value_of(flat[path], f"{where}: {_name(path)}")
                 for path, codec in zip(self._paths, self._codecs, strict=True)
             ],
             dtype=torch.float64,

@@ -15,7 +15,7 @@ pytest.importorskip("ray.tune", reason=f"needs ray[tune]. {DISTRIBUTED_INSTALL_H
 
 from gpytorch.kernels import RBFKernel, ScaleKernel  # noqa: E402
 from ray import tune  # noqa: E402
-from ray.tune.search import BasicVariantGenerator  # noqa: E402
+from ray.tune.search import BasicVariantGenerator, Searcher  # noqa: E402
 
 from botorch_sketch import BBKB  # noqa: E402
 from botorch_sketch.integrations.ray_tune import (  # noqa: E402
@@ -117,6 +117,45 @@ def test_save_and_restore_continue_exactly(searcher_class, tmp_path):
     assert restored.loop.pending.tolist() == searcher.loop.pending.tolist()
     reference = drive(searcher, [f"b{i}" for i in range(6)])
     assert drive(restored, [f"b{i}" for i in range(6)]) == reference
+
+
+@pytest.mark.parametrize("searcher_class", [BBKBSearch, SGPTSSearch])
+def test_suggest_finishes_once_every_arm_has_failed(searcher_class):
+    r"""BBKB asks no failed arm again (its ``ask`` would raise once all have
+    failed); S-GP-TS would ask them forever. Both searchers finish."""
+    configs = [{"x": 0.1}, {"x": 0.5}, {"x": 0.9}]
+    searcher = searcher_class(configs, "score", "max", seed=0)
+    suggested = [searcher.suggest("t0")]
+    while suggested[-1] not in (None, Searcher.FINISHED) and len(suggested) < 50:
+        searcher.on_trial_complete(f"t{len(suggested) - 1}", error=True)
+        suggested.append(searcher.suggest(f"t{len(suggested)}"))
+    assert suggested[-1] == Searcher.FINISHED
+    assert sorted(set(searcher.loop.failed.tolist())) == [0, 1, 2]
+    assert searcher.suggest("again") == Searcher.FINISHED
+
+
+def test_tune_metric_and_mode_win_when_tune_gives_the_space():
+    r"""As Ray's OptunaSearch: the space, metric and mode of tune.TuneConfig."""
+    searcher = BBKBSearch(metric="loss", mode="min", num_arms=16)
+    assert searcher.set_search_properties("score", "max", SPACE)
+    assert (searcher.metric, searcher.mode) == ("score", "max")
+    kept = BBKBSearch(metric="loss", mode="min", num_arms=16)
+    assert kept.set_search_properties(None, None, SPACE)
+    assert (kept.metric, kept.mode) == ("loss", "min")
+
+
+def test_a_searcher_with_its_own_space_rejects_a_conflicting_tune_metric():
+    searcher = SGPTSSearch(SPACE, "loss", "min", num_arms=16)
+    with pytest.raises(ValueError, match="`metric` 'loss' of SGPTSSearch .* 'score'"):
+        searcher.set_search_properties("score", "min", {"k": 1})
+    with pytest.raises(ValueError, match="`mode` 'min' of SGPTSSearch .* 'max'"):
+        searcher.set_search_properties("loss", "max", {"k": 1})
+    assert (searcher.metric, searcher.mode) == ("loss", "min")
+    assert not searcher.set_search_properties("loss", "min", {"k": 1})
+    assert not searcher.set_search_properties(None, None, {"k": 1})
+    lacking = SGPTSSearch(SPACE, num_arms=16)  # Tune's fill in what it lacks
+    assert not lacking.set_search_properties("score", "max", {"k": 1})
+    assert (lacking.metric, lacking.mode) == ("score", "max")
 
 
 def test_bad_searcher_arguments():
@@ -341,6 +380,30 @@ def test_sgpts_on_tune_with_failing_trials(local_ray):
     assert sorted(loop.rewards.tolist()) == pytest.approx(
         sorted(r.metrics["score"] for r in told)
     )
+
+
+def always_fails(config: dict) -> dict:
+    raise RuntimeError("this trainable always fails")
+
+
+def test_tune_run_ends_once_every_arm_has_failed(local_ray):
+    r"""A real Tune run: Tune's metric and mode replace the searcher's, and once
+    the three configurations have failed the searcher finishes (no crash, no
+    further trials)."""
+    searcher = BBKBSearch(metric="loss", mode="min", seed=0)
+    tuner = tune.Tuner(
+        always_fails,
+        param_space={"x": tune.choice([0.1, 0.5, 0.9])},
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, metric="score", mode="max", num_samples=10
+        ),
+        run_config=tune.RunConfig(storage_path=str(local_ray), verbose=0),
+    )
+    results = list(tuner.fit())
+    assert (searcher.metric, searcher.mode) == ("score", "max")
+    assert len(results) == 3 and all(r.error is not None for r in results)
+    assert sorted(r.config["x"] for r in results) == [0.1, 0.5, 0.9]
+    assert sorted(searcher.loop.failed.tolist()) == [0, 1, 2]
 
 
 def test_points_to_evaluate_on_tune(local_ray):

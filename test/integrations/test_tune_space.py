@@ -78,6 +78,19 @@ def test_arm_space_of_a_list_of_configurations():
         ({"a": 1}, ValueError, "no Tune domain"),
         ([{"a": 1}, {"b": 2}], ValueError, "same keys"),
         ("lr", TypeError, "space"),
+        # invalid and degenerate domains, named by their key path
+        ({"n": {"a": tune.uniform(1, 0)}}, ValueError, r"n/a: needs lower < upper"),
+        ({"a": tune.uniform(0.5, 0.5)}, ValueError, r"a: .*\(a single value"),
+        ({"a": tune.loguniform(1e-2, 1e-3)}, ValueError, "a: needs lower < upper"),
+        ({"n": {"d": tune.randint(5, 1)}}, ValueError, r"n/d: .* \[lower, upper\)"),
+        ({"d": tune.randint(5, 5)}, ValueError, "d: .* empty"),
+        ({"d": tune.qrandint(8, 2, 2)}, ValueError, "d: .* empty"),
+        ({"d": tune.lograndint(9, 3)}, ValueError, "d: .* empty"),
+        (
+            {"n": {"act": tune.choice([])}},
+            ValueError,
+            r"n/act: choice\(\[\]\) is empty",
+        ),
     ],
 )
 def test_bad_spaces(space, error, match):
