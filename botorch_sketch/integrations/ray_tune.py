@@ -21,10 +21,15 @@ trials and, for BBKB, sets the loop's defaults for that many workers
 (:func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options`).
 
 Rewards are the metric (``mode="max"``) or its negative (``mode="min"``). With the
-default options ``BBKBSearch``'s loop learns its kernel, noise and the metric's
-scale as it goes (:class:`~botorch_sketch.generation.bbkb_loop.BBKB` with no
-``covar_module``): nothing needs to be chosen for the metric's units, and an affine
-change of the metric gives the same suggestions. A trial that errored, or ended without a finite value of the metric, is failed
+default options both loops learn their kernel, noise and the metric's scale as they
+go (:class:`~botorch_sketch.generation.bbkb_loop.BBKB` and
+:class:`~botorch_sketch.generation.sgpts_loop.SGPTS` with no ``covar_module``):
+nothing needs to be chosen for the metric's units, and an affine change of the
+metric gives the same suggestions. At each refit of the learned kernel,
+``num_refined`` configurations drawn near the best ones
+(:mod:`~botorch_sketch.generation.refinement`) join the arms, so the precision on
+continuous parameters is not capped by the ``num_arms`` Sobol configurations.
+A trial that errored, or ended without a finite value of the metric, is failed
 in the loop (it never enters the posterior) and listed in ``failures``. Once every
 arm has failed, ``suggest`` returns ``Searcher.FINISHED`` and Tune starts no more
 trials (BBKB asks no failed arm again; S-GP-TS may, but would only repeat failures).
@@ -62,10 +67,19 @@ from ray.tune.search import Searcher
 from torch import Tensor
 
 from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
+from botorch_sketch.generation.refinement import best_arms, refinement_points
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.utils.validation import check_int
 
 __all__ = ["ArmSpace", "BBKBSearch", "SGPTSSearch"]
+
+#: Configurations added near the best ones at each refit of a learned kernel: on
+#: Hartmann-6 (2,048 Sobol arms, 100 trials, 4 in flight, seeds 0-4) 128 took
+#: BBKB's mean simple regret from 0.76 to 0.25 and S-GP-TS's from 0.74 to 0.17.
+DEFAULT_NUM_REFINED = 128
+
+#: Best arms the refined configurations are drawn around.
+NUM_REFINEMENT_CENTERS = 4
 
 
 class _LoopSearch(Searcher):
@@ -83,11 +97,13 @@ class _LoopSearch(Searcher):
         points_to_evaluate: list[dict] | None = None,
         max_concurrent: int | None = None,
         num_arms: int = DEFAULT_NUM_ARMS,
+        num_refined: int = DEFAULT_NUM_REFINED,
         seed: int = 0,
         **loop_options: Any,
     ) -> None:
         super().__init__(metric=metric, mode=mode)
         check_int(num_arms, "num_arms", 1)
+        self._num_refined = check_int(num_refined, "num_refined", 0)
         check_int(seed, "seed", 0)
         if max_concurrent is not None:
             check_int(max_concurrent, "max_concurrent", 1)
@@ -102,6 +118,9 @@ class _LoopSearch(Searcher):
         self._queue: list[int] = []
         #: One entry per failed trial: trial id, arm index, configuration, reason.
         self.failures: list[dict[str, Any]] = []
+        # refined arms: drawn at each refit of a learned kernel (see _refine)
+        self._refine_generator = torch.Generator().manual_seed(seed)
+        self._refined_at: int | None = None
         if space:
             self._set_space(space)
 
@@ -109,6 +128,7 @@ class _LoopSearch(Searcher):
         arm_space = ArmSpace(space, self._num_arms, self._seed, self._points)
         self.loop = self._new_loop(arm_space.features)
         self._spec, self.arm_space = space, arm_space
+        self._initial_num_arms = arm_space.num_arms
         self._queue = list(arm_space.point_indices)
 
     def _new_loop(self, features: Tensor) -> Any:
@@ -225,6 +245,38 @@ class _LoopSearch(Searcher):
             return
         reward = float(value) if self._mode == "max" else -float(value)
         self.loop.tell(indices, torch.tensor([reward], dtype=torch.float64))
+        self._refine()
+
+    def _refine(self) -> None:
+        r"""After each refit of a learned kernel, add up to ``num_refined``
+        configurations near the best ones
+        (:func:`~botorch_sketch.generation.refinement.refinement_points`, snapped to
+        the space's domains; those outside the first arms' bounding box or already
+        arms are dropped) to the arm space and the loop."""
+        loop = self.loop
+        refits = getattr(loop, "refits", None)
+        if (
+            not self._num_refined
+            or refits is None
+            or refits.last == self._refined_at
+            or not self.arm_space.refinable
+        ):
+            return
+        self._refined_at = refits.last
+        best = best_arms(loop.observed, loop.rewards, NUM_REFINEMENT_CENTERS)
+        unit = refinement_points(
+            loop.kernel_inputs[best],
+            loop.covar_module.base_kernel.lengthscale,
+            self._num_refined,
+            self._refine_generator,
+        )
+        low, high = loop.box
+        values = self.arm_space.values_at(low + unit * (high - low))
+        inside = self.arm_space.features_of(values)
+        inside = ((inside >= low) & (inside <= high)).all(-1)
+        features = self.arm_space.add_values(values[inside])
+        if features.numel():
+            loop.add_arms(features)
 
     def save(self, checkpoint_path: str) -> None:
         r"""Pickle the search space, options, running trials, the points to
@@ -241,6 +293,12 @@ class _LoopSearch(Searcher):
             "seed": self._seed,
             "loop_options": self._loop_options,
             "loop": self.loop.state_dict() if self.loop is not None else None,
+            "num_refined": self._num_refined,
+            "refined_at": self._refined_at,
+            "refine_generator": self._refine_generator.get_state(),
+            "added_values": None
+            if self.loop is None or not self.arm_space.refinable
+            else self.arm_space.values[self._initial_num_arms :].clone(),
             "trials": dict(self._trials),
             "failures": copy.deepcopy(self.failures),
         }
@@ -257,8 +315,12 @@ class _LoopSearch(Searcher):
         self._points = state["points_to_evaluate"]
         self._max_concurrent = state["max_concurrent"]
         self._spec, self.arm_space, self.loop = None, None, None
+        self._num_refined, self._refined_at = state["num_refined"], state["refined_at"]
+        self._refine_generator.set_state(state["refine_generator"])
         if state["spec"]:
             self._set_space(state["spec"])
+            if state["added_values"] is not None:
+                self.arm_space.add_values(state["added_values"])
             self.loop.load_state_dict(state["loop"])
         self._queue = list(state["queue"])
         self._trials = dict(state["trials"])
@@ -284,7 +346,11 @@ class BBKBSearch(_LoopSearch):
             or values of a search space's domains (extra arms).
         max_concurrent: At most this many trials at once (None: no limit here).
         num_arms: Configurations drawn from a search space (default 2,048).
-        seed: Seed of the arm set and of the loop.
+        num_refined: Configurations added near the best ones at each refit of a
+            learned kernel (:data:`DEFAULT_NUM_REFINED`; 0: none; a list
+            ``space`` gets none).
+        seed: Seed of the arm set, of the refined configurations and of the
+            loop.
         **loop_options: Options of
             :class:`~botorch_sketch.generation.bbkb_loop.BBKB` (``covar_module``,
             ``noise``, ``radius``, ``ratio_threshold``, ``rule``, ...).
@@ -305,7 +371,8 @@ class SGPTSSearch(_LoopSearch):
     ``max_concurrent`` only caps the running trials).
 
     Arguments: those of :class:`BBKBSearch` (``space``, ``metric``, ``mode``,
-    ``points_to_evaluate``, ``max_concurrent``, ``num_arms``, ``seed``), with
+    ``points_to_evaluate``, ``max_concurrent``, ``num_arms``, ``num_refined``,
+    ``seed``), with
     ``**loop_options`` the options of
     :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` (``covar_module``,
     ``noise``, ``num_inducing``, ``num_features``, ``alpha``, ...).

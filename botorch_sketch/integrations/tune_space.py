@@ -231,19 +231,12 @@ class ArmSpace:
                     f"`space` parameter {_name(path)}: unsupported "
                     f"domain {type(domain).__name__}."
                 )
-        widths = [codec.width for codec in codecs]
-        unit = torch.quasirandom.SobolEngine(sum(widths), scramble=True, seed=seed)
-        blocks = unit.draw(num_arms, dtype=torch.float64).split(widths, dim=-1)
-        values = torch.stack(
-            [codec.values(block) for codec, block in zip(codecs, blocks, strict=True)],
-            dim=-1,
-        )
-        features = torch.cat(
-            [codec.features(values[:, j]) for j, codec in enumerate(codecs)], dim=-1
-        )
-        keep = _first_unique_rows(values)
-        self.features, self._values = features[keep], values[keep]
         self._codecs = codecs
+        width = sum(codec.width for codec in codecs)
+        unit = torch.quasirandom.SobolEngine(width, scramble=True, seed=seed)
+        values = self.values_at(unit.draw(num_arms, dtype=torch.float64))
+        keep = _first_unique_rows(values)
+        self.features, self._values = self.features_of(values[keep]), values[keep]
         self._paths = [path for path, _ in domains]
         self._constants = constants
         self._configs = None
@@ -313,17 +306,59 @@ class ArmSpace:
         same = (self._values == row).all(dim=-1).nonzero()
         if same.numel():
             return int(same[0])
-        features = torch.cat(
-            [codec.features(row[j : j + 1]) for j, codec in enumerate(self._codecs)],
+        self._values = torch.cat([self._values, row.unsqueeze(0)])
+        self.features = torch.cat([self.features, self.features_of(row[None])])
+        return self.num_arms - 1
+
+    def features_of(self, values: Tensor) -> Tensor:
+        r"""Unit-cube features (``n x D``) of parameter values (``n x P``) of a
+        search space."""
+        return torch.cat(
+            [codec.features(values[:, j]) for j, codec in enumerate(self._codecs)],
             dim=-1,
         )
-        self._values = torch.cat([self._values, row.unsqueeze(0)])
-        self.features = torch.cat([self.features, features])
-        return self.num_arms - 1
 
     @property
     def num_arms(self) -> int:
         return self.features.shape[0]
+
+    @property
+    def refinable(self) -> bool:
+        r"""Whether arms can be added (a search space, not a list)."""
+        return self._configs is None
+
+    @property
+    def values(self) -> Tensor:
+        r"""``A x P`` parameter values of the arms of a search space (a float's
+        value, an integer, a choice's category index)."""
+        return self._values
+
+    def values_at(self, unit: Tensor) -> Tensor:
+        r"""Parameter values (``n x P``) of points of the unit cube (``n x D``):
+        numbers from their coordinate (rounded for integers, quantized), each
+        choice the category of its largest coordinate."""
+        blocks = unit.split([codec.width for codec in self._codecs], dim=-1)
+        return torch.stack(
+            [codec.values(b) for codec, b in zip(self._codecs, blocks, strict=True)],
+            dim=-1,
+        )
+
+    def add_values(self, values: Tensor) -> Tensor:
+        r"""Append the arms of parameter ``values`` (``n x P``) that no arm has yet
+        (each once), ``O(n A P)``.
+
+        Returns:
+            The features (``n' x D``) of the appended arms, in order.
+        """
+        if not self.refinable:
+            raise ValueError("Arms cannot be added to a list of configurations.")
+        values = values[_first_unique_rows(values)]
+        known = (values.unsqueeze(1) == self._values.unsqueeze(0)).all(-1).any(-1)
+        values = values[~known]
+        features = self.features_of(values)
+        self._values = torch.cat([self._values, values])
+        self.features = torch.cat([self.features, features])
+        return features
 
     def config(self, index: int) -> dict:
         r"""The configuration of arm ``index`` (a fresh nested dict)."""

@@ -99,24 +99,59 @@ def test_save_and_restore_continue_exactly(searcher_class, tmp_path):
         for trial in trials:
             config = searcher.suggest(trial)
             while config is None:  # complete the oldest running trial
-                oldest = next(iter(searcher._trials))
-                searcher.on_trial_complete(oldest, {"score": done[oldest]})
+                complete_oldest(searcher)
                 config = searcher.suggest(trial)
             done[trial] = score(config)
             suggested.append(config)
+            if len(searcher._trials) > 3:  # at most 3 left running
+                complete_oldest(searcher)
         return suggested
+
+    def complete_oldest(searcher):
+        oldest = next(iter(searcher._trials))
+        searcher.on_trial_complete(oldest, {"score": done[oldest]})
 
     done: dict[str, float] = {}
     searcher = make()
     searcher.set_search_properties("score", "max", SPACE)
-    drive(searcher, [f"a{i}" for i in range(6)])  # some trials still running
+    # some trials still running, past refits that added refined arms
+    drive(searcher, [f"a{i}" for i in range(20)])
+    assert searcher.arm_space.num_arms > searcher._initial_num_arms
     path = str(tmp_path / "searcher.pkl")
     searcher.save(path)
     restored = make()
     restored.restore(path)  # no space given: it comes from the file
     assert restored.loop.pending.tolist() == searcher.loop.pending.tolist()
-    reference = drive(searcher, [f"b{i}" for i in range(6)])
-    assert drive(restored, [f"b{i}" for i in range(6)]) == reference
+    assert torch.equal(restored.arm_space.features, searcher.arm_space.features)
+    reference = drive(searcher, [f"b{i}" for i in range(12)])
+    assert drive(restored, [f"b{i}" for i in range(12)]) == reference
+
+
+@pytest.mark.parametrize("searcher_class", [BBKBSearch, SGPTSSearch])
+def test_refined_configurations_are_valid_arms_of_the_loop(searcher_class):
+    # #25 item 3: at each refit, configurations near the best ones join the arm
+    # space and the loop (the same features, in the same order)
+    searcher = searcher_class(SPACE, "score", "max", seed=1, num_arms=64)
+    initial = searcher.arm_space.num_arms
+    sizes = []
+    for trial in range(40):
+        config = searcher.suggest(str(trial))
+        searcher.on_trial_complete(str(trial), {"score": score(config)})
+        sizes.append(searcher.arm_space.num_arms)
+    assert sizes[-1] > initial and sizes == sorted(sizes)
+    assert torch.equal(searcher.arm_space.features, searcher.loop.arms)
+    values = searcher.arm_space.values
+    assert torch.unique(values, dim=0).shape[0] == values.shape[0]  # no duplicate
+    for index in range(initial, sizes[-1]):
+        config = searcher.arm_space.config(index)
+        assert 1e-4 <= config["lr"] <= 1e-1 and config["act"] in ACTIVATION
+        assert config["depth"] in range(1, 6)
+        assert abs(config["width"] / 0.05 - round(config["width"] / 0.05)) < 1e-9
+    fixed = searcher_class(SPACE, "score", "max", seed=1, num_arms=64, num_refined=0)
+    for trial in range(20):
+        config = fixed.suggest(str(trial))
+        fixed.on_trial_complete(str(trial), {"score": score(config)})
+    assert fixed.arm_space.num_arms == initial
 
 
 @pytest.mark.parametrize("searcher_class", [BBKBSearch, SGPTSSearch])
