@@ -4,6 +4,7 @@ asynchronous, resumable."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -65,13 +66,36 @@ RESAMPLING = ("coupled", "independent")
 DEFAULT_BAYES_RADIUS = 2.0
 
 
+class WorkerRatioThreshold:
+    r"""BBKB's ratio threshold for ``W`` asynchronous workers,
+    ``C~ = 1 + 0.07 W v`` with ``v = max_x k(x, x) / lambda`` read from the loop's
+    kernel and ``lambda`` when each batch opens, so it follows a learned ``lambda``
+    (see :func:`asynchronous_options`).
+
+    Example:
+        >>> WorkerRatioThreshold(100)(1.0)
+        8.0
+    """
+
+    def __init__(self, num_workers: int) -> None:
+        self.num_workers = check_int(num_workers, "num_workers", 1)
+
+    def __call__(self, scaled_prior_variance: float) -> float:
+        return 1.0 + self.num_workers * scaled_prior_variance * 7 / 100
+
+    def __repr__(self) -> str:
+        return f"WorkerRatioThreshold({self.num_workers})"
+
+
 def asynchronous_options(
-    num_workers: int, scaled_prior_variance: float = 1.0
-) -> dict[str, float | int]:
+    num_workers: int, scaled_prior_variance: float | None = None
+) -> dict[str, float | int | WorkerRatioThreshold]:
     r""":class:`BBKB` options for ``W`` workers that evaluate asynchronously
     (``ask(free workers)`` after every completion).
 
-    - ``ratio_threshold = 1 + 0.07 W v`` (``v = max_x k(x, x) / lambda``): the
+    - ``ratio_threshold = 1 + 0.07 W v`` (``v = max_x k(x, x) / lambda``,
+      :class:`WorkerRatioThreshold`: recomputed at each batch from the loop's
+      kernel and ``lambda``, unless ``v`` is given): the
       global rule admits ``W`` pending arms once their mean start variance is 7%
       of the prior's (that of an arm after about 13 observations near it when
       ``v = 1``), so it throttles the workers only while the chosen arms are barely
@@ -88,7 +112,7 @@ def asynchronous_options(
     Args:
         num_workers: The number of workers ``W >= 1``.
         scaled_prior_variance: ``v > 0``, the largest prior variance over
-            ``lambda`` (1 for a unit outputscale and ``lambda = 1``).
+            ``lambda``, fixed; None (default): the loop's at each batch.
 
     Returns:
         ``ratio_threshold``, ``end_fraction`` and ``max_batch_size``.
@@ -98,10 +122,13 @@ def asynchronous_options(
         ...     arms, covar_module=kernel, **asynchronous_options(num_workers=100)
         ... )
     """
-    check_int(num_workers, "num_workers", 1)
-    check_positive(scaled_prior_variance, "scaled_prior_variance")
+    threshold = WorkerRatioThreshold(num_workers)
+    if scaled_prior_variance is not None:
+        threshold = threshold(
+            check_positive(scaled_prior_variance, "scaled_prior_variance")
+        )
     return {
-        "ratio_threshold": 1.0 + num_workers * scaled_prior_variance * 7 / 100,
+        "ratio_threshold": threshold,
         "end_fraction": 0.05,
         "max_batch_size": num_workers + math.ceil(num_workers / 20),
     }
@@ -173,7 +200,7 @@ class BBKB:
         standardize: bool | None = None,
         num_initial: int | None = None,
         refit_growth: float = DEFAULT_REFIT_GROWTH,
-        ratio_threshold: float = 2.0,
+        ratio_threshold: float | Callable[[float], float] = 2.0,
         rule: str = "global",
         qbar: float = DEFAULT_QBAR,
         resampling: str = "coupled",
@@ -206,7 +233,9 @@ class BBKB:
                 ``max(5, 2 d)`` when the kernel is learned (Ax's count), else 0.
             refit_growth: Factor ``> 1`` by which the observations grow between
                 refits of a learned kernel (the first at ``max(num_initial, 2)``).
-            ratio_threshold: ``C~ >= 1``; 1 is BKB (one arm per batch).
+            ratio_threshold: ``C~ >= 1``; 1 is BKB (one arm per batch). Or a
+                function of ``v = max k(x, x) / lambda``, evaluated at each
+                batch (e.g. :class:`WorkerRatioThreshold`).
             rule: Termination rule: ``"global"``, ``"local"`` or ``"global+local"``.
             qbar: Dictionary oversampling ``>= 1`` (default 10; the papers use 2,
                 which lost up to a factor 2 in regret in our benchmarks).
@@ -244,7 +273,11 @@ class BBKB:
         num_initial = max(5, 2 * d) if learned and num_initial is None else num_initial
         num_initial = min(check_int(num_initial or 0, "num_initial", 0), len(arms))
         schedule = RefitSchedule(max(num_initial, 2), refit_growth) if learned else None
-        check_at_least(ratio_threshold, "ratio_threshold", 1.0)
+        check_at_least(
+            ratio_threshold(1.0) if callable(ratio_threshold) else ratio_threshold,
+            "ratio_threshold",
+            1.0,
+        )
         check_at_least(qbar, "qbar", 1.0)
         if rule not in RULES:
             raise ValueError(f"`rule` must be one of {RULES}, got {rule!r}.")
@@ -447,12 +480,21 @@ class BBKB:
         return BatchGreedy(
             CachedGeometry(self.state),
             radius=self._batch_radius,
-            ratio_threshold=self.batch_options["ratio_threshold"],
+            ratio_threshold=self._ratio_threshold(),
             rule=self.batch_options["rule"],
             residual_update=self.batch_options["residual_update"],
             excluded=excluded,
             held=copies_of(self._batch),
         )
+
+    def _ratio_threshold(self) -> float:
+        r"""``C~`` now: the option, or its value for the current
+        ``v = max k(x, x) / lambda`` when it is a function of ``v``."""
+        threshold = self.batch_options["ratio_threshold"]
+        if not callable(threshold):
+            return threshold
+        scaled = float(self.state.prior_variance.max()) / self.noise
+        return check_at_least(threshold(scaled), "ratio_threshold", 1.0)
 
     def _begin_batch(self) -> None:
         r"""Open a batch holding the pending arms, unless one is open."""
@@ -665,7 +707,8 @@ class BBKB:
 
     def diagnostics(self) -> dict[str, float]:
         r"""Dictionary size, mean churn (points entering or leaving the dictionary per
-        batch end), radius and the floating-point work so far, for logging."""
+        batch end), radius, ``lambda``, ``C~`` and the floating-point work so far,
+        for logging."""
         return {
             "dictionary_size": self.state.size,
             "dictionary_churn": self.total_churn / max(self.num_batches, 1),
@@ -674,6 +717,7 @@ class BBKB:
             if isinstance(self.radius, TheoryRadius)
             else self._radius_value(),
             "noise": self.noise,
+            "ratio_threshold": self._ratio_threshold(),
         }
 
     def state_dict(self) -> dict[str, Any]:

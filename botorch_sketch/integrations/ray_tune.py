@@ -134,10 +134,10 @@ class _LoopSearch(Searcher):
     def _new_loop(self, features: Tensor) -> Any:
         r"""The loop on ``features``: the user's options over
         :meth:`_worker_options`."""
-        options = self._worker_options(features) | self._loop_options
+        options = self._worker_options() | self._loop_options
         return self.loop_class(features, seed=self._seed, **options)
 
-    def _worker_options(self, features: Tensor) -> dict[str, Any]:
+    def _worker_options(self) -> dict[str, Any]:
         r"""Loop options for ``max_concurrent`` workers (none by default)."""
         return {}
 
@@ -332,7 +332,8 @@ class BBKBSearch(_LoopSearch):
 
     With ``W = max_concurrent`` (or Tune's ``max_concurrent_trials``) the loop
     defaults to :func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options`
-    of ``W`` and the kernel's ``v = max k(x, x) / noise``: ``C~ = 1 + 0.07 W v``,
+    of ``W``: ``C~ = 1 + 0.07 W v`` with the kernel's ``v = max k(x, x) / noise``
+    at each batch (it follows the learned noise),
     batches ending once 5% of their arms are done, at most ``W + ceil(W / 20)``
     arms a batch (explicit ``loop_options`` win).
 
@@ -358,12 +359,10 @@ class BBKBSearch(_LoopSearch):
 
     loop_class = BBKB
 
-    def _worker_options(self, features: Tensor) -> dict[str, Any]:
+    def _worker_options(self) -> dict[str, Any]:
         if self._max_concurrent is None:
             return {}
-        prior = BBKB(features, seed=self._seed, **self._loop_options)
-        scaled = float(prior.state.scaled_variance.max())
-        return asynchronous_options(self._max_concurrent, scaled)
+        return asynchronous_options(self._max_concurrent)
 
 
 class SGPTSSearch(_LoopSearch):

@@ -402,11 +402,9 @@ def test_end_fraction_ends_a_full_batch_for_several_completions_at_once(arms):
 
 def test_asynchronous_options_keep_the_workers_busy_and_batch_the_tells(arms):
     options = asynchronous_options(100)
-    assert options == {
-        "ratio_threshold": 8.0,
-        "end_fraction": 0.05,
-        "max_batch_size": 105,
-    }
+    threshold = options.pop("ratio_threshold")
+    assert options == {"end_fraction": 0.05, "max_batch_size": 105}
+    assert threshold(1.0) == 8.0 and threshold(2.0) == 15.0
     assert asynchronous_options(1, 0.5) == {
         "ratio_threshold": 1.035,
         "end_fraction": 0.05,
@@ -533,3 +531,21 @@ def test_bad_ask_arms_change_nothing(arms):
     after = loop.state_dict()
     for key in ("pending", "pending_variances", "batch", "observed"):
         assert torch.equal(after[key], before[key]), key
+
+
+def test_worker_ratio_threshold_follows_the_learned_noise():
+    # C~ = 1 + 0.07 W v with v = max k(x, x) / lambda of the loop now: a learned
+    # lambda changes it at the refits
+    gen = torch.Generator().manual_seed(3)
+    arms = torch.rand(150, 2, generator=gen, dtype=torch.float64)
+    loop = BBKB(arms, seed=0, **asynchronous_options(8))
+    seen = set()
+    for _ in range(30):
+        indices = loop.ask(4)
+        if indices.numel():
+            x = arms[indices]
+            loop.tell(indices, torch.sin(5 * x).sum(-1))
+        v = float(loop.state.prior_variance.max()) / loop.noise
+        assert loop.diagnostics()["ratio_threshold"] == pytest.approx(1 + 0.56 * v)
+        seen.add(round(loop.noise, 12))
+    assert len(seen) > 1  # refits moved lambda, and C~ with it

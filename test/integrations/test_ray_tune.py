@@ -289,11 +289,11 @@ def test_max_concurrent_limits_trials_and_sets_the_worker_options():
     # outputscale 1, noise 0.1: v = 10, C~ = 1 + 0.07 W v = 1 + 0.7 W
     searcher = bbkb(0, max_concurrent=4)
     searcher.set_search_properties("score", "max", SPACE)
-    assert searcher.loop.batch_options["ratio_threshold"] == pytest.approx(3.8)
+    assert searcher.loop.diagnostics()["ratio_threshold"] == pytest.approx(3.8)
     assert searcher.loop.batch_options["max_batch_size"] == 5
     assert searcher.loop.end_fraction == 0.05
     assert searcher.set_max_concurrency(2)  # nothing suggested yet: rebuilt
-    assert searcher.loop.batch_options["ratio_threshold"] == pytest.approx(2.4)
+    assert searcher.loop.diagnostics()["ratio_threshold"] == pytest.approx(2.4)
     # explicit options win; the rule never binds here, the cap does
     mine = bbkb(0, max_concurrent=2, ratio_threshold=1e6)
     mine.set_search_properties("score", "max", SPACE)
@@ -450,7 +450,7 @@ def test_points_to_evaluate_on_tune(local_ray):
     results = fit(searcher, str(local_ray), 8)
     assert [r.config for r in results[:2]] == points
     loop = searcher.loop
-    assert loop.batch_options["ratio_threshold"] == pytest.approx(2.4)  # 1 + 0.07 x 2 v
+    assert loop.diagnostics()["ratio_threshold"] == pytest.approx(2.4)  # 1 + 0.07 x 2 v
     assert loop.pending.numel() == 0 and loop.observed.numel() == 8
     told = dict(zip(loop.observed.tolist(), loop.rewards.tolist(), strict=True))
     for index, point in zip(searcher.arm_space.point_indices, points, strict=True):
