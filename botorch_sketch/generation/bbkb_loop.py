@@ -4,6 +4,7 @@ asynchronous, resumable."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -335,6 +336,8 @@ class BBKB:
         self._greedy: BatchGreedy | None = None
         self.total_churn = 0
         self.num_batches = 0
+        #: CPU seconds spent in refits (fits and the state's recomputation)
+        self.refit_seconds = 0.0
         self._model: NystromGP | None = None
         #: What a saved state must match (:meth:`load_state_dict`)
         self.fingerprint = problem_fingerprint(
@@ -628,6 +631,13 @@ class BBKB:
         r"""MAP refit of the learned kernel (and ``lambda``) on the standardized
         rewards of the posterior, warm-started; then the state is recomputed once.
         A failed fit keeps the hyperparameters."""
+        start = time.process_time()
+        try:
+            self._fit_and_refresh(observed, rewards)
+        finally:
+            self.refit_seconds += time.process_time() - start
+
+    def _fit_and_refresh(self, observed: Tensor, rewards: Tensor) -> None:
         self.refits.done(observed.shape[0])
         fitted = fit_dtc_hyperparameters(
             self.covar_module,
@@ -718,6 +728,7 @@ class BBKB:
             else self._radius_value(),
             "noise": self.noise,
             "ratio_threshold": self._ratio_threshold(),
+            "refit_seconds": self.refit_seconds,
         }
 
     def state_dict(self) -> dict[str, Any]:

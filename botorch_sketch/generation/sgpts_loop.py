@@ -10,6 +10,7 @@ variational model (Vakili et al., NeurIPS 2021) kept by
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -212,6 +213,8 @@ class SGPTS:
         self.pending = empty
         self.failed = empty.clone()
         self.tell_sizes: list[int] = []
+        #: CPU seconds spent in refits (fits and rebuilds)
+        self.refit_seconds = 0.0
         #: What a saved state must match (:meth:`load_state_dict`)
         self.fingerprint = problem_fingerprint(
             arms,
@@ -351,6 +354,13 @@ class SGPTS:
         rewards with the current inducing points, warm-started; then the feature
         cache and the posterior are rebuilt once. A failed fit keeps the
         hyperparameters."""
+        start = time.process_time()
+        try:
+            self._fit_and_rebuild()
+        finally:
+            self.refit_seconds += time.process_time() - start
+
+    def _fit_and_rebuild(self) -> None:
         sampler = self.sampler
         self.refits.done(self.num_observations)
         fitted = fit_dtc_hyperparameters(

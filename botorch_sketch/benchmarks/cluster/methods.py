@@ -41,6 +41,10 @@ class ClusterMethod(ABC):
         r"""The floating-point work counted so far (GFLOP; NaN if not counted)."""
         return math.nan
 
+    def refit_seconds(self) -> float:
+        r"""CPU seconds spent refitting hyperparameters (NaN if none are learned)."""
+        return math.nan
+
 
 class SynchronousMethod(ClusterMethod):
     r"""A benchmark :class:`~.policies.base.Policy` run in synchronous batches: its
@@ -95,6 +99,9 @@ class AsynchronousMethod(ClusterMethod):
         if isinstance(self.loop, BBKB):
             return self.loop.diagnostics()["gflop"]
         return math.nan
+
+    def refit_seconds(self) -> float:
+        return self.loop.refit_seconds if self.loop.refits is not None else math.nan
 
 
 class ExactGPTS(SGPTS):
@@ -164,6 +171,16 @@ def _bbkb_async(setup: MethodSetup) -> ClusterMethod:
     return AsynchronousMethod(policy.loop)
 
 
+def _bbkb_async_learned(setup: MethodSetup) -> ClusterMethod:
+    r"""Asynchronous BBKB with its defaults for ``W`` workers: no kernel given, so
+    it learns the kernel, ``lambda`` and the rewards' scale."""
+    arms = setup.problem.arms
+    seed = int(torch.randint(2**31 - 1, (1,), generator=setup.generator))
+    return AsynchronousMethod(
+        BBKB(arms, seed=seed, **asynchronous_options(setup.workers))
+    )
+
+
 def _gp_bucb(setup: MethodSetup) -> ClusterMethod:
     return _synchronous(ExactBUCBPolicy(batch_size=setup.workers), setup)
 
@@ -189,6 +206,14 @@ def _sgpts_async(setup: MethodSetup) -> ClusterMethod:
     return _thompson_loop(SGPTS, setup)
 
 
+def _sgpts_async_learned(setup: MethodSetup) -> ClusterMethod:
+    r"""Asynchronous S-GP-TS with its defaults (learned kernel, ``lambda`` and
+    scale), single-precision feature cache as :func:`_sgpts_async`."""
+    arms = setup.problem.arms
+    seed = int(torch.randint(2**31 - 1, (1,), generator=setup.generator))
+    return AsynchronousMethod(SGPTS(arms, cache_dtype=torch.float32, seed=seed))
+
+
 def _gpts_async(setup: MethodSetup) -> ClusterMethod:
     return _thompson_loop(ExactGPTS, setup)
 
@@ -202,8 +227,10 @@ METHODS: dict[str, Callable[[MethodSetup], ClusterMethod]] = {
     "bkb": _bkb,
     "bbkb-sync": _bbkb_sync,
     "bbkb-async": _bbkb_async,
+    "bbkb-async-learned": _bbkb_async_learned,
     "gp-bucb": _gp_bucb,
     "sgpts-async": _sgpts_async,
+    "sgpts-async-learned": _sgpts_async_learned,
     "gpts-async": _gpts_async,
     "uniform": _uniform,
 }
@@ -216,8 +243,10 @@ LABELS = {
     "bkb": "sequential BKB",
     "bbkb-sync": "synchronous BBKB",
     "bbkb-async": "asynchronous BBKB",
+    "bbkb-async-learned": "asynchronous BBKB, learned kernel",
     "gp-bucb": "GP-BUCB, batches of W",
     "sgpts-async": "asynchronous S-GP-TS",
+    "sgpts-async-learned": "asynchronous S-GP-TS, learned kernel",
     "gpts-async": "asynchronous exact GP-TS",
     "uniform": "uniform",
 }

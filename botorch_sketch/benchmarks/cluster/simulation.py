@@ -104,13 +104,15 @@ def simulate(
     now = busy_time = ask_seconds = tell_seconds = wall_seconds = 0.0
     last_start = math.nan
     started = completed = num_asks = empty_asks = 0
+    ask_latencies = []
     while completed < horizon:
         free = min(workers - len(running), horizon - started)
         if free > 0:
             start, wall = time.process_time(), time.perf_counter()
             chosen = runner.ask(free)
             ask_seconds += time.process_time() - start
-            wall_seconds += time.perf_counter() - wall
+            ask_latencies.append(time.perf_counter() - wall)
+            wall_seconds += ask_latencies[-1]
             chosen = _checked_arms(chosen, free, num_arms, method)
             num_asks += 1
             empty_asks += chosen.numel() == 0
@@ -150,4 +152,6 @@ def simulate(
         wall_seconds=wall_seconds,
         gflop=runner.gflop(),
         last_start=last_start,
+        ask_p99_ms=1e3 * float(np.quantile(ask_latencies, 0.99)),
+        refit_seconds=runner.refit_seconds(),
     )

@@ -37,6 +37,11 @@ class ClusterTrace:
             none).
         last_start: Simulated time ``t_s`` at which the ``T``-th evaluation
             started (NaN in traces saved before it was recorded).
+        ask_p99_ms: 99th percentile of the wall-clock time of one ``ask`` (ms;
+            NaN in traces saved before it was recorded).
+        refit_seconds: CPU time the method spent refitting hyperparameters (NaN
+            for fixed hyperparameters), included in ``ask_seconds`` and
+            ``tell_seconds``.
     """
 
     problem: str
@@ -56,6 +61,8 @@ class ClusterTrace:
     wall_seconds: float = math.nan
     gflop: float = math.nan
     last_start: float = math.nan
+    ask_p99_ms: float = math.nan
+    refit_seconds: float = math.nan
 
     @property
     def horizon(self) -> int:
@@ -104,6 +111,8 @@ class ClusterTrace:
             "setup_seconds": self.setup_seconds,
             "num_asks": self.num_asks,
             "empty_asks": self.empty_asks,
+            "ask_p99_ms": self.ask_p99_ms,
+            "refit_share": self.refit_seconds / seconds,
         }
 
     def to_json(self, max_points: int = 500) -> dict[str, object]:
@@ -141,6 +150,8 @@ _SCALARS = (
     "wall_seconds",
     "gflop",
     "last_start",
+    "ask_p99_ms",
+    "refit_seconds",
 )
 
 

@@ -108,7 +108,12 @@ def test_every_method_completes_the_horizon(problem, method):
     trace = simulate(problem, method, workers=10, horizon=50, seed=0)
     assert trace.horizon == 50 and np.all(np.diff(trace.times) >= 0)
     assert 0 < trace.utilization()[-1] <= 1 + 1e-12
-    assert trace.summary()["ms_per_suggestion"] > 0
+    summary = trace.summary()
+    assert summary["ms_per_suggestion"] > 0 and summary["ask_p99_ms"] > 0
+    if method.endswith("-learned"):  # refits ran, inside the loop's CPU time
+        assert 0 < summary["refit_share"] < 1
+    else:
+        assert math.isnan(summary["refit_share"])
 
 
 def test_lognormal_durations_have_the_requested_mean(problem):
