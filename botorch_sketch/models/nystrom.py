@@ -50,6 +50,7 @@ from botorch_sketch.utils.validation import (
     check_observations,
     check_points,
     check_same_dtype,
+    check_single_output,
     check_tensor,
     fitted_outcome_transform,
 )
@@ -380,6 +381,12 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         with torch.no_grad():
             return float((counts * self._scaled_variance(U)).sum())
 
+    def subset_output(self, idcs: list[int]) -> NystromGP:
+        r"""The model of the outputs ``idcs``: the model itself for ``[0]``, its
+        only output (as ``ModelListGP`` returns a member); other indices raise."""
+        check_single_output(idcs)
+        return self
+
     # ---------------------------------------------------------------- updates
     def condition_on_observations(
         self,
@@ -432,9 +439,8 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         return X_tf, Y.squeeze(-1)
 
     def _append(self, X: Tensor, y: Tensor) -> None:
-        try:
-            with torch.no_grad():
-                state = self.dtc_state.updated(self.covar_module, X, y)
+        try:  # differentiable in X and y, as BoTorch's fantasies are
+            state = self.dtc_state.updated(self.covar_module, X, y)
         except (torch.linalg.LinAlgError, NanError, NotPSDError) as error:
             raise ValueError(f"`X` gives no factorizable posterior: {error}") from error
         if not torch.isfinite(state.weights).all():

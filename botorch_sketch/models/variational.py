@@ -71,6 +71,7 @@ from botorch_sketch.utils.validation import (
     check_observations,
     check_points,
     check_same_dtype,
+    check_single_output,
     fitted_outcome_transform,
 )
 
@@ -300,6 +301,12 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
             posterior_transform=posterior_transform,
         )
 
+    def subset_output(self, idcs: list[int]) -> DecomposedSamplingSVGP:
+        r"""The model of the outputs ``idcs``: the model itself for ``[0]``, its
+        only output (as ``ModelListGP`` returns a member); other indices raise."""
+        check_single_output(idcs)
+        return self
+
     def condition_on_observations(
         self, X: Tensor, Y: Tensor, noise: Tensor | None = None, **kwargs: Any
     ) -> DecomposedSamplingSVGP:
@@ -331,20 +338,20 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
             )
         check_observations(X, Y, self._train_X.shape[-1], self._train_X)
         self._ensure_current()
-        with torch.no_grad():
-            X_t = self.transform_inputs(X)
-            check_magnitude(X_t, "X")
-            Y_t = Y
-            if hasattr(self, "outcome_transform"):
-                _, Y_t, _ = fitted_outcome_transform(
-                    self.outcome_transform, Y, "Y", fit=False, X=X_t
-                )
-            residual = Y_t.squeeze(-1) - self.model.mean_module(X_t)
-            try:
-                state = self._dtc_state.updated(self.model.covar_module, X_t, residual)
-            except (torch.linalg.LinAlgError, NanError, NotPSDError) as error:
-                message = f"`X` gives no factorizable posterior: {error}"
-                raise ValueError(message) from error
+        # differentiable in X and Y, as BoTorch's fantasies are
+        X_t = self.transform_inputs(X)
+        check_magnitude(X_t, "X")
+        Y_t = Y
+        if hasattr(self, "outcome_transform"):
+            _, Y_t, _ = fitted_outcome_transform(
+                self.outcome_transform, Y, "Y", fit=False, X=X_t
+            )
+        residual = Y_t.squeeze(-1) - self.model.mean_module(X_t)
+        try:
+            state = self._dtc_state.updated(self.model.covar_module, X_t, residual)
+        except (torch.linalg.LinAlgError, NanError, NotPSDError) as error:
+            message = f"`X` gives no factorizable posterior: {error}"
+            raise ValueError(message) from error
         if not torch.isfinite(state.weights).all():
             raise ValueError("`Y` gives a non-finite q(u); standardize the targets.")
         # the copy gets a new strategy: the old one's caches may hold graphs
