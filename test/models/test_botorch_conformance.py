@@ -30,6 +30,7 @@ from botorch.acquisition import (
     qNegIntegratedPosteriorVariance,
     qUpperConfidenceBound,
 )
+from botorch.acquisition.joint_entropy_search import qJointEntropySearch
 from botorch.acquisition.multi_objective import qLogNoisyExpectedHypervolumeImprovement
 from botorch.acquisition.thompson_sampling import PathwiseThompsonSampling
 from botorch.models import ModelListGP, SingleTaskGP
@@ -276,3 +277,15 @@ def test_subset_output_and_single_output_errors(name):
         model.subset_output([1])
     with pytest.raises(ValueError, match="`train_Y`"):
         build(name, X, torch.cat([Y, -Y], dim=-1))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_unsupported_entropy_search_says_why(name):
+    # UNSUPPORTED: qJointEntropySearch conditions on sampled optima with a noise
+    # of its own, which the models reject by name before any state change.
+    X, Y = _data()
+    model = build(name, X, Y)
+    optima = uniform(2, D, seed=8)
+    with pytest.raises(ValueError, match="`noise`"):
+        qJointEntropySearch(model, optimal_inputs=optima, optimal_outputs=Y[:2])
+    assert "qJointEntropySearch" in UNSUPPORTED
