@@ -14,6 +14,7 @@ from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from gpytorch.means import ZeroMean
 from torch import Tensor
 
+from botorch_sketch.models.nystrom import NystromGP
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
 
 DTYPE = torch.float64
@@ -166,8 +167,23 @@ def wave_exact_gp(dtype=DTYPE, device=None):
     return transformed_exact_gp(X, Y, rbf_kernel(0.25, 1.2, dtype, device))
 
 
+def wave_nystrom(dtype=DTYPE, device=None):
+    r"""A ``NystromGP`` on the wave data with a sampled dictionary and the
+    transforms of :func:`wave_svgp`."""
+    X, Y = wave_data(dtype=dtype, device=device)
+    return NystromGP(
+        X,
+        Y,
+        covar_module=rbf_kernel(0.25, 1.2, dtype, device),
+        noise=NOISE,
+        input_transform=Normalize(X.shape[-1]).to(X),
+        outcome_transform=Standardize(1).to(X),
+        generator=seeded(0),
+    )
+
+
 #: The models whose sample paths are checked against their exact posteriors.
-WAVE_MODELS = {"svgp": wave_svgp, "exact": wave_exact_gp}
+WAVE_MODELS = {"svgp": wave_svgp, "nystrom": wave_nystrom, "exact": wave_exact_gp}
 
 
 def wave_points(n=5, dtype=DTYPE, seed=11, device=None):

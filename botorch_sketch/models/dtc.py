@@ -276,10 +276,22 @@ class DTCState:
         m^3)``; batch shapes broadcast, which is how fantasy models arise)."""
         Z = self.embed(kernel, X)
         gram = self.gram + Z.mT @ Z
-        projected = self.projected_targets + (Z.mT @ y.unsqueeze(-1)).squeeze(-1)
+        projected = self.projected_targets + (Z.mT @ y.to(Z).unsqueeze(-1)).squeeze(-1)
         return self._from_gram(
             self.dictionary, self.chol_dictionary, self.noise, gram, projected
         )
+
+
+def append_observations(
+    X: Tensor, y: Tensor, new_X: Tensor, new_y: Tensor
+) -> tuple[Tensor, Tensor]:
+    r"""``batch x n x d`` inputs and ``batch x n`` targets with ``n'`` new rows
+    appended, every batch shape broadcast to their common ``batch`` (fantasies:
+    targets ``s x b x n'`` at points ``b x n' x d``)."""
+    batch = torch.broadcast_shapes(y.shape[:-1], new_X.shape[:-2], new_y.shape[:-1])
+    inputs = [t.expand(*batch, *t.shape[-2:]) for t in (X, new_X)]
+    targets = [t.expand(*batch, t.shape[-1]) for t in (y, new_y)]
+    return torch.cat(inputs, dim=-2), torch.cat(targets, dim=-1)
 
 
 def dictionary_cholesky(

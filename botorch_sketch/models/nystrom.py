@@ -34,6 +34,7 @@ from botorch_sketch.models.dictionary import (
 )
 from botorch_sketch.models.dtc import (
     DTCState,
+    append_observations,
     collapsed_log_likelihood,
     distinct_rows,
 )
@@ -46,8 +47,10 @@ from botorch_sketch.utils.validation import (
     check_magnitude,
     check_matrix,
     check_model_dtype,
+    check_observations,
     check_points,
     check_same_dtype,
+    check_single_output,
     check_tensor,
     fitted_outcome_transform,
 )
@@ -378,6 +381,12 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         with torch.no_grad():
             return float((counts * self._scaled_variance(U)).sum())
 
+    def subset_output(self, idcs: list[int]) -> NystromGP:
+        r"""The model of the outputs ``idcs``: the model itself for ``[0]``, its
+        only output (as ``ModelListGP`` returns a member); other indices raise."""
+        check_single_output(idcs)
+        return self
+
     # ---------------------------------------------------------------- updates
     def condition_on_observations(
         self,
@@ -418,16 +427,7 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         return model
 
     def _transform_new_data(self, X: Tensor, Y: Tensor) -> tuple[Tensor, Tensor]:
-        self._check_points(X, "X")
-        check_tensor(Y, "Y")
-        check_finite(Y, "Y")
-        check_magnitude(Y, "Y")
-        check_same_dtype(Y, "Y", X, "X")
-        if Y.dim() < 2 or Y.shape[-1] != 1 or Y.shape[-2] != X.shape[-2]:
-            raise ValueError(
-                f"`Y` must have shape batch x {X.shape[-2]} x 1 (the rows of `X`), "
-                f"got {tuple(Y.shape)}."
-            )
+        check_observations(X, Y, self.train_inputs[0].shape[-1], self.train_inputs[0])
         X_tf = self._transformed_points(X, "X")
         if hasattr(self, "outcome_transform"):
             Y, _ = self.outcome_transform(Y, X=X_tf)
@@ -439,9 +439,8 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         return X_tf, Y.squeeze(-1)
 
     def _append(self, X: Tensor, y: Tensor) -> None:
-        try:
-            with torch.no_grad():
-                state = self.dtc_state.updated(self.covar_module, X, y)
+        try:  # differentiable in X and y, as BoTorch's fantasies are
+            state = self.dtc_state.updated(self.covar_module, X, y)
         except (torch.linalg.LinAlgError, NanError, NotPSDError) as error:
             raise ValueError(f"`X` gives no factorizable posterior: {error}") from error
         if not torch.isfinite(state.weights).all():
@@ -449,21 +448,10 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
                 "`Y` gives a non-finite posterior mean (targets too large for the "
                 "noise level; standardize them)."
             )
-        old_X, old_y = self.train_inputs[0], self.train_targets
-        batch = torch.broadcast_shapes(old_y.shape[:-1], X.shape[:-2], y.shape[:-1])
-        self.train_inputs = (
-            torch.cat(
-                [
-                    old_X.expand(*batch, *old_X.shape[-2:]),
-                    X.expand(*batch, *X.shape[-2:]),
-                ],
-                dim=-2,
-            ),
+        train_X, self.train_targets = append_observations(
+            self.train_inputs[0], self.train_targets, X, y
         )
-        self.train_targets = torch.cat(
-            [old_y.expand(*batch, old_y.shape[-1]), y.expand(*batch, y.shape[-1])],
-            dim=-1,
-        )
+        self.train_inputs = (train_X,)
         self._state = state
 
     def resparsify(

@@ -28,6 +28,7 @@ import torch
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.exceptions.warnings import UserInputWarning
 from botorch.models import SingleTaskVariationalGP
+from botorch.models.model import FantasizeMixin
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.models.utils.inducing_point_allocators import (
@@ -35,17 +36,24 @@ from botorch.models.utils.inducing_point_allocators import (
 )
 from botorch.posteriors import Posterior
 from gpytorch.constraints import GreaterThan
+from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.means import Mean
 from gpytorch.mlls import MarginalLogLikelihood
-from gpytorch.variational import CholeskyVariationalDistribution, VariationalStrategy
+from gpytorch.variational import (
+    CholeskyVariationalDistribution,
+    VariationalStrategy,
+    _VariationalDistribution,
+)
+from linear_operator.operators import CholLinearOperator, TriangularLinearOperator
 from linear_operator.utils.errors import NanError, NotPSDError
 from torch import Tensor
 from torch.nn import Module
 
 from botorch_sketch.models.dtc import (
     DTCState,
+    append_observations,
     collapsed_log_likelihood,
     dictionary_cholesky,
 )
@@ -60,8 +68,10 @@ from botorch_sketch.utils.validation import (
     check_magnitude,
     check_matrix,
     check_model_dtype,
+    check_observations,
     check_points,
     check_same_dtype,
+    check_single_output,
     fitted_outcome_transform,
 )
 
@@ -70,7 +80,7 @@ from botorch_sketch.utils.validation import (
 _MINIBATCH_TRANSFORM_WARNING = r"Using an (input|outcome) transform with"
 
 
-class DecomposedSamplingSVGP(SingleTaskVariationalGP):
+class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
     r"""Sparse variational GP with data-selected inducing points and closed-form q(u).
 
     At construction and at every :meth:`update`, the inducing points are re-selected
@@ -228,6 +238,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             X: ``b x d`` new inputs (same dtype and device as the training data).
             Y: ``b x 1`` new targets.
         """
+        self._unbatched_inputs("`update`")
         _check_data(X, Y, "X", "Y", like=self._train_X)
         X_all = torch.cat([self._train_X, X])
         quality = None
@@ -290,6 +301,87 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             posterior_transform=posterior_transform,
         )
 
+    def subset_output(self, idcs: list[int]) -> DecomposedSamplingSVGP:
+        r"""The model of the outputs ``idcs``: the model itself for ``[0]``, its
+        only output (as ``ModelListGP`` returns a member); other indices raise."""
+        check_single_output(idcs)
+        return self
+
+    def condition_on_observations(
+        self, X: Tensor, Y: Tensor, noise: Tensor | None = None, **kwargs: Any
+    ) -> DecomposedSamplingSVGP:
+        r"""A copy conditioned on ``(X, Y)`` with ``Z`` and the transforms fixed.
+
+        Titsias' ``q(u)`` depends on the data only through ``V = Z_X^T Z_X +
+        lambda I`` and ``Z_X^T (y - m(X))`` (:class:`DTCState`), so the copy's
+        ``q(u)`` is the exact optimum on all observations for the fixed ``Z``,
+        ``O(n' m^2 + m^3)`` per batch. Batch dimensions of ``Y`` (fantasies) and
+        ``X`` broadcast into the copy's ``batch_shape``, as for ``SingleTaskGP``;
+        ``V`` is stored once per batch of ``X``, not per fantasy. A batched copy
+        keeps ``Z``: it has no :meth:`update` and no refresh after a
+        hyperparameter change. :meth:`update` is the unbatched alternative that
+        re-selects ``Z`` and re-fits the transforms.
+
+        Args:
+            X: ``batch x n' x d`` new inputs (original input space).
+            Y: ``batch' x n' x 1`` new targets (original outcome space).
+            noise: Heteroskedastic observation noise, not supported (None).
+            kwargs: Ignored (BoTorch's ``fantasize`` passes its options through).
+
+        Returns:
+            The conditioned model.
+        """
+        if noise is not None:
+            raise ValueError(
+                "`noise`: DecomposedSamplingSVGP has one homoskedastic noise level; "
+                "per-observation noise is not supported."
+            )
+        check_observations(X, Y, self._train_X.shape[-1], self._train_X)
+        self._ensure_current()
+        # differentiable in X and Y, as BoTorch's fantasies are
+        X_t = self.transform_inputs(X)
+        check_magnitude(X_t, "X")
+        Y_t = Y
+        if hasattr(self, "outcome_transform"):
+            _, Y_t, _ = fitted_outcome_transform(
+                self.outcome_transform, Y, "Y", fit=False, X=X_t
+            )
+        residual = Y_t.squeeze(-1) - self.model.mean_module(X_t)
+        try:
+            state = self._dtc_state.updated(self.model.covar_module, X_t, residual)
+        except (torch.linalg.LinAlgError, NanError, NotPSDError) as error:
+            message = f"`X` gives no factorizable posterior: {error}"
+            raise ValueError(message) from error
+        if not torch.isfinite(state.weights).all():
+            raise ValueError("`Y` gives a non-finite q(u); standardize the targets.")
+        # the copy gets a new strategy: the old one's caches may hold graphs
+        strategy = self.model.variational_strategy
+        self.model.variational_strategy = None
+        try:
+            model = copy.deepcopy(self)
+        finally:
+            self.model.variational_strategy = strategy
+        model._condition(X, Y, X_t, Y_t.squeeze(-1), state)
+        return model
+
+    def _condition(
+        self, X: Tensor, Y: Tensor, X_t: Tensor, y_t: Tensor, state: DTCState
+    ) -> None:
+        r"""Append the checked observations and set ``q(u)`` from ``state``."""
+        self._train_X, train_Y = append_observations(
+            self._train_X, self._train_Y.squeeze(-1), X, Y.squeeze(-1)
+        )
+        self._train_Y = train_Y.unsqueeze(-1)
+        train_X_t, self.model.train_targets = append_observations(
+            self.model.train_inputs[0], self.model.train_targets, X_t, y_t
+        )
+        self.model.train_inputs = [train_X_t]
+        self._input_batch_shape = self._train_Y.shape[:-2]
+        mean_w, chol_w = state.whitened_q()
+        Z = state.dictionary
+        distribution = FixedVariationalDistribution(mean_w.to(Z), chol_w.to(Z))
+        self._commit_strategy(self._strategy(Z, distribution), state)
+
     @torch.no_grad()
     def _expected_improvement(self, X: Tensor) -> Tensor:
         r"""Expected improvement of the ``n x d`` points ``X`` under the current
@@ -336,7 +428,9 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
                     f"`{y_name}`: the outcome transform turns the noise variance "
                     f"into {noise.tolist()}."
                 )
-            strategy = self._fitted_strategy(X_t, Y_t.squeeze(-1), noise, quality)
+            strategy, state = self._fitted_strategy(
+                X_t, Y_t.squeeze(-1), noise, quality
+            )
         # Commit: nothing below can fail.
         if input_transform is not None:
             self.input_transform = input_transform
@@ -349,7 +443,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         self._train_Y = Y
         self.model.train_inputs = [X_t]
         self.model.train_targets = Y_t.squeeze(-1)
-        self._commit_strategy(strategy)
+        self._commit_strategy(strategy, state)
 
     def _hyperparameters(self) -> list[Tensor]:
         modules = (self.model.covar_module, self.model.mean_module, self.likelihood)
@@ -367,23 +461,36 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
 
     def _refresh(self) -> None:
         r"""Re-select ``Z`` and recompute ``q(u)`` for the current hyperparameters."""
-        (X,) = self.model.train_inputs
+        (X,) = self._unbatched_inputs("a hyperparameter change")
         with torch.no_grad():
-            strategy = self._fitted_strategy(
+            strategy, state = self._fitted_strategy(
                 X, self.model.train_targets, self.likelihood.noise, self._quality
             )
-        self._commit_strategy(strategy)
+        self._commit_strategy(strategy, state)
 
-    def _commit_strategy(self, strategy: VariationalStrategy) -> None:
+    def _commit_strategy(self, strategy: VariationalStrategy, state: DTCState) -> None:
         self.eval()
         self.model.variational_strategy = strategy
+        self._dtc_state = state
         self._snapshot = [p.detach().clone() for p in self._hyperparameters()]
+
+    def _unbatched_inputs(self, caller: str) -> tuple[Tensor]:
+        r"""The transformed training inputs; ``ValueError`` for a batched (e.g.
+        fantasy) model, whose inducing points stay fixed."""
+        (X,) = self.model.train_inputs
+        if X.dim() != 2:
+            raise ValueError(
+                f"{caller} needs an unbatched model: a batched (fantasy) model keeps "
+                "its inducing points; condition the unbatched model instead."
+            )
+        return (X,)
 
     def _fitted_strategy(
         self, X: Tensor, y: Tensor, noise: Tensor, quality: Tensor | None
-    ) -> VariationalStrategy:
+    ) -> tuple[VariationalStrategy, DTCState]:
         r"""A new strategy on transformed ``n x d`` inputs and ``n`` targets: ``Z``
-        selected with the current kernel, ``q(u)`` set to its optimum.
+        selected with the current kernel, ``q(u)`` set to its optimum; with the DTC
+        state it comes from (targets minus the prior mean).
 
         The strategy is put in eval mode *before* its Cholesky factor of
         ``K_ZZ + jitter I`` is cached (GPyTorch clears caches on the train -> eval
@@ -404,15 +511,13 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
             )
             Z = X[index]
             distribution = CholeskyVariationalDistribution(Z.shape[-2]).to(Z)
-            strategy = VariationalStrategy(
-                self.model, Z, distribution, learn_inducing_locations=False
-            )
-            strategy.eval()
+            strategy = self._strategy(Z, distribution)
             chol = strategy._cholesky_factor(kernel(Z).add_jitter(strategy.jitter_val))
             residual = y - self.model.mean_module(X)
-            mean_w, chol_w = DTCState.build(
+            state = DTCState.build(
                 kernel, Z, X, residual, noise, chol_dictionary=chol.to_dense()
-            ).whitened_q()
+            )
+            mean_w, chol_w = state.whitened_q()
         except (torch.linalg.LinAlgError, NanError, NotPSDError) as error:
             raise ValueError(
                 "`X` and `Y` (with the current hyperparameters) give no factorizable "
@@ -426,8 +531,59 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP):
         distribution.variational_mean.copy_(mean_w)
         distribution.chol_variational_covar.copy_(chol_w)
         distribution.requires_grad_(False)
+        return strategy, state
+
+    def _strategy(
+        self, Z: Tensor, distribution: _VariationalDistribution
+    ) -> VariationalStrategy:
+        r"""A whitened strategy on fixed inducing points ``Z`` with ``q(v)`` given by
+        ``distribution`` (marked initialized, else GPyTorch resets it to the prior),
+        in eval mode."""
+        strategy = VariationalStrategy(
+            self.model, Z, distribution, learn_inducing_locations=False
+        )
         strategy.variational_params_initialized.fill_(1)
-        return strategy
+        return strategy.eval()
+
+
+class FixedVariationalDistribution(_VariationalDistribution):
+    r"""A fixed whitened ``q(v) = N(m_w, C_w C_w^T)`` (buffers, nothing to learn).
+
+    The mean (``batch' x m``) may carry more batch dimensions than the lower
+    factor ``C_w`` (``batch x m x m``): the fantasies of a batch of points share
+    ``V`` and so ``C_w``, which is then stored once, not once per fantasy.
+    """
+
+    def __init__(self, mean: Tensor, scale_tril: Tensor) -> None:
+        r"""
+        Args:
+            mean: ``batch' x m`` whitened mean ``m_w``.
+            scale_tril: ``batch x m x m`` lower factor ``C_w`` (``batch``
+                broadcastable to ``batch'``).
+        """
+        super().__init__(mean.shape[-1], batch_shape=scale_tril.shape[:-2])
+        self.register_buffer("mean", mean)
+        self.register_buffer("scale_tril", scale_tril)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        r"""The dtype of ``q(v)`` (GPyTorch's reads a parameter; there is none)."""
+        return self.mean.dtype
+
+    @property
+    def device(self) -> torch.device:
+        r"""The device of ``q(v)``."""
+        return self.mean.device
+
+    def forward(self) -> MultivariateNormal:
+        r"""``q(v)`` with the factor as a lazy ``C_w C_w^T``, broadcast (a view) to
+        the mean's batch, as posteriors and outcome transforms expect."""
+        shape = self.mean.shape[:-1] + self.scale_tril.shape[-2:]
+        root = TriangularLinearOperator(self.scale_tril.expand(shape))
+        return MultivariateNormal(self.mean, CholLinearOperator(root))
+
+    def initialize_variational_distribution(self, prior_dist: Any) -> None:
+        r"""Nothing to initialize: ``q(v)`` is given."""
 
 
 class CollapsedTitsiasBound(MarginalLogLikelihood):

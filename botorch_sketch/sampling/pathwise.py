@@ -13,7 +13,14 @@ evaluates the paths differentiably, pairs path ``j`` with the ``j``-th point of 
 q-batch, and finds per-path maxima over large finite sets in chunks, ``O((m + M) N)``
 per path with ``m`` update points and ``M`` features, never an ``N x N`` covariance.
 The model enters only through its public interface (train inputs, kernel,
-likelihood, variational strategy).
+likelihood, variational strategy, DTC state).
+
+Importing this module registers both models with BoTorch's pathwise dispatch
+(``draw_matheron_paths``, ``draw_kernel_feature_paths``, ``gaussian_update``), so
+``PathwiseThompsonSampling``, ``get_optimal_samples`` and the entropy-search
+acquisition functions built on them sample their posteriors: ``NystromGP`` paths are
+updated at the dictionary (:func:`dtc_update`), ``DecomposedSamplingSVGP`` paths by
+BoTorch's variational update after a refresh of ``Z`` and ``q(u)``.
 """
 
 from __future__ import annotations
@@ -33,7 +40,20 @@ from botorch.sampling.pathwise import (
     gaussian_update,
     gen_kernel_features,
 )
-from botorch.sampling.pathwise.utils import get_train_inputs
+from botorch.sampling.pathwise.features import FeatureMap
+from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
+from botorch.sampling.pathwise.prior_samplers import (
+    DrawKernelFeaturePaths,
+    TPathwisePriorSampler,
+    _draw_kernel_feature_paths_fallback,
+)
+from botorch.sampling.pathwise.update_strategies import GaussianUpdate, TPathwiseUpdate
+from botorch.sampling.pathwise.utils import (
+    get_input_transform,
+    get_output_transform,
+    get_train_inputs,
+)
+from botorch.utils.context_managers import delattr_ctx
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import _GaussianLikelihoodBase
 from gpytorch.models import ExactGP
@@ -43,6 +63,8 @@ from linear_operator.operators import ZeroLinearOperator
 from torch import Tensor
 from torch.nn import Module, ModuleList
 
+from botorch_sketch.models.dtc import DTCState
+from botorch_sketch.models.nystrom import NystromGP
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
 from botorch_sketch.utils.validation import (
     check_allocation,
@@ -179,12 +201,13 @@ def draw_scaled_paths(
 
     Supported models (single output, no batch shape): approximate GPs with a whitened
     ``VariationalStrategy`` (e.g. :class:`DecomposedSamplingSVGP`,
-    ``SingleTaskVariationalGP``) and exact GPs with a Gaussian likelihood
-    (``SingleTaskGP``). The prior is ``num_features`` random Fourier features with
-    ``N(0, alpha^2)`` weights. The update is BoTorch's ``gaussian_update`` with the
-    random part scaled by ``alpha``: for the SVGP, ``u = m(Z) + L (m_w + alpha S_w^{1/2}
-    eps)``; for the exact GP, observation noise ``alpha * noise^{1/2} eps``. Since
-    ``f - mu`` is linear in these draws, the result is exactly ``mu + alpha (f - mu)``.
+    ``SingleTaskVariationalGP``), :class:`NystromGP` and exact GPs with a Gaussian
+    likelihood (``SingleTaskGP``). The prior is ``num_features`` random Fourier
+    features with ``N(0, alpha^2)`` weights. The update is BoTorch's
+    ``gaussian_update`` with the random part scaled by ``alpha``: for the SVGP and
+    ``NystromGP`` (:func:`dtc_update`), ``u = m(Z) + L (m_w + alpha S_w^{1/2} eps)``;
+    for the exact GP, observation noise ``alpha * noise^{1/2} eps``. Since ``f - mu``
+    is linear in these draws, the result is exactly ``mu + alpha (f - mu)``.
 
     Args:
         model: The model; a :class:`DecomposedSamplingSVGP` is refreshed first if its
@@ -215,8 +238,6 @@ def draw_scaled_paths(
         check_int(paths_per_basis, "paths_per_basis", 1)
     check_allocation(num_paths * num_features, "`num_paths` x `num_features`")
     check_path_model(model)
-    if isinstance(model, DecomposedSamplingSVGP):
-        model._ensure_current()
     model.eval()
     if isinstance(model, ApproximateGPyTorchModel):
         _drop_batched_cholesky(model.model.variational_strategy)
@@ -260,10 +281,10 @@ def check_path_model(model: object) -> None:
     elif isinstance(model, ExactGP):
         if not isinstance(model.likelihood, _GaussianLikelihoodBase):
             raise TypeError("`model`: exact GPs need a Gaussian likelihood.")
-    else:
+    elif not isinstance(model, NystromGP):
         raise TypeError(
-            "`model` must be an approximate GP (ApproximateGPyTorchModel) or an exact "
-            f"GP (e.g. SingleTaskGP), got {type(model).__name__}."
+            "`model` must be an approximate GP (ApproximateGPyTorchModel), a "
+            f"NystromGP or an exact GP (e.g. SingleTaskGP), got {type(model).__name__}."
         )
     if model.num_outputs != 1 or len(model.batch_shape) > 0:
         raise ValueError("`model` must have a single output and no batch shape.")
@@ -317,6 +338,8 @@ def scaled_update(
     generator: torch.Generator | None,
 ) -> GeneralizedLinearPath:
     r"""BoTorch's Gaussian pathwise update with its random draw scaled by ``alpha``."""
+    if isinstance(model, NystromGP):
+        return dtc_update(model, sample_values, alpha=alpha, generator=generator)
     eps = standard_normal(sample_values.shape, generator).to(sample_values)
     if isinstance(model, ApproximateGPyTorchModel):
         inner = model.model
@@ -348,6 +371,139 @@ def scaled_update(
         ),
         scale_tril=chol,
     )
+
+
+class DTCEmbedding(FeatureMap):
+    r"""The whitened embedding ``z(x) = L_S^{-1} k_S(x)`` of a DTC state
+    (:meth:`~botorch_sketch.models.dtc.DTCState.embed`): ``... x n x d`` ->
+    ``... x n x m``, the update features of :func:`dtc_update`."""
+
+    def __init__(
+        self, kernel: Kernel, state: DTCState, input_transform: InputTransform | None
+    ) -> None:
+        super().__init__()
+        self.kernel = kernel
+        self.state = state
+        self.input_transform = input_transform
+        self.output_transform = None
+
+    def forward(self, X: Tensor) -> Tensor:
+        r"""``z(X)``, in the model's dtype."""
+        return self.state.embed(self.kernel, X).to(X)
+
+    @property
+    def num_outputs(self) -> int:
+        r"""The dictionary size ``m``."""
+        return self.state.size
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        r"""The kernel's batch shape (empty)."""
+        return self.kernel.batch_shape
+
+
+def dtc_update(
+    model: NystromGP,
+    sample_values: Tensor,
+    *,
+    alpha: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> GeneralizedLinearPath:
+    r"""Pathwise update of a ``NystromGP``'s DTC posterior (Titsias' with inducing
+    points ``S``), given prior path values ``f(S)`` (``sample_shape x m``):
+
+    .. math::
+
+        (f \mid y)(x) = f(x) + k_S(x)^T K_{SS}^{-1} (u - f(S))
+        = f(x) + z(x)^T (v - L_S^{-1} f(S)), \quad
+        v = w + \alpha C_w \varepsilon, \ \varepsilon \sim N(0, I_m),
+
+    with ``u = L_S v`` and ``q(v) = N(w, C_w C_w^T)`` the whitened optimum
+    (:meth:`~botorch_sketch.models.dtc.DTCState.whitened_q`): ``alpha = 1`` draws
+    from the DTC posterior, ``alpha`` scales the spread around its mean. Evaluated
+    on the whitened embedding ``z`` (:class:`DTCEmbedding`), as the posterior is,
+    never with ``K_SS^{-1}``. ``O(m^3)`` once, then ``O(P m^2)`` for ``P`` paths;
+    unbatched models only.
+    """
+    state = model.dtc_state
+    if state.weights.dim() != 1:
+        raise ValueError(
+            "`model` must be unbatched for path draws, got a batched (fantasy) model."
+        )
+    mean_w, chol_w = state.whitened_q()
+    values = sample_values.to(mean_w)
+    eps = standard_normal(values.shape, generator).to(values)
+    prior = torch.linalg.solve_triangular(
+        state.chol_dictionary, values.unsqueeze(-1), upper=False
+    ).squeeze(-1)
+    weight = mean_w + alpha * eps @ chol_w.mT - prior
+    feature_map = DTCEmbedding(model.covar_module, state, get_input_transform(model))
+    return GeneralizedLinearPath(
+        feature_map=feature_map, weight=weight.to(sample_values)
+    )
+
+
+@GaussianUpdate.register(NystromGP, _GaussianLikelihoodBase)
+def _gaussian_update_nystrom(
+    model: NystromGP,
+    likelihood: _GaussianLikelihoodBase,
+    *,
+    sample_values: Tensor,
+    **ignore: object,
+) -> GeneralizedLinearPath:
+    r"""BoTorch's ``gaussian_update`` for ``NystromGP``: :func:`dtc_update`."""
+    return dtc_update(model, sample_values)
+
+
+@DrawKernelFeaturePaths.register(NystromGP)
+def _draw_kernel_feature_paths_nystrom(
+    model: NystromGP, **kwargs: object
+) -> GeneralizedLinearPath:
+    r"""BoTorch's random-feature prior paths of a ``NystromGP`` (zero mean)."""
+    return _draw_kernel_feature_paths_fallback(
+        num_inputs=model.train_inputs[0].shape[-1],
+        mean_module=None,
+        covar_module=model.covar_module,
+        input_transform=get_input_transform(model),
+        output_transform=get_output_transform(model),
+        **kwargs,
+    )
+
+
+@DrawMatheronPaths.register(NystromGP)
+def _draw_matheron_paths_nystrom(
+    model: NystromGP,
+    *,
+    sample_shape: torch.Size,
+    prior_sampler: TPathwisePriorSampler,
+    update_strategy: TPathwiseUpdate,
+) -> MatheronPath:
+    r"""BoTorch's ``draw_matheron_paths`` for ``NystromGP``: prior paths updated at
+    the dictionary (:func:`dtc_update` by default), as for sparse variational GPs."""
+    model.eval()
+    dictionary = model.dtc_state.dictionary  # transformed; refreshed if stale
+    with delattr_ctx(model, "outcome_transform"):
+        prior_paths = prior_sampler(model=model, sample_shape=sample_shape)
+        sample_values = prior_paths.forward(dictionary)  # bypasses the transform
+        update_paths = update_strategy(model=model, sample_values=sample_values)
+    return MatheronPath(
+        prior_paths=prior_paths,
+        update_paths=update_paths,
+        output_transform=get_output_transform(model),
+    )
+
+
+@DrawMatheronPaths.register(DecomposedSamplingSVGP)
+def _draw_matheron_paths_svgp(
+    model: DecomposedSamplingSVGP, **kwargs: object
+) -> MatheronPath:
+    r"""BoTorch's ``draw_matheron_paths`` for sparse variational GPs, after
+    refreshing ``Z`` and ``q(u)`` for the current hyperparameters and dropping a
+    stale batch-shaped Cholesky factor (:func:`_drop_batched_cholesky`)."""
+    model._ensure_current()
+    model.eval()
+    _drop_batched_cholesky(model.model.variational_strategy)
+    return DrawMatheronPaths.dispatch(ApproximateGPyTorchModel)(model, **kwargs)
 
 
 def _transformed(transform, X: Tensor) -> Tensor:

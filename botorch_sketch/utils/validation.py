@@ -120,6 +120,39 @@ def check_points(value: object, name: str, num_cols: int) -> Tensor:
     return value
 
 
+def check_observations(X: object, Y: object, num_cols: int, like: Tensor) -> None:
+    r"""Check new observations for ``condition_on_observations``: finite
+    ``batch x n' x d`` points ``X`` (``d = num_cols``) and ``batch' x n' x 1``
+    targets ``Y`` (batch shapes broadcastable), both of ``like``'s dtype and within
+    ``finfo.max ** (1/4)``; ``TypeError`` / ``ValueError`` naming ``X`` or ``Y``."""
+    check_model_dtype(X, "X")
+    check_points(X, "X", num_cols)
+    check_magnitude(X, "X")
+    check_same_dtype(X, "X", like, "train_X")
+    check_finite(Y, "Y")
+    check_magnitude(Y, "Y")
+    check_same_dtype(Y, "Y", X, "X")
+    if Y.dim() < 2 or Y.shape[-1] != 1 or Y.shape[-2] != X.shape[-2]:
+        raise ValueError(
+            f"`Y` must have shape batch x {X.shape[-2]} x 1 (the rows of `X`), "
+            f"got {tuple(Y.shape)}."
+        )
+
+
+def check_single_output(idcs: object, name: str = "idcs") -> None:
+    r"""Check output indices of a single-output model: ``[0]`` (or ``[-1]``), else
+    ``TypeError`` / ``ValueError`` naming ``name``."""
+    if not isinstance(idcs, (list, tuple)) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in idcs
+    ):
+        raise TypeError(f"`{name}` must be a list of ints, got {idcs!r}.")
+    if list(idcs) not in ([0], [-1]):
+        raise ValueError(
+            f"`{name}` must be [0]: the model has a single output (train_Y n x 1), "
+            f"got {list(idcs)}."
+        )
+
+
 def check_bool(value: object, name: str) -> bool:
     r"""Raise ``TypeError`` unless ``value`` is a ``bool`` (truthy objects rejected)."""
     if not isinstance(value, bool):
