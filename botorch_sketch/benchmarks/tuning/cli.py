@@ -25,7 +25,7 @@ from botorch_sketch.benchmarks.cli import DATA_ENV
 from botorch_sketch.benchmarks.results import RunTrace
 from botorch_sketch.benchmarks.tuning.presets import PRESETS, TuningPreset
 from botorch_sketch.benchmarks.tuning.report import (
-    markdown_table,
+    markdown_tables,
     plot_all,
     regret_rows,
 )
@@ -83,7 +83,7 @@ def write_outputs(
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    tables = markdown_table(rows)
+    tables = markdown_tables(rows, preset.budgets)
     text = "\n".join([tables, *(f"\n- {note}" for note in notes)])
     (output_dir / "tables.md").write_text(text + "\n")
     plot_all(traces, output_dir)
@@ -119,6 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     problems, notes = load_problems(preset, data_dir)
     for note in notes:
         print(f"{PROG}: {note}", file=sys.stderr)
+    if not problems:
+        print(f"{PROG}: error: nothing to run", file=sys.stderr)
+        return 2
     total = sum(
         block.budget * len(block.methods) * len(block.seeds)
         for block in preset.blocks

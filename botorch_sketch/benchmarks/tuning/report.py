@@ -10,7 +10,7 @@ and against cumulative optimizer time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -55,21 +55,49 @@ def regret_rows(
     return rows
 
 
-def markdown_table(rows: Sequence[dict[str, object]]) -> str:
-    r"""The rows as a Markdown table."""
+def _pivot(
+    rows: Sequence[dict[str, object]],
+    budget: int,
+    cell: Callable[[dict[str, object]], str],
+) -> list[str]:
+    r"""A Markdown table at ``budget``: a line per problem, a column per method."""
+    at = [row for row in rows if row["budget"] == budget]
+    methods = list(dict.fromkeys(row["method"] for row in at))
+    cells = {(row["problem"], row["method"]): cell(row) for row in at}
     lines = [
-        "| problem | method | trials | seeds | simple regret mean ± std [min, max] "
-        "| optimizer ms/trial (last 10%) |",
-        "|---|---|---:|---:|---|---:|",
+        "| problem | " + " | ".join(methods) + " |",
+        "|---|" + "---:|" * len(methods),
     ]
-    for row in rows:
-        lines.append(
-            f"| {row['problem']} | {row['method']} | {row['budget']} | {row['seeds']} "
-            f"| {row['regret_mean']:.3g} ± {row['regret_std']:.2g} "
-            f"[{row['regret_min']:.3g}, {row['regret_max']:.3g}] "
-            f"| {1e3 * row['seconds_per_trial']:.3g} "
-            f"({1e3 * row['seconds_per_trial_last']:.3g}) |"
-        )
+    for problem in dict.fromkeys(row["problem"] for row in at):
+        values = [cells.get((problem, method), "-") for method in methods]
+        lines.append(f"| {problem} | " + " | ".join(values) + " |")
+    return lines
+
+
+def _regret_cell(row: dict[str, object]) -> str:
+    seeds = "" if row["seeds"] == 5 else f" ({row['seeds']} seeds)"
+    return f"{row['regret_mean']:.3g} ± {row['regret_std']:.2g}{seeds}"
+
+
+def _time_cell(row: dict[str, object]) -> str:
+    whole, last = 1e3 * row["seconds_per_trial"], 1e3 * row["seconds_per_trial_last"]
+    return f"{whole:.3g} ({last:.3g})"
+
+
+def markdown_tables(rows: Sequence[dict[str, object]], budgets: Sequence[int]) -> str:
+    r"""Per budget, simple regret (mean ± std over seeds, 5 seeds unless said) and
+    the optimizer's milliseconds per trial (over all trials; over the last tenth)."""
+    lines = []
+    for budget in budgets:
+        lines += [f"Simple regret after {budget} trials:", ""]
+        lines += [*_pivot(rows, budget, _regret_cell), ""]
+    budget = budgets[-1]
+    lines += [
+        f"Optimizer time per trial [ms] over {budget} trials (in brackets: over "
+        "the last tenth of them):",
+        "",
+        *_pivot(rows, budget, _time_cell),
+    ]
     return "\n".join(lines)
 
 
