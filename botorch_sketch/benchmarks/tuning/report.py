@@ -23,10 +23,14 @@ from botorch_sketch.benchmarks.writers import safe_name
 def regret_rows(
     traces: Sequence[RunTrace], budgets: Sequence[int]
 ) -> list[dict[str, object]]:
-    r"""One row per ``(problem, method, budget)`` that some seed reached."""
+    r"""One row per ``(problem, method, budget)`` that some seed reached; a group
+    whose runs all stopped before the largest budget gets a row at the most trials
+    its runs all made, marked ``stopped``."""
     rows = []
     for (problem, method), group in group_traces(traces).items():
-        for budget in budgets:
+        reach = min(t.horizon for t in group)
+        extra = [reach] if reach < max(budgets) and reach not in budgets else []
+        for budget in [*budgets, *extra]:
             reached = [t for t in group if t.horizon >= budget]
             if not reached:
                 continue
@@ -50,6 +54,7 @@ def regret_rows(
                     "seconds_per_trial_last": float(
                         seconds[:, budget - tail : budget].mean()
                     ),
+                    "stopped": budget in extra,
                 }
             )
     return rows
@@ -61,7 +66,7 @@ def _pivot(
     cell: Callable[[dict[str, object]], str],
 ) -> list[str]:
     r"""A Markdown table at ``budget``: a line per problem, a column per method."""
-    at = [row for row in rows if row["budget"] == budget]
+    at = [row for row in rows if row["budget"] == budget and not row["stopped"]]
     methods = list(dict.fromkeys(row["method"] for row in at))
     cells = {(row["problem"], row["method"]): cell(row) for row in at}
     lines = [
@@ -75,7 +80,8 @@ def _pivot(
 
 
 def _regret_cell(row: dict[str, object]) -> str:
-    seeds = "" if row["seeds"] == 5 else f" ({row['seeds']} seeds)"
+    count = row["seeds"]
+    seeds = "" if count == 5 else f" ({count} seed{'s' * (count > 1)})"
     return f"{row['regret_mean']:.3g} ± {row['regret_std']:.2g}{seeds}"
 
 
@@ -98,6 +104,13 @@ def markdown_tables(rows: Sequence[dict[str, object]], budgets: Sequence[int]) -
         "",
         *_pivot(rows, budget, _time_cell),
     ]
+    for row in rows:
+        if row["stopped"]:
+            lines.append(
+                f"\n{row['method']} on {row['problem']} stopped at {row['budget']} "
+                f"trials (optimizer time cap): simple regret {_regret_cell(row)}, "
+                f"optimizer ms/trial {_time_cell(row)}."
+            )
     return "\n".join(lines)
 
 
