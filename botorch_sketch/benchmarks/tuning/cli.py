@@ -24,12 +24,18 @@ from botorch_sketch.benchmarks.arguments import OneLineParser
 from botorch_sketch.benchmarks.cli import DATA_ENV
 from botorch_sketch.benchmarks.results import RunTrace
 from botorch_sketch.benchmarks.tuning.presets import PRESETS, TuningPreset
+from botorch_sketch.benchmarks.tuning.problems import TuningProblem, make_tuning_problem
 from botorch_sketch.benchmarks.tuning.report import (
     markdown_tables,
     plot_all,
     regret_rows,
 )
-from botorch_sketch.benchmarks.tuning.run import load_problems, run_preset, to_traces
+from botorch_sketch.benchmarks.tuning.run import (
+    arm_set_floor,
+    load_problems,
+    run_preset,
+    to_traces,
+)
 from botorch_sketch.benchmarks.writers import write_results
 
 PROG = "python -m botorch_sketch.benchmarks.tuning"
@@ -61,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def make_problems(traces: Sequence[RunTrace]) -> dict[str, TuningProblem]:
+    r"""The problems of ``traces`` that need no data, by name."""
+    names = dict.fromkeys(trace.problem.split(",")[0] for trace in traces)
+    return {name: make_tuning_problem(name) for name in names if name != "hgb-cadata"}
+
+
 def write_outputs(
     preset: TuningPreset,
     traces: Sequence[RunTrace],
@@ -84,6 +96,19 @@ def write_outputs(
         writer.writeheader()
         writer.writerows(rows)
     tables = markdown_tables(rows, preset.budgets)
+    seeds = tuple(sorted({trace.seed for trace in traces}))
+    floors = [
+        f"{name}: {arm_set_floor(problem, seeds):.3g}"
+        for name, problem in make_problems(traces).items()
+        if problem.optimum is not None
+    ]
+    if floors:
+        tables += (
+            "\n\nThe searchers' default arm set caps their regret: the smallest "
+            f"regret among its configurations, mean over seeds {list(seeds)}: "
+            + "; ".join(floors)
+            + "."
+        )
     text = "\n".join([tables, *(f"\n- {note}" for note in notes)])
     (output_dir / "tables.md").write_text(text + "\n")
     plot_all(traces, output_dir)

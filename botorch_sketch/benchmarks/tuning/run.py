@@ -101,3 +101,20 @@ def to_traces(logs: Logs, problems: dict[str, TuningProblem]) -> list[RunTrace]:
         )
         for (name, in_flight, method, seed), log in logs.items()
     ]
+
+
+def arm_set_floor(problem: TuningProblem, seeds: tuple[int, ...]) -> float:
+    r"""The mean over ``seeds`` of the smallest regret among the searchers' default
+    arm set (``DEFAULT_NUM_ARMS`` scrambled Sobol configurations of the space, as
+    ``BBKBSearch(seed=s)`` and ``SGPTSSearch(seed=s)`` draw them): a floor on their
+    simple regret. Needs a known minimum."""
+    from botorch_sketch.benchmarks.tuning.space import to_tune
+    from botorch_sketch.integrations.tune_space import DEFAULT_NUM_ARMS, ArmSpace
+
+    if problem.optimum is None:
+        raise ValueError(f"{problem.name} has no known minimum.")
+    best = []
+    for seed in seeds:
+        arms = ArmSpace(to_tune(problem.space), DEFAULT_NUM_ARMS, seed, [])
+        best.append(min(problem.loss(arms.config(i)) for i in range(arms.num_arms)))
+    return float(np.mean(best)) - problem.optimum

@@ -14,6 +14,7 @@ from botorch_sketch.benchmarks.tuning import cli
 from botorch_sketch.benchmarks.tuning.presets import PRESETS, Block, TuningPreset
 from botorch_sketch.benchmarks.tuning.report import regret_rows
 from botorch_sketch.benchmarks.tuning.run import (
+    arm_set_floor,
     load_problems,
     optima,
     run_preset,
@@ -67,6 +68,15 @@ def test_regret_is_nonnegative_and_nonincreasing(tiny_run):
         assert row["seconds_per_trial"] > 0
 
 
+def test_arm_set_floor_is_the_best_arm_regret(tiny_run):
+    problems, _, _ = tiny_run
+    floor = arm_set_floor(problems["branin"], (0,))
+    assert 0 < floor < 0.1  # 2,048 Sobol points of a 2-d box come close
+    unknown = dataclasses.replace(problems["branin"], optimum=None)
+    with pytest.raises(ValueError, match="no known minimum"):
+        arm_set_floor(unknown, (0,))
+
+
 def test_unknown_optimum_is_the_best_loss_found(tiny_run):
     problems, _, logs = tiny_run
     unknown = {"branin": dataclasses.replace(problems["branin"], optimum=None)}
@@ -83,6 +93,7 @@ def test_cli_writes_results_tables_and_plots(tmp_path, monkeypatch, capsys):
     assert cli.main([*argv, "--no-progress"]) == 0
     out_text = capsys.readouterr().out
     assert "Simple regret after 4 trials" in out_text
+    assert "default arm set caps their regret" in out_text
     assert "| branin, 2 in flight | " in out_text
     names = {path.name for path in out.iterdir()}
     assert {"results.json", "summary.csv", "curves.csv", "regret.csv"} <= names
