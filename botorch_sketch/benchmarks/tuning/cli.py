@@ -1,0 +1,168 @@
+r"""``python -m botorch_sketch.benchmarks.tuning``: run a tuning preset, write its
+results, tables and plots.
+
+Writes to ``--output-dir``: ``summary.csv``, ``curves.csv`` and ``results.json`` (the
+benchmark package's writers), ``regret.csv`` and ``tables.md`` (simple regret and
+optimizer time per trial at the preset's budgets, :mod:`.report`), and two PNG plots
+per problem label (:func:`.report.plot_problem`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from botorch_sketch.benchmarks.arguments import OneLineParser
+from botorch_sketch.benchmarks.cli import DATA_ENV
+from botorch_sketch.benchmarks.results import RunTrace
+from botorch_sketch.benchmarks.tuning.presets import PRESETS, TuningPreset
+from botorch_sketch.benchmarks.tuning.problems import TuningProblem, make_tuning_problem
+from botorch_sketch.benchmarks.tuning.report import (
+    markdown_tables,
+    plot_all,
+    regret_rows,
+)
+from botorch_sketch.benchmarks.tuning.run import (
+    arm_set_floor,
+    load_problems,
+    run_preset,
+    to_traces,
+)
+from botorch_sketch.benchmarks.writers import write_results
+
+PROG = "python -m botorch_sketch.benchmarks.tuning"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog=PROG,
+        description="Hyperparameter-tuning benchmark: the package's Ray Tune "
+        "searchers with default options against Optuna's TPE and GP samplers, "
+        "random search and Ax, at equal budgets.",
+    )
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="what to run")
+    parser.add_argument("--list", action="store_true", help="list the presets")
+    parser.add_argument(
+        "--data-dir",
+        help=f"folder holding cadata.csv (default ${DATA_ENV} or ./data); "
+        "without it the hgb-cadata problem is skipped",
+    )
+    parser.add_argument(
+        "--output-dir", help="where results go (default: tuning-PRESET)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing: redo the tables and plots from OUTPUT_DIR/traces.json",
+    )
+    return parser
+
+
+def make_problems(traces: Sequence[RunTrace]) -> dict[str, TuningProblem]:
+    r"""The problems of ``traces`` that need no data, by name."""
+    names = dict.fromkeys(trace.problem.split(",")[0] for trace in traces)
+    return {name: make_tuning_problem(name) for name in names if name != "hgb-cadata"}
+
+
+def write_outputs(
+    preset: TuningPreset,
+    traces: Sequence[RunTrace],
+    output_dir: Path,
+    notes: list[str],
+) -> str:
+    r"""Write the result files and plots; return the Markdown tables."""
+    metadata = {
+        "preset": preset.name,
+        "budgets": list(preset.budgets),
+        "notes": notes,
+        "python": platform.python_version(),
+        "torch_threads": torch.get_num_threads(),
+    }
+    write_results(traces, output_dir, metadata)
+    saved = {"metadata": metadata, "traces": [trace.to_dict() for trace in traces]}
+    (output_dir / "traces.json").write_text(json.dumps(saved))
+    rows = regret_rows(traces, preset.budgets)
+    with (output_dir / "regret.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    tables = markdown_tables(rows, preset.budgets)
+    seeds = tuple(sorted({trace.seed for trace in traces}))
+    floors = [
+        f"{name}: {arm_set_floor(problem, seeds):.3g}"
+        for name, problem in make_problems(traces).items()
+        if problem.optimum is not None
+    ]
+    if floors:
+        tables += (
+            "\n\nThe searchers' default arm set caps their regret: the smallest "
+            f"regret among its configurations, mean over seeds {list(seeds)}: "
+            + "; ".join(floors)
+            + "."
+        )
+    text = "\n".join([tables, *(f"\n- {note}" for note in notes)])
+    (output_dir / "tables.md").write_text(text + "\n")
+    plot_all(traces, output_dir)
+    return tables
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    r"""Run the preset; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list:
+        for preset in PRESETS.values():
+            print(f"{preset.name}: {preset.description}")
+        return 0
+    if args.preset is None:
+        parser.error("pass --preset NAME or --list")
+    preset = PRESETS[args.preset]
+    output_dir = Path(args.output_dir or f"tuning-{preset.name}")
+    if args.report_only:
+        saved = json.loads((output_dir / "traces.json").read_text())
+        traces = [RunTrace.from_dict(trace) for trace in saved["traces"]]
+        notes = saved["metadata"]["notes"]
+        print(write_outputs(preset, traces, output_dir, notes))
+        return 0
+    torch.set_num_threads(1)
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)  # scikit-learn's OpenMP and BLAS: one thread too
+    except ImportError:
+        pass
+    data_dir = args.data_dir or os.environ.get(DATA_ENV) or "data"
+    problems, notes = load_problems(preset, data_dir)
+    for note in notes:
+        print(f"{PROG}: {note}", file=sys.stderr)
+    if not problems:
+        print(f"{PROG}: error: nothing to run", file=sys.stderr)
+        return 2
+    total = sum(
+        block.budget * len(block.methods) * len(block.seeds)
+        for block in preset.blocks
+        for name in block.problems
+        if name in problems
+    )
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, unit="trial", disable=args.no_progress) as bar:
+        logs = run_preset(preset, problems, on_told=lambda: bar.update())
+    notes += [
+        f"{name} ({k} in flight) {method} seed {seed}: {log.stopped}"
+        for (name, k, method, seed), log in logs.items()
+        if log.stopped
+    ]
+    tables = write_outputs(preset, to_traces(logs, problems), output_dir, notes)
+    print(tables)
+    print(f"results in {output_dir}")
+    return 0

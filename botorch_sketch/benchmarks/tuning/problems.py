@@ -1,0 +1,175 @@
+r"""Problems of the tuning benchmark: a search space, a loss to minimize, its minimum.
+
+- ``branin``, ``hartmann6``, ``levy10``: BoTorch's test functions on their native
+  boxes (``x0..x{d-1}``), noiseless, with their known minima;
+- ``mixed``: a synthetic validation loss over two log-scaled floats, an integer, a
+  choice of three and a float (:func:`mixed_loss`); its minimum is exact (below);
+- ``hgb-cadata``: the 3-fold cross-validated RMSE (in units of 100,000) of
+  scikit-learn's ``HistGradientBoostingRegressor`` on a fixed random subsample of the
+  cadata rows; the minimum is unknown (``optimum`` None), so regret is measured
+  against the best loss any run of the same benchmark command found.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from botorch_sketch.benchmarks.tuning.space import Param, Space
+
+Config = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TuningProblem:
+    r"""A search space, the loss of a configuration, and the loss's minimum (None
+    when unknown)."""
+
+    name: str
+    space: Space
+    loss: Callable[[Config], float]
+    optimum: float | None
+
+
+class MissingDataError(FileNotFoundError):
+    r"""A problem's data file is not in the data folder."""
+
+
+def _test_function(name: str, function_class: type, **options: int) -> TuningProblem:
+    function = function_class(**options).to(torch.float64)
+    names = [f"x{i}" for i in range(function.dim)]
+    space = tuple(
+        Param(n, "float", float(lo), float(hi))
+        for n, (lo, hi) in zip(names, function.bounds.t().tolist(), strict=True)
+    )
+
+    def loss(config: Config) -> float:
+        point = torch.tensor([[float(config[n]) for n in names]], dtype=torch.float64)
+        return float(function.evaluate_true(point))
+
+    return TuningProblem(name, space, loss, float(function.optimal_value))
+
+
+MIXED_SPACE: Space = (
+    Param("learning_rate", "log-float", 1e-5, 1.0),
+    Param("weight_decay", "log-float", 1e-7, 1e-1),
+    Param("num_layers", "int", 1, 8),
+    Param("activation", "choice", choices=("relu", "tanh", "gelu")),
+    Param("dropout", "float", 0.0, 0.6),
+)
+#: Per activation: loss floor and the best ``log10`` learning rate at 4 layers.
+_ACTIVATIONS = {"relu": (0.10, -2.5), "tanh": (0.13, -2.0), "gelu": (0.08, -3.0)}
+
+
+def _mixed_discrete_part(num_layers: int, activation: str) -> float:
+    floor, _ = _ACTIVATIONS[activation]
+    return floor + 0.01 * (num_layers - 5) ** 2
+
+
+def mixed_loss(config: Config) -> float:
+    r"""A validation-loss-like function: a floor per activation, a quadratic
+    penalty in the number of layers, and a saturating bowl in ``log10`` learning
+    rate (whose best value shifts with depth), ``log10`` weight decay and dropout.
+
+    For every ``(num_layers, activation)`` the bowl's centre lies inside the box, so
+    the bowl term is 0 there and the minimum over the space is the smallest of the
+    24 discrete parts, found by enumeration (:func:`mixed_optimum`)."""
+    _, log_lr = _ACTIVATIONS[config["activation"]]
+    layers = int(config["num_layers"])
+    u = (math.log10(config["learning_rate"]) - (log_lr - 0.15 * (layers - 4))) / 0.6
+    v = (math.log10(config["weight_decay"]) + 4.0) / 1.2
+    w = (config["dropout"] - 0.2) / 0.15
+    bowl = 1.0 - math.exp(-0.5 * (u * u + v * v + w * w + 0.5 * u * w))
+    return _mixed_discrete_part(layers, config["activation"]) + 0.8 * bowl
+
+
+def mixed_optimum() -> float:
+    r"""The exact minimum of :func:`mixed_loss`: the smallest discrete part."""
+    layers, activation = MIXED_SPACE[2], MIXED_SPACE[3]
+    return min(
+        _mixed_discrete_part(n, a)
+        for n, a in product(
+            range(int(layers.low), int(layers.high) + 1), activation.choices
+        )
+    )
+
+
+HGB_SPACE: Space = (
+    Param("learning_rate", "log-float", 1e-2, 1.0),
+    Param("max_leaf_nodes", "int", 4, 64),
+    Param("min_samples_leaf", "int", 2, 64),
+    Param("l2_regularization", "log-float", 1e-6, 10.0),
+    Param("max_features", "float", 0.3, 1.0),
+)
+#: Rows drawn from cadata, boosting iterations, folds (one evaluation ~0.1 s).
+HGB_ROWS, HGB_ITERATIONS, HGB_FOLDS = 1500, 30, 3
+
+
+def hgb_cadata(data_dir: str | Path) -> TuningProblem:
+    r"""The gradient-boosting problem on ``data_dir/cadata.csv`` (last column the
+    target, divided by 100,000); :class:`MissingDataError` if the file is absent."""
+    path = Path(data_dir) / "cadata.csv"
+    if not path.is_file():
+        raise MissingDataError(f"{path} not found (pass --data-dir FOLDER)")
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.model_selection import KFold, cross_val_score
+
+    from botorch_sketch.benchmarks.problems import load_csv
+
+    features, target = load_csv(path)
+    rows = np.random.default_rng(0).choice(len(target), HGB_ROWS, replace=False)
+    x, y = features.numpy()[rows], target.numpy()[rows] / 1e5
+    folds = KFold(HGB_FOLDS, shuffle=True, random_state=0)
+
+    def loss(config: Config) -> float:
+        model = HistGradientBoostingRegressor(
+            max_iter=HGB_ITERATIONS, random_state=0, **config
+        )
+        scores = cross_val_score(
+            model, x, y, cv=folds, scoring="neg_root_mean_squared_error"
+        )
+        return float(-scores.mean())
+
+    return TuningProblem("hgb-cadata", HGB_SPACE, loss, None)
+
+
+def make_tuning_problem(name: str, data_dir: str | Path = "data") -> TuningProblem:
+    r"""The problem ``name`` (a key of :data:`PROBLEMS`)."""
+    if name not in PROBLEMS:
+        raise ValueError(f"Unknown problem {name!r}; known: {sorted(PROBLEMS)}.")
+    return PROBLEMS[name](data_dir)
+
+
+def _branin(_: object) -> TuningProblem:
+    from botorch.test_functions import Branin
+
+    return _test_function("branin", Branin)
+
+
+def _hartmann6(_: object) -> TuningProblem:
+    from botorch.test_functions import Hartmann
+
+    return _test_function("hartmann6", Hartmann, dim=6)
+
+
+def _levy10(_: object) -> TuningProblem:
+    from botorch.test_functions import Levy
+
+    return _test_function("levy10", Levy, dim=10)
+
+
+#: Problem name -> factory of the data folder.
+PROBLEMS: dict[str, Callable[[str | Path], TuningProblem]] = {
+    "branin": _branin,
+    "hartmann6": _hartmann6,
+    "levy10": _levy10,
+    "mixed": lambda _: TuningProblem("mixed", MIXED_SPACE, mixed_loss, mixed_optimum()),
+    "hgb-cadata": hgb_cadata,
+}

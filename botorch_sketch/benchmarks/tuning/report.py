@@ -1,0 +1,164 @@
+r"""Tables and plots of the tuning benchmark, from its traces.
+
+:func:`regret_rows` gives, per problem label, method and budget ``b``, the simple
+regret after ``b`` told trials over the seeds that reached ``b`` (mean, standard
+deviation, min, max) and the optimizer's own time per trial (its construction,
+``ask`` and ``tell`` over the first ``b`` trials, divided by ``b``; and over the
+last tenth of them only). :func:`plot_problem` draws simple regret against trials
+and against cumulative optimizer time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from botorch_sketch.benchmarks.plots import _finish, _new_figure, _styles
+from botorch_sketch.benchmarks.results import RunTrace, aggregate_curve, group_traces
+from botorch_sketch.benchmarks.writers import safe_name
+
+
+def regret_rows(
+    traces: Sequence[RunTrace], budgets: Sequence[int]
+) -> list[dict[str, object]]:
+    r"""One row per ``(problem, method, budget)`` that some seed reached; a group
+    whose runs all stopped before the largest budget gets a row at the most trials
+    its runs all made, marked ``stopped``."""
+    rows = []
+    for (problem, method), group in group_traces(traces).items():
+        reach = min(t.horizon for t in group)
+        extra = [reach] if reach < max(budgets) and reach not in budgets else []
+        for budget in [*budgets, *extra]:
+            reached = [t for t in group if t.horizon >= budget]
+            if not reached:
+                continue
+            regret = np.array([t.curve("simple_regret")[budget - 1] for t in reached])
+            seconds = np.array([t.ask_seconds + t.tell_seconds for t in reached])
+            setup = np.array([t.setup_seconds for t in reached])
+            tail = max(1, budget // 10)
+            rows.append(
+                {
+                    "problem": problem,
+                    "method": method,
+                    "budget": budget,
+                    "seeds": len(reached),
+                    "regret_mean": float(regret.mean()),
+                    "regret_std": float(regret.std(ddof=1)) if len(regret) > 1 else 0.0,
+                    "regret_min": float(regret.min()),
+                    "regret_max": float(regret.max()),
+                    "seconds_per_trial": float(
+                        ((setup + seconds[:, :budget].sum(axis=1)) / budget).mean()
+                    ),
+                    "seconds_per_trial_last": float(
+                        seconds[:, budget - tail : budget].mean()
+                    ),
+                    "stopped": budget in extra,
+                }
+            )
+    return rows
+
+
+def _pivot(
+    rows: Sequence[dict[str, object]],
+    budget: int,
+    cell: Callable[[dict[str, object]], str],
+) -> list[str]:
+    r"""A Markdown table at ``budget``: a line per problem, a column per method."""
+    at = [row for row in rows if row["budget"] == budget and not row["stopped"]]
+    methods = list(dict.fromkeys(row["method"] for row in at))
+    cells = {(row["problem"], row["method"]): cell(row) for row in at}
+    lines = [
+        "| problem | " + " | ".join(methods) + " |",
+        "|---|" + "---:|" * len(methods),
+    ]
+    for problem in dict.fromkeys(row["problem"] for row in at):
+        values = [cells.get((problem, method), "-") for method in methods]
+        lines.append(f"| {problem} | " + " | ".join(values) + " |")
+    return lines
+
+
+def _regret_cell(row: dict[str, object]) -> str:
+    count = row["seeds"]
+    seeds = "" if count == 5 else f" ({count} seed{'s' * (count > 1)})"
+    return f"{row['regret_mean']:.3g} ± {row['regret_std']:.2g}{seeds}"
+
+
+def _time_cell(row: dict[str, object]) -> str:
+    whole, last = 1e3 * row["seconds_per_trial"], 1e3 * row["seconds_per_trial_last"]
+    return f"{whole:.3g} ({last:.3g})"
+
+
+def markdown_tables(rows: Sequence[dict[str, object]], budgets: Sequence[int]) -> str:
+    r"""Per budget, simple regret (mean ± std over seeds, 5 seeds unless said) and
+    the optimizer's milliseconds per trial (over all trials; over the last tenth)."""
+    lines = []
+    for budget in budgets:
+        lines += [f"Simple regret after {budget} trials:", ""]
+        lines += [*_pivot(rows, budget, _regret_cell), ""]
+    budget = budgets[-1]
+    lines += [
+        f"Optimizer time per trial [ms] over {budget} trials (in brackets: over "
+        "the last tenth of them):",
+        "",
+        *_pivot(rows, budget, _time_cell),
+    ]
+    for row in rows:
+        if row["stopped"]:
+            lines.append(
+                f"\n{row['method']} on {row['problem']} stopped at {row['budget']} "
+                f"trials (optimizer time cap): simple regret {_regret_cell(row)}, "
+                f"optimizer ms/trial {_time_cell(row)}."
+            )
+    return "\n".join(lines)
+
+
+def plot_problem(
+    traces: Sequence[RunTrace], output_dir: str | Path, problem: str
+) -> list[Path]:
+    r"""``<problem>_regret.png`` (simple regret against trials: mean and the seeds'
+    range) and ``<problem>_regret_vs_time.png`` (mean simple regret against mean
+    cumulative optimizer time), both logarithmic."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    groups = {
+        method: group
+        for (name, method), group in group_traces(traces).items()
+        if name == problem
+    }
+    horizon = max(t.horizon for group in groups.values() for t in group)
+    styles = dict(zip(groups, _styles(len(groups), horizon), strict=True))
+    labels = {m: f"{m} ({len(g)} seed{'s' * (len(g) > 1)})" for m, g in groups.items()}
+    prefix = safe_name(problem)
+    written = []
+    figure, axes = _new_figure()
+    for method, group in groups.items():
+        steps, mean, low, high = aggregate_curve(group, "simple_regret", "range")
+        axes.plot(steps, mean, label=labels[method], **styles[method])
+        axes.fill_between(steps, low, high, color=styles[method]["color"], alpha=0.12)
+    axes.set_yscale("log", nonpositive="mask")
+    axes.set_xlabel("told trials")
+    axes.set_ylabel("simple regret")
+    title = f"{problem}: mean and range over seeds"
+    written.append(
+        _finish(figure, axes, title, output_dir / f"{prefix}_regret.png", None)
+    )
+    figure, axes = _new_figure()
+    for method, group in groups.items():
+        _, seconds, _, _ = aggregate_curve(group, "cumulative_time")
+        _, mean, _, _ = aggregate_curve(group, "simple_regret")
+        axes.plot(seconds, mean, label=labels[method], **styles[method])
+    axes.set_xscale("log")
+    axes.set_yscale("log", nonpositive="mask")
+    axes.set_xlabel("cumulative optimizer time [s] (objective excluded)")
+    axes.set_ylabel("simple regret")
+    path = output_dir / f"{prefix}_regret_vs_time.png"
+    written.append(_finish(figure, axes, f"{problem}: mean over seeds", path, None))
+    return written
+
+
+def plot_all(traces: Sequence[RunTrace], output_dir: str | Path) -> list[Path]:
+    r""":func:`plot_problem` for every problem label in ``traces``."""
+    problems = dict.fromkeys(t.problem for t in traces)
+    return [p for name in problems for p in plot_problem(traces, output_dir, name)]
