@@ -695,6 +695,7 @@ class BBKB:
             else None,
             "generator": self.generator.get_state(),
             "fingerprint": dict(self.fingerprint),
+            "design": self._design.clone(),
             "design_asked": self._design_asked,
             "hyperparameters": None
             if self.refits is None
@@ -730,6 +731,10 @@ class BBKB:
                 "`state['dictionary']` must not be empty once data are in the "
                 "posterior (`state['incorporated']` > 0)."
             )
+        design = state.get("design", self._design)  # drawn with the saved seed
+        check_indices(design, "state['design']", given.shape[0])
+        if design.shape != self._design.shape:
+            raise ValueError("`state['design']` must hold `num_initial` arms.")
         design_asked = check_int(
             state.get("design_asked", 0),
             "state['design_asked']",
@@ -753,6 +758,7 @@ class BBKB:
         self.covar_module, self.noise = kernel, noise
         if self.refits is not None:
             self.refits.last = last_fit
+        self._design = design.clone().to(self.arms.device)
         self._design_asked = design_asked
         self.state, self.arms, self.kernel_inputs = new_state, arms, inputs
         self.observed, self.rewards, self.draws = observed, rewards, draws
