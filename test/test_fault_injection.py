@@ -10,8 +10,10 @@ r"""Fault injection into the asynchronous loops and the driver (#26, Deliver).
   the file, the optimizer and the objective alone.
 - **Exceptions** of every kind (``RuntimeError``, ``KeyboardInterrupt``,
   ``MemoryError``, a custom ``BaseException``) injected into every state-changing
-  step of both self-tuning loops, at the first ``ask``, ``tell`` and ``add_arms``
-  of a scripted asynchronous run that reaches it: the ``state_dict`` after the
+  step of both self-tuning loops (the batch end's updates, the refits and the
+  rebuilds, and the choice of arms in ``ask``: BBKB's batch greedy, S-GP-TS's
+  paths), at the first ``ask``, ``tell`` and ``add_arms`` of a scripted
+  asynchronous run that reaches it: the ``state_dict`` after the
   failed call equals the one before, bit for bit, and a retry makes the fault-free
   run's later choices. Faults are transient: the patched method raises on its
   first call only. A fault that recurs while the rollback rebuilds the loop (the
@@ -41,6 +43,7 @@ import pytest
 import torch
 
 from botorch_sketch.generation import bbkb_loop, sgpts_loop
+from botorch_sketch.generation.bbkb import BatchGreedy
 from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.generation.thompson_arms import CachedSparseThompson
@@ -232,6 +235,7 @@ SITES = {
         "refit's refresh": (CandidateState, "refresh"),
         "dictionary update": (CandidateState, "update"),
         "state rebuild": (CandidateState, "from_observations"),
+        "batch greedy": (BatchGreedy, "extend"),
     },
     "sgpts": {
         "observe": (CachedSparseThompson, "observe"),
@@ -240,6 +244,7 @@ SITES = {
         "_reselect": (CachedSparseThompson, "_reselect"),
         "refit": (sgpts_loop, "fit_dtc_hyperparameters"),
         "sampler rebuild": (SGPTS, "_rebuilt_sampler"),
+        "path sampling": (CachedSparseThompson, "update_weights"),
     },
 }
 
