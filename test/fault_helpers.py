@@ -111,3 +111,19 @@ def assert_same_state(actual: Any, expected: Any, where: str = "state") -> None:
         assert bool(same.all()), f"{where} differs"
     else:
         assert actual == expected, f"{where}: {actual!r} != {expected!r}"
+
+
+def assert_same_run(actual: dict[str, Any], expected: dict[str, Any]) -> None:
+    r"""The states of two loops that made the same calls and choices, one of them
+    resumed (``load_state_dict``) on the way: :func:`assert_same_state`, but for
+    BBKB's dictionary, a set that a loaded loop holds sorted, and the variances
+    BBKB saves of its pending arms, read from a posterior that a load rebuilds
+    from scratch (equal to rounding)."""
+    actual, expected = dict(actual), dict(expected)
+    if "dictionary" in expected:
+        for state in (actual, expected):
+            state["dictionary"] = state["dictionary"].sort().values
+        torch.testing.assert_close(
+            actual.pop("pending_variances"), expected.pop("pending_variances")
+        )
+    assert_same_state(actual, expected)

@@ -15,7 +15,8 @@ r"""Fault injection into the asynchronous loops and the driver (#26, Deliver).
   paths), at the first ``ask``, ``tell`` and ``add_arms`` of a scripted
   asynchronous run that reaches it: the ``state_dict`` after the
   failed call equals the one before, bit for bit, and a retry makes the fault-free
-  run's later choices. Faults are transient: the patched method raises on its
+  run's later choices (a fault in BBKB's ask after it ended a batch keeps that
+  batch end). Faults are transient: the patched method raises on its
   first call only. A fault that recurs while the rollback rebuilds the loop (the
   rebuild calls the same methods) propagates from the rollback, and the loop is
   then not guaranteed to be as before.
@@ -53,6 +54,7 @@ from botorch_sketch.parallel import load_checkpoint, run_parallel
 from .fault_helpers import (
     DTYPE,
     LARGE,
+    assert_same_run,
     assert_same_state,
     evaluations,
     fails,
@@ -248,13 +250,15 @@ SITES = {
     },
 }
 
-#: A scripted asynchronous run: asks of ``k`` arms, tells of a fraction of the
-#: pending arms (1: all, which ends a BBKB batch), fails, added arms.
+#: A scripted asynchronous run: asks of ``k`` arms, ``ask_arms`` of ``k`` arms,
+#: tells of a fraction of the pending arms (1: all, which ends a BBKB batch;
+#: an ask then ends a batch that holds arms told meanwhile), fails, added arms.
 SCRIPT = [
-    ("ask", 3), ("tell", 0.5), ("ask", 3), ("tell", 1.0), ("ask", 3),
-    ("fail", 1), ("tell", 0.5), ("ask", 2), ("tell", 0.5), ("ask", 2),
-    ("add", 3), ("tell", 1.0), ("ask", 4), ("tell", 0.5), ("ask", 2),
-    ("tell", 0.5), ("ask", 1), ("tell", 1.0), ("ask", 3), ("tell", 0.5),
+    ("ask", 3), ("tell", 0.5), ("ask", 3), ("tell", 1.0), ("ask_arms", 2),
+    ("ask", 3), ("fail", 1), ("tell", 0.5), ("ask", 2), ("tell", 0.5),
+    ("ask", 2), ("add", 3), ("ask_arms", 2), ("tell", 0.5), ("ask", 4),
+    ("tell", 1.0), ("ask", 2), ("tell", 0.5), ("ask", 1), ("tell", 1.0),
+    ("ask", 3), ("tell", 0.5),
 ]  # fmt: skip
 
 
@@ -265,8 +269,10 @@ def random_script(seed, steps=20):
     for _ in range(steps - 1):
         u = float(torch.rand(1, generator=g))
         k = int(torch.randint(1, 5, (1,), generator=g))
-        if u < 0.4:
+        if u < 0.35:
             script.append(("ask", k))
+        elif u < 0.42:
+            script.append(("ask_arms", k))
         elif u < 0.8:
             script.append(("tell", 1.0 if u > 0.65 else 0.5))
         elif u < 0.92:
@@ -293,6 +299,8 @@ def resolve(loop, op, step):
         return ("ask", 1)
     if name == "ask":
         return op
+    if name == "ask_arms":
+        return ("ask_arms", torch.randint(loop.arms.shape[0], (value,), generator=g))
     if name == "add":
         box = loop._given_arms
         low, high = box.min(0).values, box.max(0).values
@@ -311,6 +319,8 @@ def perform(loop, call):
         return loop.ask(call[1])
     if call[0] == "add":
         return loop.add_arms(call[1])
+    if call[0] == "ask_arms":
+        return loop.ask_arms(call[1])
     if call[0] == "fail":
         return loop.fail(call[1])
     return loop.tell(call[1], call[2])
@@ -375,7 +385,8 @@ def reference(kind, seed):
 
 
 def first_steps(kind, seed, site):
-    r"""The first step of each kind (ask, tell, add) that reaches ``site``."""
+    r"""The first step of each kind (ask, tell, add_arms...) that reaches
+    ``site``."""
     steps, _ = reference(kind, seed)
     first = {}
     for step, (call, _, called, _) in enumerate(steps):
@@ -414,7 +425,7 @@ def test_a_transient_fault_changes_nothing_and_a_retry_is_fault_free(
         else:  # resumed there
             loop.load_state_dict(steps[step][3])
         before = loop.state_dict()
-        assert_same_state(before, steps[step][3])
+        assert_same_run(before, steps[step][3])
         call = steps[step][0]
         patched(monkeypatch, owner, name, transient(error))
         with pytest.raises(error, match="injected fault"):
@@ -427,4 +438,59 @@ def test_a_transient_fault_changes_nothing_and_a_retry_is_fault_free(
             if result is not None:
                 assert torch.equal(again, result), f"step {later} after the fault"
         expected = final if end == len(steps) else steps[end][3]
-        assert_same_state(loop.state_dict(), expected, "state after the retry")
+        assert_same_run(loop.state_dict(), expected)
+
+
+def raises_after(error, ended):
+    r"""A wrapper that raises ``error`` at its first call once ``ended`` holds
+    something."""
+
+    def wrap(original):
+        raised = []
+
+        def faulty(*args, **kwargs):
+            if ended and not raised:
+                raised.append(1)
+                raise error("injected fault")
+            return original(*args, **kwargs)
+
+        return faulty
+
+    return wrap
+
+
+def recording(ended):
+    def wrap(original):
+        def spy(*args, **kwargs):
+            original(*args, **kwargs)
+            ended.append(1)
+
+        return spy
+
+    return wrap
+
+
+@pytest.mark.parametrize("error", ERRORS)
+def test_a_fault_after_an_ask_ended_the_batch_keeps_the_end(error, monkeypatch):
+    r"""BBKB's ask ends a full batch, then opens the next one: a fault in the
+    second greedy keeps the completed batch end (and no open batch); a retry makes
+    the fault-free run's choices."""
+    steps, final = reference("bbkb", 0)
+    step = first_steps("bbkb", 0, "posterior update")["ask"]
+    loop = make_loop("bbkb", make_arms(20))
+    loop.load_state_dict(steps[step][3])
+    before = loop.state_dict()
+    ended = []
+    patched(monkeypatch, BBKB, "_end_batch", recording(ended))
+    patched(monkeypatch, BatchGreedy, "extend", raises_after(error, ended))
+    with pytest.raises(error, match="injected fault"):
+        perform(loop, steps[step][0])
+    monkeypatch.undo()
+    after = loop.state_dict()
+    assert after["incorporated"] > before["incorporated"] and after["batch"] is None
+    assert after["pending"].tolist() == before["pending"].tolist()
+    for later, (call, result, *_) in enumerate(steps[step:], step):
+        again = perform(loop, call)
+        if result is not None:
+            assert torch.equal(again, result), f"step {later} after the fault"
+    assert_same_run(loop.state_dict(), final)
