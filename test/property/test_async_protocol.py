@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ..fault_helpers import (
@@ -106,10 +106,11 @@ def test_random_interleavings_follow_the_shadow_and_round_trips_change_nothing(
     twin = make_loop(kind, arms, learned=learned)  # never round-trips
     shadow = Shadow(NUM_ARMS)
     box = arms.min(0).values, arms.max(0).values
-    for _ in range(data.draw(st.integers(1, STEPS), label="steps")):
+    for _ in range(data.draw(st.integers(4, STEPS), label="steps")):
         operation = data.draw(st.sampled_from(OPERATIONS))
         if operation in ("tell", "fail") and not shadow.pending:
             operation = "ask"
+        event(operation)  # counts: pytest --hypothesis-show-statistics
         if operation == "ask":
             k = data.draw(st.integers(1, 4), label="k")
             if kind == "bbkb" and set(shadow.failed) >= set(range(shadow.num_arms)):
