@@ -388,7 +388,9 @@ class BBKB:
         the batch ends (posterior update and dictionary resampling with those
         outcomes) and a new one opens with the still pending arms hallucinated (one
         rank-``p`` update for ``p`` distinct arms). If the update fails, the loop is
-        rebuilt from the observations it had before and the call can be retried.
+        rebuilt from the observations it had before and the call can be retried;
+        if the choice of arms fails, the open batch is as before the call (or as a
+        completed batch end left it) and the call can be retried.
 
         Args:
             max_arms: At most this many arms (e.g. the free workers); default: as
@@ -415,13 +417,20 @@ class BBKB:
             indices = self._random_arm(excluded)
             start_variances = self.state.scaled_variance[indices]
         else:
-            indices, start_variances = self._extend(limit, excluded)
-            done = self._batch.numel() - self.pending.numel()  # told or failed
-            enough = done >= max(1.0, self.end_fraction * self._batch.numel())
-            if indices.numel() == 0 and enough:
-                # the rule is full and enough arms of the batch are done: end it
-                self._end_batch(self.observed, self.rewards)
+            batch, incorporated = (self._batch, self._batch_radius), self.incorporated
+            try:
                 indices, start_variances = self._extend(limit, excluded)
+                done = self._batch.numel() - self.pending.numel()  # told or failed
+                enough = done >= max(1.0, self.end_fraction * self._batch.numel())
+                if indices.numel() == 0 and enough:
+                    # the rule is full and enough arms of the batch are done: end it
+                    self._end_batch(self.observed, self.rewards)
+                    indices, start_variances = self._extend(limit, excluded)
+            except BaseException:  # the batch as before (or as the end left it)
+                ended = self.incorporated != incorporated
+                self._batch, self._batch_radius = (None, None) if ended else batch
+                self._greedy = None
+                raise
         self.pending = torch.cat([self.pending, indices])
         self._pending_variances = torch.cat([self._pending_variances, start_variances])
         return indices.clone()
@@ -750,6 +759,7 @@ class BBKB:
             else None,
             "generator": self.generator.get_state(),
             "fingerprint": dict(self.fingerprint),
+            "design": self._design.clone(),
             "design_asked": self._design_asked,
             "hyperparameters": None
             if self.refits is None
@@ -785,6 +795,10 @@ class BBKB:
                 "`state['dictionary']` must not be empty once data are in the "
                 "posterior (`state['incorporated']` > 0)."
             )
+        design = state.get("design", self._design)  # drawn with the saved seed
+        check_indices(design, "state['design']", given.shape[0])
+        if design.shape != self._design.shape:
+            raise ValueError("`state['design']` must hold `num_initial` arms.")
         design_asked = check_int(
             state.get("design_asked", 0),
             "state['design_asked']",
@@ -808,6 +822,7 @@ class BBKB:
         self.covar_module, self.noise = kernel, noise
         if self.refits is not None:
             self.refits.last = last_fit
+        self._design = design.clone().to(self.arms.device)
         self._design_asked = design_asked
         self.state, self.arms, self.kernel_inputs = new_state, arms, inputs
         self.observed, self.rewards, self.draws = observed, rewards, draws

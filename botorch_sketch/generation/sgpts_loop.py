@@ -284,6 +284,8 @@ class SGPTS:
         fresh path (uniformly random before any outcome), so the result is never
         empty; ``max_arms=0`` is a ValueError.
 
+        Atomic: if sampling fails or is interrupted, nothing changes.
+
         Returns:
             A LongTensor of ``max_arms`` arm indices (repeats possible).
         """
@@ -292,17 +294,23 @@ class SGPTS:
         # one path per arm: a k x (arms) block of path values
         check_allocation(k * self.arms.shape[0], "`max_arms`", self.arms)
         design = self._design[self._design_asked : self._design_asked + k]
-        self._design_asked += design.numel()
         k -= design.numel()
-        if k == 0:
-            indices = design[:0]
-        elif sampler.num_observations == 0:
-            indices = torch.randint(
-                self.arms.shape[0], (k,), generator=self.generator
-            ).to(self.arms.device)
-        else:
-            alpha = resolve_alpha(self.alpha, sampler.num_observations + 1)
-            indices = sampler.sample(k, alpha, self.generator).indices
+        generator, bank = self.generator.get_state(), sampler.prior_bank.remaining
+        try:
+            if k == 0:
+                indices = design[:0]
+            elif sampler.num_observations == 0:
+                indices = torch.randint(
+                    self.arms.shape[0], (k,), generator=self.generator
+                ).to(self.arms.device)
+            else:
+                alpha = resolve_alpha(self.alpha, sampler.num_observations + 1)
+                indices = sampler.sample(k, alpha, self.generator).indices
+        except BaseException:  # atomic: the draws are made again by a retry
+            self.generator.set_state(generator)
+            sampler.prior_bank.load(bank)
+            raise
+        self._design_asked += design.numel()
         indices = torch.cat([design, indices])
         self.pending = torch.cat([self.pending, indices])
         return indices

@@ -431,3 +431,19 @@ def test_added_arms_join_the_posterior_and_resume():
     assert torch.equal(twin.arms, loop.arms)
     history = run_learned(loop, loop.arms, 10, asked_per_step=3)
     assert history == run_learned(twin, twin.arms, 10, asked_per_step=3)
+
+
+def test_a_learned_loop_resumes_its_design_into_a_loop_of_another_seed():
+    # the space-filling design is drawn from the seed: the state carries it, so a
+    # loop built with another seed resumes the saved one's choices (#26)
+    gen = torch.Generator().manual_seed(12)
+    arms = torch.rand(40, 2, generator=gen, dtype=DTYPE)
+    loop, twin = BBKB(arms, seed=0), BBKB(arms, seed=7)
+    first = loop.ask(2)
+    loop.tell(first, objective(arms[first]))
+    twin.load_state_dict(loop.state_dict())
+    assert run_learned(twin, arms, 4, asked_per_step=2) == run_learned(
+        loop, arms, 4, asked_per_step=2
+    )
+    with pytest.raises(ValueError, match="design"):
+        twin.load_state_dict(loop.state_dict() | {"design": first})
