@@ -853,6 +853,8 @@ def _checked_state(
         raise ValueError("`state['rewards']` must match `state['observed']` in shape.")
     if not isinstance(draws, Tensor) or draws.shape != (num_arms,):
         raise ValueError(f"`state['draws']` must be a tensor of shape ({num_arms},).")
+    if bool(((draws < 0) | (draws >= 1)).any()):  # NaN: not drawn yet
+        raise ValueError("`state['draws']` must lie in [0, 1) (or be NaN).")
     check_generator_state(state["generator"], "state['generator']")
     return (
         observed.clone().to(arms.device),

@@ -339,7 +339,7 @@ class CachedSparseThompson(ArmThompsonSampler):
         dtype = cache.arms.dtype
         if jitter is None:
             jitter = settings.variational_cholesky_jitter.value(dtype=dtype)
-        self.jitter = float(jitter)
+        self.jitter = check_at_least(jitter, "jitter", 0.0)
         # The selection's eligibility threshold, relative to the largest prior variance.
         self._rel_tol = settings.variational_cholesky_jitter.value(dtype=dtype)
         self.reselections = 0

@@ -215,6 +215,8 @@ def test_rejected_state_dict_leaves_the_loop_unchanged():
         ("dictionary", torch.tensor([0.5]), TypeError),
         ("rewards", torch.tensor([float("nan")]), ValueError),
         ("draws", torch.zeros(3), ValueError),
+        ("draws", torch.full((80,), 1.5, dtype=DTYPE), ValueError),  # #26 item 9
+        ("draws", torch.full((80,), -0.1, dtype=DTYPE), ValueError),
     ):
         with pytest.raises(error, match=key):
             loop.load_state_dict(good | {key: value})

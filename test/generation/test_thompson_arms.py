@@ -275,6 +275,9 @@ def test_sparse_state_equals_svgp_built_from_scratch(quality, tkwargs):
 def test_bad_input_names_the_argument():
     arms = _arms()
     cache = _cache(arms)
+    for jitter in (float("nan"), -1.0, float("inf")):  # #26 item 9
+        with pytest.raises(ValueError, match="`jitter`"):
+            CachedSparseThompson(cache, NOISE, jitter=jitter)
     with pytest.raises(ValueError, match="`noise`"):
         IncrementalExactThompson(cache, 0.0)
     with pytest.raises(ValueError, match="inducing_quality"):
