@@ -178,6 +178,10 @@ class BBKB:
     ``covar_module`` given by the user stays fixed and the rewards are taken as
     reported unless ``standardize=True``.
 
+    Not thread-safe: call it from one thread, or hold one lock around each call
+    (``state_dict`` and ``load_state_dict`` included); see docs/design.md,
+    Conventions.
+
     Everything needed to resume is in :meth:`state_dict`: observed arm indices and
     rewards, pending and failed arms, the dictionary, the persistent draws, the radius
     state, the learned hyperparameters and the generator state; ``load_state_dict``
