@@ -25,7 +25,10 @@ from torch import Tensor
 
 from botorch_sketch.utils.validation import check_int
 
-__all__ = ["ChoiceDomain", "DomainArms", "NumericDomain"]
+__all__ = ["DEFAULT_NUM_ARMS", "ChoiceDomain", "DomainArms", "NumericDomain"]
+
+#: Default number of Sobol points drawn from a search space.
+DEFAULT_NUM_ARMS = 2048
 
 
 class NumericDomain:
@@ -77,10 +80,19 @@ class NumericDomain:
         values = values.exp() if self.log else values
         if self.integer:  # [lower, upper), as tune.randint
             values = values.floor().clamp(max=self.upper - 1)
+        else:  # exp(log(upper)) may round past upper
+            values = values.clamp(self.lower, self.upper)
         if self.step is not None:
             grid = torch.round((values - self.origin) / self.step)
             values = self.origin + grid * self.step
         return values
+
+    def end_values(self) -> Tensor:
+        r"""The smallest and the largest value (``2``): the bounds exactly for
+        floats (features 0 and 1), the last integer of the grid for integers."""
+        if not self.integer:
+            return torch.tensor([self.lower, self.upper], dtype=torch.float64)
+        return self.values(torch.tensor([[0.0], [1.0]], dtype=torch.float64))
 
     def features(self, values: Tensor) -> Tensor:
         r"""Unit coordinates of ``values`` (``n x 1``)."""
@@ -130,6 +142,10 @@ class ChoiceDomain:
     def values(self, unit: Tensor) -> Tensor:
         r"""Category indices (``n``) of unit coordinates (``n x width``)."""
         return unit.argmax(dim=-1).double()
+
+    def end_values(self) -> Tensor:
+        r"""The first and the last category's index (``2``)."""
+        return torch.tensor([0.0, self.width - 1.0], dtype=torch.float64)
 
     def features(self, values: Tensor) -> Tensor:
         r"""One-hot features (``n x width``) of category indices (``n``)."""

@@ -66,15 +66,17 @@ import torch
 from ray.tune.search import Searcher
 from torch import Tensor
 
-from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
+from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.integrations.arm_refinement import (
     DEFAULT_NUM_REFINED,
     ArmRefiner,
 )
+from botorch_sketch.integrations.worker_options import bbkb_worker_options
 from botorch_sketch.utils.validation import check_int
 
 __all__ = ["ArmSpace", "BBKBSearch", "SGPTSSearch"]
+
 
 class _LoopSearch(Searcher):
     r"""A Tune searcher that asks an ask/tell loop on an :class:`ArmSpace` for one
@@ -321,11 +323,9 @@ class BBKBSearch(_LoopSearch):
     loop_class = BBKB
 
     def _worker_options(self, features: Tensor) -> dict[str, Any]:
-        if self._max_concurrent is None:
-            return {}
-        prior = BBKB(features, seed=self._seed, **self._loop_options)
-        scaled = float(prior.state.scaled_variance.max())
-        return asynchronous_options(self._max_concurrent, scaled)
+        return bbkb_worker_options(
+            self._max_concurrent, features, self._seed, self._loop_options
+        )
 
 
 class SGPTSSearch(_LoopSearch):

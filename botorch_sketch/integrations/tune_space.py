@@ -45,6 +45,7 @@ from ray.tune.search.variant_generator import parse_spec_vars
 from torch import Tensor
 
 from botorch_sketch.integrations.arm_space import (
+    DEFAULT_NUM_ARMS,
     ChoiceDomain,
     DomainArms,
     NumericDomain,
@@ -52,9 +53,6 @@ from botorch_sketch.integrations.arm_space import (
 from botorch_sketch.utils.validation import check_int
 
 __all__ = ["DEFAULT_NUM_ARMS", "ArmSpace", "checked_points"]
-
-#: Default number of configurations drawn from a Tune search space.
-DEFAULT_NUM_ARMS = 2048
 
 KeyPath = tuple[str, ...]
 
