@@ -79,7 +79,8 @@ class NumericDomain:
         values = self.low + unit[:, 0] * (self.high - self.low)
         values = values.exp() if self.log else values
         if self.integer:  # [lower, upper), as tune.randint
-            values = values.floor().clamp(max=self.upper - 1)
+            # exp(log(lower)) may round below lower
+            values = values.floor().clamp(self.lower, self.upper - 1)
         else:  # exp(log(upper)) may round past upper
             values = values.clamp(self.lower, self.upper)
         if self.step is not None:

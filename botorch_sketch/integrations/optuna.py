@@ -16,8 +16,8 @@ points mapped as the Ray Tune searchers map Tune spaces) and a loop on it:
   fresh Thompson path per trial (it never waits).
 
 Parameters outside the relative space, and every parameter of the trials before
-the first one completes, come from an independent sampler (a seeded
-``RandomSampler`` by default).
+the first one completes, come from an independent sampler (by default a
+``RandomSampler`` per trial, seeded by the sampler's seed and the trial number).
 
 **The loop follows the storage.** Before each trial the sampler catches up with
 the study: trials finished since its last look are told (``COMPLETE``, the value
@@ -110,7 +110,9 @@ class _LoopSampler(BaseSampler):
         self._seed = random.SystemRandom().randrange(2**31) if seed is None else seed
         self._num_arms, self._num_refined = num_arms, num_refined
         self._loop_options = loop_options
-        self._independent = independent_sampler or RandomSampler(seed=seed)
+        #: None: a RandomSampler per trial, seeded by the seed and the trial number
+        self._independent = independent_sampler
+        self._random_of: dict[int, RandomSampler] = {}  # trial number -> sampler
         self._lock = threading.Lock()
         # BBKB's wait for results (SGPTS never waits)
         self._wait, self._poll = 0.0, 0.0
@@ -130,7 +132,8 @@ class _LoopSampler(BaseSampler):
         r"""Fresh random seeds for the independent sampler, the loop and the arm
         set (a study with ``n_jobs > 1`` calls this in each thread)."""
         with self._lock:
-            self._independent.reseed_rng()
+            if self._independent is not None:
+                self._independent.reseed_rng()
             self._seed = random.SystemRandom().randrange(2**31)
             self._tag = f"{type(self).__name__}:{self._seed}"
             if self.loop is not None:
@@ -182,12 +185,25 @@ class _LoopSampler(BaseSampler):
         param_distribution: BaseDistribution,
     ) -> Any:
         r"""A parameter outside the relative space, from the independent sampler."""
-        return self._independent.sample_independent(
+        return self._independent_for(trial).sample_independent(
             study, trial, param_name, param_distribution
         )
 
+    def _independent_for(self, trial: FrozenTrial) -> BaseSampler:
+        r"""The user's independent sampler, or the trial's own ``RandomSampler``
+        (its draws do not depend on the trials before: a restarted sampler
+        repeats them)."""
+        if self._independent is not None:
+            return self._independent
+        with self._lock:
+            if trial.number not in self._random_of:
+                seed = (self._seed * 1_000_003 + trial.number) % 2**32
+                self._random_of[trial.number] = RandomSampler(seed=seed)
+            return self._random_of[trial.number]
+
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        self._independent.before_trial(study, trial)
+        if self._independent is not None:
+            self._independent.before_trial(study, trial)
 
     def after_trial(
         self,
@@ -196,7 +212,10 @@ class _LoopSampler(BaseSampler):
         state: TrialState,
         values: Sequence[float] | None,
     ) -> None:
-        self._independent.after_trial(study, trial, state, values)
+        if self._independent is not None:
+            self._independent.after_trial(study, trial, state, values)
+        with self._lock:
+            self._random_of.pop(trial.number, None)
 
     # -- the loop and the storage ---------------------------------------------
 
@@ -391,7 +410,8 @@ class BBKBSampler(_LoopSampler):
         max_wait: Longest wait, in seconds, of a trial for results (0: none).
         poll_interval: Seconds between two looks at the storage while waiting.
         independent_sampler: Sampler of the parameters outside the relative
-            space (default: ``RandomSampler(seed=seed)``).
+            space (default: a ``RandomSampler`` per trial, seeded by ``seed`` and
+            the trial number).
         **loop_options: Options of
             :class:`~botorch_sketch.generation.bbkb_loop.BBKB`.
     """

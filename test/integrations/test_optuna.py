@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 import multiprocessing
 import sys
 
@@ -90,6 +89,10 @@ def test_every_value_of_a_space_is_inside_the_arms_box():
         assert arms.index_of(row) is not None  # the two end arms
         features = arms.features_of(row.unsqueeze(0))[0]
         assert bool(((features >= low) & (features <= high)).all())
+    for index in range(arms.num_arms):  # every arm is a value of the space
+        for param, value in arms.params(index).items():
+            internal = space[param].to_internal_repr(value)
+            assert space[param]._contains(internal)
     # integers take every value, on their grid
     values = arms.values_at(torch.rand(2000, arms.features.shape[-1]).double())
     names = [domain.name for domain in arms.domains]
@@ -167,6 +170,49 @@ def test_a_restarted_sampler_makes_the_choices_of_one_that_ran_along(name, tmp_p
     )
     ask_and_sync(late)
     check_loop_matches_study(late.sampler, late)
+
+
+def test_a_restart_replays_waits_and_other_workers_trials():
+    def start(study):
+        trial = study.ask()
+        return trial, branin(trial)
+
+    def rounds(studies, count):  # a: worker 0, b: worker 1, c: worker 0
+        for _ in range(count):
+            started = [start(studies[0]), start(studies[1]), start(studies[0])]
+            for study, (trial, value) in zip(
+                (studies[0], studies[1], studies[0]), started, strict=True
+            ):
+                study.tell(trial, value)
+
+    storage = optuna.storages.InMemoryStorage()
+
+    def workers(name):
+        samplers = (
+            BBKBSampler(seed=0, max_wait=0.0, **FAST),  # never waits: random
+            SGPTSSampler(seed=1, **FAST),
+        )
+        return [
+            optuna.create_study(
+                storage=storage, study_name=name, load_if_exists=True, sampler=s
+            )
+            for s in samplers
+        ]
+
+    along = workers("along")
+    rounds(along, 8)
+    restart = workers("restart")
+    rounds(restart, 4)
+    restart[0] = optuna.load_study(
+        storage=storage,
+        study_name="restart",
+        sampler=BBKBSampler(seed=0, max_wait=0.0, **FAST),
+    )
+    rounds(restart, 4)
+    assert _params(restart[0]) == _params(along[0])
+    records = [t.system_attrs.get(ASK_KEY) for t in along[0].trials]
+    waited = [r for r in records if r and any(c == "w" for c, _ in r["steps"])]
+    assert waited  # the batch rule was full at some asks
 
 
 @pytest.mark.parametrize("name", SAMPLERS)
@@ -301,7 +347,14 @@ def test_import_without_optuna_names_the_extra(monkeypatch):
         importlib.import_module("botorch_sketch.integrations.optuna")
 
 
-def test_minimize_on_branin_gets_near_the_minimum():
-    study = optuna.create_study(sampler=BBKBSampler(seed=0, **FAST))
-    study.optimize(branin, n_trials=30)
-    assert study.best_value < 2.0 and math.isfinite(study.best_value)
+def test_bbkb_beats_random_search_on_branin():
+    # 40 trials, seeds 0-2: simple regrets 0.002-0.03 against 0.4-2.5 for random
+    wins = 0
+    for seed in range(3):
+        bests = []
+        for sampler in (BBKBSampler(seed=seed), optuna.samplers.RandomSampler(seed)):
+            study = optuna.create_study(sampler=sampler)
+            study.optimize(branin, n_trials=40)
+            bests.append(study.best_value)
+        wins += bests[0] < bests[1]
+    assert wins >= 2
