@@ -24,13 +24,14 @@ the study: trials finished since its last look are told (``COMPLETE``, the value
 or its negative for ``minimize``) or failed (``FAIL``, ``PRUNED``); running trials
 of other workers (other threads' or processes') whose parameters cover the space
 are pending arms (their arm, added if their parameters are not an arm yet). Only
-the trials new since the last look reach the loop. Each trial whose arm this
-sampler asked records in the storage (a trial system attribute) the arm and the
-steps it took since its previous ask; a sampler that starts late or restarts with
-the same seed rebuilds its loop once by replaying those steps and then makes the
-same choices as one that had been running all along. One ``threading.Lock`` per
-sampler guards the loop and its trial records (never held while an objective
-runs).
+the trials new since the last look reach the loop. When the relative space
+changes (a dynamic space), the arms and the loop are rebuilt once from the study.
+Each trial whose arm this sampler asked records in the storage (a trial system
+attribute) the arm and the steps it took since its previous ask; a sampler that
+starts late or restarts with the same seed rebuilds its loop once by replaying
+those steps and then makes the same choices as one that had been running all
+along. One ``threading.Lock`` per sampler guards the loop and its trial records
+(never held while an objective runs).
 
 With default options the loops learn their kernel, noise and the objective's scale
 and refine their arms near the best ones at each refit
@@ -130,7 +131,8 @@ class _LoopSampler(BaseSampler):
 
     def reseed_rng(self) -> None:
         r"""Fresh random seeds for the independent sampler, the loop and the arm
-        set (a study with ``n_jobs > 1`` calls this in each thread)."""
+        set (``study.optimize`` with ``n_jobs > 1`` calls this before each
+        trial)."""
         with self._lock:
             if self._independent is not None:
                 self._independent.reseed_rng()
