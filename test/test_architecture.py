@@ -71,7 +71,7 @@ def test_import_loads_no_optional_dependency():
     code = (
         "import sys, botorch_sketch; "
         "print(sorted(m for m in ('matplotlib', 'ax', 'ray', 'distributed', "
-        "'dask', 'hypothesis', 'nbclient') if m in sys.modules))"
+        "'dask', 'hypothesis', 'nbclient', 'optuna') if m in sys.modules))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -27,7 +27,7 @@ go (:class:`~botorch_sketch.generation.bbkb_loop.BBKB` and
 nothing needs to be chosen for the metric's units, and an affine change of the
 metric gives the same suggestions. At each refit of the learned kernel,
 ``num_refined`` configurations drawn near the best ones
-(:mod:`~botorch_sketch.generation.refinement`) join the arms, so the precision on
+(:mod:`~botorch_sketch.integrations.arm_refinement`) join the arms, so the precision on
 continuous parameters is not capped by the ``num_arms`` Sobol configurations.
 A trial that errored, or ended without a finite value of the metric, is failed
 in the loop (it never enters the posterior) and listed in ``failures``. Once every
@@ -66,20 +66,16 @@ import torch
 from ray.tune.search import Searcher
 from torch import Tensor
 
-from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
-from botorch_sketch.generation.refinement import best_arms, refinement_points
+from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.sgpts_loop import SGPTS
+from botorch_sketch.integrations.arm_refinement import (
+    DEFAULT_NUM_REFINED,
+    ArmRefiner,
+)
+from botorch_sketch.integrations.worker_options import bbkb_worker_options
 from botorch_sketch.utils.validation import check_int
 
 __all__ = ["ArmSpace", "BBKBSearch", "SGPTSSearch"]
-
-#: Configurations added near the best ones at each refit of a learned kernel: on
-#: Hartmann-6 (2,048 Sobol arms, 100 trials, 4 in flight, seeds 0-4) 128 took
-#: BBKB's mean simple regret from 0.76 to 0.25 and S-GP-TS's from 0.74 to 0.17.
-DEFAULT_NUM_REFINED = 128
-
-#: Best arms the refined configurations are drawn around.
-NUM_REFINEMENT_CENTERS = 4
 
 
 class _LoopSearch(Searcher):
@@ -103,8 +99,9 @@ class _LoopSearch(Searcher):
     ) -> None:
         super().__init__(metric=metric, mode=mode)
         check_int(num_arms, "num_arms", 1)
-        self._num_refined = check_int(num_refined, "num_refined", 0)
         check_int(seed, "seed", 0)
+        # refined arms: drawn at each refit of a learned kernel
+        self._refiner = ArmRefiner(num_refined, seed)
         if max_concurrent is not None:
             check_int(max_concurrent, "max_concurrent", 1)
         self._points = copy.deepcopy(checked_points(points_to_evaluate))
@@ -118,9 +115,6 @@ class _LoopSearch(Searcher):
         self._queue: list[int] = []
         #: One entry per failed trial: trial id, arm index, configuration, reason.
         self.failures: list[dict[str, Any]] = []
-        # refined arms: drawn at each refit of a learned kernel (see _refine)
-        self._refine_generator = torch.Generator().manual_seed(seed)
-        self._refined_at: int | None = None
         if space:
             self._set_space(space)
 
@@ -245,38 +239,7 @@ class _LoopSearch(Searcher):
             return
         reward = float(value) if self._mode == "max" else -float(value)
         self.loop.tell(indices, torch.tensor([reward], dtype=torch.float64))
-        self._refine()
-
-    def _refine(self) -> None:
-        r"""After each refit of a learned kernel, add up to ``num_refined``
-        configurations near the best ones
-        (:func:`~botorch_sketch.generation.refinement.refinement_points`, snapped to
-        the space's domains; those outside the first arms' bounding box or already
-        arms are dropped) to the arm space and the loop."""
-        loop = self.loop
-        refits = getattr(loop, "refits", None)
-        if (
-            not self._num_refined
-            or refits is None
-            or refits.last == self._refined_at
-            or not self.arm_space.refinable
-        ):
-            return
-        self._refined_at = refits.last
-        best = best_arms(loop.observed, loop.rewards, NUM_REFINEMENT_CENTERS)
-        unit = refinement_points(
-            loop.kernel_inputs[best],
-            loop.covar_module.base_kernel.lengthscale,
-            self._num_refined,
-            self._refine_generator,
-        )
-        low, high = loop.box
-        values = self.arm_space.values_at(low + unit * (high - low))
-        inside = self.arm_space.features_of(values)
-        inside = ((inside >= low) & (inside <= high)).all(-1)
-        features = self.arm_space.add_values(values[inside])
-        if features.numel():
-            loop.add_arms(features)
+        self._refiner.refine(self.loop, self.arm_space)
 
     def save(self, checkpoint_path: str) -> None:
         r"""Pickle the search space, options, running trials, the points to
@@ -293,9 +256,9 @@ class _LoopSearch(Searcher):
             "seed": self._seed,
             "loop_options": self._loop_options,
             "loop": self.loop.state_dict() if self.loop is not None else None,
-            "num_refined": self._num_refined,
-            "refined_at": self._refined_at,
-            "refine_generator": self._refine_generator.get_state(),
+            "num_refined": self._refiner.count,
+            "refined_at": self._refiner.refined_at,
+            "refine_generator": self._refiner.generator.get_state(),
             "added_values": None
             if self.loop is None or not self.arm_space.refinable
             else self.arm_space.values[self._initial_num_arms :].clone(),
@@ -315,8 +278,9 @@ class _LoopSearch(Searcher):
         self._points = state["points_to_evaluate"]
         self._max_concurrent = state["max_concurrent"]
         self._spec, self.arm_space, self.loop = None, None, None
-        self._num_refined, self._refined_at = state["num_refined"], state["refined_at"]
-        self._refine_generator.set_state(state["refine_generator"])
+        self._refiner = ArmRefiner(state["num_refined"])
+        self._refiner.refined_at = state["refined_at"]
+        self._refiner.generator.set_state(state["refine_generator"])
         if state["spec"]:
             self._set_space(state["spec"])
             if state["added_values"] is not None:
@@ -330,7 +294,7 @@ class _LoopSearch(Searcher):
 class BBKBSearch(_LoopSearch):
     r"""Asynchronous BBKB as a Ray Tune searcher.
 
-    With ``W = max_concurrent`` (or Tune's ``max_concurrent_trials``) the loop
+    With ``W = max_concurrent > 1`` (or Tune's ``max_concurrent_trials``) the loop
     defaults to :func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options`
     of ``W``: ``C~ = 1 + 0.07 W v`` with the kernel's ``v = max k(x, x) / noise``
     at each batch (it follows the learned noise),
@@ -360,9 +324,7 @@ class BBKBSearch(_LoopSearch):
     loop_class = BBKB
 
     def _worker_options(self) -> dict[str, Any]:
-        if self._max_concurrent is None:
-            return {}
-        return asynchronous_options(self._max_concurrent)
+        return bbkb_worker_options(self._max_concurrent)
 
 
 class SGPTSSearch(_LoopSearch):

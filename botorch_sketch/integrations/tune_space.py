@@ -8,7 +8,9 @@ spaces dropped), each with its features in the unit cube: floats and integers by
 position between the bounds (in log space for log-uniform domains, after rounding and
 quantization), each ``choice`` as one coordinate per category (one-hot). A finite list
 of configurations is taken as is, numeric values scaled to ``[0, 1]`` over the list
-and other values one-hot.
+and other values one-hot. The domains and the arm set are those of
+:mod:`~botorch_sketch.integrations.arm_space` (the Optuna samplers share them);
+this module only reads Tune's spaces.
 
 Needs the optional dependency ray[tune] (``pip install "botorch-sketch[distributed]"``).
 """
@@ -26,13 +28,13 @@ except ImportError as error:  # pragma: no cover - exercised without ray install
     ) from error
 
 import copy
-import math
 from numbers import Real
 from typing import Any
 
 import torch
 from ray.tune.search.sample import (
     Categorical,
+    Domain,
     Float,
     Integer,
     LogUniform,
@@ -42,12 +44,15 @@ from ray.tune.search.sample import (
 from ray.tune.search.variant_generator import parse_spec_vars
 from torch import Tensor
 
+from botorch_sketch.integrations.arm_space import (
+    DEFAULT_NUM_ARMS,
+    ChoiceDomain,
+    DomainArms,
+    NumericDomain,
+)
 from botorch_sketch.utils.validation import check_int
 
 __all__ = ["DEFAULT_NUM_ARMS", "ArmSpace", "checked_points"]
-
-#: Default number of configurations drawn from a Tune search space.
-DEFAULT_NUM_ARMS = 2048
 
 KeyPath = tuple[str, ...]
 
@@ -57,116 +62,44 @@ def _name(path: KeyPath) -> str:
     return "/".join(map(str, path))
 
 
-def _check_bounds(path: KeyPath, lower: float, upper: float, integer: bool) -> None:
-    r"""Raise a ValueError naming the parameter unless its domain holds more than
-    one value: ``lower < upper`` (integers: ``[lower, upper)`` not empty)."""
-    if upper > lower:
-        return
-    if integer:
+def _domain(path: KeyPath, domain: Domain) -> NumericDomain | ChoiceDomain:
+    r"""The neutral domain of a Tune domain (ValueError naming the parameter if
+    it is not supported)."""
+    name = _name(path)
+    sampler = domain.get_sampler()
+    if isinstance(domain, Categorical):
+        if not isinstance(sampler, Uniform):
+            raise ValueError(
+                f"`space` parameter {name}: only uniform choices are supported."
+            )
+        return ChoiceDomain(name, domain.categories)
+    if not isinstance(domain, (Float, Integer)):
         raise ValueError(
-            f"`space` parameter {_name(path)}: an integer domain draws from "
-            f"[lower, upper), empty for lower={lower}, upper={upper}."
+            f"`space` parameter {name}: unsupported domain {type(domain).__name__}."
         )
-    single = " (a single value: use a constant)" if lower == upper else ""
-    raise ValueError(
-        f"`space` parameter {_name(path)}: needs lower < upper, got "
-        f"lower={lower}, upper={upper}{single}."
+    step = sampler.q if isinstance(sampler, Quantized) else None
+    sampler = sampler.sampler if isinstance(sampler, Quantized) else sampler
+    if not isinstance(sampler, (Uniform, LogUniform)):
+        raise ValueError(
+            f"`space` parameter {name}: only uniform and "
+            f"log-uniform samplers are supported, got {type(sampler).__name__}."
+        )
+    return NumericDomain(
+        name,
+        domain.lower,
+        domain.upper,
+        log=isinstance(sampler, LogUniform),
+        integer=isinstance(domain, Integer),
+        step=step,  # Tune rounds to multiples of q
     )
-
-
-class _Numeric:
-    r"""A float or integer domain: unit coordinate <-> value (log space for
-    log-uniform samplers), rounding for integers, quantization."""
-
-    width = 1
-
-    def __init__(self, path: KeyPath, domain: Float | Integer) -> None:
-        sampler = domain.get_sampler()
-        self.q = sampler.q if isinstance(sampler, Quantized) else None
-        sampler = sampler.sampler if isinstance(sampler, Quantized) else sampler
-        if not isinstance(sampler, (Uniform, LogUniform)):
-            raise ValueError(
-                f"`space` parameter {_name(path)}: only uniform and "
-                f"log-uniform samplers are supported, got {type(sampler).__name__}."
-            )
-        self.log = isinstance(sampler, LogUniform)
-        self.integer = isinstance(domain, Integer)
-        _check_bounds(path, domain.lower, domain.upper, self.integer)
-        self.lower, self.upper = domain.lower, domain.upper
-        transform = math.log if self.log else float
-        self.low, self.high = transform(domain.lower), transform(domain.upper)
-
-    def values(self, unit: Tensor) -> Tensor:
-        r"""The domain's values (``n``) at unit coordinates (``n x 1``, float64)."""
-        values = self.low + unit[:, 0] * (self.high - self.low)
-        values = values.exp() if self.log else values
-        if self.integer:  # [lower, upper), as tune.randint
-            values = values.floor().clamp(max=self.upper - 1)
-        if self.q is not None:
-            values = torch.round(values / self.q) * self.q
-        return values
-
-    def features(self, values: Tensor) -> Tensor:
-        r"""Unit coordinates of ``values`` (``n x 1``)."""
-        position = values.log() if self.log else values
-        unit = (position - self.low) / (self.high - self.low)
-        return unit.clamp(0.0, 1.0).unsqueeze(-1)
-
-    def config_value(self, value: float) -> int | float:
-        return int(value) if self.integer else float(value)
-
-    def value_of(self, value: Any, where: str) -> float:
-        r"""The internal value of a user's ``value`` (ValueError if outside)."""
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, Real)
-            or not math.isfinite(value)
-        ):
-            raise ValueError(f"{where} must be a finite number, got {value!r}.")
-        if self.integer and value != int(value):
-            raise ValueError(f"{where} must be an integer, got {value!r}.")
-        # integers: [lower, upper) as tune.randint, the upper end when quantized
-        top = self.upper - 1 if self.integer and self.q is None else self.upper
-        if not self.lower <= value <= top:
-            raise ValueError(
-                f"{where} must lie in [{self.lower}, {top}], got {value!r}."
-            )
-        return float(value)
-
-
-class _Choice:
-    r"""A categorical domain: one unit coordinate per category, the largest wins."""
-
-    def __init__(self, path: KeyPath, domain: Categorical) -> None:
-        if not isinstance(domain.get_sampler(), Uniform):
-            raise ValueError(
-                f"`space` parameter {_name(path)}: only uniform choices are supported."
-            )
-        if not domain.categories:
-            raise ValueError(f"`space` parameter {_name(path)}: choice([]) is empty.")
-        self.categories = list(domain.categories)
-        self.width = len(self.categories)
-
-    def values(self, unit: Tensor) -> Tensor:
-        r"""Category indices (``n``) of unit coordinates (``n x width``)."""
-        return unit.argmax(dim=-1).double()
-
-    def features(self, values: Tensor) -> Tensor:
-        return torch.nn.functional.one_hot(values.long(), self.width).double()
-
-    def config_value(self, value: float) -> Any:
-        return copy.deepcopy(self.categories[int(value)])
-
-    def value_of(self, value: Any, where: str) -> float:
-        r"""The category index of a user's ``value`` (ValueError if none)."""
-        for index, category in enumerate(self.categories):
-            if category == value:
-                return float(index)
-        raise ValueError(f"{where} must be one of {self.categories}, got {value!r}.")
 
 
 class ArmSpace:
     r"""A finite arm set for a Tune search space or a list of configurations.
+
+    A search space becomes a :class:`~botorch_sketch.integrations.arm_space.DomainArms`
+    of its domains (the mapping the Optuna samplers share); constants are kept
+    for the configurations.
 
     Attributes:
         features: ``A x D`` arm features in the unit cube (float64).
@@ -195,6 +128,7 @@ class ArmSpace:
         check_int(num_arms, "num_arms", 1)
         check_int(seed, "seed", 0)
         points = checked_points(points_to_evaluate)
+        self._arms: DomainArms | None = None
         if isinstance(space, dict):
             self._init_domains(space, num_arms, seed)
             self.point_indices = [
@@ -220,23 +154,8 @@ class ArmSpace:
             raise ValueError(f"`space` must not use grid_search, found {names}.")
         if not domains:
             raise ValueError("`space` holds no Tune domain to search over.")
-        codecs: list[_Numeric | _Choice] = []
-        for path, domain in domains:
-            if isinstance(domain, (Float, Integer)):
-                codecs.append(_Numeric(path, domain))
-            elif isinstance(domain, Categorical):
-                codecs.append(_Choice(path, domain))
-            else:
-                raise ValueError(
-                    f"`space` parameter {_name(path)}: unsupported "
-                    f"domain {type(domain).__name__}."
-                )
-        self._codecs = codecs
-        width = sum(codec.width for codec in codecs)
-        unit = torch.quasirandom.SobolEngine(width, scramble=True, seed=seed)
-        values = self.values_at(unit.draw(num_arms, dtype=torch.float64))
-        keep = _first_unique_rows(values)
-        self.features, self._values = self.features_of(values[keep]), values[keep]
+        neutral = [_domain(path, domain) for path, domain in domains]
+        self._arms = DomainArms(neutral, num_arms, seed)
         self._paths = [path for path, _ in domains]
         self._constants = constants
         self._configs = None
@@ -269,7 +188,7 @@ class ArmSpace:
                 columns.append(
                     torch.nn.functional.one_hot(codes, len(distinct)).double()
                 )
-        self.features = torch.cat(columns, dim=-1)
+        self._list_features = torch.cat(columns, dim=-1)
         self._configs = [copy.deepcopy(config) for config in configs]
 
     def _list_index(self, point: dict, where: str) -> int:
@@ -296,27 +215,23 @@ class ArmSpace:
                 raise ValueError(
                     f"{where}: {_name(path)} must be the constant {constant!r}."
                 )
-        row = torch.tensor(
-            [
-                codec.value_of(flat[path], f"{where}: {_name(path)}")
-                for path, codec in zip(self._paths, self._codecs, strict=True)
-            ],
-            dtype=torch.float64,
-        )
-        same = (self._values == row).all(dim=-1).nonzero()
-        if same.numel():
-            return int(same[0])
-        self._values = torch.cat([self._values, row.unsqueeze(0)])
-        self.features = torch.cat([self.features, self.features_of(row[None])])
-        return self.num_arms - 1
+        named = {_name(path): flat[path] for path in self._paths}
+        row = self._arms.value_row(named, where)
+        index = self._arms.index_of(row)
+        if index is None:
+            self._arms.add_values(row.unsqueeze(0))
+            index = self.num_arms - 1
+        return index
+
+    @property
+    def features(self) -> Tensor:
+        r"""``A x D`` arm features in the unit cube (float64)."""
+        return self._list_features if self._arms is None else self._arms.features
 
     def features_of(self, values: Tensor) -> Tensor:
         r"""Unit-cube features (``n x D``) of parameter values (``n x P``) of a
         search space."""
-        return torch.cat(
-            [codec.features(values[:, j]) for j, codec in enumerate(self._codecs)],
-            dim=-1,
-        )
+        return self._arms.features_of(values)
 
     @property
     def num_arms(self) -> int:
@@ -325,23 +240,19 @@ class ArmSpace:
     @property
     def refinable(self) -> bool:
         r"""Whether arms can be added (a search space, not a list)."""
-        return self._configs is None
+        return self._arms is not None
 
     @property
     def values(self) -> Tensor:
         r"""``A x P`` parameter values of the arms of a search space (a float's
         value, an integer, a choice's category index)."""
-        return self._values
+        return self._arms.values
 
     def values_at(self, unit: Tensor) -> Tensor:
         r"""Parameter values (``n x P``) of points of the unit cube (``n x D``):
         numbers from their coordinate (rounded for integers, quantized), each
         choice the category of its largest coordinate."""
-        blocks = unit.split([codec.width for codec in self._codecs], dim=-1)
-        return torch.stack(
-            [codec.values(b) for codec, b in zip(self._codecs, blocks, strict=True)],
-            dim=-1,
-        )
+        return self._arms.values_at(unit)
 
     def add_values(self, values: Tensor) -> Tensor:
         r"""Append the arms of parameter ``values`` (``n x P``) that no arm has yet
@@ -352,13 +263,7 @@ class ArmSpace:
         """
         if not self.refinable:
             raise ValueError("Arms cannot be added to a list of configurations.")
-        values = values[_first_unique_rows(values)]
-        known = (values.unsqueeze(1) == self._values.unsqueeze(0)).all(-1).any(-1)
-        values = values[~known]
-        features = self.features_of(values)
-        self._values = torch.cat([self._values, values])
-        self.features = torch.cat([self.features, features])
-        return features
+        return self._arms.add_values(values)
 
     def config(self, index: int) -> dict:
         r"""The configuration of arm ``index`` (a fresh nested dict)."""
@@ -367,10 +272,9 @@ class ArmSpace:
         config: dict = {}
         for path, value in self._constants:
             _assign(config, path, copy.deepcopy(value))
-        for path, codec, value in zip(
-            self._paths, self._codecs, self._values[index].tolist(), strict=True
-        ):
-            _assign(config, path, codec.config_value(value))
+        params = self._arms.params(index)
+        for path in self._paths:
+            _assign(config, path, params[_name(path)])
         return config
 
 
@@ -383,14 +287,6 @@ def checked_points(points: object) -> list[dict]:
             "`points_to_evaluate` must be a list of dicts (configurations)."
         )
     return points
-
-
-def _first_unique_rows(values: Tensor) -> Tensor:
-    r"""Indices of the first occurrence of each distinct row, in order."""
-    _, inverse = torch.unique(values, dim=0, return_inverse=True)
-    first = torch.full((int(inverse.max()) + 1,), values.shape[0], dtype=torch.long)
-    first.scatter_reduce_(0, inverse, torch.arange(values.shape[0]), "amin")
-    return first.sort().values
 
 
 def _flatten(config: dict, prefix: KeyPath = ()) -> list[tuple[KeyPath, Any]]:

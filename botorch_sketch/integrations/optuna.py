@@ -1,0 +1,462 @@
+r"""Optuna samplers: asynchronous BBKB and S-GP-TS over a finite arm set of the
+study's search space, for one process, ``n_jobs`` threads or many processes on a
+shared storage.
+
+Needs the optional dependency optuna (``pip install "botorch-sketch[optuna]"``).
+
+The relative search space is the intersection of the distributions of the study's
+completed trials (single-valued ones left out); it becomes a finite arm set
+(:func:`~botorch_sketch.integrations.optuna_space.arms_of_space`: scrambled Sobol
+points mapped as the Ray Tune searchers map Tune spaces) and a loop on it:
+
+- :class:`BBKBSampler`: :class:`~botorch_sketch.generation.bbkb_loop.BBKB`, the
+  running trials hallucinated; while the batch rule is full a trial waits (polling
+  the storage, up to ``max_wait`` seconds) for results to come in;
+- :class:`SGPTSSampler`: :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`, a
+  fresh Thompson path per trial (it never waits).
+
+Parameters outside the relative space, and every parameter of the trials before
+the first one completes, come from an independent sampler (by default a
+``RandomSampler`` per trial, seeded by the sampler's seed and the trial number).
+
+**The loop follows the storage.** Before each trial the sampler catches up with
+the study: trials finished since its last look are told (``COMPLETE``, the value
+or its negative for ``minimize``) or failed (``FAIL``, ``PRUNED``); running trials
+of other workers (other threads' or processes') whose parameters cover the space
+are pending arms (their arm, added if their parameters are not an arm yet). Only
+the trials new since the last look reach the loop. When the relative space
+changes (a dynamic space), the arms and the loop are rebuilt once from the study.
+Each trial whose arm this sampler asked records in the storage (a trial system
+attribute) the arm and the steps it took since its previous ask; a sampler that
+starts late or restarts with the same seed rebuilds its loop once by replaying
+those steps and then makes the same choices as one that had been running all
+along. One ``threading.Lock`` per sampler guards the loop and its trial records
+(never held while an objective runs).
+
+With default options the loops learn their kernel, noise and the objective's scale
+and refine their arms near the best ones at each refit
+(:class:`~botorch_sketch.integrations.arm_refinement.ArmRefiner`), so nothing needs
+to be chosen. Multi-objective studies and constraints are not supported.
+
+Example:
+    >>> import optuna
+    >>> study = optuna.create_study(sampler=BBKBSampler(seed=0))
+    >>> study.optimize(objective, n_trials=100)
+"""
+
+from __future__ import annotations
+
+# first: it raises the ImportError naming the extra when optuna is missing
+from botorch_sketch.integrations.optuna_space import arms_of_space  # isort: skip
+
+import math
+import random
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.search_space import IntersectionSearchSpace
+from optuna.study import Study, StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.sgpts_loop import SGPTS
+from botorch_sketch.integrations.arm_refinement import (
+    DEFAULT_NUM_REFINED,
+    ArmRefiner,
+)
+from botorch_sketch.integrations.arm_space import DEFAULT_NUM_ARMS, DomainArms
+from botorch_sketch.integrations.worker_options import bbkb_worker_options
+from botorch_sketch.utils.validation import check_at_least, check_int, check_positive
+
+__all__ = ["BBKBSampler", "SGPTSSampler"]
+
+#: The trial system attribute where a sampler records an arm it asked.
+ASK_KEY = "botorch_sketch:ask"
+
+#: Steps recorded with each ask: an arm of a trial made pending, told, failed;
+#: an ask that returned no arm (BBKB's rule waiting).
+PENDING, TOLD, FAILED, WAITED = "p", "t", "f", "w"
+
+_FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
+
+
+class _LoopSampler(BaseSampler):
+    r"""An Optuna sampler asking an ask/tell loop on the arms of the relative
+    search space for one arm per trial; subclasses name the loop class."""
+
+    loop_class: type
+
+    def __init__(
+        self,
+        *,
+        seed: int | None = None,
+        num_arms: int = DEFAULT_NUM_ARMS,
+        num_refined: int = DEFAULT_NUM_REFINED,
+        independent_sampler: BaseSampler | None = None,
+        **loop_options: Any,
+    ) -> None:
+        check_int(num_arms, "num_arms", 1)
+        check_int(num_refined, "num_refined", 0)
+        if seed is not None:
+            check_int(seed, "seed", 0)
+        if independent_sampler is not None and not isinstance(
+            independent_sampler, BaseSampler
+        ):
+            raise TypeError("`independent_sampler` must be an Optuna sampler.")
+        self._seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+        self._num_arms, self._num_refined = num_arms, num_refined
+        self._loop_options = loop_options
+        #: None: a RandomSampler per trial, seeded by the seed and the trial number
+        self._independent = independent_sampler
+        self._random_of: dict[int, RandomSampler] = {}  # trial number -> sampler
+        self._lock = threading.Lock()
+        # BBKB's wait for results (SGPTS never waits)
+        self._wait, self._poll = 0.0, 0.0
+        self._study_id: int | None = None
+        self._search_space = IntersectionSearchSpace()
+        self._space: dict[str, BaseDistribution] | None = None
+        self.arms: DomainArms | None = None
+        self.loop: Any = None
+        #: Trial numbers told to the loop, in order (rewards in ``loop.rewards``).
+        self.told_trials: list[int] = []
+        #: Trial numbers failed in the loop, in order.
+        self.failed_trials: list[int] = []
+
+    # -- Optuna's sampler interface ---------------------------------------------
+
+    def reseed_rng(self) -> None:
+        r"""Fresh random seeds for the independent sampler, the loop and the arm
+        set (``study.optimize`` with ``n_jobs > 1`` calls this before each
+        trial)."""
+        with self._lock:
+            if self._independent is not None:
+                self._independent.reseed_rng()
+            self._seed = random.SystemRandom().randrange(2**31)
+            self._tag = f"{type(self).__name__}:{self._seed}"
+            if self.loop is not None:
+                self.loop.generator.manual_seed(self._seed)
+                self._refiner.generator.manual_seed(self._seed + 1)
+
+    def infer_relative_search_space(
+        self, study: Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        r"""The distributions of every completed trial, single values left out."""
+        _check_single_objective(study, type(self).__name__)
+        with self._lock:
+            self._follow(study)
+            space = self._search_space.calculate(study)
+        return {name: d for name, d in sorted(space.items()) if not d.single()}
+
+    def sample_relative(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        search_space: dict[str, BaseDistribution],
+    ) -> dict[str, Any]:
+        r"""The parameters of the arm the loop asks for ``trial`` (none for an
+        empty space, for an enqueued trial with fixed parameters, or when BBKB's
+        batch rule stays full for ``max_wait`` seconds)."""
+        if not search_space or "fixed_params" in trial.system_attrs:
+            return {}
+        deadline = time.monotonic() + self._wait
+        while True:
+            with self._lock:
+                if self._space != search_space:
+                    self._rebuild(study, search_space)
+                self._catch_up(study, trial.number)
+                # an ask that waited, and nothing new since: it would wait again
+                waiting = self._steps and self._steps[-1][0] == WAITED
+                index = None if waiting else self._ask()
+                if index is not None:
+                    self._record_ask(study, trial, index)
+                    return self.arms.params(index)
+            if time.monotonic() >= deadline:
+                return {}
+            time.sleep(self._poll)
+
+    def sample_independent(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        r"""A parameter outside the relative space, from the independent sampler."""
+        return self._independent_for(trial).sample_independent(
+            study, trial, param_name, param_distribution
+        )
+
+    def _independent_for(self, trial: FrozenTrial) -> BaseSampler:
+        r"""The user's independent sampler, or the trial's own ``RandomSampler``
+        (its draws do not depend on the trials before: a restarted sampler
+        repeats them)."""
+        if self._independent is not None:
+            return self._independent
+        with self._lock:
+            if trial.number not in self._random_of:
+                seed = (self._seed * 1_000_003 + trial.number) % 2**32
+                self._random_of[trial.number] = RandomSampler(seed=seed)
+            return self._random_of[trial.number]
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        if self._independent is not None:
+            self._independent.before_trial(study, trial)
+
+    def after_trial(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        if self._independent is not None:
+            self._independent.after_trial(study, trial, state, values)
+        with self._lock:
+            self._random_of.pop(trial.number, None)
+
+    # -- the loop and the storage ---------------------------------------------
+
+    def _follow(self, study: Study) -> None:
+        r"""Forget everything when the sampler moves to another study."""
+        if study._study_id == self._study_id:
+            return
+        self._study_id = study._study_id
+        self._search_space = IntersectionSearchSpace()
+        self._space, self.arms, self.loop = None, None, None
+
+    def _rebuild(self, study: Study, space: dict[str, BaseDistribution]) -> None:
+        r"""A fresh arm set and loop on ``space``, brought up to date with the
+        study: the steps recorded with this sampler's asks are replayed (each ask
+        again, as long as it gives the recorded arm), then the rest is caught up."""
+        self.arms = arms_of_space(space, self._num_arms, self._seed)
+        self.loop = self.loop_class(
+            self.arms.features,
+            seed=self._seed,
+            **self._worker_options() | self._loop_options,
+        )
+        self._refiner = ArmRefiner(self._num_refined, self._seed)
+        self._space, self._tag = dict(space), f"{type(self).__name__}:{self._seed}"
+        self._sign = 1.0 if study.direction == StudyDirection.MAXIMIZE else -1.0
+        self.told_trials, self.failed_trials = [], []
+        #: trial number -> arm, for the trials pending in the loop
+        self._arm_of: dict[int, int] = {}
+        #: trial numbers the loop is done with (told, failed or not mappable)
+        self._done: set[int] = set()
+        self._steps: list[list[Any]] = []  # since the last ask
+        self._first_open = 0  # no trial below it is pending or new
+        trials = study._get_trials(deepcopy=False, use_cache=True)
+        for trial in trials:
+            record = trial.system_attrs.get(ASK_KEY)
+            if not record or record.get("sampler") != self._tag:
+                continue
+            if not self._replay(record, trials):
+                break
+            self._arm_of[trial.number] = record["arm"]
+            self._steps = []
+
+    def _replay(self, record: dict[str, Any], trials: list[FrozenTrial]) -> bool:
+        r"""Replay the steps of an ask ``record`` and the ask; False (the loop as
+        before the ask that differs) once an ask gives another answer."""
+        for code, number in record["steps"]:
+            if code != WAITED:
+                self._apply(code, trials[number])
+            elif not self._replay_ask(None):
+                return False
+        return self._replay_ask(record["arm"])
+
+    def _replay_ask(self, expected: int | None) -> bool:
+        r"""Ask again; True if the loop gives ``expected`` (None: no arm), else
+        False with the loop as before."""
+        before = self.loop.state_dict()
+        if self._ask() == expected:
+            return True
+        self.loop.load_state_dict(before)
+        return False
+
+    def _worker_options(self) -> dict[str, Any]:
+        r"""Loop options for the workers (none by default)."""
+        return {}
+
+    def _catch_up(self, study: Study, current: int) -> None:
+        r"""Tell or fail the trials finished since the last look, make the running
+        ones of other workers pending (all but trial ``current``)."""
+        trials = study._get_trials(deepcopy=False, use_cache=True)
+        fresh = [
+            trial
+            for trial in trials[self._first_open :]
+            if trial.number not in self._done and trial.number != current
+        ]
+        for trial in fresh:  # before any change
+            _check_no_constraints(trial, type(self).__name__)
+        for trial in fresh:
+            if trial.number not in self._arm_of and trial.state in (
+                *_FINISHED,
+                TrialState.RUNNING,
+            ):
+                self._apply(PENDING, trial)
+            if trial.state == TrialState.COMPLETE:
+                self._apply(TOLD, trial)
+            elif trial.state in _FINISHED:
+                self._apply(FAILED, trial)
+        while self._first_open < len(trials) and self._first_open in self._done:
+            self._first_open += 1
+
+    def _apply(self, code: str, trial: FrozenTrial) -> None:
+        r"""One step of the loop for ``trial`` (recorded): make its arm pending,
+        tell its value (negated for ``minimize``), fail it."""
+        number = trial.number
+        if code == PENDING:
+            index = self._arm_of_params(trial)
+            if index is None:  # parameters outside the space: never an arm
+                if trial.state in _FINISHED:
+                    self._done.add(number)
+                return
+            self.loop.ask_arms(torch.tensor([index]))
+            self._arm_of[number] = index
+        elif number not in self._arm_of:
+            return
+        elif code == TOLD and math.isfinite(trial.value):
+            index = self._arm_of.pop(number)
+            reward = torch.tensor([self._sign * trial.value], dtype=torch.float64)
+            self.loop.tell(torch.tensor([index]), reward)
+            self._refiner.refine(self.loop, self.arms)
+            self._done.add(number)
+            self.told_trials.append(number)
+        else:  # failed, pruned, or no finite value
+            self.loop.fail(torch.tensor([self._arm_of.pop(number)]))
+            self._done.add(number)
+            self.failed_trials.append(number)
+            code = FAILED
+        self._steps.append([code, number])
+
+    def _arm_of_params(self, trial: FrozenTrial) -> int | None:
+        r"""The arm of ``trial``'s parameters, added to the arms and the loop if
+        none has them; None unless it has every parameter of the space with the
+        space's distribution."""
+        if any(
+            trial.distributions.get(name) != distribution
+            for name, distribution in self._space.items()
+        ):
+            return None
+        try:
+            row = self.arms.value_row(trial.params, f"trial {trial.number}")
+        except ValueError:  # a value the space's domain does not hold
+            return None
+        index = self.arms.index_of(row)
+        if index is None:
+            self.loop.add_arms(self.arms.add_values(row.unsqueeze(0)))
+            index = self.arms.num_arms - 1
+        return index
+
+    def _ask(self) -> int | None:
+        r"""One arm from the loop, pending for this trial (None: wait)."""
+        indices = self.loop.ask(1)
+        if indices.numel() == 0:
+            self._steps.append([WAITED, -1])
+            return None
+        return int(indices[0])
+
+    def _record_ask(self, study: Study, trial: FrozenTrial, index: int) -> None:
+        r"""Write the arm and the steps since the previous ask to the storage."""
+        self._arm_of[trial.number] = index
+        record = {"sampler": self._tag, "arm": index, "steps": self._steps}
+        study._storage.set_trial_system_attr(trial._trial_id, ASK_KEY, record)
+        self._steps = []
+
+    # -- what the loop has seen, for checks and logs -----------------------------
+
+    @property
+    def pending_trials(self) -> dict[int, int]:
+        r"""Trial number -> arm of the trials pending in the loop."""
+        with self._lock:
+            return dict(self._arm_of) if self.loop is not None else {}
+
+
+def _check_single_objective(study: Study, name: str) -> None:
+    if len(study.directions) > 1:
+        raise ValueError(
+            f"{name} supports single-objective studies only, got "
+            f"{len(study.directions)} objectives."
+        )
+
+
+def _check_no_constraints(trial: FrozenTrial, name: str) -> None:
+    if any(key.startswith("constraints") for key in trial.system_attrs):
+        raise ValueError(
+            f"{name} does not support constraints (trial {trial.number} has some)."
+        )
+
+
+class BBKBSampler(_LoopSampler):
+    r"""Asynchronous BBKB as an Optuna sampler.
+
+    With ``num_workers = W > 1`` the loop defaults to
+    :func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options` of ``W``
+    (explicit ``loop_options`` win). A trial whose ask finds the batch rule full
+    waits for other trials to finish (re-reading the storage every
+    ``poll_interval`` seconds); after ``max_wait`` seconds it takes its
+    parameters from the independent sampler instead.
+
+    Args:
+        seed: Seed of the arm set, the loop, the refined arms and the independent
+            sampler (None: random).
+        num_arms: Sobol points of the search space (default 2,048).
+        num_refined: Arms added near the best ones at each refit of the learned
+            kernel (0: none).
+        num_workers: Trials run at once (threads and processes together).
+        max_wait: Longest wait, in seconds, of a trial for results (0: none).
+        poll_interval: Seconds between two looks at the storage while waiting.
+        independent_sampler: Sampler of the parameters outside the relative
+            space (default: a ``RandomSampler`` per trial, seeded by ``seed`` and
+            the trial number).
+        **loop_options: Options of
+            :class:`~botorch_sketch.generation.bbkb_loop.BBKB`.
+    """
+
+    loop_class = BBKB
+
+    def __init__(
+        self,
+        *,
+        seed: int | None = None,
+        num_arms: int = DEFAULT_NUM_ARMS,
+        num_refined: int = DEFAULT_NUM_REFINED,
+        num_workers: int = 1,
+        max_wait: float = 10.0,
+        poll_interval: float = 0.05,
+        independent_sampler: BaseSampler | None = None,
+        **loop_options: Any,
+    ) -> None:
+        check_int(num_workers, "num_workers", 1)
+        check_at_least(max_wait, "max_wait", 0.0)
+        check_positive(poll_interval, "poll_interval")
+        super().__init__(
+            seed=seed,
+            num_arms=num_arms,
+            num_refined=num_refined,
+            independent_sampler=independent_sampler,
+            **loop_options,
+        )
+        self._num_workers, self._wait, self._poll = num_workers, max_wait, poll_interval
+
+    def _worker_options(self) -> dict[str, Any]:
+        return bbkb_worker_options(self._num_workers)
+
+
+class SGPTSSampler(_LoopSampler):
+    r"""Asynchronous S-GP-TS as an Optuna sampler (a fresh Thompson path per
+    trial: it never waits).
+
+    Args:
+        seed, num_arms, num_refined, independent_sampler: As for
+            :class:`BBKBSampler`.
+        **loop_options: Options of
+            :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`.
+    """
+
+    loop_class = SGPTS

@@ -1,0 +1,108 @@
+r"""Objectives, oracle checks and the worker process the Optuna sampler tests share
+(import after ``pytest.importorskip("optuna")``)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import optuna
+import torch
+
+from botorch_sketch.integrations.optuna import BBKBSampler, SGPTSSampler
+
+SAMPLERS = {"bbkb": BBKBSampler, "sgpts": SGPTSSampler}
+
+#: Small arm sets and few refined arms keep the tests fast.
+FAST = {"num_arms": 128, "num_refined": 16}
+
+
+def branin(trial: optuna.Trial) -> float:
+    r"""Branin on ``[-5, 10] x [0, 15]`` (minimum 0.397887)."""
+    x = trial.suggest_float("x", -5.0, 10.0)
+    y = trial.suggest_float("y", 0.0, 15.0)
+    b, c, t = 5.1 / (4 * math.pi**2), 5 / math.pi, 1 / (8 * math.pi)
+    return (y - b * x * x + c * x - 6) ** 2 + 10 * (1 - t) * math.cos(x) + 10
+
+
+def mixed(trial: optuna.Trial) -> float:
+    r"""Every kind of distribution; trials 4 and 9 fail, 6 is pruned."""
+    lr = trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+    width = trial.suggest_float("width", 0.0, 1.0, step=0.1)
+    depth = trial.suggest_int("depth", 1, 6)
+    units = trial.suggest_int("units", 8, 256, log=True)
+    batch = trial.suggest_int("batch", 10, 50, step=10)
+    act = trial.suggest_categorical("act", ["relu", "tanh", "gelu"])
+    if trial.number in (4, 9):
+        raise RuntimeError("a crashed evaluation")
+    if trial.number == 6:
+        raise optuna.TrialPruned()
+    return (
+        (math.log10(lr) + 2.5) ** 2
+        + (width - 0.3) ** 2
+        + 0.1 * depth
+        + 0.01 * math.log(units)
+        + batch / 100
+        + (act == "tanh")
+    )
+
+
+def ask_and_sync(study: optuna.Study) -> optuna.Trial:
+    r"""A new trial whose sampler caught up with the study: it suggests the
+    relative space's parameters (the first suggest asks the loop)."""
+    trial = study.ask()
+    frozen = study._storage.get_trial(trial._trial_id)
+    space = study.sampler.infer_relative_search_space(study, frozen)
+    for name, distribution in space.items():
+        trial._suggest(name, distribution)
+    return trial
+
+
+def check_loop_matches_study(sampler, study: optuna.Study) -> None:
+    r"""Oracle: the loop's told rewards are the COMPLETE trials' values (negated
+    for minimize) on their parameters' arms, its failed arms those of the FAIL and
+    PRUNED trials, its pending arms those of the RUNNING trials (each of those
+    trials with the parameters of the relative space)."""
+    trials = study.get_trials(deepcopy=False)
+    states = optuna.trial.TrialState
+    sign = -1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else 1.0
+    arms, loop = sampler.arms, sampler.loop
+
+    def numbers(*wanted: states) -> list[int]:
+        return [
+            t.number
+            for t in trials
+            if t.state in wanted
+            and all(t.distributions.get(n) == d for n, d in sampler._space.items())
+        ]
+
+    def arm(number: int) -> int:
+        return arms.index_of(arms.value_row(trials[number].params, "params"))
+
+    assert sorted(sampler.told_trials) == numbers(states.COMPLETE)
+    assert loop.num_observations == len(sampler.told_trials)
+    for k, number in enumerate(sampler.told_trials):
+        assert loop.rewards[k].item() == sign * trials[number].value
+        assert loop.observed[k].item() == arm(number)
+    assert sorted(sampler.failed_trials) == numbers(states.FAIL, states.PRUNED)
+    assert sorted(loop.failed.tolist()) == sorted(map(arm, sampler.failed_trials))
+    pending = sampler.pending_trials
+    assert sorted(pending) == numbers(states.RUNNING)
+    assert all(pending[number] == arm(number) for number in pending)
+    assert sorted(loop.pending.tolist()) == sorted(pending.values())
+
+
+def worker(storage_url: str, name: str, seed: int, trials: int, barrier, out) -> None:
+    r"""A worker process: optimize Branin on the shared study, wait for the others,
+    then write which trials its loop has told and failed (JSON to ``out``)."""
+    torch.set_num_threads(1)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    sampler = SGPTSSampler(seed=seed, **FAST)
+    study = optuna.load_study(study_name=name, storage=storage_url, sampler=sampler)
+    study.optimize(branin, n_trials=trials)
+    barrier.wait()  # every worker's trials are finished
+    last = ask_and_sync(study)
+    with open(out, "w") as file:
+        json.dump({"told": sampler.told_trials, "failed": sampler.failed_trials}, file)
+    barrier.wait()  # every worker has synced before any final trial ends
+    study.tell(last, state=optuna.trial.TrialState.FAIL)

@@ -1,0 +1,360 @@
+r"""Optuna samplers on real studies: parameters in their distributions, the loop
+against the study (told = COMPLETE, failed = FAIL and PRUNED, pending = RUNNING),
+seeds, restarts, threads, journal and SQLite storages, worker processes."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import multiprocessing
+import sys
+
+import pytest
+import torch
+
+optuna = pytest.importorskip("optuna")
+pytest.register_assert_rewrite("test.integrations.optuna_helpers")
+
+from botorch_sketch.integrations.optuna import (  # noqa: E402
+    ASK_KEY,
+    BBKBSampler,
+    SGPTSSampler,
+)
+from botorch_sketch.integrations.optuna_space import arms_of_space  # noqa: E402
+
+from .optuna_helpers import (  # noqa: E402
+    FAST,
+    SAMPLERS,
+    ask_and_sync,
+    branin,
+    check_loop_matches_study,
+    mixed,
+    worker,
+)
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+States = optuna.trial.TrialState
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _params(study) -> list[dict]:
+    return [trial.params for trial in study.trials]
+
+
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_parameters_lie_in_their_distributions(name):
+    study = optuna.create_study(sampler=SAMPLERS[name](seed=0, **FAST))
+    study.optimize(mixed, n_trials=14, catch=(RuntimeError,))
+    for trial in study.trials:
+        for param, value in trial.params.items():
+            distribution = trial.distributions[param]
+            assert distribution._contains(distribution.to_internal_repr(value))
+        assert 1e-4 <= trial.params["lr"] <= 1e-1
+        assert isinstance(trial.params["units"], int)
+        assert trial.params["batch"] in (10, 20, 30, 40, 50)
+        assert round(trial.params["width"] * 10) == pytest.approx(
+            trial.params["width"] * 10, abs=1e-9
+        )
+    sampler = study.sampler
+    # the relative space was sampled by the loop after the first trial completed
+    asked = [t.number for t in study.trials if ASK_KEY in t.system_attrs]
+    assert asked == list(range(1, 14))
+    ask_and_sync(study)
+    check_loop_matches_study(sampler, study)
+
+
+def test_every_value_of_a_space_is_inside_the_arms_box():
+    distributions = optuna.distributions
+    space = {
+        "f": distributions.FloatDistribution(1e-3, 1.0, log=True),
+        "i": distributions.IntDistribution(2, 40, log=True),
+        "s": distributions.IntDistribution(0, 20, step=5),
+        "c": distributions.CategoricalDistribution([None, 1.5, "a"]),
+    }
+    arms = arms_of_space(space, 16, seed=3)
+    low, high = arms.features.min(0).values, arms.features.max(0).values
+    extremes = [
+        {"c": None, "f": 1e-3, "i": 2, "s": 0},
+        {"c": "a", "f": 1.0, "i": 40, "s": 20},
+    ]
+    for params in extremes:
+        row = arms.value_row(params, "params")
+        assert arms.index_of(row) is not None  # the two end arms
+        features = arms.features_of(row.unsqueeze(0))[0]
+        assert bool(((features >= low) & (features <= high)).all())
+    for index in range(arms.num_arms):  # every arm is a value of the space
+        for param, value in arms.params(index).items():
+            internal = space[param].to_internal_repr(value)
+            assert space[param]._contains(internal)
+    # integers take every value, on their grid
+    values = arms.values_at(torch.rand(2000, arms.features.shape[-1]).double())
+    names = [domain.name for domain in arms.domains]
+    assert set(values[:, names.index("s")].tolist()) == {0.0, 5.0, 10.0, 15.0, 20.0}
+    assert set(values[:, names.index("i")].tolist()) == set(map(float, range(2, 41)))
+
+
+@pytest.mark.parametrize("name", SAMPLERS)
+@pytest.mark.parametrize("direction", ["minimize", "maximize"])
+def test_loop_follows_two_workers_on_one_storage(name, direction):
+    storage = optuna.storages.InMemoryStorage()
+    studies = [
+        optuna.create_study(
+            storage=storage,
+            study_name="shared",
+            direction=direction,
+            sampler=SAMPLERS[name](seed=seed, **FAST),
+            load_if_exists=True,
+        )
+        for seed in (0, 1)
+    ]
+    studies[0].optimize(mixed, n_trials=8, catch=(RuntimeError,))
+    running = [ask_and_sync(studies[1]), ask_and_sync(studies[0])]
+    studies[1].optimize(mixed, n_trials=3, catch=(RuntimeError,))
+    last = ask_and_sync(studies[0])  # catches up: 3 new results, 1 running trial
+    check_loop_matches_study(studies[0].sampler, studies[0])
+    assert last.number in studies[0].sampler.pending_trials
+    for trial in running:
+        studies[0].tell(trial, 1.0)
+    studies[0].tell(last, state=States.FAIL)
+    ask_and_sync(studies[1])
+    check_loop_matches_study(studies[1].sampler, studies[1])
+
+
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_a_seeded_run_repeats(name):
+    runs = []
+    for _ in range(2):
+        study = optuna.create_study(sampler=SAMPLERS[name](seed=5, **FAST))
+        study.optimize(branin, n_trials=16)
+        runs.append(_params(study))
+    assert runs[0] == runs[1]
+    other = optuna.create_study(sampler=SAMPLERS[name](seed=6, **FAST))
+    other.optimize(branin, n_trials=16)
+    assert _params(other) != runs[0]
+
+
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_a_restarted_sampler_makes_the_choices_of_one_that_ran_along(name, tmp_path):
+    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+
+    def objective(trial):
+        value = mixed(trial)  # fails 4 and 9, prunes 6
+        return value
+
+    along = optuna.create_study(
+        storage=storage, study_name="along", sampler=SAMPLERS[name](seed=2, **FAST)
+    )
+    along.optimize(objective, n_trials=18, catch=(RuntimeError,))
+    first = optuna.create_study(
+        storage=storage, study_name="restart", sampler=SAMPLERS[name](seed=2, **FAST)
+    )
+    first.optimize(objective, n_trials=11, catch=(RuntimeError,))
+    restarted = optuna.load_study(
+        storage=storage, study_name="restart", sampler=SAMPLERS[name](seed=2, **FAST)
+    )
+    restarted.optimize(objective, n_trials=7, catch=(RuntimeError,))
+    assert _params(restarted) == _params(along)
+    assert restarted.sampler.arms.num_arms == along.sampler.arms.num_arms
+    ask_and_sync(restarted)
+    check_loop_matches_study(restarted.sampler, restarted)
+    # another seed rebuilds from the storage once and goes on
+    late = optuna.load_study(
+        storage=storage, study_name="restart", sampler=SAMPLERS[name](seed=9, **FAST)
+    )
+    ask_and_sync(late)
+    check_loop_matches_study(late.sampler, late)
+
+
+def test_a_restart_replays_waits_and_other_workers_trials():
+    def start(study):
+        trial = study.ask()
+        return trial, branin(trial)
+
+    def rounds(studies, count):  # a: worker 0, b: worker 1, c: worker 0
+        for _ in range(count):
+            started = [start(studies[0]), start(studies[1]), start(studies[0])]
+            for study, (trial, value) in zip(
+                (studies[0], studies[1], studies[0]), started, strict=True
+            ):
+                study.tell(trial, value)
+
+    storage = optuna.storages.InMemoryStorage()
+
+    def workers(name):
+        samplers = (
+            BBKBSampler(seed=0, max_wait=0.0, **FAST),  # never waits: random
+            SGPTSSampler(seed=1, **FAST),
+        )
+        return [
+            optuna.create_study(
+                storage=storage, study_name=name, load_if_exists=True, sampler=s
+            )
+            for s in samplers
+        ]
+
+    along = workers("along")
+    rounds(along, 8)
+    restart = workers("restart")
+    rounds(restart, 4)
+    restart[0] = optuna.load_study(
+        storage=storage,
+        study_name="restart",
+        sampler=BBKBSampler(seed=0, max_wait=0.0, **FAST),
+    )
+    rounds(restart, 4)
+    assert _params(restart[0]) == _params(along[0])
+    records = [t.system_attrs.get(ASK_KEY) for t in along[0].trials]
+    waited = [r for r in records if r and any(c == "w" for c, _ in r["steps"])]
+    assert waited  # the batch rule was full at some asks
+
+
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_threads_share_one_loop(name):
+    options = {"num_workers": 4} if name == "bbkb" else {}
+    sampler = SAMPLERS[name](seed=0, **options, **FAST)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(mixed, n_trials=24, n_jobs=4, catch=(RuntimeError,))
+    assert len(study.trials) == 24
+    ask_and_sync(study)
+    check_loop_matches_study(sampler, study)
+
+
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_two_workers_on_a_journal_file(name, tmp_path):
+    backend = optuna.storages.journal.JournalFileBackend(str(tmp_path / "journal"))
+    storage = optuna.storages.JournalStorage(backend)
+    studies = [
+        optuna.create_study(
+            storage=storage,
+            study_name="journal",
+            sampler=SAMPLERS[name](seed=seed, **FAST),
+            load_if_exists=True,
+        )
+        for seed in (0, 1)
+    ]
+    for _ in range(5):
+        for study in studies:
+            study.optimize(branin, n_trials=1)
+    for study in studies:
+        trial = ask_and_sync(study)
+        check_loop_matches_study(study.sampler, study)
+        study.tell(trial, 0.0)
+
+
+def test_four_worker_processes_on_sqlite(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    optuna.create_study(storage=storage, study_name="shared")
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(4)
+    outs = [tmp_path / f"worker{rank}.json" for rank in range(4)]
+    processes = [
+        context.Process(
+            target=worker, args=(storage, "shared", rank, 5, barrier, str(out))
+        )
+        for rank, out in enumerate(outs)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+        assert process.exitcode == 0
+    study = optuna.load_study(storage=storage, study_name="shared")
+    complete = [
+        t.number for t in study.trials if t.state == States.COMPLETE and "x" in t.params
+    ]
+    assert len(complete) == 20
+    for out in outs:
+        seen = json.loads(out.read_text())
+        assert sorted(seen["told"]) == complete and seen["failed"] == []
+
+
+def test_multi_objective_and_constraints_are_rejected():
+    study = optuna.create_study(
+        directions=["minimize", "minimize"], sampler=BBKBSampler(seed=0)
+    )
+    with pytest.raises(ValueError, match="single-objective"):
+        study.optimize(lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=1)
+
+    def constrained(trial):
+        trial.set_constraint("c", 1.0)
+        return branin(trial)
+
+    study = optuna.create_study(sampler=SGPTSSampler(seed=0, **FAST))
+    with pytest.raises(ValueError, match="constraints"):
+        study.optimize(constrained, n_trials=3)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"seed": -1}, ValueError, "seed"),
+        ({"num_arms": 0}, ValueError, "num_arms"),
+        ({"num_refined": -1}, ValueError, "num_refined"),
+        ({"independent_sampler": "random"}, TypeError, "independent_sampler"),
+        ({"num_workers": 0}, ValueError, "num_workers"),
+        ({"max_wait": -1.0}, ValueError, "max_wait"),
+        ({"poll_interval": -1.0}, ValueError, "poll_interval"),
+    ],
+)
+def test_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        BBKBSampler(**kwargs)
+
+
+def test_parameters_outside_the_space_come_from_the_independent_sampler():
+    def conditional(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        if trial.number % 2:
+            trial.suggest_int("extra", 0, 3)
+        return x
+
+    sampler = SGPTSSampler(seed=0, **FAST)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(conditional, n_trials=8)
+    assert list(sampler._space) == ["x"]
+    assert all(0 <= t.params.get("extra", 0) <= 3 for t in study.trials)
+    ask_and_sync(study)
+    check_loop_matches_study(sampler, study)
+
+
+def test_reseed_rng_changes_the_choices():
+    runs = []
+    for reseed in (False, True):
+        sampler = SGPTSSampler(seed=0, **FAST)
+        study = optuna.create_study(sampler=sampler)
+        study.optimize(branin, n_trials=8)
+        if reseed:
+            sampler.reseed_rng()
+        study.optimize(branin, n_trials=4)
+        runs.append(_params(study))
+    assert runs[0][:8] == runs[1][:8] and runs[0][8:] != runs[1][8:]
+
+
+def test_import_without_optuna_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    for module in ("optuna", "optuna_space"):
+        monkeypatch.delitem(
+            sys.modules, f"botorch_sketch.integrations.{module}", raising=False
+        )
+    with pytest.raises(ImportError, match=r'pip install "botorch-sketch\[optuna\]"'):
+        importlib.import_module("botorch_sketch.integrations.optuna")
+
+
+def test_bbkb_beats_random_search_on_branin():
+    # 40 trials, seeds 0-2: simple regrets 0.002-0.03 against 0.4-2.5 for random
+    wins = 0
+    for seed in range(3):
+        bests = []
+        for sampler in (BBKBSampler(seed=seed), optuna.samplers.RandomSampler(seed)):
+            study = optuna.create_study(sampler=sampler)
+            study.optimize(branin, n_trials=40)
+            bests.append(study.best_value)
+        wins += bests[0] < bests[1]
+    assert wins >= 2
