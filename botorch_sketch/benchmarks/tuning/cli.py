@@ -104,8 +104,9 @@ def write_outputs(
     ]
     if floors:
         tables += (
-            "\n\nThe searchers' default arm set caps their regret: the smallest "
-            f"regret among its configurations, mean over seeds {list(seeds)}: "
+            "\n\nThe searchers' initial arm set (2,048 Sobol configurations, before "
+            "the refined ones are added): the smallest regret among its "
+            f"configurations, mean over seeds {list(seeds)}: "
             + "; ".join(floors)
             + "."
         )
