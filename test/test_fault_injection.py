@@ -246,7 +246,7 @@ SITES = {
         "_refresh_q": (CachedSparseThompson, "_refresh_q"),
         "_reselect": (CachedSparseThompson, "_reselect"),
         "refit": (sgpts_loop, "fit_dtc_hyperparameters"),
-        "sampler rebuild": (SGPTS, "_rebuilt_sampler"),
+        "sampler rebuild": (SGPTS, "_sampler_from"),
         "path sampling": (CachedSparseThompson, "update_weights"),
     },
 }

@@ -38,7 +38,7 @@ from botorch_sketch.models.hyperparameters import (
     reward_statistics,
     unit_cube,
 )
-from botorch_sketch.sampling.arm_features import ArmFeatureCache
+from botorch_sketch.sampling.arm_features import ArmFeatureCache, draw_basis_seed
 from botorch_sketch.utils.fingerprint import check_fingerprint, problem_fingerprint
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
@@ -206,7 +206,8 @@ class SGPTS:
         self.prior_block = prior_block
         self.seed = seed
         self.num_initial = num_initial
-        self.generator, self.sampler, self._design = self._fresh(seed)
+        self.generator, self._basis_seed, self._design = self._fresh(seed)
+        self.sampler = self._sampler_from(self._basis_seed)
         self._design_asked = 0
         #: Observations the sampler was rebuilt from at the last successful refit
         #: (0: built at construction)
@@ -231,28 +232,17 @@ class SGPTS:
             inducing_quality=inducing_quality,
         )
 
-    def _fresh(self, seed: int) -> tuple[torch.Generator, ArmThompsonSampler, Tensor]:
-        r"""A generator seeded with ``seed`` that drew the feature basis of a fresh
-        sampler (no observations), then the initial design."""
+    def _fresh(self, seed: int) -> tuple[torch.Generator, int, Tensor]:
+        r"""A generator seeded with ``seed`` that drew the seed of the feature basis
+        (kept for every rebuild: the same frequencies, scaled by each kernel), then
+        the initial design."""
         # draws on the CPU, then moved: the same choices on every device
         generator = torch.Generator().manual_seed(seed)
-        sampler = self._build_sampler(self._feature_cache(generator))
+        basis_seed = draw_basis_seed(generator)
         design = space_filling_arms(
             unit_cube(self._given_arms), self.num_initial, generator
         )
-        return generator, sampler, design
-
-    def _feature_cache(self, generator: torch.Generator) -> ArmFeatureCache:
-        r"""The loop kernel's features at the kernel inputs, their basis seeded by
-        ``generator``'s next draw."""
-        return ArmFeatureCache(
-            self.kernel_inputs,
-            self.covar_module,
-            self.num_features,
-            generator=generator,
-            memory_budget=self.memory_budget,
-            cache_dtype=self.cache_dtype,
-        )
+        return generator, basis_seed, design
 
     def _build_sampler(self, cache: ArmFeatureCache) -> ArmThompsonSampler:
         r"""The posterior the loop samples from: S-GP-TS's sparse one (a subclass may
@@ -383,22 +373,31 @@ class SGPTS:
         )
         if fitted is not None:
             self.covar_module, self.noise = fitted
-            rebuilt = self._rebuilt_sampler(
-                self.seed, sampler.observed, sampler.targets
+            rebuilt = self._sampler_from(
+                self._basis_seed, sampler.observed, sampler.targets
             )
             rebuilt.prior_bank.load(sampler.prior_bank.remaining)
             self.sampler, self._rebuilt_at = rebuilt, self.num_observations
 
-    def _rebuilt_sampler(
-        self, seed: int, observed: Tensor, rewards: Tensor
+    def _sampler_from(
+        self,
+        basis_seed: int,
+        observed: Tensor | None = None,
+        rewards: Tensor | None = None,
     ) -> ArmThompsonSampler:
-        r"""A sampler for the loop's kernel and ``lambda``, on a fresh cache whose
-        basis is drawn as at construction with ``seed`` (the same directions,
-        rescaled), with all ``observed`` arms and their ``rewards`` in one
-        update."""
-        cache = self._feature_cache(torch.Generator().manual_seed(seed))
+        r"""A sampler for the loop's kernel and ``lambda`` on the kernel inputs'
+        features with the basis of ``basis_seed``, with the ``observed`` arms and
+        their ``rewards`` (if any) in one update."""
+        cache = ArmFeatureCache(
+            self.kernel_inputs,
+            self.covar_module,
+            self.num_features,
+            basis_seed=basis_seed,
+            memory_budget=self.memory_budget,
+            cache_dtype=self.cache_dtype,
+        )
         sampler = self._build_sampler(cache)
-        if observed.numel():
+        if observed is not None and observed.numel():
             self._observe(sampler, observed, rewards)
         return sampler
 
@@ -422,8 +421,8 @@ class SGPTS:
         self.arms = torch.cat([arms, points])
         self.kernel_inputs = torch.cat([inputs, cube_coordinates(points, self.box)])
         try:
-            sampler = self._rebuilt_sampler(
-                self.seed, self.sampler.observed, self.sampler.targets
+            sampler = self._sampler_from(
+                self._basis_seed, self.sampler.observed, self.sampler.targets
             )
             sampler.prior_bank.load(self.sampler.prior_bank.remaining)
         except BaseException:
@@ -516,13 +515,12 @@ class SGPTS:
         self.covar_module, self.noise = kernel, noise
         self.arms, self.kernel_inputs = arms, cube_coordinates(arms, self.box)
         try:
-            generator, sampler, design = self._fresh(seed)
+            generator, basis_seed, design = self._fresh(seed)
             device = self.arms.device
             observed, rewards = observed.to(device), rewards.to(self.arms)
-            if rebuilt_at:
-                sampler = self._rebuilt_sampler(
-                    seed, observed[:rebuilt_at], rewards[:rebuilt_at]
-                )
+            sampler = self._sampler_from(
+                basis_seed, observed[:rebuilt_at], rewards[:rebuilt_at]
+            )
             for chunk, values in zip(
                 observed[rebuilt_at:].split(replayed),
                 rewards[rebuilt_at:].split(replayed),
@@ -537,6 +535,7 @@ class SGPTS:
         if self.refits is not None:
             self.refits.last = last_fit
         self.seed, self.generator, self.sampler = seed, generator, sampler
+        self._basis_seed = basis_seed
         self._design, self._design_asked = design, design_asked
         self._rebuilt_at = rebuilt_at
         self.tell_sizes = list(sizes)

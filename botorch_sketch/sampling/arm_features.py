@@ -32,6 +32,13 @@ from botorch_sketch.utils.validation import (
 BLOCK_COLUMNS = 64
 
 
+def draw_basis_seed(generator: torch.Generator | None) -> int:
+    r"""The seed of a feature basis, one draw from ``generator`` (what
+    :class:`ArmFeatureCache` draws when given no ``basis_seed``)."""
+    device = None if generator is None else generator.device
+    return int(torch.randint(2**62, (1,), generator=generator, device=device))
+
+
 class ArmFeatureCache:
     r"""Random-feature prior of all ``N`` arms and kernel columns of chosen arms.
 
@@ -63,6 +70,7 @@ class ArmFeatureCache:
         num_features: int = 1000,
         *,
         generator: torch.Generator | None = None,
+        basis_seed: int | None = None,
         memory_budget: float = 4 * 2**30,
         cache_dtype: torch.dtype | None = None,
         chunk_size: int = 16384,
@@ -74,6 +82,9 @@ class ArmFeatureCache:
                 Fourier features are drawn once, from ``generator``).
             num_features: Even number ``M`` of random Fourier features.
             generator: Random number generator of the feature basis.
+            basis_seed: The seed of the feature basis instead of a draw from
+                ``generator`` (:func:`draw_basis_seed`): the same seed gives the
+                same standard normal frequencies, scaled by each kernel.
             memory_budget: Bytes the stored features and columns may take.
             cache_dtype: Storage dtype (default the arms' dtype).
             chunk_size: Arms per chunk when recomputing.
@@ -97,8 +108,11 @@ class ArmFeatureCache:
         self.cache_dtype = arms.dtype if cache_dtype is None else cache_dtype
         self.memory_budget = float(memory_budget)
         self._itemsize = torch.finfo(self.cache_dtype).bits // 8
-        device = None if generator is None else generator.device
-        seed = int(torch.randint(2**62, (1,), generator=generator, device=device))
+        seed = (
+            draw_basis_seed(generator)
+            if basis_seed is None
+            else check_int(basis_seed, "basis_seed", 0)
+        )
         dim = arms.shape[-1]
         self.feature_map = seeded_features(self.kernel, dim, num_features, seed)
         self.features: Tensor | None = None

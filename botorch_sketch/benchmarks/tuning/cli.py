@@ -106,9 +106,7 @@ def write_outputs(
         tables += (
             "\n\nThe searchers' initial arm set (2,048 Sobol configurations, before "
             "the refined ones are added): the smallest regret among its "
-            f"configurations, mean over seeds {list(seeds)}: "
-            + "; ".join(floors)
-            + "."
+            f"configurations, mean over seeds {list(seeds)}: " + "; ".join(floors) + "."
         )
     text = "\n".join([tables, *(f"\n- {note}" for note in notes)])
     (output_dir / "tables.md").write_text(text + "\n")
