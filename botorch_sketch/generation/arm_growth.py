@@ -1,20 +1,11 @@
 r"""Arms added to a loop as it runs (e.g. refined configurations near good ones):
-their checks and their coordinates for a learned kernel."""
+their checks."""
 
 from __future__ import annotations
 
 from torch import Tensor
 
 from botorch_sketch.utils.validation import check_magnitude, check_matrix
-
-
-def cube_coordinates(points: Tensor, box: Tensor | None) -> Tensor:
-    r"""``points`` (``n x d``) in the unit cube of ``box`` (``2 x d`` lower and
-    upper bounds; None: unchanged), the inputs of a learned kernel."""
-    if box is None:
-        return points
-    low, high = box
-    return (points - low) / (high - low)
 
 
 def checked_new_arms(

@@ -15,7 +15,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.acquisition.bkb import TheoryRadius, radius_value
-from botorch_sketch.generation.arm_growth import checked_new_arms, cube_coordinates
+from botorch_sketch.generation.arm_growth import checked_new_arms
 from botorch_sketch.generation.bbkb import (
     DEFAULT_MAX_BATCH_SIZE,
     RULES,
@@ -33,6 +33,7 @@ from botorch_sketch.models.hyperparameters import (
     RefitSchedule,
     bounding_box,
     checked_hyperparameters,
+    cube_coordinates,
     fit_dtc_hyperparameters,
     hyperparameter_state,
     learnable_covar_module,

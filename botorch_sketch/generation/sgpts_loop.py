@@ -19,7 +19,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.acquisition.thompson import resolve_alpha
-from botorch_sketch.generation.arm_growth import checked_new_arms, cube_coordinates
+from botorch_sketch.generation.arm_growth import checked_new_arms
 from botorch_sketch.generation.initial_design import space_filling_arms
 from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.thompson_arms import (
@@ -32,6 +32,7 @@ from botorch_sketch.models.hyperparameters import (
     RefitSchedule,
     bounding_box,
     checked_hyperparameters,
+    cube_coordinates,
     fit_dtc_hyperparameters,
     hyperparameter_state,
     learnable_covar_module,

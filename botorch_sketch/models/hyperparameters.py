@@ -93,7 +93,15 @@ def unit_cube(points: Tensor) -> Tensor:
     Returns:
         ``n x d`` points in ``[0, 1]^d``.
     """
-    low, high = bounding_box(points)
+    return cube_coordinates(points, bounding_box(points))
+
+
+def cube_coordinates(points: Tensor, box: Tensor | None) -> Tensor:
+    r"""``points`` (``n x d``) in the unit cube of ``box`` (``2 x d`` lower and
+    upper bounds; None: unchanged), the inputs of a learned kernel."""
+    if box is None:
+        return points
+    low, high = box
     return (points - low) / (high - low)
 
 
