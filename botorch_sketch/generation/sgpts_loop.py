@@ -344,11 +344,15 @@ class SGPTS:
     def _observe(
         self, sampler: ArmThompsonSampler, indices: Tensor, rewards: Tensor
     ) -> None:
-        r"""``sampler`` observes, then is standardized by all its rewards'
-        statistics (if the loop standardizes)."""
-        sampler.observe(indices, rewards)
+        r"""``sampler`` observes, standardized by the statistics of all its rewards
+        (if the loop standardizes) in the same update."""
+        statistics = None
         if self.standardize:
-            sampler.standardize(*reward_statistics(sampler.targets))
+            targets = sampler.targets
+            statistics = reward_statistics(
+                torch.cat([targets, rewards.reshape(-1).to(targets)])
+            )
+        sampler.observe(indices, rewards, statistics)
 
     def _refit(self) -> None:
         r"""MAP refit of the learned kernel (and ``lambda``) on the standardized

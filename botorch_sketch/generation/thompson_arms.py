@@ -115,6 +115,9 @@ class ArmThompsonSampler(ABC):
             center: The rewards' center ``c``.
             scale: Their scale ``s > 0``.
         """
+        self._set_statistics(center, scale)
+
+    def _set_statistics(self, center: float, scale: float) -> None:
         self.center = check_number(center, "center")
         self.scale = check_positive(scale, "scale")
 
@@ -139,8 +142,14 @@ class ArmThompsonSampler(ABC):
     def update_arms(self) -> Tensor:
         r"""Arms whose kernel columns enter the paths (observed or inducing)."""
 
-    def _append(self, indices: Tensor, rewards: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Check and store observations; return them as arm indices and targets."""
+    def _append(
+        self,
+        indices: Tensor,
+        rewards: Tensor,
+        statistics: tuple[float, float] | None,
+    ) -> tuple[Tensor, Tensor]:
+        r"""Check and store observations (and the new ``statistics``, if any);
+        return them as arm indices and targets."""
         if not isinstance(indices, Tensor) or indices.dtype != torch.long:
             raise TypeError("`indices` must be a LongTensor of arm indices.")
         indices = indices.reshape(-1).to(self.observed.device)
@@ -154,6 +163,8 @@ class ArmThompsonSampler(ABC):
             raise ValueError(
                 f"`rewards` must hold {indices.numel()} values, got {rewards.numel()}."
             )
+        if statistics is not None:
+            self._set_statistics(*statistics)
         self.observed = torch.cat([self.observed, indices])
         self.targets = torch.cat([self.targets, rewards])
         return indices, rewards
@@ -194,8 +205,15 @@ class ArmThompsonSampler(ABC):
         return self.cache.add_column_values(prior, self.update_arms, V)
 
     @abstractmethod
-    def observe(self, indices: Tensor, rewards: Tensor) -> None:
-        r"""Append ``b`` observations: arm ``indices`` (``b``) with ``rewards``."""
+    def observe(
+        self,
+        indices: Tensor,
+        rewards: Tensor,
+        statistics: tuple[float, float] | None = None,
+    ) -> None:
+        r"""Append ``b`` observations: arm ``indices`` (``b``) with ``rewards``;
+        with ``statistics``, condition on ``(y - c) / s`` from now on, as
+        :meth:`standardize` would, in the same update."""
 
     @abstractmethod
     def update_weights(self, weights: Tensor, noise: Tensor, alpha: float) -> Tensor:
@@ -250,10 +268,14 @@ class IncrementalExactThompson(ArmThompsonSampler):
     def update_arms(self) -> Tensor:
         return self.observed
 
-    def observe(self, indices: Tensor, rewards: Tensor) -> None:
-        r"""Append ``b`` observations: arm ``indices`` (``b``) with ``rewards``."""
+    def observe(
+        self,
+        indices: Tensor,
+        rewards: Tensor,
+        statistics: tuple[float, float] | None = None,
+    ) -> None:
         old = self.num_observations
-        indices, _ = self._append(indices, rewards)
+        indices, _ = self._append(indices, rewards, statistics)
         cache = self.cache
         cache.add_columns(indices)
         X_new = cache.arms[indices]
@@ -358,10 +380,16 @@ class CachedSparseThompson(ArmThompsonSampler):
             return []
         return [self._chol, self._phi_z, self._gram, self._pivot_chol, self._chol_w]
 
-    def observe(self, indices: Tensor, rewards: Tensor) -> None:
-        r"""Append ``b`` observations and update ``Z`` and ``q(u)`` (see the class)."""
+    def observe(
+        self,
+        indices: Tensor,
+        rewards: Tensor,
+        statistics: tuple[float, float] | None = None,
+    ) -> None:
+        r"""Append ``b`` observations and update ``Z`` and ``q(u)`` once (see the
+        class)."""
         first = self.num_observations == 0
-        indices, rewards = self._append(indices, rewards)
+        indices, rewards = self._append(indices, rewards, statistics)
         improvement = self.inducing_quality == "improvement"
         if first:
             self._reselect(None)  # first the conditional-variance model of the data

@@ -4,7 +4,7 @@ exact resumption with pending and failed arms, input validation."""
 import pytest
 import torch
 
-from botorch_sketch.generation import sgpts_loop
+from botorch_sketch.generation import sgpts_loop, thompson_arms
 from botorch_sketch.generation.initial_design import space_filling_arms
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.generation.thompson_arms import CachedSparseThompson
@@ -389,6 +389,43 @@ def test_learned_loop_starts_space_filling_and_refits_to_the_exact_posterior():
     noise = torch.zeros(1, sampler.noise_size, dtype=DTYPE)
     paths = sampler.path_values(weights, noise, alpha=0.0).squeeze(-1)
     torch.testing.assert_close(paths, mean, rtol=1e-4, atol=1e-4)
+
+
+def test_a_standardizing_tell_computes_q_once(monkeypatch):
+    # the new statistics enter with the observations: one q(u) per tell, and the
+    # result is q(u) computed from scratch on the standardized rewards
+    g = seeded(6)
+    arms = torch.rand(120, 2, generator=g, dtype=DTYPE)
+    loop = SGPTS(
+        arms,
+        covar_module=_kernel(arms),
+        noise=NOISE,
+        num_inducing=NUM_INDUCING,
+        num_features=NUM_FEATURES,
+        standardize=True,
+    )
+    _run_learned(loop, arms, 6)
+    computed = []
+    titsias_q = thompson_arms.titsias_q_from_statistics
+
+    def counted(*args):
+        computed.append(args)
+        return titsias_q(*args)
+
+    monkeypatch.setattr(thompson_arms, "titsias_q_from_statistics", counted)
+    indices = loop.ask(3)
+    loop.tell(indices, torch.sin(5 * arms[indices]).sum(-1))
+    assert len(computed) == 1
+    sampler = loop.sampler
+    y = loop.rewards
+    assert (sampler.center, sampler.scale) == (float(y.mean()), float(y.std()))
+    mean, _ = titsias_q(*computed[0])
+    fresh, _ = titsias_q(
+        sampler._gram,
+        (sampler._projected - sampler.center * sampler._projected_ones) / sampler.scale,
+        sampler.noise,
+    )
+    torch.testing.assert_close(mean, fresh, rtol=0, atol=0)
 
 
 def _basis_drawn(arms):

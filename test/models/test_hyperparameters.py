@@ -21,6 +21,7 @@ from botorch_sketch.models.hyperparameters import (
     reward_statistics,
     unit_cube,
 )
+from botorch_sketch.models.inducing import select_inducing_indices
 
 DTYPE = torch.float64
 
@@ -76,6 +77,29 @@ def test_fixed_noise_stays_fixed():
     )
     assert noise == pytest.approx(0.3)
     assert float(kernel.outputscale) != 1.0
+
+
+def test_a_large_dictionary_is_cut_to_its_greedy_pivots():
+    # past max_inducing points the fit is the fit on the dictionary's greedy
+    # conditional-variance pivots under the starting kernel, computed directly
+    generator = torch.Generator().manual_seed(2)
+    X = torch.rand(60, 2, generator=generator, dtype=DTYPE)
+    y = torch.sin(6 * X[:, 0]) * X[:, 1]
+    y = (y - y.mean()) / y.std()
+    start = learnable_covar_module(2).to(DTYPE)
+    pivots = X[select_inducing_indices(X, start, 12)]
+    assert len(pivots) == 12
+    cut = fit_dtc_hyperparameters(start, 0.1, X, y, X, max_inducing=12)
+    direct = fit_dtc_hyperparameters(start, 0.1, X, y, pivots, max_inducing=None)
+    whole = fit_dtc_hyperparameters(start, 0.1, X, y, X, max_inducing=None)
+    assert cut[1] == direct[1] != whole[1]
+    assert torch.equal(cut[0].outputscale, direct[0].outputscale)
+    assert torch.equal(
+        cut[0].base_kernel.lengthscale, direct[0].base_kernel.lengthscale
+    )
+    for bad, error in ((0, ValueError), (2.0, TypeError)):
+        with pytest.raises(error, match="max_inducing"):
+            fit_dtc_hyperparameters(start, 0.1, X, y, X, max_inducing=bad)
 
 
 def test_reward_statistics():
