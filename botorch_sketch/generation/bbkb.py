@@ -318,16 +318,19 @@ class BatchGreedy:
         self._bound: float | None = None
 
     @torch.no_grad()
-    def extend(self, limit: int) -> tuple[list[int], list[float]]:
+    def extend(
+        self, limit: int, past_rule: bool = False
+    ) -> tuple[list[int], list[float]]:
         r"""Up to ``limit`` more points and their in-batch UCB values (at least one
-        if the batch is empty, possibly none once a rule is full)."""
+        if the batch is empty or ``past_rule``, possibly none once a rule is full:
+        ``past_rule`` then takes the in-batch UCB argmax anyway)."""
         rules, tracker, threshold = self.rules, self.tracker, self.ratio_threshold
         chosen: list[int] = []
         values: list[float] = []
         while len(chosen) < limit:
             started = self.size > 0
-            forced = self.min_batch_size is not None and (
-                self.num_new < self.min_batch_size
+            forced = (past_rule and not chosen) or (
+                self.min_batch_size is not None and self.num_new < self.min_batch_size
             )
             if started and not forced and _nothing_admissible(rules, threshold):
                 break

@@ -384,7 +384,7 @@ class BBKB:
             )
         return self._model
 
-    def ask(self, max_arms: int | None = None) -> Tensor:
+    def ask(self, max_arms: int | None = None, *, wait: bool = True) -> Tensor:
         r"""The next arms of the open batch, given the :attr:`pending` ones.
 
         The batch stays open (posterior frozen, its arms hallucinated) while its rule
@@ -400,15 +400,19 @@ class BBKB:
         Args:
             max_arms: At most this many arms (e.g. the free workers); default: as
                 many as the batch rule admits (and ``max_batch_size``).
+            wait: With False, an ask that would return no arm returns one: the
+                in-batch UCB argmax with the pending arms hallucinated, past the
+                rule (GP-BUCB's choice), for callers that cannot wait.
 
         Returns:
             A LongTensor of ``b`` arm indices, repeats possible. ``b >= 1`` when
             nothing is pending (the first ask, with no data, draws one arm uniformly
-            at random); ``b = 0`` when the pending arms fill the batch rule: wait for
-            their outcomes.
+            at random) or ``wait`` is False; ``b = 0`` when the pending arms fill
+            the batch rule: wait for their outcomes.
         """
         if max_arms is not None:
             check_int(max_arms, "max_arms", 1)
+        check_bool(wait, "wait")
         limit = self.batch_options["max_batch_size"] if max_arms is None else max_arms
         excluded = self._excluded()
         if excluded is not None and bool(excluded.all()):
@@ -431,6 +435,8 @@ class BBKB:
                     # the rule is full and enough arms of the batch are done: end it
                     self._end_batch(self.observed, self.rewards)
                     indices, start_variances = self._extend(limit, excluded)
+                if indices.numel() == 0 and not wait:
+                    indices, start_variances = self._extend(1, excluded, True)
             except BaseException:  # the batch as before (or as the end left it)
                 ended = self.incorporated != incorporated
                 self._batch, self._batch_radius = (None, None) if ended else batch
@@ -476,15 +482,18 @@ class BBKB:
         pick = torch.randint(allowed.shape[0], (1,), generator=self.generator)
         return allowed[pick.to(allowed.device)]
 
-    def _extend(self, limit: int, excluded: Tensor | None) -> tuple[Tensor, Tensor]:
+    def _extend(
+        self, limit: int, excluded: Tensor | None, past_rule: bool = False
+    ) -> tuple[Tensor, Tensor]:
         r"""Up to ``limit`` more arms of the open batch (opened if none) and their
-        start-of-batch variances."""
+        start-of-batch variances; ``past_rule``: one arm whatever the batch rule
+        and ``max_batch_size`` say."""
         if self._greedy is None:
             self._greedy = self._open_batch(excluded)
         greedy = self._greedy
-        room = self.batch_options["max_batch_size"] - greedy.size
+        room = 1 if past_rule else self.batch_options["max_batch_size"] - greedy.size
         flops = greedy.tracker.flops
-        chosen, _ = greedy.extend(min(limit, room)) if room > 0 else ([], [])
+        chosen, _ = greedy.extend(min(limit, room), past_rule) if room > 0 else ([], [])
         self.state.flops += greedy.tracker.flops - flops
         indices = torch.tensor(chosen, dtype=torch.long, device=self.arms.device)
         self._batch = torch.cat([self._batch, indices])

@@ -270,7 +270,7 @@ class SGPTS:
         r"""Their rewards as reported (``t``)."""
         return self.sampler.targets
 
-    def ask(self, max_arms: int | None = None) -> Tensor:
+    def ask(self, max_arms: int | None = None, *, wait: bool = True) -> Tensor:
         r"""``max_arms`` (default 1) new arm indices, added to :attr:`pending`.
 
         The arms of the initial design come first; then each is the argmax of a
@@ -279,10 +279,15 @@ class SGPTS:
 
         Atomic: if sampling fails or is interrupted, nothing changes.
 
+        Args:
+            max_arms: The number of arms.
+            wait: As for ``BBKB.ask``; S-GP-TS never waits, so it changes nothing.
+
         Returns:
             A LongTensor of ``max_arms`` arm indices (repeats possible).
         """
         k = 1 if max_arms is None else check_int(max_arms, "max_arms", 1)
+        check_bool(wait, "wait")
         sampler = self.sampler
         # one path per arm: a k x (arms) block of path values
         check_allocation(k * self.arms.shape[0], "`max_arms`", self.arms)

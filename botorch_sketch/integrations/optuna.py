@@ -10,8 +10,9 @@ completed trials (single-valued ones left out); it becomes a finite arm set
 points mapped as the Ray Tune searchers map Tune spaces) and a loop on it:
 
 - :class:`BBKBSampler`: :class:`~botorch_sketch.generation.bbkb_loop.BBKB`, the
-  running trials hallucinated; while the batch rule is full a trial waits (polling
-  the storage, up to ``max_wait`` seconds) for results to come in;
+  running trials hallucinated; when the batch rule is full a trial takes the
+  batch's next UCB arm past the rule (or, with ``max_wait > 0``, first waits for
+  results to come in, polling the storage);
 - :class:`SGPTSSampler`: :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`, a
   fresh Thompson path per trial (it never waits).
 
@@ -159,8 +160,9 @@ class _LoopSampler(BaseSampler):
         search_space: dict[str, BaseDistribution],
     ) -> dict[str, Any]:
         r"""The parameters of the arm the loop asks for ``trial`` (none for an
-        empty space, for an enqueued trial with fixed parameters, or when BBKB's
-        batch rule stays full for ``max_wait`` seconds)."""
+        empty space or an enqueued trial with fixed parameters). While BBKB's batch
+        rule is full the trial waits up to ``max_wait`` seconds for results, then
+        takes an arm past the rule."""
         if not search_space or "fixed_params" in trial.system_attrs:
             return {}
         deadline = time.monotonic() + self._wait
@@ -169,14 +171,13 @@ class _LoopSampler(BaseSampler):
                 if self._space != search_space:
                     self._rebuild(study, search_space)
                 self._catch_up(study, trial.number)
+                late = time.monotonic() >= deadline
                 # an ask that waited, and nothing new since: it would wait again
                 waiting = self._steps and self._steps[-1][0] == WAITED
-                index = None if waiting else self._ask()
+                index = None if waiting and not late else self._ask(wait=not late)
                 if index is not None:
                     self._record_ask(study, trial, index)
                     return self.arms.params(index)
-            if time.monotonic() >= deadline:
-                return {}
             time.sleep(self._poll)
 
     def sample_independent(
@@ -270,10 +271,12 @@ class _LoopSampler(BaseSampler):
         return self._replay_ask(record["arm"])
 
     def _replay_ask(self, expected: int | None) -> bool:
-        r"""Ask again; True if the loop gives ``expected`` (None: no arm), else
-        False with the loop as before."""
+        r"""Ask again; True if the loop gives ``expected`` (None: no arm, an ask
+        that waited), else False with the loop as before. An arm is asked without
+        waiting: that ask gives the arm a waiting one would, or the one past the
+        rule that the recorded ask took."""
         before = self.loop.state_dict()
-        if self._ask() == expected:
+        if self._ask(wait=expected is None) == expected:
             return True
         self.loop.load_state_dict(before)
         return False
@@ -353,9 +356,9 @@ class _LoopSampler(BaseSampler):
             index = self.arms.num_arms - 1
         return index
 
-    def _ask(self) -> int | None:
+    def _ask(self, wait: bool) -> int | None:
         r"""One arm from the loop, pending for this trial (None: wait)."""
-        indices = self.loop.ask(1)
+        indices = self.loop.ask(1, wait=wait)
         if indices.numel() == 0:
             self._steps.append([WAITED, -1])
             return None
@@ -398,9 +401,11 @@ class BBKBSampler(_LoopSampler):
     With ``num_workers = W > 1`` the loop defaults to
     :func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options` of ``W``
     (explicit ``loop_options`` win). A trial whose ask finds the batch rule full
-    waits for other trials to finish (re-reading the storage every
-    ``poll_interval`` seconds); after ``max_wait`` seconds it takes its
-    parameters from the independent sampler instead.
+    takes the batch's next UCB arm past the rule, the running trials hallucinated
+    (GP-BUCB's choice; ``BBKB.ask(wait=False)``): an Optuna trial cannot be put
+    off without holding its worker. With ``max_wait > 0`` it first waits that many
+    seconds for other trials to finish (re-reading the storage every
+    ``poll_interval`` seconds), as BBKB's rule asks, at the cost of idle workers.
 
     Args:
         seed: Seed of the arm set, the loop, the refined arms and the independent
@@ -409,7 +414,8 @@ class BBKBSampler(_LoopSampler):
         num_refined: Arms added near the best ones at each refit of the learned
             kernel (0: none).
         num_workers: Trials run at once (threads and processes together).
-        max_wait: Longest wait, in seconds, of a trial for results (0: none).
+        max_wait: Longest wait, in seconds, of a trial for results while the
+            batch rule is full (default 0: none).
         poll_interval: Seconds between two looks at the storage while waiting.
         independent_sampler: Sampler of the parameters outside the relative
             space (default: a ``RandomSampler`` per trial, seeded by ``seed`` and
@@ -427,7 +433,7 @@ class BBKBSampler(_LoopSampler):
         num_arms: int = DEFAULT_NUM_ARMS,
         num_refined: int = DEFAULT_NUM_REFINED,
         num_workers: int = 1,
-        max_wait: float = 10.0,
+        max_wait: float = 0.0,
         poll_interval: float = 0.05,
         independent_sampler: BaseSampler | None = None,
         **loop_options: Any,

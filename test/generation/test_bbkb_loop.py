@@ -173,6 +173,34 @@ def test_bkb_loop_plays_the_bkb_ucb_argmax_of_its_model():
     assert 1 <= loop.state.size <= 25
 
 
+def test_an_ask_that_cannot_wait_takes_the_in_batch_ucb_argmax_past_the_rule():
+    # C~ = 1: with one arm pending the rule is full; wait=False gives the argmax of
+    # BKB-UCB with the pending arm hallucinated (frozen mean, conditioned
+    # variance), scored from scratch by BoTorch's discrete optimizer
+    gen = torch.Generator().manual_seed(5)
+    arms = torch.rand(150, 2, generator=gen, dtype=DTYPE)
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    kernel.base_kernel.lengthscale = 0.3
+    loop = BBKB(arms, covar_module=kernel, noise=0.5, radius=0.7, ratio_threshold=1.0)
+    for _ in range(6):
+        indices = loop.ask()
+        loop.tell(indices, objective(arms[indices]))
+    first = loop.ask()
+    assert loop.ask().numel() == 0 and torch.equal(loop.pending, first)
+    pending = arms[first]
+    for _ in range(2):
+        past = loop.ask(wait=False)
+        acqf = BKBUpperConfidenceBound(loop.model, radius=0.7, X_pending=pending)
+        x, _ = optimize_acqf_discrete(acqf, q=1, choices=arms)
+        assert past.shape == (1,) and torch.equal(arms[past], x)
+        pending = torch.cat([pending, arms[past]])
+    assert loop.pending.shape == (3,)
+    loop.tell(loop.pending, objective(arms[loop.pending]))
+    assert loop.num_observations == 9 and loop.ask(wait=False).shape == (1,)
+    with pytest.raises(TypeError, match="wait"):
+        loop.ask(wait=1)
+
+
 def test_failed_update_loses_nothing_and_can_be_retried(monkeypatch):
     gen = torch.Generator().manual_seed(0)
     arms = torch.rand(150, 2, generator=gen, dtype=DTYPE)

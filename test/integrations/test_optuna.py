@@ -189,7 +189,9 @@ def test_a_restart_replays_waits_and_other_workers_trials():
 
     def workers(name):
         samplers = (
-            BBKBSampler(seed=0, max_wait=0.0, **FAST),  # never waits: random
+            # waits briefly when the rule is full (nothing finishes meanwhile),
+            # then takes the arm past the rule
+            BBKBSampler(seed=0, max_wait=0.1, **FAST),
             SGPTSSampler(seed=1, **FAST),
         )
         return [
@@ -206,13 +208,35 @@ def test_a_restart_replays_waits_and_other_workers_trials():
     restart[0] = optuna.load_study(
         storage=storage,
         study_name="restart",
-        sampler=BBKBSampler(seed=0, max_wait=0.0, **FAST),
+        sampler=BBKBSampler(seed=0, max_wait=0.1, **FAST),
     )
     rounds(restart, 4)
     assert _params(restart[0]) == _params(along[0])
     records = [t.system_attrs.get(ASK_KEY) for t in along[0].trials]
     waited = [r for r in records if r and any(c == "w" for c, _ in r["steps"])]
     assert waited  # the batch rule was full at some asks
+
+
+def test_bbkb_never_hands_a_trial_to_the_fallback_while_others_run():
+    # four trials in flight in one process: once a trial has completed, every
+    # trial's parameters are the loop's arm (past a full batch rule, the in-batch
+    # UCB argmax), none the independent sampler's
+    sampler = BBKBSampler(seed=0, num_workers=4, **FAST)
+    study = optuna.create_study(sampler=sampler)
+    running, generator = [], torch.Generator().manual_seed(0)
+    for _ in range(40):
+        while len(running) < 4:
+            trial = study.ask()
+            branin_value = branin(trial)
+            loops_arm = trial.number in sampler.pending_trials
+            assert loops_arm == any(t.state == States.COMPLETE for t in study.trials)
+            running.append((trial, branin_value))
+        done = int(torch.randint(len(running), (1,), generator=generator))
+        study.tell(*running.pop(done))
+    records = [t.system_attrs.get(ASK_KEY) for t in study.trials]
+    assert sum(r is not None for r in records) == len(study.trials) - 4
+    ask_and_sync(study)
+    check_loop_matches_study(sampler, study)
 
 
 @pytest.mark.parametrize("name", SAMPLERS)
