@@ -13,11 +13,11 @@ trials).
   Optuna's ``GPSampler`` for seed 0 only, stopped once its own time passes 300 s;
 - ``smoke``: Branin and the mixed space, 8 trials, 1 and 2 in flight, seeds 0-1,
   every method but Ax (seconds; for CI);
-- ``optuna``: the four problems without data, 500 trials, 1 and 4 in flight, seeds
-  0-4: the package's Optuna samplers against Optuna's TPE, CMA-ES and random
-  samplers in the same study setup; ``GPSampler`` at 100 trials only (its time per
-  trial grows with the trials), stopped earlier should its own time pass
-  :data:`GP_SECONDS_SMALL`;
+- ``optuna`` / ``optuna-parallel``: the four problems without data, 500 trials,
+  1 / 4 in flight, seeds 0-4: the package's Optuna samplers against Optuna's TPE,
+  CMA-ES and random samplers in the same study setup; ``GPSampler`` at 100 trials
+  only (its time per trial grows with the trials), stopped earlier should its own
+  time pass :data:`GP_SECONDS_SMALL`;
 - ``optuna-large``: Branin and the mixed space, 5,000 trials, 1 in flight, seeds
   0-2 (``GPSampler``: seed 0, stopped once its own time passes
   :data:`GP_SECONDS_LARGE`); the tables add the median time per trial in windows
@@ -35,8 +35,8 @@ OURS_AND_BASELINES = ("bbkb", "sgpts", "tpe", "gp", "random")
 SEEDS = (0, 1, 2, 3, 4)
 #: The package's Optuna samplers and Optuna's own (``gp`` is timed separately).
 OPTUNA_METHODS = ("bbkb-optuna", "sgpts-optuna", "tpe", "cmaes", "random-optuna")
-#: ``GPSampler``'s optimizer-time caps in the ``optuna`` and ``optuna-large``
-#: presets (seconds per run).
+#: ``GPSampler``'s optimizer-time caps in the ``optuna`` (and ``optuna-parallel``)
+#: and ``optuna-large`` presets (seconds per run).
 GP_SECONDS_SMALL, GP_SECONDS_LARGE = 120.0, 300.0
 
 
@@ -109,19 +109,18 @@ PRESETS = {
             ),
             (4, 8),
         ),
-        TuningPreset(
-            "optuna",
-            "4 problems, Optuna samplers, 500 trials, 1 and 4 in flight, 5 seeds "
-            "(GPSampler 100 trials)",
-            tuple(
-                block
-                for k in (1, 4)
-                for block in (
+        *(
+            TuningPreset(
+                name,
+                f"4 problems, Optuna samplers, 500 trials, {k} in flight, 5 seeds "
+                "(GPSampler 100 trials)",
+                (
                     Block(ALL_PROBLEMS[:4], OPTUNA_METHODS, 500, k, SEEDS),
                     Block(ALL_PROBLEMS[:4], ("gp",), 100, k, SEEDS, GP_SECONDS_SMALL),
-                )
-            ),
-            (100, 500),
+                ),
+                (100, 500),
+            )
+            for name, k in (("optuna", 1), ("optuna-parallel", 4))
         ),
         TuningPreset(
             "optuna-large",

@@ -31,7 +31,7 @@ SMOKE = PRESETS["optuna-smoke"]
 
 def test_the_optuna_presets_use_known_methods():
     assert set(OPTUNA_METHODS) <= set(METHODS)
-    for name in ("optuna", "optuna-large", "optuna-smoke"):
+    for name in ("optuna", "optuna-parallel", "optuna-large", "optuna-smoke"):
         for block in PRESETS[name].blocks:
             assert set(block.methods) <= set(METHODS)
         assert all(first <= last for first, last in PRESETS[name].windows)
