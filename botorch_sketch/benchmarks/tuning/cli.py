@@ -107,10 +107,11 @@ def write_outputs(
         if growth:
             tables += "\n" + "\n".join(f"- {note}" for note in growth)
     seeds = tuple(sorted({trace.seed for trace in traces}))
+    searchers = any(trace.policy in ("bbkb", "sgpts") for trace in traces)
     floors = [
         f"{name}: {arm_set_floor(problem, seeds):.3g}"
         for name, problem in make_problems(traces).items()
-        if problem.optimum is not None
+        if problem.optimum is not None and searchers
     ]
     if floors:
         tables += (

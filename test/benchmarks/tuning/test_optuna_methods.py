@@ -114,6 +114,7 @@ def test_optuna_smoke_preset_writes_windows_and_time_plots(tmp_path, capsys):
         assert f" {method} |" in tables
     assert "Median optimizer time per trial [ms] in windows of trials" in tables
     assert "| method | 1-4 | 5-8 |" in tables
+    assert "initial arm set" not in tables  # a note on the Ray Tune searchers
     names = {path.name for path in out.iterdir()}
     for label in ("branin_1_in_flight", "mixed_2_in_flight"):
         assert f"{label}_time_per_trial.png" in names
