@@ -50,8 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog=PROG,
         description="Hyperparameter-tuning benchmark: the package's Ray Tune "
-        "searchers with default options against Optuna's TPE and GP samplers, "
-        "random search and Ax, at equal budgets.",
+        "searchers and Optuna samplers with default options against Optuna's TPE, "
+        "GP, CMA-ES and random samplers, random search and Ax, at equal budgets.",
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), help="what to run")
     parser.add_argument("--list", action="store_true", help="list the presets")
