@@ -3,8 +3,10 @@ results, tables and plots.
 
 Writes to ``--output-dir``: ``summary.csv``, ``curves.csv`` and ``results.json`` (the
 benchmark package's writers), ``regret.csv`` and ``tables.md`` (simple regret and
-optimizer time per trial at the preset's budgets, :mod:`.report`), and two PNG plots
-per problem label (:func:`.report.plot_problem`).
+optimizer time per trial at the preset's budgets, :mod:`.report`; with the preset's
+windows, the median time per trial in each, and for runs stopped by a time cap the
+fit of their time per trial extrapolated to the largest budget), and three PNG
+plots per problem label (:func:`.report.plot_problem`).
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ from botorch_sketch.benchmarks.results import RunTrace
 from botorch_sketch.benchmarks.tuning.presets import PRESETS, TuningPreset
 from botorch_sketch.benchmarks.tuning.problems import TuningProblem, make_tuning_problem
 from botorch_sketch.benchmarks.tuning.report import (
+    growth_notes,
     markdown_tables,
     plot_all,
     regret_rows,
+    window_rows,
+    window_tables,
 )
 from botorch_sketch.benchmarks.tuning.run import (
     arm_set_floor,
@@ -45,8 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog=PROG,
         description="Hyperparameter-tuning benchmark: the package's Ray Tune "
-        "searchers with default options against Optuna's TPE and GP samplers, "
-        "random search and Ax, at equal budgets.",
+        "searchers and Optuna samplers with default options against Optuna's TPE, "
+        "GP, CMA-ES and random samplers, random search and Ax, at equal budgets.",
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), help="what to run")
     parser.add_argument("--list", action="store_true", help="list the presets")
@@ -96,11 +101,17 @@ def write_outputs(
         writer.writeheader()
         writer.writerows(rows)
     tables = markdown_tables(rows, preset.budgets)
+    if preset.windows:
+        tables += "\n\n" + window_tables(window_rows(traces, preset.windows))
+        growth = growth_notes(traces, max(preset.budgets))
+        if growth:
+            tables += "\n" + "\n".join(f"- {note}" for note in growth)
     seeds = tuple(sorted({trace.seed for trace in traces}))
+    searchers = any(trace.policy in ("bbkb", "sgpts") for trace in traces)
     floors = [
         f"{name}: {arm_set_floor(problem, seeds):.3g}"
         for name, problem in make_problems(traces).items()
-        if problem.optimum is not None
+        if problem.optimum is not None and searchers
     ]
     if floors:
         tables += (

@@ -9,6 +9,17 @@ options:
   wait) and ``on_trial_complete``;
 - ``tpe`` / ``gp``: an Optuna study with ``TPESampler(seed=s)`` /
   ``GPSampler(seed=s)``, through ``study.ask(distributions)`` and ``study.tell``;
+  with ``k`` trials in flight the ``k - 1`` others stay ``RUNNING`` in the study,
+  which is how a sampler sees the running trials of other workers;
+- ``bbkb-optuna`` / ``sgpts-optuna``: the package's Optuna samplers in the same
+  study setup, ``BBKBSampler(seed=s, num_workers=k)`` / ``SGPTSSampler(seed=s)``
+  (``num_workers`` is the concurrency, as Tune's ``max_concurrent_trials`` is the
+  searchers'; with its default ``max_wait=0`` a trial that finds BBKB's batch rule
+  full takes the in-batch UCB arm past the rule);
+- ``cmaes`` / ``random-optuna``: Optuna's ``CmaEsSampler(seed=s)`` /
+  ``RandomSampler(seed=s)`` in the same study setup (``CmaEsSampler`` draws
+  categorical parameters with its independent ``RandomSampler``; its log line
+  about that, once per trial, is turned off);
 - ``random``: configurations drawn uniformly (log-uniformly for log-scaled floats);
 - ``ax``: Ax's ``Client(random_seed=s)`` with its default generation strategy.
 
@@ -20,6 +31,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
@@ -34,7 +46,18 @@ from botorch_sketch.benchmarks.tuning.space import (
 
 Config = dict[str, Any]
 
-METHODS = ("bbkb", "sgpts", "tpe", "gp", "random", "ax")
+METHODS = (
+    "bbkb",
+    "sgpts",
+    "tpe",
+    "gp",
+    "random",
+    "ax",
+    "bbkb-optuna",
+    "sgpts-optuna",
+    "cmaes",
+    "random-optuna",
+)
 
 
 class Method(Protocol):
@@ -131,12 +154,29 @@ def method_factory(name: str) -> Factory:
 
         searcher = BBKBSearch if name == "bbkb" else SGPTSSearch
         return lambda space, seed, k: SearcherMethod(searcher(seed=seed), space, k)
-    if name in ("tpe", "gp"):
+    if name in ("tpe", "gp", "cmaes", "random-optuna"):
         import optuna  # noqa: F401 (imported before timing)
-        from optuna.samplers import GPSampler, TPESampler
+        from optuna.samplers import CmaEsSampler, GPSampler, RandomSampler, TPESampler
 
-        sampler = TPESampler if name == "tpe" else GPSampler
+        sampler = {
+            "tpe": TPESampler,
+            "gp": GPSampler,
+            "cmaes": partial(CmaEsSampler, warn_independent_sampling=False),
+            "random-optuna": RandomSampler,
+        }[name]
         return lambda space, seed, k: OptunaMethod(sampler(seed=seed), space)
+    if name == "bbkb-optuna":
+        from botorch_sketch.integrations.optuna import BBKBSampler
+
+        def bbkb(space: Space, seed: int, k: int) -> Method:
+            sampler = BBKBSampler(seed=seed, num_workers=k)
+            return OptunaMethod(sampler, space)
+
+        return bbkb
+    if name == "sgpts-optuna":
+        from botorch_sketch.integrations.optuna import SGPTSSampler
+
+        return lambda space, seed, k: OptunaMethod(SGPTSSampler(seed=seed), space)
     if name == "random":
         return lambda space, seed, k: RandomMethod(space, seed)
     if name == "ax":

@@ -12,7 +12,18 @@ trials).
 - ``long``: Branin and the mixed space, 1 in flight, 1,000 trials, seeds 0-4;
   Optuna's ``GPSampler`` for seed 0 only, stopped once its own time passes 300 s;
 - ``smoke``: Branin and the mixed space, 8 trials, 1 and 2 in flight, seeds 0-1,
-  every method but Ax (seconds; for CI).
+  every method but Ax (seconds; for CI);
+- ``optuna`` / ``optuna-parallel``: the four problems without data, 500 trials,
+  1 / 4 in flight, seeds 0-4: the package's Optuna samplers against Optuna's TPE,
+  CMA-ES and random samplers in the same study setup; ``GPSampler`` at 100 trials
+  only (its time per trial grows with the trials), stopped earlier should its own
+  time pass :data:`GP_SECONDS_SMALL`;
+- ``optuna-large``: Branin and the mixed space, 5,000 trials, 1 in flight, seeds
+  0-2 (``GPSampler``: seed 0, stopped once its own time passes
+  :data:`GP_SECONDS_LARGE`); the tables add the median time per trial in windows
+  of trials;
+- ``optuna-smoke``: Branin and the mixed space, 8 trials, 1 and 2 in flight, seeds
+  0-1, every Optuna method (seconds; for CI).
 """
 
 from __future__ import annotations
@@ -22,6 +33,11 @@ from dataclasses import dataclass
 ALL_PROBLEMS = ("branin", "hartmann6", "levy10", "mixed", "hgb-cadata")
 OURS_AND_BASELINES = ("bbkb", "sgpts", "tpe", "gp", "random")
 SEEDS = (0, 1, 2, 3, 4)
+#: The package's Optuna samplers and Optuna's own (``gp`` is timed separately).
+OPTUNA_METHODS = ("bbkb-optuna", "sgpts-optuna", "tpe", "cmaes", "random-optuna")
+#: ``GPSampler``'s optimizer-time caps in the ``optuna`` (and ``optuna-parallel``)
+#: and ``optuna-large`` presets (seconds per run).
+GP_SECONDS_SMALL, GP_SECONDS_LARGE = 120.0, 300.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,9 @@ class TuningPreset:
     description: str
     blocks: tuple[Block, ...]
     budgets: tuple[int, ...]
+    #: ``(first, last)`` trial windows (1-based, both included) for a table of
+    #: the median optimizer time per trial in each (none: no such table).
+    windows: tuple[tuple[int, int], ...] = ()
 
 
 PRESETS = {
@@ -89,6 +108,40 @@ PRESETS = {
                 for k in (1, 2)
             ),
             (4, 8),
+        ),
+        *(
+            TuningPreset(
+                name,
+                f"4 problems, Optuna samplers, 500 trials, {k} in flight, 5 seeds "
+                "(GPSampler 100 trials)",
+                (
+                    Block(ALL_PROBLEMS[:4], OPTUNA_METHODS, 500, k, SEEDS),
+                    Block(ALL_PROBLEMS[:4], ("gp",), 100, k, SEEDS, GP_SECONDS_SMALL),
+                ),
+                (100, 500),
+            )
+            for name, k in (("optuna", 1), ("optuna-parallel", 4))
+        ),
+        TuningPreset(
+            "optuna-large",
+            "Branin and mixed, Optuna samplers, 5,000 trials, 1 in flight, 3 seeds "
+            f"(GPSampler 1, capped at {GP_SECONDS_LARGE:g} s)",
+            (
+                Block(("branin", "mixed"), OPTUNA_METHODS, 5000, 1, SEEDS[:3]),
+                Block(("branin", "mixed"), ("gp",), 5000, 1, (0,), GP_SECONDS_LARGE),
+            ),
+            (100, 500, 1000, 5000),
+            ((1, 100), (401, 500), (901, 1000), (1001, 2000), (4001, 5000)),
+        ),
+        TuningPreset(
+            "optuna-smoke",
+            "Branin and mixed, Optuna samplers, 8 trials, 1 and 2 in flight, 2 seeds",
+            tuple(
+                Block(("branin", "mixed"), (*OPTUNA_METHODS, "gp"), 8, k, (0, 1))
+                for k in (1, 2)
+            ),
+            (4, 8),
+            ((1, 4), (5, 8)),
         ),
     )
 }

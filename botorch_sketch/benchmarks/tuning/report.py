@@ -4,12 +4,16 @@ r"""Tables and plots of the tuning benchmark, from its traces.
 regret after ``b`` told trials over the seeds that reached ``b`` (mean, standard
 deviation, min, max) and the optimizer's own time per trial (its construction,
 ``ask`` and ``tell`` over the first ``b`` trials, divided by ``b``; and over the
-last tenth of them only). :func:`plot_problem` draws simple regret against trials
-and against cumulative optimizer time.
+last tenth of them only). :func:`window_rows` gives the median time per trial in
+windows of trials, and :func:`time_growth` fits the time per trial of a run that
+stopped early, to extrapolate it. :func:`plot_problem` draws simple regret against
+trials and against cumulative optimizer time, and the time per trial against
+trials.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -60,6 +64,51 @@ def regret_rows(
     return rows
 
 
+def _trial_seconds(trace: RunTrace) -> np.ndarray:
+    r"""The optimizer's time on each told trial (its ``ask`` and ``tell``)."""
+    return np.asarray(trace.ask_seconds) + np.asarray(trace.tell_seconds)
+
+
+def window_rows(
+    traces: Sequence[RunTrace], windows: Sequence[tuple[int, int]]
+) -> list[dict[str, object]]:
+    r"""One row per ``(problem, method, window)`` that some seed reached: the
+    median optimizer time per trial over the trials ``first..last`` (1-based, both
+    included) of every seed that reached ``last``, pooled."""
+    rows = []
+    for (problem, method), group in group_traces(traces).items():
+        for first, last in windows:
+            reached = [t for t in group if t.horizon >= last]
+            if not reached:
+                continue
+            pooled = np.concatenate(
+                [_trial_seconds(t)[first - 1 : last] for t in reached]
+            )
+            rows.append(
+                {
+                    "problem": problem,
+                    "method": method,
+                    "window": f"{first}-{last}",
+                    "seeds": len(reached),
+                    "median_seconds": float(np.median(pooled)),
+                }
+            )
+    return rows
+
+
+def time_growth(trace: RunTrace, at: int) -> tuple[float, float]:
+    r"""The exponent ``b`` of a least-squares fit ``seconds ~ a n^b`` of the time
+    per trial against the trial number ``n`` over the second half of the trace's
+    trials, and the fit's time per trial at trial ``at`` (an extrapolation when
+    ``at`` lies beyond the trace)."""
+    seconds = _trial_seconds(trace)
+    start = len(seconds) // 2
+    n = np.arange(start + 1, len(seconds) + 1)
+    keep = seconds[start:] > 0
+    slope, intercept = np.polyfit(np.log(n[keep]), np.log(seconds[start:][keep]), 1)
+    return float(slope), float(math.exp(intercept + slope * math.log(at)))
+
+
 def _pivot(
     rows: Sequence[dict[str, object]],
     budget: int,
@@ -90,6 +139,47 @@ def _time_cell(row: dict[str, object]) -> str:
     return f"{whole:.3g} ({last:.3g})"
 
 
+def window_tables(rows: Sequence[dict[str, object]]) -> str:
+    r"""Per problem, the median optimizer milliseconds per trial in each window
+    (a line per method, a column per window)."""
+    lines = []
+    for problem in dict.fromkeys(row["problem"] for row in rows):
+        at = [row for row in rows if row["problem"] == problem]
+        windows = list(dict.fromkeys(row["window"] for row in at))
+        cells = {
+            (row["method"], row["window"]): f"{1e3 * row['median_seconds']:.3g}"
+            for row in at
+        }
+        lines += [
+            f"Median optimizer time per trial [ms] in windows of trials, {problem}:",
+            "",
+            "| method | " + " | ".join(windows) + " |",
+            "|---|" + "---:|" * len(windows),
+        ]
+        for method in dict.fromkeys(row["method"] for row in at):
+            values = [cells.get((method, w), "-") for w in windows]
+            lines.append(f"| {method} | " + " | ".join(values) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def growth_notes(traces: Sequence[RunTrace], at: int) -> list[str]:
+    r"""For each run that stopped before ``at`` trials: :func:`time_growth`'s
+    exponent and extrapolated time per trial at ``at``."""
+    notes = []
+    for trace in traces:
+        if trace.horizon >= at:
+            continue
+        slope, seconds = time_growth(trace, at)
+        notes.append(
+            f"{trace.policy} on {trace.problem}, seed {trace.seed}: "
+            f"{trace.horizon} trials; time per trial over trials "
+            f"{trace.horizon // 2 + 1}-{trace.horizon} fits n^{slope:.2f}, "
+            f"extrapolated to {1e3 * seconds:.3g} ms a trial at trial {at}"
+        )
+    return notes
+
+
 def markdown_tables(rows: Sequence[dict[str, object]], budgets: Sequence[int]) -> str:
     r"""Per budget, simple regret (mean ± std over seeds, 5 seeds unless said) and
     the optimizer's milliseconds per trial (over all trials; over the last tenth)."""
@@ -118,8 +208,10 @@ def plot_problem(
     traces: Sequence[RunTrace], output_dir: str | Path, problem: str
 ) -> list[Path]:
     r"""``<problem>_regret.png`` (simple regret against trials: mean and the seeds'
-    range) and ``<problem>_regret_vs_time.png`` (mean simple regret against mean
-    cumulative optimizer time), both logarithmic."""
+    range), ``<problem>_regret_vs_time.png`` (mean simple regret against mean
+    cumulative optimizer time) and ``<problem>_time_per_trial.png`` (the median over
+    seeds and over bins of trials of the optimizer time per trial, against trials),
+    all logarithmic."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     groups = {
@@ -155,7 +247,36 @@ def plot_problem(
     axes.set_ylabel("simple regret")
     path = output_dir / f"{prefix}_regret_vs_time.png"
     written.append(_finish(figure, axes, f"{problem}: mean over seeds", path, None))
+    figure, axes = _new_figure()
+    for method, group in groups.items():
+        trials, seconds = _binned_median_seconds(group)
+        axes.plot(trials, seconds, label=labels[method], **styles[method])
+    axes.set_xscale("log")
+    axes.set_yscale("log", nonpositive="mask")
+    axes.set_xlabel("told trials")
+    axes.set_ylabel("optimizer time per trial [s]")
+    path = output_dir / f"{prefix}_time_per_trial.png"
+    title = f"{problem}: median over seeds and bins of trials"
+    written.append(_finish(figure, axes, title, path, None))
     return written
+
+
+def _binned_median_seconds(
+    group: Sequence[RunTrace], num_bins: int = 60
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Bins of trials (logarithmically spaced edges, each at least one trial):
+    their last trial and the median time per trial over the bin's trials of every
+    seed that reached it."""
+    horizon = max(t.horizon for t in group)
+    edges = np.unique(np.geomspace(1, horizon + 1, num_bins + 1).astype(int))
+    ends, medians = [], []
+    for low, high in zip(edges[:-1], edges[1:], strict=True):
+        pooled = [_trial_seconds(t)[low - 1 : high - 1] for t in group]
+        pooled = [p for p in pooled if len(p) == high - low]
+        if pooled:
+            ends.append(high - 1)
+            medians.append(float(np.median(np.concatenate(pooled))))
+    return np.asarray(ends), np.asarray(medians)
 
 
 def plot_all(traces: Sequence[RunTrace], output_dir: str | Path) -> list[Path]:
