@@ -269,14 +269,18 @@ def test_multi_objective_on_a_model_list(name):
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_subset_output_and_single_output_errors(name):
+def test_subset_output_and_output_index_errors(name):
+    # a single-output model is its own output [0]; a two-column train_Y gives two
+    # outputs (issue 27 item 1; test_multi_output.py checks the values)
     X, Y = _data()
     model = build(name, X, Y)
     assert model.subset_output([0]) is model and model.num_outputs == 1
     with pytest.raises(ValueError, match="`idcs`"):
         model.subset_output([1])
-    with pytest.raises(ValueError, match="`train_Y`"):
-        build(name, X, torch.cat([Y, -Y], dim=-1))
+    for model_name in ("control", name):
+        two = build(model_name, X, torch.cat([Y, -Y], dim=-1))
+        assert two.num_outputs == 2
+        assert two.posterior(uniform(3, 4, D, seed=9)).mean.shape == (3, 4, 2)
 
 
 @pytest.mark.parametrize("name", MODELS)
