@@ -167,20 +167,6 @@ def check_output_indices(
     return indices
 
 
-def check_single_output(idcs: object, name: str = "idcs") -> None:
-    r"""Check output indices of a single-output model: ``[0]`` (or ``[-1]``), else
-    ``TypeError`` / ``ValueError`` naming ``name``."""
-    if not isinstance(idcs, (list, tuple)) or not all(
-        isinstance(i, int) and not isinstance(i, bool) for i in idcs
-    ):
-        raise TypeError(f"`{name}` must be a list of ints, got {idcs!r}.")
-    if list(idcs) not in ([0], [-1]):
-        raise ValueError(
-            f"`{name}` must be [0]: the model has a single output (train_Y n x 1), "
-            f"got {list(idcs)}."
-        )
-
-
 def check_bool(value: object, name: str) -> bool:
     r"""Raise ``TypeError`` unless ``value`` is a ``bool`` (truthy objects rejected)."""
     if not isinstance(value, bool):
