@@ -234,7 +234,9 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
         self._noise = noise
         if noise is not None:
             if num_outputs > 1:  # in the model's units (see `noise`)
-                self.likelihood.noise = torch.tensor(noise).to(train_X)
+                self.likelihood.noise = torch.tensor(
+                    noise, dtype=train_X.dtype, device=train_X.device
+                )
             self.likelihood.raw_noise.requires_grad_(False)
         self.register_state_dict_post_hook(_drop_data_state)
         self.register_load_state_dict_pre_hook(_keep_data_state)
