@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
-from botorch.models.gpytorch import BatchedMultiOutputGPyTorchModel
+from botorch.models.gpytorch import BatchedMultiOutputGPyTorchModel, GPyTorchModel
 from botorch.models.model import FantasizeMixin
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
@@ -72,7 +72,7 @@ def default_covar_module(d: int) -> ScaleKernel:
     return ScaleKernel(RBFKernel(ard_num_dims=d))
 
 
-class NystromGP(BatchedMultiOutputGPyTorchModel, GP, FantasizeMixin):
+class NystromGP(GPyTorchModel, GP, FantasizeMixin):
     r"""GP with the DTC Nystrom posterior of BKB.
 
     The posterior at ``x`` uses the embedding ``z(x) = K_SS^{-1/2} k_S(x)`` of a
@@ -95,8 +95,12 @@ class NystromGP(BatchedMultiOutputGPyTorchModel, GP, FantasizeMixin):
     kernel, the noise ``lambda`` and so the dictionary (its ridge leverage scores do
     not depend on the targets): ``V`` is factorized once, ``b`` and ``w`` are
     ``o x m``, posteriors ``batch x q x o`` (BoTorch's batched multi-output
-    convention, as ``SingleTaskGP``'s). Internally the targets are ``batch x o x
-    n`` and a batched ``V`` carries a size-one output dimension.
+    convention, as ``SingleTaskGP``'s, through BoTorch's
+    ``BatchedMultiOutputGPyTorchModel.posterior``). Internally the targets are
+    ``batch x o x n`` and a batched ``V`` carries a size-one output dimension. The
+    class does not derive from ``BatchedMultiOutputGPyTorchModel``: Ax would then
+    model several metrics with one such model (one shared kernel) instead of a
+    ``ModelListGP`` of independent ones.
 
     Training data, dictionary and factorizations are plain attributes, not part of
     ``state_dict()`` (as for GPyTorch's exact GPs), so a state dict fits any data set.
@@ -238,12 +242,8 @@ class NystromGP(BatchedMultiOutputGPyTorchModel, GP, FantasizeMixin):
         the output dimension after it)."""
         return self.train_inputs[0].shape[:-2]
 
-    @property
-    def _aug_batch_shape(self) -> torch.Size:
-        r"""The batch shape of the hyperparameters: empty, since kernel and noise
-        are shared by all outputs (``fit_gpytorch_mll`` then fits them on the
-        summed bound, not one output at a time as for ``SingleTaskGP``)."""
-        return torch.Size([])
+    #: BoTorch's batched multi-output observation noise (a shared noise level).
+    _apply_noise = BatchedMultiOutputGPyTorchModel._apply_noise
 
     @property
     def dictionary(self) -> Tensor:
@@ -352,6 +352,12 @@ class NystromGP(BatchedMultiOutputGPyTorchModel, GP, FantasizeMixin):
         if output_indices is not None:
             output_indices = check_output_indices(
                 output_indices, self._num_outputs, "output_indices"
+            )
+        if self._num_outputs == 1:
+            return super().posterior(
+                X,
+                observation_noise=observation_noise,
+                posterior_transform=posterior_transform,
             )
         return multi_output_posterior(
             self, X, output_indices, observation_noise, posterior_transform
