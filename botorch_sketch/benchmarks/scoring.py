@@ -16,6 +16,7 @@ from botorch.models import SingleTaskGP
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from gpytorch.means import ZeroMean
 
+from botorch_sketch.benchmarks.acquisition_timing import time_acquisitions
 from botorch_sketch.benchmarks.arguments import OneLineParser
 from botorch_sketch.models.nystrom import NystromGP
 
@@ -55,9 +56,18 @@ def compare_scoring(
     chunk_size: int = 1000,
     dtype: torch.dtype = torch.float64,
     device: torch.device | str = "cpu",
+    acquisition_sizes: tuple[int, ...] = (),
 ) -> dict[str, float]:
     r"""Score ``num_candidates`` points with both models after ``num_train``
     observations; return timings (seconds), the dictionary size and accuracy.
+
+    For each size ``n`` in ``acquisition_sizes`` it also times ``fantasize`` +
+    ``qKnowledgeGradient`` and ``qLogNEHVI`` on both package models against
+    ``SingleTaskGP`` after ``n`` observations (same ``dim``, ``lengthscale``,
+    ``noise``, ``qbar``, ``seed``, dtype and device;
+    :func:`~botorch_sketch.benchmarks.acquisition_timing.time_acquisitions`), keys
+    prefixed ``n{n}_``. None by default: at ``n = 10,000`` the exact GP's
+    knowledge gradient alone takes minutes.
 
     Both scorings include what a loop pays after new data arrives: the exact GP's
     ``n x n`` solve on its first posterior call, the Nystrom model's ``O(n m^2)``
@@ -98,7 +108,7 @@ def compare_scoring(
         )
         ratio = sketch_var / exact_var
         mean_error = (sketch_mean - exact_mean).abs().max()
-    return {
+    results = {
         "num_train": num_train,
         "num_candidates": num_candidates,
         "dictionary_size": sketch.dictionary_size,
@@ -110,6 +120,19 @@ def compare_scoring(
         "variance_ratio_max": float(ratio.max()),
         "max_abs_mean_error": float(mean_error),
     }
+    for size in acquisition_sizes:
+        timings = time_acquisitions(
+            size,
+            dim=dim,
+            lengthscale=lengthscale,
+            noise=noise,
+            qbar=qbar,
+            seed=seed,
+            dtype=dtype,
+            device=device,
+        )
+        results.update({f"n{size}_{key}": value for key, value in timings.items()})
+    return results
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -133,7 +156,22 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--dtype", type=_dtype, default=torch.float64, help="float32, float64 (default)"
     )
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
+    parser.add_argument(
+        "--acquisition-sizes",
+        type=_size,
+        nargs="*",
+        default=(),
+        help="also time fantasize + qKG and qLogNEHVI against SingleTaskGP after "
+        "each of these numbers of observations, e.g. 1000 10000 (default: none)",
+    )
     return parser
+
+
+def _size(text: str) -> int:
+    value = int(text)
+    if value < 32:
+        raise argparse.ArgumentTypeError(f"sizes must be >= 32, got {value}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
@@ -146,6 +184,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         parser.error(f"--device {args.device}: not a torch device")
     if args.device.type == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: CUDA is not available here")
+    args.acquisition_sizes = tuple(args.acquisition_sizes)
     results = compare_scoring(**vars(args))
     for key, value in results.items():
         print(

@@ -41,16 +41,19 @@ def distinct_rows(X: Tensor, y: Tensor | None = None) -> tuple[Tensor, Tensor, T
 
     Args:
         X: ``n x d`` points.
-        y: Optional ``n`` targets, summed per distinct row.
+        y: Optional ``n`` targets, or ``o x n`` (one row per output), summed per
+            distinct row.
 
     Returns:
         ``(U, counts, y_sums)``: the ``u x d`` distinct rows, their ``u``
-        multiplicities and the ``u`` per-row target sums (zeros when ``y`` is None).
+        multiplicities and the ``u`` (``o x u``) per-row target sums (zeros
+        when ``y`` is None).
     """
     U, inverse, counts = torch.unique(X, dim=0, return_inverse=True, return_counts=True)
-    y_sums = torch.zeros(U.shape[0], dtype=X.dtype, device=X.device)
+    batch = () if y is None else y.shape[:-1]
+    y_sums = torch.zeros(*batch, U.shape[0], dtype=X.dtype, device=X.device)
     if y is not None:
-        y_sums = y_sums.index_add(0, inverse, y)
+        y_sums = y_sums.index_add(-1, inverse, y)
     return U, counts.to(X.dtype), y_sums
 
 
@@ -294,6 +297,22 @@ def append_observations(
     return torch.cat(inputs, dim=-2), torch.cat(targets, dim=-1)
 
 
+def append_outputs(
+    X: Tensor, Y: Tensor, new_X: Tensor, new_Y: Tensor
+) -> tuple[Tensor, Tensor]:
+    r"""The multi-output form of :func:`append_observations`: ``batch x n x d``
+    inputs shared by ``batch x o x n`` targets (one row per output), with ``n'``
+    new inputs (``batch x n' x d``) and targets (``batch x o x n'``) appended, all
+    batch shapes broadcast to their common ``batch`` (the output dimension is not
+    part of it)."""
+    batch = torch.broadcast_shapes(
+        X.shape[:-2], Y.shape[:-2], new_X.shape[:-2], new_Y.shape[:-2]
+    )
+    inputs = [t.expand(*batch, *t.shape[-2:]) for t in (X, new_X)]
+    targets = [t.expand(*batch, *t.shape[-2:]) for t in (Y, new_Y)]
+    return torch.cat(inputs, dim=-2), torch.cat(targets, dim=-1)
+
+
 def dictionary_cholesky(
     kernel: Kernel,
     dictionary: Tensor,
@@ -379,11 +398,14 @@ def collapsed_log_likelihood(
     range: at extreme lengthscales GPyTorch's distances lose all precision, and a
     negative residual would inflate the bound without limit.
 
+    With ``o x n`` targets (``o`` outputs sharing kernel, noise and dictionary)
+    it is the sum of the ``o`` outputs' bounds, still divided by ``n``.
+
     Args:
         kernel: The GPyTorch kernel ``k``.
         dictionary: ``m x d`` inducing points.
         X: ``n x d`` observed points (repeats allowed).
-        y: ``n`` targets (minus the prior mean, if any).
+        y: ``n`` (or ``o x n``) targets (minus the prior mean, if any).
         noise: Scalar tensor ``lambda > 0``.
         chol_dictionary: As in :meth:`DTCState.build`; its dtype is the one the
             bound is computed in (the result has the dtype of ``X``).
@@ -402,10 +424,16 @@ def collapsed_log_likelihood(
     residual = (kernel(U, diag=True).to(Z) - Z.square().sum(-1)).clamp_min(0.0)
     half_logdet_gram = state.chol_gram.diagonal().log().sum()
     sum_squares = y.to(Z).square().sum()
-    quadratic = (sum_squares - state.projected_targets @ state.weights) / noise
+    if y.dim() == 1:
+        explained = state.projected_targets @ state.weights
+    else:  # one term per output; V (and so the log-determinant) is shared
+        explained = (state.projected_targets * state.weights).sum()
+    quadratic = (sum_squares - explained) / noise
     logdet = (n - state.size) * noise.log() + 2 * half_logdet_gram
     trace = (counts * residual).sum() / noise
     total = quadratic + logdet + n * math.log(2 * math.pi) + trace
+    if y.dim() > 1:
+        total = total + (y.shape[0] - 1) * (logdet + n * math.log(2 * math.pi) + trace)
     return (-0.5 * total / n).to(X.dtype)
 
 

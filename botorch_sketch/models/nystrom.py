@@ -6,11 +6,12 @@ inducing points resampled by ridge leverage scores.
 from __future__ import annotations
 
 from copy import deepcopy
+from dataclasses import replace
 from typing import Any
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
-from botorch.models.gpytorch import GPyTorchModel
+from botorch.models.gpytorch import BatchedMultiOutputGPyTorchModel, GPyTorchModel
 from botorch.models.model import FantasizeMixin
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
@@ -35,9 +36,11 @@ from botorch_sketch.models.dictionary import (
 from botorch_sketch.models.dtc import (
     DTCState,
     append_observations,
+    append_outputs,
     collapsed_log_likelihood,
     distinct_rows,
 )
+from botorch_sketch.models.multi_output import multi_output_posterior
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
     check_at_least,
@@ -48,9 +51,9 @@ from botorch_sketch.utils.validation import (
     check_matrix,
     check_model_dtype,
     check_observations,
+    check_output_indices,
     check_points,
     check_same_dtype,
-    check_single_output,
     check_tensor,
     fitted_outcome_transform,
 )
@@ -70,7 +73,7 @@ def default_covar_module(d: int) -> ScaleKernel:
 
 
 class NystromGP(GPyTorchModel, GP, FantasizeMixin):
-    r"""Single-output GP with the DTC Nystrom posterior of BKB.
+    r"""GP with the DTC Nystrom posterior of BKB.
 
     The posterior at ``x`` uses the embedding ``z(x) = K_SS^{-1/2} k_S(x)`` of a
     dictionary ``S`` (``m x d``) and ``V = Z^T Z + lambda I`` (``m x m``):
@@ -87,6 +90,17 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
     Scoring ``N`` candidates costs ``O(N m^2)``, conditioning on ``n'`` new points
     ``O(n' m^2 + m^3)``, and resparsifying ``O(u m^2 + u m'^2)`` for ``u`` distinct
     observed points.
+
+    A ``n x o`` ``train_Y`` gives ``o`` independent outputs sharing the inputs, the
+    kernel, the noise ``lambda`` and so the dictionary (its ridge leverage scores do
+    not depend on the targets): ``V`` is factorized once, ``b`` and ``w`` are
+    ``o x m``, posteriors ``batch x q x o`` (BoTorch's batched multi-output
+    convention, as ``SingleTaskGP``'s, through BoTorch's
+    ``BatchedMultiOutputGPyTorchModel.posterior``). Internally the targets are
+    ``batch x o x n`` and a batched ``V`` carries a size-one output dimension. The
+    class does not derive from ``BatchedMultiOutputGPyTorchModel``: Ax would then
+    model several metrics with one such model (one shared kernel) instead of a
+    ``ModelListGP`` of independent ones.
 
     Training data, dictionary and factorizations are plain attributes, not part of
     ``state_dict()`` (as for GPyTorch's exact GPs), so a state dict fits any data set.
@@ -121,8 +135,9 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         r"""
         Args:
             train_X: ``n x d`` training inputs (repeated rows are repeated pulls).
-            train_Y: ``n x 1`` training targets.
-            covar_module: Kernel; default ``ScaleKernel(RBFKernel(ard_num_dims=d))``.
+            train_Y: ``n x o`` training targets (``o >= 1`` outputs).
+            covar_module: Kernel; default ``ScaleKernel(RBFKernel(ard_num_dims=d))``
+                (shared by all outputs).
             noise: Fixed regularization / noise variance ``lambda >= 1e-12``; None
                 learns it
                 (BoTorch's log-normal noise prior) with ``fit_gpytorch_mll``.
@@ -134,7 +149,8 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
             input_transform: Applied to inputs (its parameters are fixed at
                 construction, from ``train_X``).
             outcome_transform: Applied to ``train_Y`` (its statistics are fixed at
-                construction); posteriors are untransformed.
+                construction), e.g. ``Standardize(m=o)``; posteriors are
+                untransformed.
             generator: Random number generator for the initial dictionary.
         """
         check_model_dtype(train_X, "train_X")
@@ -143,11 +159,13 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         d = train_X.shape[-1]
         check_finite(train_Y, "train_Y")
         check_magnitude(train_Y, "train_Y")
-        if train_Y.shape != (train_X.shape[0], 1):
+        if train_Y.dim() != 2 or train_Y.shape[0] != train_X.shape[0]:
             raise ValueError(
-                f"`train_Y` must have shape {(train_X.shape[0], 1)} (n x 1, n the "
-                f"rows of `train_X`), got {tuple(train_Y.shape)}."
+                f"`train_Y` must have shape ({train_X.shape[0]}, o) (n x o, n the "
+                f"rows of `train_X`, o >= 1 outputs), got {tuple(train_Y.shape)}."
             )
+        if train_Y.shape[1] == 0:
+            raise ValueError("`train_Y` must have at least one column (output).")
         check_same_dtype(train_Y, "train_Y", train_X, "train_X")
         if covar_module is not None:
             check_kernel(covar_module, "covar_module")
@@ -200,8 +218,10 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
             likelihood.raw_noise.requires_grad_(False)
             self.likelihood = likelihood
         self.qbar = qbar
+        self._num_outputs = train_Y.shape[-1]
         self.train_inputs = (train_X,)
-        self.train_targets = train_Y.squeeze(-1)
+        # one row of targets per output (BoTorch's batched multi-output layout)
+        self.train_targets = train_Y.mT.squeeze(-2)  # n, or o x n for o > 1
         self._state: DTCState | None = None
         if dictionary is None:
             self._dictionary = self._initial_dictionary(generator)
@@ -215,6 +235,15 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
     def noise(self) -> Tensor:
         r"""The regularization ``lambda`` (the likelihood's noise variance)."""
         return self.likelihood.noise.squeeze()
+
+    @property
+    def _input_batch_shape(self) -> torch.Size:
+        r"""The batch shape of the inputs (BoTorch's multi-output posterior inserts
+        the output dimension after it)."""
+        return self.train_inputs[0].shape[:-2]
+
+    #: BoTorch's batched multi-output observation noise (a shared noise level).
+    _apply_noise = BatchedMultiOutputGPyTorchModel._apply_noise
 
     @property
     def dictionary(self) -> Tensor:
@@ -271,7 +300,14 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
             return DTCState.build(
                 self.covar_module, dictionary, U, y_sums, self.noise, counts
             )
-        return DTCState.build(self.covar_module, dictionary, X, y, self.noise)
+        return DTCState.build(
+            self.covar_module, dictionary, self._with_output_dim(X), y, self.noise
+        )
+
+    def _with_output_dim(self, X: Tensor) -> Tensor:
+        r"""``batch x n x d`` points as ``batch x 1 x n x d`` for a multi-output
+        model (``V`` then broadcasts over the ``o`` target rows), else as given."""
+        return X if self._num_outputs == 1 else X.unsqueeze(-3)
 
     def train(self, mode: bool = True) -> NystromGP:
         r"""Set the training mode; entering it drops the cached factorizations."""
@@ -297,24 +333,34 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
     def posterior(
         self,
         X: Tensor,
+        output_indices: list[int] | None = None,
         observation_noise: bool | Tensor = False,
         posterior_transform: PosteriorTransform | None = None,
         **kwargs: Any,
     ) -> Posterior:
-        r"""DTC posterior at ``batch x q x d`` points (original input space).
+        r"""DTC posterior at ``batch x q x d`` points (original input space), over
+        ``batch x q x o`` outputs (``o`` = ``len(output_indices)``, default all).
 
         Each point's marginal depends on that point only (see
         :func:`~botorch_sketch.models.dtc.cross_covariance`). Points must be finite
         and within ``finfo.max ** (1/4)`` in magnitude (``ValueError`` naming
-        ``X``); non-floating points raise ``TypeError``.
+        ``X``); non-floating points raise ``TypeError``. Other keyword arguments
+        are ignored.
         """
         self._check_points(X, "X")
         self._transformed_points(X, "X")
-        return super().posterior(
-            X,
-            observation_noise=observation_noise,
-            posterior_transform=posterior_transform,
-            **kwargs,
+        if output_indices is not None:
+            output_indices = check_output_indices(
+                output_indices, self._num_outputs, "output_indices"
+            )
+        if self._num_outputs == 1:
+            return super().posterior(
+                X,
+                observation_noise=observation_noise,
+                posterior_transform=posterior_transform,
+            )
+        return multi_output_posterior(
+            self, X, output_indices, observation_noise, posterior_transform
         )
 
     def _check_points(self, X: Tensor, name: str) -> Tensor:
@@ -333,7 +379,10 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         return X_tf
 
     def forward(self, X: Tensor) -> MultivariateNormal:
-        r"""DTC predictive at transformed ``batch x q x d`` inputs (no noise).
+        r"""DTC predictive at transformed ``batch x q x d`` inputs (no noise); for
+        ``o > 1`` outputs, ``batch x 1 x q x d`` inputs (the output dimension that
+        BoTorch's multi-output posterior inserts) give a ``batch x o`` batch of
+        ``q``-dimensional normals.
 
         Single-point t-batches (``q = 1``, how BoTorch scores candidate sets) of an
         unbatched model take the ``O(N m^2)`` marginal path of
@@ -341,6 +390,8 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         targets are batched even where ``V`` is not) broadcasts its batch with ``X``'s
         on the joint path."""
         state = self.dtc_state
+        if self._num_outputs > 1:
+            return self._multi_output_forward(state, X)
         if X.shape[-2] == 1 and self.train_targets.dim() == 1:
             mean, variance = state.mean_and_variance(
                 self.covar_module, X.reshape(-1, X.shape[-1])
@@ -353,6 +404,22 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         # the covariance lacks the batch of targets that V does not depend on
         covariance = covariance.expand(*mean.shape, mean.shape[-1])
         # lazy: factorized on demand with jitter (nearly repeated points are singular)
+        return MultivariateNormal(mean, DenseLinearOperator(covariance))
+
+    def _multi_output_forward(self, state: DTCState, X: Tensor) -> MultivariateNormal:
+        r""":meth:`forward` of a model with ``o > 1`` outputs at ``batch x 1 x q x
+        d`` inputs: mean ``batch x o x q``, covariance shared by the outputs."""
+        o = self._num_outputs
+        if X.shape[-2] == 1 and X.shape[-3] == 1 and self.train_inputs[0].dim() == 2:
+            mean, variance = state.mean_and_variance(
+                self.covar_module, X.reshape(-1, X.shape[-1])
+            )  # o x N and N
+            batch = X.shape[:-3]
+            mean = mean.mT.reshape(*batch, o, 1)
+            variance = variance.reshape(*batch, 1, 1).expand(*batch, o, 1)
+            return MultivariateNormal(mean, DiagLinearOperator(variance))
+        mean, covariance = state.mean_and_covariance(self.covar_module, X)
+        covariance = covariance.expand(*mean.shape, mean.shape[-1])
         return MultivariateNormal(mean, DenseLinearOperator(covariance))
 
     def scaled_variance(self, X: Tensor) -> Tensor:
@@ -382,10 +449,43 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
             return float((counts * self._scaled_variance(U)).sum())
 
     def subset_output(self, idcs: list[int]) -> NystromGP:
-        r"""The model of the outputs ``idcs``: the model itself for ``[0]``, its
-        only output (as ``ModelListGP`` returns a member); other indices raise."""
-        check_single_output(idcs)
-        return self
+        r"""The model of the outputs ``idcs`` (a list of distinct indices).
+
+        A single-output model returns itself for ``[0]`` (as ``ModelListGP``
+        returns a member). Otherwise a copy keeps the rows of ``idcs`` of the
+        targets, ``b`` and ``w`` (and the outcome transform's statistics, through
+        its ``subset_output``); the dictionary and ``V`` are shared by all outputs,
+        so nothing is refactorized. Bad indices raise ``TypeError`` /
+        ``ValueError`` naming ``idcs``.
+        """
+        indices = check_output_indices(idcs, self._num_outputs)
+        if self._num_outputs == 1:
+            return self
+        state = self.dtc_state
+        model = deepcopy(self)
+        index = torch.tensor(indices, device=self.train_targets.device)
+        keep = len(indices) > 1
+
+        def rows(t: Tensor) -> Tensor:
+            picked = t.index_select(-2, index)
+            return picked if keep else picked.squeeze(-2)
+
+        gram, chol_gram = state.gram, state.chol_gram
+        if not keep and gram.dim() > 2:  # drop V's size-one output dimension
+            gram, chol_gram = gram.squeeze(-3), chol_gram.squeeze(-3)
+        model._num_outputs = len(indices)
+        model.train_targets = rows(self.train_targets)
+        model._state = replace(
+            state,
+            gram=gram,
+            chol_gram=chol_gram,
+            projected_targets=rows(state.projected_targets),
+            weights=rows(state.weights),
+        )
+        model._state_hyperparameters = [p.detach().clone() for p in model.parameters()]
+        if hasattr(model, "outcome_transform"):
+            model.outcome_transform = model.outcome_transform.subset_output(indices)
+        return model
 
     # ---------------------------------------------------------------- updates
     def condition_on_observations(
@@ -405,7 +505,7 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
 
         Args:
             X: ``batch x n' x d`` new inputs (in the original input space).
-            Y: ``batch' x n' x 1`` new targets (original outcome space).
+            Y: ``batch' x n' x o`` new targets (original outcome space).
             resparsify: Resample the copy's dictionary afterwards with this model's
                 (pre-update) variances, as BKB/BBKB do (unbatched only).
             generator: Random number generator for the resampling.
@@ -427,7 +527,10 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         return model
 
     def _transform_new_data(self, X: Tensor, Y: Tensor) -> tuple[Tensor, Tensor]:
-        check_observations(X, Y, self.train_inputs[0].shape[-1], self.train_inputs[0])
+        r"""Checked, transformed ``batch x n' x d`` inputs and targets, ``batch' x
+        n'`` (one output) or ``batch' x o x n'`` (one row per output)."""
+        train_X = self.train_inputs[0]
+        check_observations(X, Y, train_X.shape[-1], train_X, self._num_outputs)
         X_tf = self._transformed_points(X, "X")
         if hasattr(self, "outcome_transform"):
             Y, _ = self.outcome_transform(Y, X=X_tf)
@@ -436,11 +539,13 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
                     "`Y` gives non-finite values under the outcome transform "
                     "(overflow, or values outside its domain)."
                 )
-        return X_tf, Y.squeeze(-1)
+        return X_tf, (Y.squeeze(-1) if self._num_outputs == 1 else Y.mT)
 
     def _append(self, X: Tensor, y: Tensor) -> None:
         try:  # differentiable in X and y, as BoTorch's fantasies are
-            state = self.dtc_state.updated(self.covar_module, X, y)
+            state = self.dtc_state.updated(
+                self.covar_module, self._with_output_dim(X), y
+            )
         except (torch.linalg.LinAlgError, NanError, NotPSDError) as error:
             raise ValueError(f"`X` gives no factorizable posterior: {error}") from error
         if not torch.isfinite(state.weights).all():
@@ -448,7 +553,8 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
                 "`Y` gives a non-finite posterior mean (targets too large for the "
                 "noise level; standardize them)."
             )
-        train_X, self.train_targets = append_observations(
+        append = append_observations if self._num_outputs == 1 else append_outputs
+        train_X, self.train_targets = append(
             self.train_inputs[0], self.train_targets, X, y
         )
         self.train_inputs = (train_X,)
@@ -520,7 +626,7 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         device = "cpu" if generator is None else generator.device
         order = torch.randperm(X.shape[0], generator=generator, device=device)
         order = order.to(X.device)
-        X, y = X[order], y[order]
+        X, y = X[order], y[..., order]
         prefix = min(_INITIAL_PREFIX, X.shape[0])
         U, counts, _ = distinct_rows(X[:prefix])
         with torch.no_grad():
@@ -529,7 +635,7 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
         dictionary = U[sample_dictionary(probabilities, generator)]
         while prefix < X.shape[0]:
             prefix = min(2 * prefix, X.shape[0])
-            U, counts, y_sums = distinct_rows(X[:prefix], y[:prefix])
+            U, counts, y_sums = distinct_rows(X[:prefix], y[..., :prefix])
             with torch.no_grad():
                 state = DTCState.build(
                     self.covar_module, dictionary, U, y_sums, self.noise, counts

@@ -22,15 +22,21 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.exceptions.warnings import UserInputWarning
 from botorch.models import SingleTaskVariationalGP
+from botorch.models.gpytorch import BatchedMultiOutputGPyTorchModel
 from botorch.models.model import FantasizeMixin
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.models.utils.gpytorch_modules import (
+    get_covar_module_with_dim_scaled_prior,
+    get_gaussian_likelihood_with_lognormal_prior,
+)
 from botorch.models.utils.inducing_point_allocators import (
     ExpectedImprovementQualityFunction,
 )
@@ -39,7 +45,7 @@ from gpytorch.constraints import GreaterThan
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import GaussianLikelihood
-from gpytorch.means import Mean
+from gpytorch.means import ConstantMean, Mean
 from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.variational import (
     CholeskyVariationalDistribution,
@@ -54,10 +60,12 @@ from torch.nn import Module
 from botorch_sketch.models.dtc import (
     DTCState,
     append_observations,
+    append_outputs,
     collapsed_log_likelihood,
     dictionary_cholesky,
 )
 from botorch_sketch.models.inducing import select_inducing_indices
+from botorch_sketch.models.multi_output import multi_output_posterior
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
     check_at_least,
@@ -69,9 +77,9 @@ from botorch_sketch.utils.validation import (
     check_matrix,
     check_model_dtype,
     check_observations,
+    check_output_indices,
     check_points,
     check_same_dtype,
-    check_single_output,
     fitted_outcome_transform,
 )
 
@@ -100,7 +108,14 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
     ``state_dict()`` holds the hyperparameters and transforms only (``Z`` and ``q(u)``
     are functions of the data), so it loads into a model on any data set.
 
-    Only single-output, non-batched models are supported. ``update`` is equivalent to
+    A ``n x o`` ``train_Y`` gives ``o`` independent outputs sharing the inputs, the
+    kernel and the noise, and so the inducing points (conditional-variance
+    selection does not look at the targets): ``V`` is factorized once and ``q(u)``
+    has an ``o x m`` mean and one shared covariance; the prior mean is per output
+    (BoTorch's default ``ConstantMean(batch_shape=[o])``). Posteriors are ``batch x
+    q x o`` (BoTorch's batched multi-output convention, as ``SingleTaskGP``'s).
+
+    The model is not batched (``train_X`` is ``n x d``). ``update`` is equivalent to
     building a new model on all observations with the current hyperparameters: the
     input and outcome transforms are re-fitted on all data.
 
@@ -131,16 +146,19 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
         r"""
         Args:
             train_X: ``n x d`` training inputs.
-            train_Y: ``n x 1`` training targets.
+            train_Y: ``n x o`` training targets (``o >= 1`` outputs).
             num_inducing: Maximal number ``m`` of inducing points.
             covar_module: Kernel; default BoTorch's RBF kernel with dimension-scaled
-                lengthscale prior.
-            mean_module: Prior mean; default ``ConstantMean``.
+                lengthscale prior (one, shared by all outputs).
+            mean_module: Prior mean; default ``ConstantMean`` (one constant per
+                output).
             likelihood: A ``GaussianLikelihood``; default BoTorch's (LogNormal prior on
                 the noise), or an unconstrained one if ``noise`` is given.
             noise: Fixed observation noise variance ``>= 1e-12`` in the
                 units of ``train_Y`` (converted by the outcome transform); None to
-                learn it.
+                learn it. With ``o > 1`` outputs it is the one noise variance the
+                outputs share, in the units the model sees (after the outcome
+                transform), as ``NystromGP``'s ``noise``.
             randomized_selection: Draw inducing points with probability proportional
                 to their conditional variance instead of greedily.
             inducing_quality: ``"variance"``: pure conditional-variance selection
@@ -150,9 +168,9 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
                 (quality-diversity DPP of Moss et al., AISTATS 2023, via BoTorch's
                 ``ExpectedImprovementQualityFunction``), which keeps inducing points
                 where the search concentrates; regions left without inducing points
-                revert to the prior mean and variance.
+                revert to the prior mean and variance. Single output only.
             generator: Random number generator of the randomized selection.
-            outcome_transform: E.g. ``Standardize(m=1)``, re-fitted at each update.
+            outcome_transform: E.g. ``Standardize(m=o)``, re-fitted at each update.
             input_transform: E.g. ``Normalize(d)``, re-fitted at each update.
         """
         _check_data(train_X, train_Y, "train_X", "train_Y")
@@ -174,6 +192,20 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
                 f"{inducing_quality!r}."
             )
         check_generator(generator)
+        num_outputs = train_Y.shape[-1]
+        if num_outputs > 1:
+            if inducing_quality != "variance":
+                raise ValueError(
+                    "`inducing_quality`: 'improvement' needs a single output (the "
+                    f"expected improvement of which of {num_outputs}?)."
+                )
+            # shared kernel and noise (BoTorch's defaults would be per output)
+            if covar_module is None:
+                covar_module = get_covar_module_with_dim_scaled_prior(
+                    ard_num_dims=train_X.shape[-1]
+                ).to(train_X)
+            if likelihood is None:
+                likelihood = get_gaussian_likelihood_with_lognormal_prior().to(train_X)
         if outcome_transform is not None:
             # BoTorch's constructor below fits the transform: reject bad targets first.
             fitted_outcome_transform(outcome_transform, train_Y, "train_Y", fit=True)
@@ -201,6 +233,10 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
         self._generator = generator
         self._noise = noise
         if noise is not None:
+            if num_outputs > 1:  # in the model's units (see `noise`)
+                self.likelihood.noise = torch.tensor(
+                    noise, dtype=train_X.dtype, device=train_X.device
+                )
             self.likelihood.raw_noise.requires_grad_(False)
         self.register_state_dict_post_hook(_drop_data_state)
         self.register_load_state_dict_pre_hook(_keep_data_state)
@@ -223,8 +259,11 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
 
     @property
     def train_Y(self) -> Tensor:
-        r"""All ``n x 1`` observed targets (untransformed)."""
+        r"""All ``n x o`` observed targets (untransformed)."""
         return self._train_Y
+
+    #: BoTorch's batched multi-output noise (the shared Gaussian likelihood's).
+    _apply_noise = BatchedMultiOutputGPyTorchModel._apply_noise
 
     def update(self, X: Tensor, Y: Tensor) -> None:
         r"""Append observations, re-select the inducing points and recompute ``q(u)``.
@@ -236,10 +275,10 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
 
         Args:
             X: ``b x d`` new inputs (same dtype and device as the training data).
-            Y: ``b x 1`` new targets.
+            Y: ``b x o`` new targets.
         """
         self._unbatched_inputs("`update`")
-        _check_data(X, Y, "X", "Y", like=self._train_X)
+        _check_data(X, Y, "X", "Y", like=self._train_X, num_outputs=self.num_outputs)
         X_all = torch.cat([self._train_X, X])
         quality = None
         if self.inducing_quality == "improvement":
@@ -289,11 +328,21 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
         observation_noise: bool = False,
         posterior_transform: PosteriorTransform | None = None,
     ) -> Posterior:
-        r"""Titsias/DTC posterior at ``X`` (``batch_shape x q x d``); see the class."""
+        r"""Titsias/DTC posterior at ``X`` (``batch_shape x q x d``) over ``batch_shape
+        x q x o`` outputs (``o = len(output_indices)``, default all); see the class."""
         check_model_dtype(X, "X")
         check_points(X, "X", self._train_X.shape[-1])
         check_magnitude(self.transform_inputs(X), "X")
         self._ensure_current()
+        if output_indices is not None:
+            output_indices = check_output_indices(
+                output_indices, self.num_outputs, "output_indices"
+            )
+        if self.num_outputs > 1:
+            return multi_output_posterior(
+                self, X, output_indices, observation_noise, posterior_transform
+            )
+        output_indices = None  # [0]: the only output
         return super().posterior(
             X,
             output_indices=output_indices,
@@ -302,10 +351,71 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
         )
 
     def subset_output(self, idcs: list[int]) -> DecomposedSamplingSVGP:
-        r"""The model of the outputs ``idcs``: the model itself for ``[0]``, its
-        only output (as ``ModelListGP`` returns a member); other indices raise."""
-        check_single_output(idcs)
-        return self
+        r"""The model of the outputs ``idcs`` (a list of distinct indices).
+
+        A single-output model returns itself for ``[0]`` (as ``ModelListGP``
+        returns a member). Otherwise a copy keeps the rows of ``idcs`` of the
+        targets, of a per-output ``ConstantMean`` and of ``q(u)``'s mean (and the
+        outcome transform's statistics, through its ``subset_output``); ``Z`` and
+        ``V`` are shared by all outputs and kept. Bad indices raise ``TypeError`` /
+        ``ValueError`` naming ``idcs``; a per-output prior mean other than
+        ``ConstantMean`` raises ``NotImplementedError``.
+        """
+        indices = check_output_indices(idcs, self.num_outputs)
+        if self.num_outputs == 1:
+            return self
+        self._ensure_current()
+        strategy = self.model.variational_strategy
+        self.model.variational_strategy = None  # its caches may hold graphs
+        try:
+            model = copy.deepcopy(self)
+        finally:
+            self.model.variational_strategy = strategy
+        model._keep_outputs(indices)
+        return model
+
+    def _keep_outputs(self, indices: list[int]) -> None:
+        r"""Keep the outputs ``indices`` (checked) of this copy, in place."""
+        index = torch.tensor(indices, device=self._train_X.device)
+        keep = len(indices) > 1
+
+        def rows(t: Tensor) -> Tensor:
+            picked = t.index_select(-2, index)
+            return picked if keep else picked.squeeze(-2)
+
+        inner, state = self.model, self._dtc_state
+        mean = inner.mean_module
+        if mean.batch_shape[-1:] == torch.Size([self.num_outputs]):
+            if not isinstance(mean, ConstantMean):
+                raise NotImplementedError(
+                    "`subset_output` subsets a per-output ConstantMean only, got "
+                    f"{type(mean).__name__}."
+                )
+            constant = mean.raw_constant.data
+            picked = constant[..., indices] if keep else constant[..., indices[0]]
+            mean.raw_constant.data = picked
+            mean.batch_shape = picked.shape
+        gram, chol_gram = state.gram, state.chol_gram
+        if not keep and gram.dim() > 2:  # drop V's size-one output dimension
+            gram, chol_gram = gram.squeeze(-3), chol_gram.squeeze(-3)
+        state = replace(
+            state,
+            gram=gram,
+            chol_gram=chol_gram,
+            projected_targets=rows(state.projected_targets),
+            weights=rows(state.weights),
+        )
+        self._num_outputs = self._desired_num_outputs = len(indices)
+        if not keep:  # a fixed noise stays in the model's units, as it was
+            self._noise = None
+        self._train_Y = self._train_Y[..., indices]
+        inner.train_targets = rows(inner.train_targets)
+        if hasattr(self, "outcome_transform"):
+            self.outcome_transform = self.outcome_transform.subset_output(indices)
+        mean_w, chol_w = state.whitened_q()
+        Z = state.dictionary
+        distribution = FixedVariationalDistribution(mean_w.to(Z), chol_w.to(Z))
+        self._commit_strategy(self._strategy(Z, distribution), state)
 
     def condition_on_observations(
         self, X: Tensor, Y: Tensor, noise: Tensor | None = None, **kwargs: Any
@@ -324,7 +434,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
 
         Args:
             X: ``batch x n' x d`` new inputs (original input space).
-            Y: ``batch' x n' x 1`` new targets (original outcome space).
+            Y: ``batch' x n' x o`` new targets (original outcome space).
             noise: Heteroskedastic observation noise, not supported (None).
             kwargs: Ignored (BoTorch's ``fantasize`` passes its options through).
 
@@ -336,7 +446,9 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
                 "`noise`: DecomposedSamplingSVGP has one homoskedastic noise level; "
                 "per-observation noise is not supported."
             )
-        check_observations(X, Y, self._train_X.shape[-1], self._train_X)
+        check_observations(
+            X, Y, self._train_X.shape[-1], self._train_X, self.num_outputs
+        )
         self._ensure_current()
         # differentiable in X and Y, as BoTorch's fantasies are
         X_t = self.transform_inputs(X)
@@ -346,7 +458,11 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
             _, Y_t, _ = fitted_outcome_transform(
                 self.outcome_transform, Y, "Y", fit=False, X=X_t
             )
-        residual = Y_t.squeeze(-1) - self.model.mean_module(X_t)
+        if self.num_outputs > 1:  # outputs as a batch dimension, V shared
+            X_t, y_t = X_t.unsqueeze(-3), Y_t.mT
+        else:
+            y_t = Y_t.squeeze(-1)
+        residual = y_t - self.model.mean_module(X_t)
         try:
             state = self._dtc_state.updated(self.model.covar_module, X_t, residual)
         except (torch.linalg.LinAlgError, NanError, NotPSDError) as error:
@@ -361,20 +477,32 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
             model = copy.deepcopy(self)
         finally:
             self.model.variational_strategy = strategy
-        model._condition(X, Y, X_t, Y_t.squeeze(-1), state)
+        if self.num_outputs > 1:
+            X_t = X_t.squeeze(-3)
+        model._condition(X, Y, X_t, y_t, state)
         return model
 
     def _condition(
         self, X: Tensor, Y: Tensor, X_t: Tensor, y_t: Tensor, state: DTCState
     ) -> None:
-        r"""Append the checked observations and set ``q(u)`` from ``state``."""
-        self._train_X, train_Y = append_observations(
-            self._train_X, self._train_Y.squeeze(-1), X, Y.squeeze(-1)
-        )
-        self._train_Y = train_Y.unsqueeze(-1)
-        train_X_t, self.model.train_targets = append_observations(
-            self.model.train_inputs[0], self.model.train_targets, X_t, y_t
-        )
+        r"""Append the checked observations (transformed targets ``y_t``: ``batch
+        x n'``, or ``batch x o x n'``) and set ``q(u)`` from ``state``."""
+        if self.num_outputs == 1:
+            self._train_X, train_Y = append_observations(
+                self._train_X, self._train_Y.squeeze(-1), X, Y.squeeze(-1)
+            )
+            self._train_Y = train_Y.unsqueeze(-1)
+            train_X_t, self.model.train_targets = append_observations(
+                self.model.train_inputs[0], self.model.train_targets, X_t, y_t
+            )
+        else:
+            self._train_X, train_Y = append_outputs(
+                self._train_X, self._train_Y.mT, X, Y.mT
+            )
+            self._train_Y = train_Y.mT
+            train_X_t, self.model.train_targets = append_outputs(
+                self.model.train_inputs[0], self.model.train_targets, X_t, y_t
+            )
         self.model.train_inputs = [train_X_t]
         self._input_batch_shape = self._train_Y.shape[:-2]
         mean_w, chol_w = state.whitened_q()
@@ -414,7 +542,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
                 input_transform.eval()
             check_magnitude(X_t, x_name)
             Y_var = None
-            if self._noise is not None:
+            if self._noise is not None and self.num_outputs == 1:
                 Y_var = torch.full_like(Y, self._noise)
             Y_t = Y
             outcome_transform = getattr(self, "outcome_transform", None)
@@ -429,7 +557,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
                     f"into {noise.tolist()}."
                 )
             strategy, state = self._fitted_strategy(
-                X_t, Y_t.squeeze(-1), noise, quality
+                X_t, Y_t.mT.squeeze(-2), noise, quality
             )
         # Commit: nothing below can fail.
         if input_transform is not None:
@@ -442,7 +570,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
         self._train_X = X
         self._train_Y = Y
         self.model.train_inputs = [X_t]
-        self.model.train_targets = Y_t.squeeze(-1)
+        self.model.train_targets = Y_t.mT.squeeze(-2)  # n, or o x n for o > 1
         self._commit_strategy(strategy, state)
 
     def _hyperparameters(self) -> list[Tensor]:
@@ -488,7 +616,8 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
     def _fitted_strategy(
         self, X: Tensor, y: Tensor, noise: Tensor, quality: Tensor | None
     ) -> tuple[VariationalStrategy, DTCState]:
-        r"""A new strategy on transformed ``n x d`` inputs and ``n`` targets: ``Z``
+        r"""A new strategy on transformed ``n x d`` inputs and ``n`` (``o x n``)
+        targets: ``Z``
         selected with the current kernel, ``q(u)`` set to its optimum; with the DTC
         state it comes from (targets minus the prior mean).
 
@@ -510,7 +639,13 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
                 quality=quality,
             )
             Z = X[index]
-            distribution = CholeskyVariationalDistribution(Z.shape[-2]).to(Z)
+            if y.dim() == 1:
+                distribution = CholeskyVariationalDistribution(Z.shape[-2]).to(Z)
+            else:  # an o x m mean, one shared factor
+                m = Z.shape[-2]
+                distribution = FixedVariationalDistribution(
+                    Z.new_zeros(y.shape[0], m), torch.eye(m).to(Z)
+                )
             strategy = self._strategy(Z, distribution)
             chol = strategy._cholesky_factor(kernel(Z).add_jitter(strategy.jitter_val))
             residual = y - self.model.mean_module(X)
@@ -528,8 +663,12 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
                 "`Y` gives a non-finite q(u) (targets too large for the noise level; "
                 "standardize them, e.g. outcome_transform=Standardize(m=1))."
             )
-        distribution.variational_mean.copy_(mean_w)
-        distribution.chol_variational_covar.copy_(chol_w)
+        if y.dim() == 1:
+            distribution.variational_mean.copy_(mean_w)
+            distribution.chol_variational_covar.copy_(chol_w)
+        else:
+            distribution.mean.copy_(mean_w)
+            distribution.scale_tril.copy_(chol_w)
         distribution.requires_grad_(False)
         return strategy, state
 
@@ -671,15 +810,22 @@ def _keep_data_state(
 
 
 def _check_data(
-    X: Tensor, Y: Tensor, x_name: str, y_name: str, like: Tensor | None = None
+    X: Tensor,
+    Y: Tensor,
+    x_name: str,
+    y_name: str,
+    like: Tensor | None = None,
+    num_outputs: int | None = None,
 ) -> None:
-    r"""Check ``n x d`` inputs and ``n x 1`` targets of one float dtype (that of
-    ``like``, the stored inputs, when given)."""
+    r"""Check ``n x d`` inputs and ``n x o`` targets of one float dtype (that of
+    ``like``, the stored inputs, when given; ``o = num_outputs`` when given)."""
     check_model_dtype(X, x_name)
     check_model_dtype(Y, y_name)
     check_matrix(X, x_name, num_cols=None if like is None else like.shape[-1])
     check_magnitude(X, x_name)
-    check_matrix(Y, y_name, num_cols=1)
+    check_matrix(Y, y_name, num_cols=num_outputs)
+    if Y.shape[-1] == 0:
+        raise ValueError(f"`{y_name}` must have at least one column (output).")
     check_magnitude(Y, y_name)
     check_same_dtype(Y, y_name, X, x_name)
     if like is not None:

@@ -480,6 +480,7 @@ def _draw_matheron_paths_nystrom(
 ) -> MatheronPath:
     r"""BoTorch's ``draw_matheron_paths`` for ``NystromGP``: prior paths updated at
     the dictionary (:func:`dtc_update` by default), as for sparse variational GPs."""
+    _check_single_output(model)
     model.eval()
     dictionary = model.dtc_state.dictionary  # transformed; refreshed if stale
     with delattr_ctx(model, "outcome_transform"):
@@ -500,10 +501,22 @@ def _draw_matheron_paths_svgp(
     r"""BoTorch's ``draw_matheron_paths`` for sparse variational GPs, after
     refreshing ``Z`` and ``q(u)`` for the current hyperparameters and dropping a
     stale batch-shaped Cholesky factor (:func:`_drop_batched_cholesky`)."""
+    _check_single_output(model)
     model._ensure_current()
     model.eval()
     _drop_batched_cholesky(model.model.variational_strategy)
     return DrawMatheronPaths.dispatch(ApproximateGPyTorchModel)(model, **kwargs)
+
+
+def _check_single_output(model: Model) -> None:
+    r"""Path draws of the package's models are single-output: ``ValueError``
+    naming ``model`` otherwise (draw each output's paths from
+    ``model.subset_output([i])``)."""
+    if model.num_outputs != 1:
+        raise ValueError(
+            f"`model` has {model.num_outputs} outputs; pathwise sampling of the "
+            "package's models is single-output: use model.subset_output([i])."
+        )
 
 
 def _transformed(transform, X: Tensor) -> Tensor:

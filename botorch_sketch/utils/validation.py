@@ -120,11 +120,14 @@ def check_points(value: object, name: str, num_cols: int) -> Tensor:
     return value
 
 
-def check_observations(X: object, Y: object, num_cols: int, like: Tensor) -> None:
+def check_observations(
+    X: object, Y: object, num_cols: int, like: Tensor, num_outputs: int = 1
+) -> None:
     r"""Check new observations for ``condition_on_observations``: finite
-    ``batch x n' x d`` points ``X`` (``d = num_cols``) and ``batch' x n' x 1``
-    targets ``Y`` (batch shapes broadcastable), both of ``like``'s dtype and within
-    ``finfo.max ** (1/4)``; ``TypeError`` / ``ValueError`` naming ``X`` or ``Y``."""
+    ``batch x n' x d`` points ``X`` (``d = num_cols``) and ``batch' x n' x o``
+    targets ``Y`` (``o = num_outputs``, batch shapes broadcastable), both of
+    ``like``'s dtype and within ``finfo.max ** (1/4)``; ``TypeError`` /
+    ``ValueError`` naming ``X`` or ``Y``."""
     check_model_dtype(X, "X")
     check_points(X, "X", num_cols)
     check_magnitude(X, "X")
@@ -132,25 +135,36 @@ def check_observations(X: object, Y: object, num_cols: int, like: Tensor) -> Non
     check_finite(Y, "Y")
     check_magnitude(Y, "Y")
     check_same_dtype(Y, "Y", X, "X")
-    if Y.dim() < 2 or Y.shape[-1] != 1 or Y.shape[-2] != X.shape[-2]:
+    if Y.dim() < 2 or Y.shape[-1] != num_outputs or Y.shape[-2] != X.shape[-2]:
         raise ValueError(
-            f"`Y` must have shape batch x {X.shape[-2]} x 1 (the rows of `X`), "
-            f"got {tuple(Y.shape)}."
+            f"`Y` must have shape batch x {X.shape[-2]} x {num_outputs} (the rows of "
+            f"`X`, the model's outputs), got {tuple(Y.shape)}."
         )
 
 
-def check_single_output(idcs: object, name: str = "idcs") -> None:
-    r"""Check output indices of a single-output model: ``[0]`` (or ``[-1]``), else
-    ``TypeError`` / ``ValueError`` naming ``name``."""
+def check_output_indices(
+    idcs: object, num_outputs: int, name: str = "idcs"
+) -> list[int]:
+    r"""Check a non-empty list of distinct output indices of a model with
+    ``num_outputs`` outputs (negative indices count from the end).
+
+    Returns:
+        The indices as non-negative ints, in the given order; ``TypeError`` /
+        ``ValueError`` naming ``name`` otherwise.
+    """
     if not isinstance(idcs, (list, tuple)) or not all(
         isinstance(i, int) and not isinstance(i, bool) for i in idcs
     ):
         raise TypeError(f"`{name}` must be a list of ints, got {idcs!r}.")
-    if list(idcs) not in ([0], [-1]):
+    if len(idcs) == 0 or any(not -num_outputs <= i < num_outputs for i in idcs):
         raise ValueError(
-            f"`{name}` must be [0]: the model has a single output (train_Y n x 1), "
-            f"got {list(idcs)}."
+            f"`{name}` must be a non-empty list of indices of the model's "
+            f"{num_outputs} output(s), got {list(idcs)}."
         )
+    indices = [i % num_outputs for i in idcs]
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"`{name}` must not repeat an output, got {list(idcs)}.")
+    return indices
 
 
 def check_bool(value: object, name: str) -> bool:
@@ -327,7 +341,7 @@ def fitted_outcome_transform(
     Yvar: Tensor | None = None,
     X: Tensor | None = None,
 ) -> tuple[OutcomeTransform, Tensor, Tensor | None]:
-    r"""Apply a deep copy of ``transform`` to ``n x 1`` outcomes and check the result.
+    r"""Apply a deep copy of ``transform`` to ``n x o`` outcomes and check the result.
 
     The transform itself is left untouched (a training-mode transform fits its
     buffers), so a caller can reject bad outcomes before changing any state: a
@@ -337,11 +351,11 @@ def fitted_outcome_transform(
 
     Args:
         transform: The outcome transform.
-        Y: ``n x 1`` outcomes.
+        Y: ``n x o`` outcomes.
         name: The argument name used in error messages.
         fit: Fit the copy's parameters on ``Y`` (training mode) or keep them
             (eval mode); None: the transform's own mode.
-        Yvar: Optional ``n x 1`` observation noise variances.
+        Yvar: Optional ``n x o`` observation noise variances.
         X: Optional ``n x d`` transformed inputs, passed to the transform.
 
     Returns:

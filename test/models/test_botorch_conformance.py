@@ -7,10 +7,18 @@ kernel and noise and the variational jitter at 1e-12, the models are the exact G
 acquisition values that depend on the posterior alone (and on seeded samplers) must
 also equal the control's. Tiny data, few restarts, five optimizer iterations.
 
+Multi-output models (``n x o`` ``train_Y``) run the multi-objective acquisition
+functions (``qLogNEHVI``, ``qLogNParEGO``) on one model and on a ``ModelListGP``;
+with the control's per-output noise set to the shared value they equal the
+control's too.
+
 Not supported, with the reason (:data:`UNSUPPORTED`): acquisition functions that
 condition on observations with their own noise (``qJointEntropySearch``,
 ``qPredictiveEntropySearch``): both models have one homoskedastic noise level, and
-their ``condition_on_observations`` rejects ``noise`` with a ``ValueError``.
+their ``condition_on_observations`` rejects ``noise`` with a ``ValueError``; and
+pathwise sampling (``PathwiseThompsonSampling``, ``get_optimal_samples``) of a
+multi-output model, which the models draw one output at a time
+(``subset_output([i])``, a ``ValueError`` naming ``model`` otherwise).
 """
 
 from __future__ import annotations
@@ -32,10 +40,11 @@ from botorch.acquisition import (
 )
 from botorch.acquisition.joint_entropy_search import qJointEntropySearch
 from botorch.acquisition.multi_objective import qLogNoisyExpectedHypervolumeImprovement
+from botorch.acquisition.multi_objective.parego import qLogNParEGO
 from botorch.acquisition.thompson_sampling import PathwiseThompsonSampling
 from botorch.models import ModelListGP, SingleTaskGP
-from botorch.models.transforms import Normalize, Standardize
-from botorch.optim import optimize_acqf, optimize_acqf_discrete
+from botorch.models.transforms import Log, Normalize, Standardize
+from botorch.optim import optimize_acqf, optimize_acqf_discrete, optimize_acqf_mixed
 from botorch.sampling import SobolQMCNormalSampler
 
 from botorch_sketch.models.nystrom import NystromGP
@@ -50,6 +59,8 @@ BOUNDS = torch.tensor([[0.0] * D, [1.0] * D], dtype=DTYPE)
 UNSUPPORTED = {
     "qJointEntropySearch": "conditions on optima with its own noise; the models "
     "have one homoskedastic noise level",
+    "PathwiseThompsonSampling (o > 1)": "the models' pathwise draws are "
+    "single-output; draw from subset_output([i])",
 }
 
 
@@ -72,8 +83,9 @@ def build(name: str, X, Y, transforms: str = "none"):
         "normalize": Normalize(D),
         "normalize_bounds": Normalize(D, bounds=BOUNDS),
         "standardize": None,
+        "log": None,
     }[transforms]
-    outcome = Standardize(1) if transforms == "standardize" else None
+    outcome = {"standardize": Standardize(Y.shape[-1]), "log": Log()}.get(transforms)
     kwargs = {"input_transform": inputs, "outcome_transform": outcome}
     if name == "control":
         model = SingleTaskGP(X, Y, covar_module=rbf_kernel(0.3, 1.5), **kwargs)
@@ -83,16 +95,20 @@ def build(name: str, X, Y, transforms: str = "none"):
             X, Y, covar_module=rbf_kernel(0.3, 1.5), noise=NOISE, dictionary=X, **kwargs
         )
     else:
-        # its noise is in the units of Y: give it the transformed one
-        scale = Y.std() ** 2 if outcome is not None else 1.0
+        # a single output's noise is in the units of Y: give it the transformed one
+        # (Log transforms no noise: set it in the model's units after construction)
+        scale = Y.std() ** 2 if transforms == "standardize" else 1.0
+        scale = scale if Y.shape[-1] == 1 else 1.0  # several: the model's units
         model = DecomposedSamplingSVGP(
             X,
             Y,
             num_inducing=N,
             covar_module=rbf_kernel(0.3, 1.5),
-            noise=NOISE * float(scale),
+            noise=None if transforms == "log" else NOISE * float(scale),
             **kwargs,
         )
+        if transforms == "log":
+            model.likelihood.noise = NOISE
     return model.eval()
 
 
@@ -195,6 +211,16 @@ def _optimize(optimizer: str, acquisition, q: int):
     if optimizer == "discrete":
         choices = uniform(20, D, seed=6)
         return optimize_acqf_discrete(acquisition, q=q, choices=choices)
+    if optimizer == "mixed":  # the first input fixed at one of two values
+        return optimize_acqf_mixed(
+            acquisition,
+            bounds=BOUNDS,
+            q=q,
+            num_restarts=2,
+            raw_samples=8,
+            fixed_features_list=[{0: 0.2}, {0: 0.7}],
+            options={"maxiter": 5, "batch_limit": 4},
+        )
     return optimize_acqf(
         acquisition,
         bounds=BOUNDS,
@@ -206,7 +232,13 @@ def _optimize(optimizer: str, acquisition, q: int):
 
 
 #: Optimizer cases: (optimizer, q).
-OPTIMIZERS = [("continuous", 1), ("continuous", 2), ("discrete", 1)]
+OPTIMIZERS = [
+    ("continuous", 1),
+    ("continuous", 2),
+    ("discrete", 1),
+    ("mixed", 1),
+    ("mixed", 2),
+]
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -231,7 +263,7 @@ def test_optimizers(acq, name, optimizer, q):
 @pytest.mark.parametrize("name", MODELS)
 @pytest.mark.parametrize("acq", ["qLogEI", "qKG", "qNIPV", "PathwiseTS", "UCB"])
 @pytest.mark.parametrize(
-    "transforms", ["none", "normalize", "normalize_bounds", "standardize"]
+    "transforms", ["none", "normalize", "normalize_bounds", "standardize", "log"]
 )
 def test_transforms(acq, name, transforms):
     X, Y = _data(offset=5.0)
@@ -248,20 +280,44 @@ def test_transforms(acq, name, transforms):
         torch.testing.assert_close(results[1], results[0], rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_multi_objective_on_a_model_list(name):
+def _objectives():
+    r"""``N x 2`` objectives: the sine data and a bowl."""
     X, Y = _data()
-    Y2 = -((X - 0.5) ** 2).sum(-1, keepdim=True)
-    values = []
-    for model_name in ("control", name):
-        models = [build(model_name, X, y, "standardize") for y in (Y, Y2)]
-        acquisition = qLogNoisyExpectedHypervolumeImprovement(
-            ModelListGP(*models),
-            ref_point=[Y.min().item(), Y2.min().item()],
+    return X, torch.cat([Y, -((X - 0.5) ** 2).sum(-1, keepdim=True)], dim=-1)
+
+
+def _multi_objective(acq: str, model, X, Y):
+    r"""BoTorch's multi-objective acquisition ``acq`` on a two-output ``model``."""
+    sampler = SobolQMCNormalSampler(torch.Size([16]), seed=0)
+    if acq == "qLogNEHVI":
+        return qLogNoisyExpectedHypervolumeImprovement(
+            model,
+            ref_point=Y.min(dim=0).values.tolist(),
             X_baseline=X,
-            sampler=SobolQMCNormalSampler(torch.Size([16]), seed=0),
+            sampler=sampler,
             cache_root=False,
         )
+    weights = torch.tensor([0.3, 0.7], dtype=DTYPE)
+    return qLogNParEGO(
+        model,
+        X_baseline=X,
+        scalarization_weights=weights,
+        sampler=sampler,
+        cache_root=False,
+    )
+
+
+MULTI_OBJECTIVE = ["qLogNEHVI", "qLogNParEGO"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("acq", MULTI_OBJECTIVE)
+def test_multi_objective_on_a_model_list(acq, name):
+    X, Y = _objectives()
+    values = []
+    for model_name in ("control", name):
+        models = [build(model_name, X, y, "standardize") for y in Y.split(1, dim=-1)]
+        acquisition = _multi_objective(acq, ModelListGP(*models), X, Y)
         values.append(acquisition(uniform(3, 2, D, seed=7)).detach())
         candidates, _ = _optimize("continuous", acquisition, 2)
         assert candidates.shape == (2, D)
@@ -269,14 +325,91 @@ def test_multi_objective_on_a_model_list(name):
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_subset_output_and_single_output_errors(name):
+@pytest.mark.parametrize("acq", MULTI_OBJECTIVE)
+@pytest.mark.parametrize("transforms", ["none", "standardize"])
+def test_multi_objective_on_one_multi_output_model(acq, name, transforms):
+    # one model of both objectives: posteriors batch x q x 2, values equal to the
+    # control's (the same noise for both of its outputs), gradients, optimizers
+    X, Y = _objectives()
+    values = []
+    for model_name in ("control", name):
+        model = build(model_name, X, Y, transforms)
+        if model_name == "control":
+            model.likelihood.noise = NOISE  # both outputs, as the shared one
+        assert model.num_outputs == 2
+        assert model.posterior(uniform(4, 3, D, seed=5)).mean.shape == (4, 3, 2)
+        acquisition = _multi_objective(acq, model, X, Y)
+        points = uniform(3, 2, D, seed=7).requires_grad_(True)
+        value = acquisition(points)
+        value.sum().backward()
+        assert torch.isfinite(points.grad).all()
+        values.append(value.detach())
+        for optimizer, q in [("continuous", 2), ("discrete", 1), ("mixed", 2)]:
+            candidates, _ = _optimize(optimizer, acquisition, q)
+            assert candidates.shape == (q, D)
+    torch.testing.assert_close(values[1], values[0], rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_multi_output_knowledge_gradient_on_a_scalarized_objective(name):
+    # fantasies of a two-output model under a linear scalarization (qKG's
+    # multi-output use), with shapes and values as the control's
+    from botorch.acquisition.objective import ScalarizedPosteriorTransform
+
+    X, Y = _objectives()
+    new_X = X[:4].reshape(2, 2, D)  # fantasies at observed points: exact
+    values = []
+    for model_name in ("control", name):
+        model = build(model_name, X, Y, "standardize")
+        if model_name == "control":
+            model.likelihood.noise = NOISE
+        transform = ScalarizedPosteriorTransform(
+            weights=torch.tensor([0.5, 0.5], dtype=DTYPE)
+        )
+        sampler = SobolQMCNormalSampler(torch.Size([3]), seed=1)
+        fantasy = model.fantasize(new_X, sampler)
+        assert fantasy.batch_shape == (3, 2) and fantasy.num_outputs == 2
+        kg = qKnowledgeGradient(
+            model,
+            num_fantasies=3,
+            sampler=SobolQMCNormalSampler(torch.Size([3]), seed=1),
+            posterior_transform=transform,
+        )
+        with torch.no_grad():
+            values.append(kg(torch.cat([new_X, new_X[:, :1].expand(2, 3, D)], -2)))
+    assert values[0].shape == (2,)
+    torch.testing.assert_close(values[1], values[0], rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_multi_output_pathwise_sampling_says_why(name):
+    # UNSUPPORTED: the models' pathwise draws are single-output
+    from botorch.sampling.pathwise import draw_matheron_paths
+
+    import botorch_sketch.sampling.pathwise  # noqa: F401 - registers the dispatch
+
+    X, Y = _objectives()
+    model = build(name, X, Y)
+    with pytest.raises(ValueError, match="`model`"):
+        draw_matheron_paths(model, sample_shape=torch.Size([2]))
+    paths = draw_matheron_paths(model.subset_output([1]), torch.Size([2]))
+    assert paths(uniform(3, D, seed=1)).shape == (2, 3)
+    assert "PathwiseThompsonSampling (o > 1)" in UNSUPPORTED
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_subset_output_and_output_index_errors(name):
+    # a single-output model is its own output [0]; a two-column train_Y gives two
+    # outputs (issue 27 item 1; test_multi_output.py checks the values)
     X, Y = _data()
     model = build(name, X, Y)
     assert model.subset_output([0]) is model and model.num_outputs == 1
     with pytest.raises(ValueError, match="`idcs`"):
         model.subset_output([1])
-    with pytest.raises(ValueError, match="`train_Y`"):
-        build(name, X, torch.cat([Y, -Y], dim=-1))
+    for model_name in ("control", name):
+        two = build(model_name, X, torch.cat([Y, -Y], dim=-1))
+        assert two.num_outputs == 2
+        assert two.posterior(uniform(3, 4, D, seed=9)).mean.shape == (3, 4, 2)
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -1,0 +1,196 @@
+r"""Time BoTorch's fantasy-based and multi-objective acquisition on the package's
+models against ``SingleTaskGP`` (issue 27 item 5), on the same data and fixed
+hyperparameters, ratios in the same run.
+
+Two measurements per model, each from the data onwards (a fresh model, so every
+factorization a loop pays after new data is included):
+
+- ``kg``: ``fantasize`` of ``num_points`` q-batches (``num_fantasies`` fantasies
+  each), then ``qKnowledgeGradient`` (one-shot, ``num_fantasies``) on
+  ``num_points`` candidate sets, value and gradient: one optimizer step's work;
+  single output.
+- ``nehvi``: ``qLogNoisyExpectedHypervolumeImprovement`` on one two-output model,
+  baseline the last ``num_baseline`` observations (pruned, as by default), value
+  and gradient on ``num_points`` q-batches.
+
+:func:`~botorch_sketch.benchmarks.scoring.compare_scoring` runs it for each size in
+``acquisition_sizes`` (``python -m botorch_sketch.benchmarks scoring
+--acquisition-sizes 1000 10000``); none by default.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+
+import torch
+from botorch.acquisition import qKnowledgeGradient
+from botorch.acquisition.multi_objective import qLogNoisyExpectedHypervolumeImprovement
+from botorch.models import SingleTaskGP
+from botorch.models.model import Model
+from botorch.sampling import SobolQMCNormalSampler
+from gpytorch.kernels import RBFKernel, ScaleKernel
+from gpytorch.means import ZeroMean
+from torch import Tensor
+
+from botorch_sketch.models.nystrom import NystromGP
+from botorch_sketch.models.variational import DecomposedSamplingSVGP
+
+#: The models timed, the control first.
+MODELS = ("exact", "nystrom", "svgp")
+
+
+def _timed(fn: Callable[[], object], device: torch.device) -> float:
+    r"""Wall time of ``fn()``, waiting for the device's queued work."""
+    synchronize = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+    synchronize()
+    start = time.perf_counter()
+    fn()
+    synchronize()
+    return time.perf_counter() - start
+
+
+def _timed_or_nan(fn: Callable[[], object], device: torch.device, label: str) -> float:
+    r""":func:`_timed`, or NaN with a warning naming ``label`` when ``fn`` runs out
+    of memory (the exact GP's batched fantasy caches grow as ``num_points
+    num_fantasies n^2``)."""
+    try:
+        return _timed(fn, device)
+    except (RuntimeError, MemoryError) as error:  # torch's allocators raise these
+        if "memory" not in str(error).lower():
+            raise
+        message = str(error).splitlines()[0][:200]
+        warnings.warn(f"{label}: out of memory ({message})", stacklevel=2)
+        return float("nan")
+
+
+def _builder(
+    name: str, X: Tensor, kernel: ScaleKernel, noise: float, qbar: float, m: int
+) -> Callable[[Tensor], Model]:
+    r"""A function of ``n x o`` targets that builds model ``name`` on ``X`` with a
+    copy of ``kernel``, noise ``noise`` and prior mean 0."""
+
+    def build(Y: Tensor) -> Model:
+        covar = ScaleKernel(RBFKernel()).to(X)
+        covar.load_state_dict(kernel.state_dict())
+        if name == "exact":
+            return SingleTaskGP(
+                X,
+                Y,
+                train_Yvar=torch.full_like(Y, noise),
+                covar_module=covar,
+                mean_module=ZeroMean(),
+                outcome_transform=None,
+            ).eval()
+        if name == "nystrom":
+            generator = torch.Generator(device=X.device).manual_seed(0)
+            return NystromGP(
+                X, Y, covar_module=covar, noise=noise, qbar=qbar, generator=generator
+            )
+        return DecomposedSamplingSVGP(
+            X,
+            Y,
+            num_inducing=m,
+            covar_module=covar,
+            mean_module=ZeroMean(),
+            noise=noise,
+        ).eval()
+
+    return build
+
+
+def time_acquisitions(
+    num_train: int,
+    dim: int = 8,
+    lengthscale: float = 1.0,
+    noise: float = 1.0,
+    qbar: float = 2.0,
+    num_inducing: int = 256,
+    q: int = 2,
+    num_fantasies: int = 4,
+    num_points: int = 4,
+    num_baseline: int = 64,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str = "cpu",
+    models: tuple[str, ...] = MODELS,
+    repeats: int = 2,
+) -> dict[str, float]:
+    r"""Seconds of the ``kg`` and ``nehvi`` measurements (module docstring) for
+    each of :data:`MODELS` after ``num_train`` observations in ``[0, 1]^dim``,
+    and each package model's speed-up over the control (``exact / model``).
+
+    Each measurement is the best of ``repeats`` (TorchScript functions of GPyTorch
+    and linear_operator compile on their first calls with new shapes, seconds that a
+    loop pays once); a measurement that runs out of memory is not repeated.
+
+    Args:
+        models: The subset of :data:`MODELS` to time (ratios need ``exact``).
+        repeats: Runs per measurement.
+
+    Returns:
+        ``{f"{model}_{measurement}_s": seconds, f"{measurement}_speedup_{model}":
+        ratio}`` (the ratios for ``nystrom`` and ``svgp``, when timed with
+        ``exact``); NaN for a measurement that ran out of memory.
+    """
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        raise ValueError(f"`models` must be among {MODELS}, got {sorted(unknown)}.")
+    device = torch.device(device)
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(num_train, dim, generator=gen, dtype=dtype)
+    Y = torch.stack([torch.sin(3 * X).sum(-1), torch.cos(2 * X).sum(-1)], dim=-1)
+    Y = Y + noise**0.5 * torch.randn(num_train, 2, generator=gen, dtype=dtype)
+    shape = (num_points, q + num_fantasies, dim)
+    kg_points = torch.rand(*shape, generator=gen, dtype=dtype).to(device)
+    points = torch.rand(num_points, q, dim, generator=gen, dtype=dtype).to(device)
+    X, Y = X.to(device), Y.to(device)
+    kernel = ScaleKernel(RBFKernel()).to(X)
+    kernel.base_kernel.lengthscale = lengthscale
+    ref_point = Y.min(dim=0).values.tolist()
+
+    def knowledge_gradient(model: Model) -> None:
+        sampler = SobolQMCNormalSampler(torch.Size([num_fantasies]), seed=seed)
+        model.fantasize(points, sampler)
+        acquisition = qKnowledgeGradient(model, num_fantasies=num_fantasies)
+        candidates = kg_points.clone().requires_grad_(True)
+        acquisition(candidates).sum().backward()
+
+    def hypervolume(model: Model) -> None:
+        acquisition = qLogNoisyExpectedHypervolumeImprovement(
+            model,
+            ref_point=ref_point,
+            X_baseline=X[-num_baseline:],
+            sampler=SobolQMCNormalSampler(torch.Size([32]), seed=seed),
+        )
+        candidates = points.clone().requires_grad_(True)
+        acquisition(candidates).sum().backward()
+
+    results: dict[str, float] = {}
+    for name in [name for name in MODELS if name in models]:
+        # warm-up on a few points (first-call costs of BoTorch and GPyTorch)
+        small = _builder(name, X[:32], kernel, noise, qbar, num_inducing)
+        knowledge_gradient(small(Y[:32, :1]))
+        hypervolume(small(Y[:32]))
+        build = _builder(name, X, kernel, noise, qbar, num_inducing)
+        # qLogNEHVI first: an out-of-memory qKG leaves the allocator's arenas large
+        for key, label, fn in [
+            ("nehvi", "qLogNEHVI", lambda b=build: hypervolume(b(Y))),
+            ("kg", "qKG", lambda b=build: knowledge_gradient(b(Y[:, :1]))),
+        ]:
+            times = []
+            for _ in range(repeats):  # the best of `repeats` (first calls compile)
+                times.append(_timed_or_nan(fn, device, f"{name} {label}"))
+                if math.isnan(times[-1]):
+                    break
+            results[f"{name}_{key}_s"] = (
+                max(times) if math.isnan(times[-1]) else min(times)
+            )
+    for measurement in ("kg", "nehvi"):
+        exact = results.get(f"exact_{measurement}_s")
+        for name in [name for name in MODELS[1:] if name in models and exact]:
+            speedup = exact / results[f"{name}_{measurement}_s"]
+            results[f"{measurement}_speedup_{name}"] = speedup
+    return results
