@@ -242,7 +242,7 @@ SITES = {
     },
     "sgpts": {
         "observe": (CachedSparseThompson, "observe"),
-        "standardize": (CachedSparseThompson, "standardize"),
+        "new statistics": (CachedSparseThompson, "_set_statistics"),
         "_refresh_q": (CachedSparseThompson, "_refresh_q"),
         "_reselect": (CachedSparseThompson, "_reselect"),
         "refit": (sgpts_loop, "fit_dtc_hyperparameters"),

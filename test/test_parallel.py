@@ -501,8 +501,8 @@ def test_sigint_inside_a_tell_waits_for_it_and_the_checkpoint(tmp_path, monkeypa
     observe = optimizer.sampler.observe
     calls = []
 
-    def observe_then_interrupt(indices, rewards):
-        observe(indices, rewards)
+    def observe_then_interrupt(indices, rewards, statistics=None):
+        observe(indices, rewards, statistics)
         calls.append(indices.numel())
         if len(calls) == 3:
             signal.raise_signal(signal.SIGINT)
