@@ -10,7 +10,6 @@ from botorch_sketch.generation.bbkb import (
     gen_bbkb_batch,
     gen_bbkb_batch_continuous,
     gen_uncertainty_warmup,
-    update_bbkb_model,
 )
 from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
 from botorch_sketch.generation.sgpts_loop import SGPTS
@@ -57,5 +56,4 @@ __all__ = [
     "gen_bbkb_batch_continuous",
     "gen_uncertainty_warmup",
     "run_parallel",
-    "update_bbkb_model",
 ]
