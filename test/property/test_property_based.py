@@ -35,7 +35,6 @@ from botorch_sketch import (
     SGPTS,
     AlphaSchedule,
     BKBUpperConfidenceBound,
-    CandidateState,
     DecomposedSamplingSVGP,
     GPThreDS,
     NystromGP,
@@ -44,6 +43,7 @@ from botorch_sketch import (
     gen_bbkb_batch,
     gen_thompson_candidates,
 )
+from botorch_sketch.models import CandidateState
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
 from botorch_sketch.models.inducing import select_inducing_indices
 from botorch_sketch.models.nystrom import inclusion_probabilities, sample_dictionary
