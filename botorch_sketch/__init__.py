@@ -1,61 +1,57 @@
-r"""botorch-sketch: scalable no-regret Gaussian-process bandits for BoTorch."""
+r"""botorch-sketch: scalable no-regret Gaussian-process bandits for BoTorch.
 
-from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound, TheoryRadius
-from botorch_sketch.acquisition.thompson import (
+The entry points: the models and their marginal likelihoods, the acquisition
+functions, the batch generators, the ask/tell loops and :func:`run_parallel`. The
+engines behind them (``CandidateState``, ``ArmFeatureCache``,
+``CachedSparseThompson``, ...) are exported by their subpackages
+(``botorch_sketch.models``, ``.sampling``, ``.generation``); the integrations with
+Ax, Ray Tune and Optuna by ``botorch_sketch.integrations``.
+"""
+
+from botorch_sketch.acquisition import (
     AlphaSchedule,
+    BKBUpperConfidenceBound,
     ScaledPathThompsonSampling,
+    TheoryRadius,
 )
-from botorch_sketch.generation.bbkb import (
-    BBKBBatch,
+from botorch_sketch.generation import (
+    BBKB,
+    SGPTS,
+    GPThreDS,
+    asynchronous_options,
     gen_bbkb_batch,
     gen_bbkb_batch_continuous,
+    gen_thompson_candidates,
     gen_uncertainty_warmup,
-    update_bbkb_model,
 )
-from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
-from botorch_sketch.generation.sgpts_loop import SGPTS
-from botorch_sketch.generation.thompson import gen_thompson_candidates
-from botorch_sketch.generation.thompson_arms import (
-    CachedSparseThompson,
-    IncrementalExactThompson,
-)
-from botorch_sketch.generation.threds import GPThreDS
-from botorch_sketch.models.candidate_state import CandidateState
-from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
-from botorch_sketch.models.variational import (
+from botorch_sketch.models import (
     CollapsedTitsiasBound,
     DecomposedSamplingSVGP,
+    NystromGP,
+    NystromMarginalLogLikelihood,
 )
 from botorch_sketch.parallel import run_parallel
-from botorch_sketch.sampling.arm_features import ArmFeatureCache
-from botorch_sketch.sampling.pathwise import ScaledSamplePaths, draw_scaled_paths
+from botorch_sketch.sampling import draw_scaled_paths
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BBKB",
+    "SGPTS",
     "AlphaSchedule",
+    "BKBUpperConfidenceBound",
     "CollapsedTitsiasBound",
     "DecomposedSamplingSVGP",
-    "ScaledPathThompsonSampling",
-    "draw_scaled_paths",
-    "gen_thompson_candidates",
-    "ArmFeatureCache",
-    "CachedSparseThompson",
-    "IncrementalExactThompson",
-    "BBKB",
-    "BBKBBatch",
-    "BKBUpperConfidenceBound",
-    "CandidateState",
     "GPThreDS",
     "NystromGP",
     "NystromMarginalLogLikelihood",
-    "SGPTS",
-    "ScaledSamplePaths",
+    "ScaledPathThompsonSampling",
     "TheoryRadius",
     "asynchronous_options",
+    "draw_scaled_paths",
     "gen_bbkb_batch",
     "gen_bbkb_batch_continuous",
+    "gen_thompson_candidates",
     "gen_uncertainty_warmup",
     "run_parallel",
-    "update_bbkb_model",
 ]

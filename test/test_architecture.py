@@ -8,9 +8,12 @@ one, at module level or inside a function alike.
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "botorch_sketch"
 LAYERS = {
@@ -67,9 +70,49 @@ def test_imports_run_one_way():
     assert not violations, "\n".join(violations)
 
 
+#: The subpackages that export their public names with ``__all__``.
+EXPORTING = ("models", "sampling", "acquisition", "generation", "integrations", "utils")
+
+
+@pytest.mark.parametrize("subpackage", EXPORTING)
+def test_subpackages_export_their_names(subpackage):
+    module = importlib.import_module(f"botorch_sketch.{subpackage}")
+    if subpackage == "integrations":  # imported on first use: check the source only
+        for name, source in module._EXPORTS.items():
+            path = PACKAGE / subpackage / f"{source}.py"
+            assert name in _all_of(path), f"{source}.py does not export {name}"
+        return
+    for name in module.__all__:
+        assert getattr(module, name).__module__.startswith(module.__name__), name
+
+
+def test_top_level_names_come_from_the_subpackages():
+    import botorch_sketch
+    from botorch_sketch import parallel
+
+    exported = {
+        name: getattr(importlib.import_module(f"botorch_sketch.{sub}"), name)
+        for sub in EXPORTING
+        if sub != "integrations"
+        for name in importlib.import_module(f"botorch_sketch.{sub}").__all__
+    } | {name: getattr(parallel, name) for name in parallel.__all__}
+    for name in botorch_sketch.__all__:
+        assert getattr(botorch_sketch, name) is exported[name], name
+
+
+def _all_of(path: Path) -> list[str]:
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__"
+            for target in node.targets
+        ):
+            return ast.literal_eval(node.value)
+    return []
+
+
 def test_import_loads_no_optional_dependency():
     code = (
-        "import sys, botorch_sketch; "
+        "import sys, botorch_sketch, botorch_sketch.integrations; "
         "print(sorted(m for m in ('matplotlib', 'ax', 'ray', 'distributed', "
         "'dask', 'hypothesis', 'nbclient', 'optuna') if m in sys.modules))"
     )

@@ -33,7 +33,6 @@ from botorch_sketch.generation.variance_tracking import (
     LazyArgmax,
     ResidualDirectionTracker,
 )
-from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.nystrom import NystromGP
 from botorch_sketch.utils.validation import (
     check_at_least,
@@ -147,10 +146,9 @@ class LocalRule:
 
 
 def gen_bbkb_batch(
-    model: NystromGP | None,
+    model: NystromGP,
     choices: Tensor,
     *,
-    state: CandidateState | None = None,
     ratio_threshold: float = 2.0,
     rule: str = "global",
     radius: float | TheoryRadius = 1.0,
@@ -162,18 +160,13 @@ def gen_bbkb_batch(
 ) -> BBKBBatch:
     r"""Select one BBKB adaptive batch from a finite candidate set.
 
-    Costs ``O(n m^2)`` once (start-of-batch mean and variances; nothing with a
-    persistent ``state``), then per in-batch step ``O(k b m)`` for the ``k`` lazily
-    refreshed candidates (frozen dictionary) or ``O(n (m + b))``
-    (``residual_update``), plus ``O(n (m + d))`` for the local rule.
+    Costs ``O(n m^2)`` once (start-of-batch mean and variances), then per in-batch
+    step ``O(k b m)`` for the ``k`` lazily refreshed candidates (frozen dictionary) or
+    ``O(n (m + b))`` (``residual_update``), plus ``O(n (m + d))`` for the local rule.
 
     Args:
-        model: A ``NystromGP`` (unbatched), conditioned on all data so far; may be
-            None when ``state`` is given.
+        model: A ``NystromGP`` (unbatched), conditioned on all data so far.
         choices: ``n x d`` candidates in the model's original input space.
-        state: A :class:`~botorch_sketch.models.candidate_state.CandidateState` of
-            ``choices`` holding the current posterior (as the :class:`BBKB` loop
-            keeps it): the batch is scored from its cache instead of from ``model``.
         ratio_threshold: ``C~ >= 1``; 1 gives single-point batches (BKB).
         rule: ``"global"``, ``"local"`` or ``"global+local"`` (global while it admits
             the next point, then local; the same batches as ``"local"``).
@@ -199,21 +192,12 @@ def gen_bbkb_batch(
     Example:
         >>> batch = gen_bbkb_batch(model, choices, ratio_threshold=2.0, radius=1.0)
         >>> Y = f(batch.candidates)
-        >>> model = update_bbkb_model(model, batch.candidates, Y)
+        >>> model = model.condition_on_observations(
+        ...     batch.candidates, Y, resparsify=True
+        ... )
     """
-    if state is None:
-        _check_model(model, alternative=" (or pass `state`)")
-        check_matrix(choices, "choices", num_cols=model.train_inputs[0].shape[-1])
-    else:
-        if not isinstance(state, CandidateState):
-            raise TypeError(f"`state` must be a CandidateState, got {state!r}.")
-        if choices is not state.points:
-            check_matrix(choices, "choices", num_cols=state.points.shape[-1])
-        if choices.shape[0] != state.num_points:
-            raise ValueError(
-                f"`choices` has {choices.shape[0]} rows but `state` holds "
-                f"{state.num_points} candidates."
-            )
+    _check_model(model)
+    check_matrix(choices, "choices", num_cols=model.train_inputs[0].shape[-1])
     check_at_least(ratio_threshold, "ratio_threshold", 1.0)
     if rule not in RULES:
         raise ValueError(f"`rule` must be one of {RULES}, got {rule!r}.")
@@ -237,7 +221,7 @@ def gen_bbkb_batch(
             raise ValueError("`excluded` must leave at least one candidate.")
     with torch.no_grad():
         greedy = BatchGreedy(
-            _start_of_batch_geometry(model, choices, state),
+            _start_of_batch_geometry(model, choices),
             radius=radius_value(radius, in_batch=True),
             ratio_threshold=ratio_threshold,
             rule=rule,
@@ -247,8 +231,6 @@ def gen_bbkb_batch(
             held=pending_list,
         )
         chosen, values = greedy.extend(max_batch_size)
-    if state is not None:
-        state.flops += greedy.tracker.flops
     indices = torch.tensor(chosen, dtype=torch.long, device=choices.device)
     return BBKBBatch(
         candidates=choices[indices],
@@ -365,22 +347,16 @@ class BatchGreedy:
         return self._bound
 
 
-def _start_of_batch_geometry(
-    model: NystromGP | None, choices: Tensor, state: CandidateState | None
-) -> CandidateGeometry | CachedGeometry:
-    if state is not None:
-        return CachedGeometry(state)
+def _start_of_batch_geometry(model: NystromGP, choices: Tensor) -> CandidateGeometry:
     model.eval()
     return CandidateGeometry(
         model.covar_module, model.dtc_state, model.transform_inputs(choices)
     )
 
 
-def _check_model(model: object, alternative: str = "") -> None:
+def _check_model(model: object) -> None:
     if not isinstance(model, NystromGP):
-        raise TypeError(
-            f"`model` must be a NystromGP{alternative}, got {type(model).__name__}."
-        )
+        raise TypeError(f"`model` must be a NystromGP, got {type(model).__name__}.")
     if len(model.batch_shape) > 0:
         raise ValueError(
             f"`model` must not be batched, got batch shape {tuple(model.batch_shape)}."
@@ -450,26 +426,6 @@ def _first_admitting(
         if bound <= threshold:
             return bound
     return None
-
-
-def update_bbkb_model(
-    model: NystromGP,
-    X: Tensor,
-    Y: Tensor,
-    generator: torch.Generator | None = None,
-) -> NystromGP:
-    r"""End of a batch: append the evaluated batch and resparsify the dictionary.
-
-    Args:
-        model: The model the batch was generated from.
-        X: ``b x d`` evaluated points.
-        Y: ``b x 1`` observed rewards.
-        generator: Random number generator for the resampling.
-
-    Returns:
-        The conditioned model with a freshly sampled dictionary.
-    """
-    return model.condition_on_observations(X, Y, resparsify=True, generator=generator)
 
 
 def gen_uncertainty_warmup(

@@ -67,6 +67,27 @@ RESAMPLING = ("coupled", "independent")
 #: mean simple regret of 0.37, against 0.54 for 1 and 0.50 for 3.
 DEFAULT_BAYES_RADIUS = 2.0
 
+#: The keys of :meth:`BBKB.state_dict`, all required by :meth:`BBKB.load_state_dict`.
+_STATE_KEYS = (
+    "observed",
+    "rewards",
+    "pending",
+    "pending_variances",
+    "failed",
+    "incorporated",
+    "batch",
+    "batch_radius",
+    "dictionary",
+    "draws",
+    "added_arms",
+    "radius",
+    "generator",
+    "fingerprint",
+    "design",
+    "design_asked",
+    "hyperparameters",
+)
+
 
 class WorkerRatioThreshold:
     r"""BBKB's ratio threshold for ``W`` asynchronous workers,
@@ -790,7 +811,7 @@ class BBKB:
         ``num_initial`` is rejected (its fingerprint differs)."""
         if not isinstance(state, dict):
             raise TypeError(f"`state` must be a dict, got {type(state).__name__}.")
-        missing = {"added_arms", "fingerprint"} - set(state)
+        missing = set(_STATE_KEYS) - set(state)
         if missing:
             raise ValueError(f"`state` misses the keys {sorted(missing)}.")
         check_fingerprint(state["fingerprint"], self.fingerprint)
@@ -809,18 +830,18 @@ class BBKB:
                 "`state['dictionary']` must not be empty once data are in the "
                 "posterior (`state['incorporated']` > 0)."
             )
-        design = state.get("design", self._design)  # drawn with the saved seed
+        design = state["design"]  # drawn with the saved seed
         check_indices(design, "state['design']", given.shape[0])
         if design.shape != self._design.shape:
             raise ValueError("`state['design']` must hold `num_initial` arms.")
         design_asked = check_int(
-            state.get("design_asked", 0),
+            state["design_asked"],
             "state['design_asked']",
             0,
             self._design.numel(),
         )
         kernel, noise, last_fit = checked_hyperparameters(
-            state.get("hyperparameters"),
+            state["hyperparameters"],
             self.covar_module,
             self.noise,
             learned=self.refits is not None,
@@ -853,10 +874,6 @@ def _checked_state(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     r"""Validate a :meth:`BBKB.state_dict` against ``arms``; return copies of its
     observations, rewards, dictionary and draws."""
-    keys = {"observed", "rewards", "dictionary", "draws", "radius", "generator"}
-    missing = keys - set(state)
-    if missing:
-        raise ValueError(f"`state` misses the keys {sorted(missing)}.")
     num_arms = arms.shape[0]
     observed, rewards = state["observed"], state["rewards"]
     dictionary, draws = state["dictionary"], state["draws"]
@@ -881,12 +898,10 @@ def _checked_state(
 def _checked_pending_state(
     state: dict[str, Any], arms: Tensor
 ) -> tuple[Tensor, Tensor, Tensor]:
-    r"""Validate the pending and failed arms of a :meth:`BBKB.state_dict` (absent in
-    states saved by synchronous versions: none); return copies."""
-    none = torch.empty(0, dtype=torch.long, device=arms.device)
-    pending = state.get("pending", none)
-    variances = state.get("pending_variances", arms.new_zeros(0))
-    failed = state.get("failed", none)
+    r"""Validate the pending and failed arms of a :meth:`BBKB.state_dict`; return
+    copies."""
+    pending, failed = state["pending"], state["failed"]
+    variances = state["pending_variances"]
     for name, value in (("pending", pending), ("failed", failed)):
         check_indices(value, f"state['{name}']", arms.shape[0])
     check_finite(variances, "state['pending_variances']")
@@ -905,15 +920,14 @@ def _checked_batch_state(
     state: dict[str, Any], arms: Tensor, num_observed: int
 ) -> tuple[int, Tensor | None, float | None]:
     r"""Validate the incorporated count and the open batch of a
-    :meth:`BBKB.state_dict` (absent in synchronous versions: all incorporated, no
-    open batch)."""
-    incorporated = state.get("incorporated", num_observed)
+    :meth:`BBKB.state_dict`."""
+    incorporated = state["incorporated"]
     check_int(incorporated, "state['incorporated']", 0)
     if incorporated > num_observed:
         raise ValueError(
             f"`state['incorporated']` must be <= the {num_observed} observations."
         )
-    batch, radius = state.get("batch"), state.get("batch_radius")
+    batch, radius = state["batch"], state["batch_radius"]
     if (batch is None) != (radius is None):
         raise ValueError("`state['batch']` and `state['batch_radius']` go together.")
     if batch is None:

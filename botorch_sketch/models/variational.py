@@ -300,8 +300,8 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
         ``Z`` and ``q(u)`` recomputed.
 
         Args:
-            state_dict: As returned by ``state_dict()``; keys of the variational
-                strategy (saved by older versions) are ignored.
+            state_dict: As returned by ``state_dict()`` (no keys of the variational
+                strategy).
             strict: Enforce that the keys match.
             keep_transforms: If True, apply the loaded input and outcome transforms to
                 this model's data as they are; if False, re-fit them on this data.
@@ -798,12 +798,9 @@ def _keep_data_state(
     prefix: str,
     *args: Any,
 ) -> None:
-    r"""Load pre-hook: the variational strategy keeps its current ``Z`` and ``q(u)``
-    (entries saved by older versions are replaced), which :meth:`load_state_dict`
-    then recomputes."""
+    r"""Load pre-hook: the variational strategy keeps its current ``Z`` and ``q(u)``,
+    which :meth:`load_state_dict` then recomputes."""
     strategy_prefix = prefix + "model.variational_strategy."
-    for key in [k for k in state_dict if k.startswith(strategy_prefix)]:
-        del state_dict[key]
     strategy = module.model.variational_strategy
     for name, value in strategy.state_dict().items():
         state_dict[strategy_prefix + name] = value

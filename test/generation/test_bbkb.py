@@ -16,10 +16,10 @@ from botorch_sketch import (
     gen_bbkb_batch,
     gen_bbkb_batch_continuous,
     gen_uncertainty_warmup,
-    update_bbkb_model,
 )
-from botorch_sketch.generation.bbkb import GlobalRule, LocalRule
+from botorch_sketch.generation.bbkb import BatchGreedy, GlobalRule, LocalRule
 from botorch_sketch.generation.variance_tracking import (
+    CachedGeometry,
     CandidateGeometry,
     FrozenDictionaryTracker,
     ResidualDirectionTracker,
@@ -270,7 +270,9 @@ def test_ratio_threshold_one_reproduces_bkb_step_for_step():
         bkb_model = bkb_model.condition_on_observations(
             x_bkb, y, resparsify=True, generator=bkb_gen
         )
-        bbkb_model = update_bbkb_model(bbkb_model, batch.candidates, y, bbkb_gen)
+        bbkb_model = bbkb_model.condition_on_observations(
+            batch.candidates, y, resparsify=True, generator=bbkb_gen
+        )
         torch.testing.assert_close(bkb_model.dictionary, bbkb_model.dictionary)
 
 
@@ -318,7 +320,9 @@ def test_batch_sizes_grow_along_a_run_on_8d():
         Y = objective(batch.candidates) + 0.01 * torch.randn(
             batch.batch_size, 1, generator=gen, dtype=DTYPE
         )
-        model = update_bbkb_model(model, batch.candidates, Y, gen)
+        model = model.condition_on_observations(
+            batch.candidates, Y, resparsify=True, generator=gen
+        )
         sizes.append(batch.batch_size)
         t += batch.batch_size
     assert model.train_inputs[0].shape[0] == t  # no observation lost
@@ -446,7 +450,8 @@ def test_bad_inputs(kwargs, match):
     ],
 )
 def test_cached_state_makes_the_stateless_batch(options):
-    # the same posterior held by a CandidateState and by a NystromGP: same batch
+    # the same posterior held by a CandidateState (the BBKB loop's greedy on its
+    # cache) and by a NystromGP: same batch
     gen = torch.Generator().manual_seed(4)
     arms = torch.rand(300, 3, generator=gen, dtype=DTYPE)
     observed = torch.randint(0, 300, (60,), generator=gen)
@@ -464,22 +469,30 @@ def test_cached_state_makes_the_stateless_batch(options):
     )
     options = {"ratio_threshold": 4.0, "radius": 1.0} | options
     stateless = gen_bbkb_batch(model, arms, **options)
-    cached = gen_bbkb_batch(None, arms, state=state, **options)
+    greedy = BatchGreedy(
+        CachedGeometry(state),
+        radius=options["radius"],
+        ratio_threshold=options["ratio_threshold"],
+        rule=options["rule"],
+        residual_update=options.get("residual_update", False),
+    )
+    chosen, values = greedy.extend(1000)
     assert stateless.batch_size > 3
-    assert torch.equal(stateless.indices, cached.indices)
-    torch.testing.assert_close(stateless.start_variances, cached.start_variances)
-    torch.testing.assert_close(stateless.acquisition_values, cached.acquisition_values)
+    assert stateless.indices.tolist() == chosen
+    torch.testing.assert_close(
+        stateless.start_variances, greedy.geometry.scaled_variance[chosen]
+    )
+    torch.testing.assert_close(
+        stateless.acquisition_values, torch.tensor(values, dtype=DTYPE)
+    )
 
 
-def test_state_argument_is_checked():
+def test_model_argument_is_checked():
     arms, model = make_problem(n_arms=50)
-    state = CandidateState(arms[:40], model.covar_module, 0.5)
-    with pytest.raises(ValueError, match="choices"):
-        gen_bbkb_batch(None, arms, state=state)
-    with pytest.raises(TypeError, match="state"):
-        gen_bbkb_batch(None, arms, state="state")
     with pytest.raises(TypeError, match="model"):
         gen_bbkb_batch(None, arms)
+    with pytest.raises(ValueError, match="choices"):
+        gen_bbkb_batch(model, arms[:, :2])
 
 
 def test_lazy_argmax_breaks_ties_like_a_full_argmax():

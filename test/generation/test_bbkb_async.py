@@ -6,7 +6,9 @@ import pytest
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
-from botorch_sketch import BBKB, asynchronous_options, gen_bbkb_batch
+from botorch_sketch import BBKB, NystromGP, asynchronous_options, gen_bbkb_batch
+from botorch_sketch.generation.bbkb import BatchGreedy, copies_of
+from botorch_sketch.generation.variance_tracking import CachedGeometry
 from botorch_sketch.models.candidate_state import CandidateState
 
 DTYPE = torch.float64
@@ -42,6 +44,18 @@ def rebuilt(loop, arms):
         loop.observed,
         loop.rewards,
         loop.state.dictionary,
+    )
+
+
+def rebuilt_model(loop, arms):
+    r"""The posterior of :func:`rebuilt` as a ``NystromGP`` (the stateless
+    generator's input)."""
+    return NystromGP(
+        arms[loop.observed],
+        loop.rewards.unsqueeze(-1),
+        covar_module=loop.covar_module,
+        noise=loop.noise,
+        dictionary=arms[loop.state.dictionary],
     )
 
 
@@ -150,15 +164,17 @@ def test_failures_are_recorded_and_nothing_is_lost_across_a_resume(arms):
     torch.testing.assert_close(resumed.state.mean, loop.state.mean)
 
 
-def test_states_saved_without_pending_arms_still_load(arms):
+def test_a_state_without_a_key_is_rejected(arms):
     loop = make_loop(arms)
     warm(loop, arms, 2)
-    state = loop.state_dict()
-    for key in ("pending", "pending_variances", "failed"):
-        del state[key]
     resumed = make_loop(arms)
-    resumed.load_state_dict(state)
-    assert resumed.pending.numel() == 0 and resumed.failed.numel() == 0
+    before = resumed.state_dict()
+    for key in loop.state_dict():
+        state = loop.state_dict()
+        del state[key]
+        with pytest.raises(ValueError, match=f"misses the keys \\['{key}'\\]"):
+            resumed.load_state_dict(state)
+    assert torch.equal(resumed.observed, before["observed"])
     with pytest.raises(ValueError, match="pending"):
         resumed.load_state_dict(
             loop.state_dict() | {"pending": torch.tensor([len(arms)])}
@@ -191,7 +207,7 @@ def test_bad_pending_for_the_generator(arms):
         (torch.tensor([len(arms)]), ValueError),
     ):
         with pytest.raises(error, match="pending"):
-            gen_bbkb_batch(None, arms, state=loop.state, pending=pending)
+            gen_bbkb_batch(loop.model, arms, pending=pending)
 
 
 def test_failed_arms_are_not_asked_again(arms):
@@ -280,9 +296,8 @@ def test_a_full_rule_ends_the_batch_with_the_told_outcomes(arms):
     reference = rebuilt(loop, arms)
     torch.testing.assert_close(loop.state.mean, reference.mean)
     expected = gen_bbkb_batch(
-        None,
+        rebuilt_model(loop, arms),
         arms,
-        state=reference,
         radius=0.5,
         ratio_threshold=5.0,
         max_batch_size=64,
@@ -347,11 +362,24 @@ def test_pending_arms_are_hallucinated_like_brute_force(arms, device):
     warm(loop, arms, 3)
     pending = torch.tensor([4, 90, 90, 17, 250, 4, 4], device=device)
     expected = brute_force_batch(loop.model, arms, 0.5, pending, 6)
-    options = {"radius": 0.5, "ratio_threshold": 1e6, "max_batch_size": 6}
-    for model, state in ((loop.model, None), (None, loop.state)):
-        batch = gen_bbkb_batch(model, arms, state=state, pending=pending, **options)
-        assert batch.indices.device.type == device
-        assert batch.indices.tolist() == expected
+    batch = gen_bbkb_batch(
+        loop.model,
+        arms,
+        radius=0.5,
+        ratio_threshold=1e6,
+        max_batch_size=6,
+        pending=pending,
+    )
+    assert batch.indices.device.type == device
+    assert batch.indices.tolist() == expected
+    greedy = BatchGreedy(
+        CachedGeometry(loop.state),
+        radius=0.5,
+        ratio_threshold=1e6,
+        rule="global",
+        held=copies_of(pending),
+    )
+    assert greedy.extend(6)[0] == expected
 
 
 def told_one_at_a_time(loop, arms, completions, workers, seed=2):
@@ -480,14 +508,14 @@ def test_ask_arms_enter_the_batch_as_pending_arms(arms):
     loop.ask_arms(user)
     assert loop.pending.tolist() == user.tolist()
     options = {"radius": 0.5, "ratio_threshold": 50.0, "max_batch_size": 64}
-    reference = rebuilt(loop, arms)
+    reference = rebuilt_model(loop, arms)
     first = loop.ask(2)
-    expected = gen_bbkb_batch(None, arms, state=reference, pending=user, **options)
+    expected = gen_bbkb_batch(reference, arms, pending=user, **options)
     assert first.tolist() == expected.indices[:2].tolist()
     more = torch.tensor([123])
     loop.ask_arms(more)
     held = torch.cat([user, first, more])
-    rest = gen_bbkb_batch(None, arms, state=reference, pending=held, **options)
+    rest = gen_bbkb_batch(reference, arms, pending=held, **options)
     assert rest.indices.numel() >= 3
     assert torch.equal(loop.ask(3), rest.indices[:3])
     pending = loop.pending.clone()

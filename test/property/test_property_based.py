@@ -35,7 +35,6 @@ from botorch_sketch import (
     SGPTS,
     AlphaSchedule,
     BKBUpperConfidenceBound,
-    CandidateState,
     DecomposedSamplingSVGP,
     GPThreDS,
     NystromGP,
@@ -44,9 +43,10 @@ from botorch_sketch import (
     gen_bbkb_batch,
     gen_thompson_candidates,
 )
+from botorch_sketch.models import CandidateState
+from botorch_sketch.models.dictionary import inclusion_probabilities, sample_dictionary
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
 from botorch_sketch.models.inducing import select_inducing_indices
-from botorch_sketch.models.nystrom import inclusion_probabilities, sample_dictionary
 from botorch_sketch.sampling.pathwise import ScaledSamplePaths
 
 EXAMPLES = int(os.environ.get("BOTORCH_SKETCH_HYPOTHESIS_EXAMPLES", "8"))

@@ -335,7 +335,7 @@ class _CachedArmPolicy(_ThompsonSettings):
         cache_dtype: ``"float32"`` or ``"float64"`` storage of the cache (default
             the arms' dtype).
         prior_block: Prior weights drawn ahead for batches smaller than this
-            (:class:`~botorch_sketch.generation.thompson_arms.PriorPathBank`).
+            (:class:`~botorch_sketch.sampling.arm_features.PriorPathBank`).
         Other arguments: as :class:`ExactGPTSPolicy`.
         """
         super().__init__(

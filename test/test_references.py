@@ -1,0 +1,63 @@
+r"""Every dotted ``botorch_sketch.`` name in the docs, the README, the tutorials and
+the package's docstrings names something that exists, in the module that defines it
+(or in a package that exports it), so that a moved name leaves no stale reference."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOTTED = re.compile(r"botorch_sketch(?:\.[A-Za-z_]\w*)+")
+
+
+def _texts() -> dict[str, str]:
+    texts = {}
+    for path in [ROOT / "README.md", *ROOT.glob("docs/*.md")]:
+        texts[path.name] = path.read_text()
+    for path in ROOT.glob("tutorials/*.ipynb"):
+        cells = json.loads(path.read_text())["cells"]
+        texts[path.name] = "\n".join("".join(cell["source"]) for cell in cells)
+    for path in (ROOT / "botorch_sketch").rglob("*.py"):
+        texts[str(path.relative_to(ROOT))] = path.read_text()
+    return texts
+
+
+def _problem(name: str) -> str | None:
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name is not None and module_name.startswith(error.name):
+                continue  # not a module: try a shorter prefix
+            return None  # an optional dependency is missing: cannot check
+        target = module
+        for part in parts[cut:]:
+            if not hasattr(target, part):
+                return "does not exist"
+            target = getattr(target, part)
+        if cut < len(parts):
+            named = getattr(module, parts[cut])
+            home = getattr(named, "__module__", module_name)
+            defined = inspect.isclass(named) or inspect.isfunction(named)
+            if defined and home != module_name:
+                if parts[cut] not in getattr(module, "__all__", ()):
+                    return f"lives in {home}"
+        return None
+    return "does not exist"
+
+
+def test_dotted_names_resolve_where_they_live():
+    stale = [
+        f"{where}: {name} {problem}"
+        for where, text in sorted(_texts().items())
+        for name in sorted(set(DOTTED.findall(text)))
+        if not name.endswith((".py", ".md", ".ipynb"))
+        and (problem := _problem(name)) is not None
+    ]
+    assert not stale, "\n".join(stale)
