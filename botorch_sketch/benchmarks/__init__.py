@@ -13,7 +13,7 @@ The names below are imported on first use, so that importing this package (and i
 
 from __future__ import annotations
 
-import importlib
+from botorch_sketch.utils.lazy_exports import lazy_exports
 
 #: Public name -> the module of this package that defines it.
 _EXPORTS = {
@@ -38,13 +38,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
