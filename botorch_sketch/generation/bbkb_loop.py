@@ -41,7 +41,11 @@ from botorch_sketch.models.hyperparameters import (
     unit_cube,
 )
 from botorch_sketch.models.nystrom import DEFAULT_QBAR, NystromGP
-from botorch_sketch.utils.fingerprint import check_fingerprint, problem_fingerprint
+from botorch_sketch.utils.fingerprint import (
+    check_fingerprint,
+    check_saved_state,
+    problem_fingerprint,
+)
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
     check_at_least,
@@ -809,11 +813,7 @@ class BBKB:
         open batch reopens holding the same arms. A state saved by a loop on
         other arms, another fixed kernel or ``noise``, radius, ``standardize`` or
         ``num_initial`` is rejected (its fingerprint differs)."""
-        if not isinstance(state, dict):
-            raise TypeError(f"`state` must be a dict, got {type(state).__name__}.")
-        missing = set(_STATE_KEYS) - set(state)
-        if missing:
-            raise ValueError(f"`state` misses the keys {sorted(missing)}.")
+        check_saved_state(state, _STATE_KEYS)
         check_fingerprint(state["fingerprint"], self.fingerprint)
         given = self._given_arms
         added = checked_new_arms(

@@ -40,7 +40,11 @@ from botorch_sketch.models.hyperparameters import (
     unit_cube,
 )
 from botorch_sketch.sampling.arm_features import ArmFeatureCache, draw_basis_seed
-from botorch_sketch.utils.fingerprint import check_fingerprint, problem_fingerprint
+from botorch_sketch.utils.fingerprint import (
+    check_fingerprint,
+    check_saved_state,
+    problem_fingerprint,
+)
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
     check_allocation,
@@ -478,11 +482,7 @@ class SGPTS:
         update, the later ones in the saved ``tell`` calls. Later choices equal the
         saved loop's. A state saved by a loop on other arms, another fixed kernel
         or other options is rejected (its fingerprint differs)."""
-        if not isinstance(state, dict):
-            raise TypeError(f"`state` must be a dict, got {type(state).__name__}.")
-        missing = set(_STATE_KEYS) - set(state)
-        if missing:
-            raise ValueError(f"`state` misses the keys {sorted(missing)}.")
+        check_saved_state(state, _STATE_KEYS)
         check_fingerprint(state["fingerprint"], self.fingerprint)
         given = self._given_arms
         arms = torch.cat(

@@ -42,6 +42,17 @@ def problem_fingerprint(
     return {"arms": tensor_digest(arms), "kernel": kernel_digest, **options}
 
 
+def check_saved_state(state: object, keys: tuple[str, ...]) -> dict[str, Any]:
+    r"""``state`` (a loop's saved state) if it is a dict holding every key of
+    ``keys``; else a ``TypeError`` / ``ValueError`` naming what is missing."""
+    if not isinstance(state, dict):
+        raise TypeError(f"`state` must be a dict, got {type(state).__name__}.")
+    missing = set(keys) - set(state)
+    if missing:
+        raise ValueError(f"`state` misses the keys {sorted(missing)}.")
+    return state
+
+
 def check_fingerprint(saved: object, expected: dict[str, Any]) -> None:
     r"""Raise ``ValueError`` unless ``saved`` (``state['fingerprint']``) equals the
     loop's ``expected`` fingerprint, naming the entries that differ."""
