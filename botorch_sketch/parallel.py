@@ -55,6 +55,8 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from botorch_sketch.utils.validation import check_int
+
 __all__ = [
     "AskTellOptimizer",
     "DaskEngine",
@@ -377,14 +379,6 @@ def _check_timeout(value: object, name: str) -> float | None:
     return float(value)
 
 
-def _check_count(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
-    if value < 1:
-        raise ValueError(f"`{name}` must be >= 1, got {value}.")
-    return value
-
-
 def _as_reward(value: Any) -> float:
     r"""A finite float from an objective's return value (a number or a one-element
     tensor/array), else ValueError/TypeError."""
@@ -490,8 +484,8 @@ def run_parallel(
         )
     if not callable(objective):
         raise TypeError("`objective` must be callable.")
-    _check_count(num_workers, "num_workers")
-    _check_count(budget, "budget")
+    check_int(num_workers, "num_workers", 1)
+    check_int(budget, "budget", 1)
     evaluation_timeout = _check_timeout(evaluation_timeout, "evaluation_timeout")
     total_timeout = _check_timeout(total_timeout, "total_timeout")
     if callback is not None and not callable(callback):

@@ -26,6 +26,7 @@ from torch import Tensor
 from botorch_sketch.sampling.pathwise import ScaledSamplePaths, draw_scaled_paths
 from botorch_sketch.utils.validation import (
     check_at_least,
+    check_int,
     check_matrix,
     check_positive,
     check_tensor,
@@ -71,9 +72,7 @@ class AlphaSchedule:
 
     def __call__(self, t: int) -> float:
         r"""Return ``alpha_t`` for the step ``t >= 1``."""
-        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
-            raise ValueError(f"`t` must be an int >= 1, got {t!r}.")
-        return self._value(t)
+        return self._value(check_int(t, "t", 1))
 
     def _value(self, t: int) -> float:
         try:

@@ -111,9 +111,8 @@ def gen_thompson_candidates(
         raise ValueError(
             "Pass exactly one of `choices` (finite set) and `bounds` (box)."
         )
-    for value, name in ((chunk_size, "chunk_size"), (num_restarts, "num_restarts")):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+    check_int(chunk_size, "chunk_size", 1)
+    check_int(num_restarts, "num_restarts", 1)
     check_generator(generator)
     (train_X,) = get_train_inputs(model, transformed=False)
     dim = train_X.shape[-1]
@@ -128,14 +127,7 @@ def gen_thompson_candidates(
         if bounds.shape[-1] != dim:
             raise ValueError(f"`bounds` must be 2 x {dim}, got {tuple(bounds.shape)}.")
         raw_samples = 1000 * dim if raw_samples is None else raw_samples
-        if isinstance(raw_samples, bool) or not isinstance(raw_samples, int):
-            raise ValueError(
-                f"`raw_samples` must be a positive int, got {raw_samples!r}."
-            )
-        if raw_samples < 1:
-            raise ValueError(
-                f"`raw_samples` must be a positive int, got {raw_samples}."
-            )
+        check_int(raw_samples, "raw_samples", 1)
         check_allocation(raw_samples * dim, "`raw_samples` x d", bounds)
         if options is not None and not isinstance(options, dict):
             raise TypeError(

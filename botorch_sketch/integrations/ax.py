@@ -587,10 +587,8 @@ def next_bbkb_batch_size(
         ("num_candidates", num_candidates),
         ("max_batch_size", max_batch_size),
     ):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        if value is not None:
+            check_int(value, name, 1)
     if not isinstance(generation_strategy, GenerationStrategy):
         raise TypeError(
             "`generation_strategy` must be an Ax GenerationStrategy, got "

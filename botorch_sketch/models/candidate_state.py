@@ -59,6 +59,7 @@ from botorch_sketch.models.dtc import dictionary_cholesky
 from botorch_sketch.models.kernel_columns import KernelColumns
 from botorch_sketch.models.linalg import append_pivot, safe_cholesky
 from botorch_sketch.utils.validation import (
+    check_int,
     check_kernel,
     check_magnitude,
     check_matrix,
@@ -147,14 +148,8 @@ class CandidateState:
             raise TypeError(
                 f"`feature_dtype` must be a floating dtype, got {feature_dtype!r}."
             )
-        if max_feature_bytes is not None and (
-            isinstance(max_feature_bytes, bool)
-            or not isinstance(max_feature_bytes, int)
-            or max_feature_bytes < 1
-        ):
-            raise ValueError(
-                f"`max_feature_bytes` must be a positive int, got {max_feature_bytes}."
-            )
+        if max_feature_bytes is not None:
+            check_int(max_feature_bytes, "max_feature_bytes", 1)
         self.points = points
         self.kernel = kernel
         self.noise = noise

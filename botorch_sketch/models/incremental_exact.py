@@ -36,6 +36,7 @@ from botorch_sketch.utils.validation import (
     check_at_least,
     check_finite,
     check_index,
+    check_int,
     check_kernel,
     check_matrix,
     check_model_dtype,
@@ -99,12 +100,8 @@ class IncrementalExactGP:
         if not callable(kernel_column):
             raise TypeError("`kernel_column` must be callable.")
         noise = check_at_least(noise, "noise", MIN_NOISE)
-        if capacity is not None and (
-            isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1
-        ):
-            raise ValueError(
-                f"`capacity` must be a positive int or None, got {capacity!r}."
-            )
+        if capacity is not None:
+            check_int(capacity, "capacity", 1)
         num_points = prior_variance.shape[0]
         check_allocation(
             (capacity or _INITIAL_ROWS) * num_points, "`capacity` x A", prior_variance

@@ -39,8 +39,8 @@ def test_alpha_schedule_hand_computed():
     assert schedule(1) == pytest.approx(1 + 0.5 * 2.1)
     assert schedule(1000) > schedule(10)
     assert AlphaSchedule(scale=0.0)(50) == 1.0
-    for bad in (0, 2.5, True):
-        with pytest.raises(ValueError, match="t"):
+    for bad, error in ((0, ValueError), (2.5, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="`t`"):
             schedule(bad)
     with pytest.raises(ValueError, match="`noise`"):
         AlphaSchedule(noise=0.0)
