@@ -15,6 +15,7 @@ and fails on the shape mismatch), and a single output index gives the posterior 
 
 from __future__ import annotations
 
+import torch
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.gpytorch import BatchedMultiOutputGPyTorchModel, GPyTorchModel
 from botorch.posteriors import Posterior
@@ -69,3 +70,11 @@ def multi_output_posterior(
     if posterior_transform is not None:
         return posterior_transform(posterior=posterior, X=X)
     return posterior
+
+
+def output_rows(indices: list[int], t: Tensor) -> Tensor:
+    r"""The rows ``indices`` of the output dimension (``-2``) of ``t``
+    (``... x o x k``): ``... x len(indices) x k``, or ``... x k`` for one index
+    (a model of one output has no output dimension)."""
+    picked = t.index_select(-2, torch.tensor(indices, device=t.device))
+    return picked if len(indices) > 1 else picked.squeeze(-2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from copy import deepcopy
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -40,7 +41,7 @@ from botorch_sketch.models.dtc import (
     collapsed_log_likelihood,
     distinct_rows,
 )
-from botorch_sketch.models.multi_output import multi_output_posterior
+from botorch_sketch.models.multi_output import multi_output_posterior, output_rows
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
     check_at_least,
@@ -463,15 +464,9 @@ class NystromGP(GPyTorchModel, GP, FantasizeMixin):
             return self
         state = self.dtc_state
         model = deepcopy(self)
-        index = torch.tensor(indices, device=self.train_targets.device)
-        keep = len(indices) > 1
-
-        def rows(t: Tensor) -> Tensor:
-            picked = t.index_select(-2, index)
-            return picked if keep else picked.squeeze(-2)
-
+        rows = partial(output_rows, indices)
         gram, chol_gram = state.gram, state.chol_gram
-        if not keep and gram.dim() > 2:  # drop V's size-one output dimension
+        if len(indices) == 1 and gram.dim() > 2:  # drop V's size-one output dimension
             gram, chol_gram = gram.squeeze(-3), chol_gram.squeeze(-3)
         model._num_outputs = len(indices)
         model.train_targets = rows(self.train_targets)

@@ -23,6 +23,7 @@ import copy
 import warnings
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -65,7 +66,7 @@ from botorch_sketch.models.dtc import (
     dictionary_cholesky,
 )
 from botorch_sketch.models.inducing import select_inducing_indices
-from botorch_sketch.models.multi_output import multi_output_posterior
+from botorch_sketch.models.multi_output import multi_output_posterior, output_rows
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
     check_at_least,
@@ -376,13 +377,7 @@ class DecomposedSamplingSVGP(SingleTaskVariationalGP, FantasizeMixin):
 
     def _keep_outputs(self, indices: list[int]) -> None:
         r"""Keep the outputs ``indices`` (checked) of this copy, in place."""
-        index = torch.tensor(indices, device=self._train_X.device)
-        keep = len(indices) > 1
-
-        def rows(t: Tensor) -> Tensor:
-            picked = t.index_select(-2, index)
-            return picked if keep else picked.squeeze(-2)
-
+        rows, keep = partial(output_rows, indices), len(indices) > 1
         inner, state = self.model, self._dtc_state
         mean = inner.mean_module
         if mean.batch_shape[-1:] == torch.Size([self.num_outputs]):
