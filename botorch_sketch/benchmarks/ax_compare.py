@@ -56,6 +56,7 @@ from botorch_sketch.integrations.ax import (
     sgpts_generation_strategy,
 )
 from botorch_sketch.models.nystrom import NystromGP
+from botorch_sketch.utils.validation import check_int
 
 #: Test functions by name (minimized on their native boxes).
 PROBLEMS: dict[str, tuple[type[SyntheticTestFunction], dict[str, int]]] = {
@@ -154,10 +155,7 @@ def run_ax(
         ("pending", pending),
         ("batch_size", batch_size),
     ):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"`{name}` must be an int, got {value!r}.")
-        if value < (0 if name == "seed" else 1):
-            raise ValueError(f"`{name}` must be positive, got {value}.")
+        check_int(value, name, 0 if name == "seed" else 1)
     if pending > 1 and batch_size > 1:
         raise ValueError("Set `pending` or `batch_size` above 1, not both.")
     if method not in METHODS:

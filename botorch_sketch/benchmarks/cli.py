@@ -54,6 +54,7 @@ from botorch_sketch.benchmarks.runner import (
     run_benchmark,
 )
 from botorch_sketch.benchmarks.writers import format_table, write_results
+from botorch_sketch.utils.validation import check_int
 
 DEFAULT_OUTPUT_DIR = "benchmark_results"
 DATA_ENV = "BOTORCH_SKETCH_DATA"
@@ -442,17 +443,13 @@ def resolve_job(args: argparse.Namespace) -> Job:
     if args.algorithms:
         policies = parse_algorithms(args.algorithms, policies)
     if args.horizon is not None:
-        if args.horizon < 1:
-            raise ValueError(f"-T/--horizon must be >= 1, got {args.horizon}")
-        horizon = args.horizon
+        horizon = check_int(args.horizon, "-T/--horizon", 1)
     if args.seeds and args.num_seeds is not None:
         raise ValueError("give --seeds or --num-seeds, not both")
     if args.seeds:
         seeds = parse_seeds(args.seeds)
     elif args.num_seeds is not None:
-        if args.num_seeds < 1:
-            raise ValueError(f"--num-seeds must be >= 1, got {args.num_seeds}")
-        seeds = tuple(range(args.num_seeds))
+        seeds = tuple(range(check_int(args.num_seeds, "--num-seeds", 1)))
     if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct and >= 0, got {list(seeds)}")
     shortcuts = []
@@ -462,8 +459,7 @@ def resolve_job(args: argparse.Namespace) -> Job:
         shortcuts.append(f"radius={args.radius}")
     policies = apply_options(policies, shortcuts + list(args.option))
     threads = args.threads if args.threads is not None else saved.get("threads", 1)
-    if threads < 0:
-        raise ValueError(f"--threads must be >= 0, got {threads}")
+    check_int(threads, "--threads", 0)
     if args.problems:
         specs = [spec for group in args.problems for spec in group.split(",")]
         settings = {}

@@ -34,7 +34,7 @@ from botorch.test_functions import synthetic
 from botorch.test_functions.synthetic import SyntheticTestFunction
 from torch import Tensor
 
-from botorch_sketch.utils.validation import check_positive
+from botorch_sketch.utils.validation import check_int, check_positive
 
 
 @dataclass
@@ -145,10 +145,8 @@ def _suggest_noise(hyperparameters: dict[str, float], value: float | None) -> No
 
 
 def _check_count(value: int | None, name: str) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int or None, got {value!r}.")
+    if value is not None:
+        check_int(value, name, 1)
 
 
 def _finalize(

@@ -42,6 +42,7 @@ from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.benchmarks.registry import PolicyConfig, policy_status
 from botorch_sketch.benchmarks.results import RunTrace, expected_uniform_regret
 from botorch_sketch.benchmarks.writers import safe_name
+from botorch_sketch.utils.validation import check_int
 
 #: Progress display modes: tqdm bars, periodic log lines, nothing.
 PROGRESS_MODES = ("bar", "log", "off")
@@ -53,12 +54,6 @@ def _progress_mode(progress: bool | str) -> str:
     if progress not in PROGRESS_MODES:
         raise ValueError(f"`progress` must be a bool or one of {PROGRESS_MODES}.")
     return progress
-
-
-def _check_positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return value
 
 
 def _validated_batch(problem: Problem, chosen: object, policy: Policy) -> Tensor:
@@ -130,18 +125,14 @@ def run_policy(
         >>> trace = run_policy(problem, UniformPolicy(), horizon=100, seed=0)
         >>> trace.curve("regret_ratio")[-1]
     """
-    _check_positive_int(horizon, "horizon")
+    check_int(horizon, "horizon", 1)
     mode = _progress_mode(progress)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"`seed` must be a non-negative int, got {seed!r}.")
+    check_int(seed, "seed", 0)
     if problem.is_finite and not policy.supports_finite:
         raise ValueError(f"{type(policy).__name__} does not support finite problems.")
     if not problem.is_finite and not policy.supports_box:
         raise ValueError(f"{type(policy).__name__} does not support box problems.")
-    if isinstance(warm_up_steps, bool) or not isinstance(warm_up_steps, int):
-        raise TypeError(f"`warm_up_steps` must be an int, got {warm_up_steps!r}.")
-    if warm_up_steps < 0:
-        raise ValueError(f"`warm_up_steps` must be >= 0, got {warm_up_steps}.")
+    check_int(warm_up_steps, "warm_up_steps", 0)
     if uniform_regret is None:
         uniform_regret = expected_uniform_regret(problem)
     label = label or policy.name
@@ -411,7 +402,7 @@ def run_benchmark(
     Returns:
         ``(traces, notes)``, traces in (problem, policy, seed) order.
     """
-    _check_positive_int(horizon, "horizon")
+    check_int(horizon, "horizon", 1)
     mode = _progress_mode(progress)
     if not seeds:
         raise ValueError("`seeds` must not be empty.")

@@ -138,6 +138,8 @@ def test_invalid_box_points_and_arguments(problem):
         run_policy(problem, ScriptedPolicy(), 0, progress=False)
     with pytest.raises(ValueError, match="seed"):
         run_policy(problem, ScriptedPolicy(), 5, seed=-1, progress=False)
+    with pytest.raises(TypeError, match="horizon"):
+        run_policy(problem, ScriptedPolicy(), True, progress=False)
     finite_only = ScriptedPolicy()
     finite_only.supports_box = False
     with pytest.raises(ValueError, match="box"):

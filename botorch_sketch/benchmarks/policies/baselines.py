@@ -38,15 +38,11 @@ from botorch_sketch.benchmarks.policies.common import (
     make_radius_schedule,
 )
 from botorch_sketch.benchmarks.problems import Problem
-from botorch_sketch.utils.validation import check_at_least
+from botorch_sketch.utils.validation import check_at_least, check_int, check_number
 
 
 def _check_batch_size(value: int | None, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return value
+    return None if value is None else check_int(value, name, 1)
 
 
 def _random_arm(num_arms: int, generator: torch.Generator) -> int:
@@ -101,13 +97,9 @@ class EpsilonGreedyPolicy(Policy):
         epsilon: Exploration probability in ``[0, 1]``.
         batch_size: Points per ``ask()``.
         """
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
-            raise TypeError(
-                f"`epsilon` must be a number, got {type(epsilon).__name__}."
-            )
+        self.epsilon = check_number(epsilon, "epsilon")
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"`epsilon` must lie in [0, 1], got {epsilon}.")
-        self.epsilon = float(epsilon)
         self.batch_size = _check_batch_size(batch_size, "batch_size")
 
     def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:

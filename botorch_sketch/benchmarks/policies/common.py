@@ -22,7 +22,7 @@ from torch import Tensor
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
 from botorch_sketch.models.kernel_columns import KernelColumns
-from botorch_sketch.utils.validation import check_matrix, check_positive
+from botorch_sketch.utils.validation import check_int, check_matrix, check_positive
 
 #: Constant confidence radius (Bayesian scale) used when a policy is given none.
 DEFAULT_RADIUS = 1.0
@@ -130,8 +130,9 @@ def make_radius_schedule(
             raise ValueError(
                 f"`radius` must be a number or 'srinivas', got {radius!r}."
             )
-        if num_arms is None or num_arms < 1:
+        if num_arms is None:
             raise ValueError("`num_arms` (>= 1) is required by radius='srinivas'.")
+        check_int(num_arms, "num_arms", 1)
         if not 0.0 < delta < 1.0:
             raise ValueError(f"`delta` must lie in (0, 1), got {delta}.")
         log_term = math.log(num_arms * math.pi**2 / (6.0 * delta))

@@ -58,12 +58,7 @@ from botorch_sketch.generation.thompson_arms import (
 )
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
 from botorch_sketch.sampling.arm_features import ArmFeatureCache
-
-
-def _check_count(value: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return value
+from botorch_sketch.utils.validation import check_at_least, check_int, check_positive
 
 
 def _check_quality(value: str) -> str:
@@ -88,17 +83,13 @@ class _ThompsonSettings(Policy):
         outputscale: float | None = None,
         noise_variance: float | None = None,
     ) -> None:
-        self.batch_size = _check_count(batch_size, "batch_size")
-        self.num_initial = _check_count(num_initial, "num_initial")
-        self.num_features = _check_count(num_features, "num_features")
+        self.batch_size = check_int(batch_size, "batch_size", 1)
+        self.num_initial = check_int(num_initial, "num_initial", 1)
+        self.num_features = check_int(num_features, "num_features", 1)
         if num_features % 2:
             raise ValueError(f"`num_features` must be even, got {num_features}.")
-        if not callable(alpha) and (
-            isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0
-        ):
-            raise ValueError(
-                f"`alpha` must be a number >= 0 or a schedule, got {alpha!r}."
-            )
+        if not callable(alpha):  # else a schedule
+            check_at_least(alpha, "alpha", 0.0)
         self.alpha = alpha
         self._overrides = {
             "lengthscale": lengthscale,
@@ -160,10 +151,10 @@ class _ThompsonPolicy(_ThompsonSettings):
             noise_variance=noise_variance,
         )
         if raw_samples is not None:
-            _check_count(raw_samples, "raw_samples")
+            check_int(raw_samples, "raw_samples", 1)
         self.raw_samples = raw_samples
-        self.num_restarts = _check_count(num_restarts, "num_restarts")
-        self.chunk_size = _check_count(chunk_size, "chunk_size")
+        self.num_restarts = check_int(num_restarts, "num_restarts", 1)
+        self.chunk_size = check_int(chunk_size, "chunk_size", 1)
 
     def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
         super().reset(problem, horizon, generator)
@@ -250,7 +241,7 @@ class SGPTSPolicy(_ThompsonPolicy):
             num_restarts=num_restarts,
             chunk_size=chunk_size,
         )
-        self.num_inducing = _check_count(num_inducing, "num_inducing")
+        self.num_inducing = check_int(num_inducing, "num_inducing", 1)
         self.randomized_selection = bool(randomized_selection)
         self.inducing_quality = _check_quality(inducing_quality)
 
@@ -347,17 +338,7 @@ class _CachedArmPolicy(_ThompsonSettings):
             outputscale=outputscale,
             noise_variance=noise_variance,
         )
-        if isinstance(memory_budget_gib, bool) or not isinstance(
-            memory_budget_gib, (int, float)
-        ):
-            raise ValueError(
-                f"`memory_budget_gib` must be a number, got {memory_budget_gib!r}."
-            )
-        if not memory_budget_gib > 0:
-            raise ValueError(
-                f"`memory_budget_gib` must be > 0, got {memory_budget_gib}."
-            )
-        self.memory_budget_gib = float(memory_budget_gib)
+        self.memory_budget_gib = check_positive(memory_budget_gib, "memory_budget_gib")
         dtypes = {None: None, "float32": torch.float32, "float64": torch.float64}
         if cache_dtype not in dtypes:
             raise ValueError(
@@ -365,7 +346,7 @@ class _CachedArmPolicy(_ThompsonSettings):
                 f"{cache_dtype!r}."
             )
         self.cache_dtype = dtypes[cache_dtype]
-        self.prior_block = _check_count(prior_block, "prior_block")
+        self.prior_block = check_int(prior_block, "prior_block", 1)
 
     def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
         if not problem.is_finite:
@@ -447,7 +428,7 @@ class CachedSGPTSPolicy(_CachedArmPolicy):
             cache_dtype=cache_dtype,
             prior_block=prior_block,
         )
-        self.num_inducing = _check_count(num_inducing, "num_inducing")
+        self.num_inducing = check_int(num_inducing, "num_inducing", 1)
         self.inducing_quality = _check_quality(inducing_quality)
 
     def _sampler(self, cache: ArmFeatureCache) -> CachedSparseThompson:

@@ -28,6 +28,7 @@ from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.threds import GPThreDS
 from botorch_sketch.generation.threds_local import first_argmax, threds_radius
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
+from botorch_sketch.utils.validation import check_int
 
 #: Settings of the paper's experiments, by problem name.
 PAPER_SETTINGS: dict[str, dict[str, Any]] = {
@@ -286,10 +287,7 @@ class IGPUCBGridPolicy(Policy):
         """
         if not 0.0 < delta0 < 1.0:
             raise ValueError(f"`delta0` must lie in (0, 1), got {delta0}.")
-        if isinstance(grid_start, bool) or not isinstance(grid_start, int):
-            raise TypeError("`grid_start` must be an int.")
-        if grid_start < 2:
-            raise ValueError(f"`grid_start` must be >= 2, got {grid_start}.")
+        check_int(grid_start, "grid_start", 2)
         self.delta0, self.gamma, self.grid_start = delta0, gamma, grid_start
         self._given = {
             "rkhs_bound": rkhs_bound,

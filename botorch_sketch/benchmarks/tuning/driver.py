@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from botorch_sketch.benchmarks.tuning.methods import Method
+from botorch_sketch.utils.validation import check_int
 
 Config = dict[str, Any]
 
@@ -71,10 +72,8 @@ def run_trials(
             (None: never); :attr:`TrialLog.stopped` says so.
         on_told: Called after each ``tell`` (progress).
     """
-    if budget < 1 or in_flight < 1:
-        raise ValueError(
-            f"`budget` and `in_flight` must be >= 1: {budget}, {in_flight}."
-        )
+    check_int(budget, "budget", 1)
+    check_int(in_flight, "in_flight", 1)
     order = np.random.default_rng(seed)
     log = TrialLog()
     start = time.perf_counter()

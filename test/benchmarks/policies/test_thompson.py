@@ -152,6 +152,10 @@ def test_alpha_schedule_and_selection_options_are_accepted(quality):
 def test_bad_arguments_raise():
     with pytest.raises(ValueError, match="batch_size"):
         SGPTSPolicy(batch_size=0)
+    with pytest.raises(TypeError, match="batch_size"):  # wrong types: TypeErrors
+        SGPTSPolicy(batch_size=2.0)
+    with pytest.raises(TypeError, match="alpha"):
+        ExactGPTSPolicy(alpha=True)
     with pytest.raises(ValueError, match="num_inducing"):
         SGPTSPolicy(num_inducing=0)
     with pytest.raises(ValueError, match="num_features"):

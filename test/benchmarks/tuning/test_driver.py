@@ -45,6 +45,10 @@ def test_waiting_with_nothing_running_is_an_error_and_a_time_cap_stops():
 
     with pytest.raises(RuntimeError, match="wait"):
         run_trials(Stuck, lambda c: 0.0, 3, 1, seed=0)
+    with pytest.raises(ValueError, match="in_flight"):
+        run_trials(Stuck, lambda c: 0.0, 3, 0, seed=0)
+    with pytest.raises(TypeError, match="budget"):
+        run_trials(Stuck, lambda c: 0.0, 3.0, 1, seed=0)
     log = run_trials(Waiting, lambda c: 0.0, 50, 2, 0, max_optimizer_seconds=0.0)
     assert len(log.losses) == 1 and "stopped after 1 trials" in log.stopped
     assert np.isfinite(log.optimizer_seconds)
