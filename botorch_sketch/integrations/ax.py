@@ -286,8 +286,11 @@ def check_dispatch_options(dispatch_options: dict[str, Any]) -> dict[str, Any]:
 
     Budgets and seeds must be ints (not bools or floats) ``>= 0`` or None, flags
     bools, ``torch_device`` None or a device string this machine has (``"cpu"``,
-    ``"cuda"`` or ``"cuda:k"`` only with that many GPUs). ``method`` is not
-    accepted: the strategies set it.
+    ``"cuda"`` or ``"cuda:k"`` only with that many GPUs): Ax takes them unchecked
+    and would fail, or silently misbehave, only during the run. Other names
+    (``method`` included: the strategies set it) are left to Ax's
+    ``GenerationStrategyDispatchStruct``, whose constructor raises a ``TypeError``
+    naming them.
 
     Args:
         dispatch_options: Field names and values.
@@ -299,32 +302,25 @@ def check_dispatch_options(dispatch_options: dict[str, Any]) -> dict[str, Any]:
         >>> check_dispatch_options({"initialization_budget": 8})
         {'initialization_budget': 8}
     """
-    if unknown := sorted(set(dispatch_options) - set(DISPATCH_FIELDS)):
-        raise TypeError(
-            f"Unexpected strategy options {unknown}; the initialization and "
-            f"dispatch options are {list(DISPATCH_FIELDS)}."
-        )
     for name, value in dispatch_options.items():
-        kind = DISPATCH_FIELDS[name]
+        kind = DISPATCH_FIELDS.get(name)
         if kind == "flag":
             check_bool(value, name)
         elif value is None:
             continue
         elif kind in ("count", "seed"):
             check_int(value, name, 0)
-        else:
+        elif kind == "device":
             _check_device(value, name)
     return dispatch_options
 
 
 def _check_device(value: object, name: str) -> None:
-    r"""A torch device string naming a device this machine has."""
-    if not isinstance(value, str):
+    r"""A torch device string naming a device this machine has (a string that names
+    no device type raises torch's ``RuntimeError``, as Ax would)."""
+    if not isinstance(value, str):  # torch.device(0) would be cuda:0
         raise TypeError(f"`{name}` must be a device string, got {value!r}.")
-    try:
-        device = torch.device(value)
-    except RuntimeError as error:
-        raise ValueError(f"`{name}` is not a torch device: {value!r}.") from error
+    device = torch.device(value)
     if device.type == "cpu":
         return
     if device.type != "cuda":
@@ -594,14 +590,9 @@ def next_bbkb_batch_size(
             "`generation_strategy` must be an Ax GenerationStrategy, got "
             f"{type(generation_strategy).__name__}."
         )
-    try:
-        experiment = generation_strategy.experiment
-    except ValueError as error:
-        raise ValueError(
-            "`generation_strategy` has no experiment yet: request the first "
-            "(initialization) trials with Client.get_next_trials before sizing a "
-            "BBKB batch."
-        ) from error
+    # Before the first trials: Ax's ValueError "No experiment set on generation
+    # strategy."
+    experiment = generation_strategy.experiment
     running = experiment.trial_indices_by_status[TrialStatus.RUNNING]
     if running:
         raise ValueError(
