@@ -316,11 +316,13 @@ def check_dispatch_options(dispatch_options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_device(value: object, name: str) -> None:
-    r"""A torch device string naming a device this machine has (a string that names
-    no device type raises torch's ``RuntimeError``, as Ax would)."""
+    r"""A torch device string naming a device this machine has."""
     if not isinstance(value, str):  # torch.device(0) would be cuda:0
         raise TypeError(f"`{name}` must be a device string, got {value!r}.")
-    device = torch.device(value)
+    try:
+        device = torch.device(value)
+    except RuntimeError as error:
+        raise ValueError(f"`{name}` is not a torch device: {value!r}.") from error
     if device.type == "cpu":
         return
     if device.type != "cuda":
@@ -590,9 +592,14 @@ def next_bbkb_batch_size(
             "`generation_strategy` must be an Ax GenerationStrategy, got "
             f"{type(generation_strategy).__name__}."
         )
-    # Before the first trials: Ax's ValueError "No experiment set on generation
-    # strategy."
-    experiment = generation_strategy.experiment
+    try:
+        experiment = generation_strategy.experiment
+    except ValueError as error:
+        raise ValueError(
+            "`generation_strategy` has no experiment yet: request the first "
+            "(initialization) trials with Client.get_next_trials before sizing a "
+            "BBKB batch."
+        ) from error
     running = experiment.trial_indices_by_status[TrialStatus.RUNNING]
     if running:
         raise ValueError(
