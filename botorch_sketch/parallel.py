@@ -11,7 +11,8 @@ asks for new arms as workers free up:
 
 The engines differ only in how they submit a call, wait for the first results (with
 a timeout) and cancel; the loop itself (:func:`run_parallel`) is shared. The
-optimizer is anything with the :class:`AskTellOptimizer` interface, e.g.
+optimizer is anything with the
+:class:`~botorch_sketch.generation.ask_tell.AskTellOptimizer` interface, e.g.
 :class:`~botorch_sketch.generation.bbkb_loop.BBKB` (asynchronous batches: ``ask`` may
 return no arm while the batch rule waits for outcomes; build it with
 ``**asynchronous_options(num_workers)`` for the workers at hand) or
@@ -50,15 +51,15 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from numbers import Real
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from botorch_sketch.generation.ask_tell import AskTellOptimizer
 from botorch_sketch.utils.validation import check_int
 
 __all__ = [
-    "AskTellOptimizer",
     "DaskEngine",
     "Engine",
     "EvaluationError",
@@ -85,31 +86,6 @@ def require(module: str) -> Any:
             f"This needs the optional dependency {module.split('.')[0]}. "
             f"{DISTRIBUTED_INSTALL_HINT}"
         ) from error
-
-
-@runtime_checkable
-class AskTellOptimizer(Protocol):
-    r"""An asynchronous ask/tell optimizer over the rows of ``arms`` (``A x d``).
-
-    ``ask(max_arms)`` returns up to ``max_arms`` arm indices (possibly none while it
-    waits for outcomes, at least one when nothing is pending) and adds them to
-    ``pending``; ``tell`` and ``fail`` take any non-empty sub-multiset of ``pending``;
-    ``state_dict`` includes the pending arms."""
-
-    arms: Tensor
-
-    @property
-    def pending(self) -> Tensor: ...
-
-    def ask(self, max_arms: int | None = None) -> Tensor: ...
-
-    def tell(self, indices: Tensor, rewards: Tensor) -> None: ...
-
-    def fail(self, indices: Tensor) -> None: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 class Engine(ABC):

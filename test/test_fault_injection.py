@@ -44,7 +44,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from botorch_sketch.generation import bbkb_loop, sgpts_loop
+from botorch_sketch.generation import ask_tell
 from botorch_sketch.generation.bbkb import BatchGreedy
 from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.sgpts_loop import SGPTS
@@ -234,7 +234,7 @@ SITES = {
     "bbkb": {
         "posterior update": (BBKB, "_update_posterior"),
         "standardization": (CandidateState, "standardize"),
-        "refit": (bbkb_loop, "fit_dtc_hyperparameters"),
+        "refit": (ask_tell, "fit_dtc_hyperparameters"),
         "refit's refresh": (CandidateState, "refresh"),
         "dictionary update": (CandidateState, "update"),
         "state rebuild": (CandidateState, "from_observations"),
@@ -245,7 +245,7 @@ SITES = {
         "new statistics": (CachedSparseThompson, "_set_statistics"),
         "_refresh_q": (CachedSparseThompson, "_refresh_q"),
         "_reselect": (CachedSparseThompson, "_reselect"),
-        "refit": (sgpts_loop, "fit_dtc_hyperparameters"),
+        "refit": (ask_tell, "fit_dtc_hyperparameters"),
         "sampler rebuild": (SGPTS, "_sampler_from"),
         "path sampling": (CachedSparseThompson, "update_weights"),
     },

@@ -1,12 +1,14 @@
 r"""Candidate generators (adaptive batches, Thompson sampling, domain shrinking) and
 the ask/tell loops built on them.
 
-``BBKB``, ``SGPTS`` and ``GPThreDS`` are the loops; ``gen_bbkb_batch`` and
-``gen_thompson_candidates`` generate one batch from a model. ``CachedSparseThompson``
-and ``IncrementalExactThompson`` are the samplers behind ``SGPTS`` over a finite arm
-set.
+``BBKB``, ``SGPTS``, ``ExactGPTS`` and ``GPThreDS`` are the loops; the first three,
+on a finite arm set, share ``ArmLoop`` and follow the ``AskTellOptimizer`` contract.
+``gen_bbkb_batch`` and ``gen_thompson_candidates`` generate one batch from a model.
+``CachedSparseThompson`` and ``IncrementalExactThompson`` are the samplers behind
+``SGPTS`` and ``ExactGPTS``.
 """
 
+from botorch_sketch.generation.ask_tell import ArmLoop, AskTellOptimizer
 from botorch_sketch.generation.bbkb import (
     BBKBBatch,
     gen_bbkb_batch,
@@ -18,7 +20,7 @@ from botorch_sketch.generation.bbkb_loop import (
     WorkerRatioThreshold,
     asynchronous_options,
 )
-from botorch_sketch.generation.sgpts_loop import SGPTS
+from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
 from botorch_sketch.generation.thompson import (
     ThompsonCandidates,
     gen_thompson_candidates,
@@ -33,9 +35,12 @@ from botorch_sketch.generation.threds import GPThreDS
 __all__ = [
     "BBKB",
     "SGPTS",
+    "ArmLoop",
     "ArmThompsonSampler",
+    "AskTellOptimizer",
     "BBKBBatch",
     "CachedSparseThompson",
+    "ExactGPTS",
     "GPThreDS",
     "IncrementalExactThompson",
     "ThompsonCandidates",

@@ -4,7 +4,6 @@ asynchronous, resumable."""
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,52 +14,29 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.acquisition.bkb import TheoryRadius, radius_value
-from botorch_sketch.generation.arm_growth import checked_new_arms
+from botorch_sketch.generation.ask_tell import STATE_KEYS, ArmLoop
 from botorch_sketch.generation.bbkb import (
     DEFAULT_MAX_BATCH_SIZE,
     RULES,
     BatchGreedy,
     copies_of,
 )
-from botorch_sketch.generation.initial_design import space_filling_arms
-from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.variance_tracking import CachedGeometry
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.dictionary import inclusion_probabilities, sample_dictionary
-from botorch_sketch.models.hyperparameters import (
-    DEFAULT_REFIT_GROWTH,
-    INITIAL_LEARNED_NOISE,
-    RefitSchedule,
-    bounding_box,
-    checked_hyperparameters,
-    cube_coordinates,
-    fit_dtc_hyperparameters,
-    hyperparameter_state,
-    learnable_covar_module,
-    reward_statistics,
-    unit_cube,
-)
+from botorch_sketch.models.hyperparameters import DEFAULT_REFIT_GROWTH, cube_coordinates
 from botorch_sketch.models.nystrom import DEFAULT_QBAR, NystromGP
-from botorch_sketch.utils.fingerprint import (
-    check_fingerprint,
-    check_saved_state,
-    problem_fingerprint,
-)
 from botorch_sketch.utils.validation import (
-    MIN_NOISE,
     check_at_least,
     check_bool,
     check_finite,
-    check_generator_state,
     check_indices,
     check_int,
-    check_kernel,
     check_magnitude,
     check_matrix,
     check_model_dtype,
     check_number,
     check_positive,
-    check_rewards,
 )
 
 RESAMPLING = ("coupled", "independent")
@@ -73,23 +49,15 @@ DEFAULT_BAYES_RADIUS = 2.0
 
 #: The keys of :meth:`BBKB.state_dict`, all required by :meth:`BBKB.load_state_dict`.
 _STATE_KEYS = (
-    "observed",
-    "rewards",
-    "pending",
+    *STATE_KEYS,
     "pending_variances",
-    "failed",
     "incorporated",
     "batch",
     "batch_radius",
     "dictionary",
     "draws",
-    "added_arms",
     "radius",
-    "generator",
-    "fingerprint",
     "design",
-    "design_asked",
-    "hyperparameters",
 )
 
 
@@ -161,7 +129,7 @@ def asynchronous_options(
     }
 
 
-class BBKB:
+class BBKB(ArmLoop):
     r"""The BBKB loop: ``ask()`` an adaptive batch of arm indices, evaluate them,
     ``tell(indices, Y)``; the posterior is conditioned and the dictionary resampled at
     each batch end.
@@ -289,21 +257,18 @@ class BBKB:
             seed: Seed of the (CPU) generator behind every random choice.
         """
         check_magnitude(check_matrix(check_model_dtype(arms, "arms"), "arms"), "arms")
-        learned = covar_module is None
-        if not learned:
-            check_kernel(covar_module)
+        super().__init__(
+            arms,
+            covar_module=covar_module,
+            noise=noise,
+            standardize=standardize,
+            num_initial=num_initial,
+            refit_growth=refit_growth,
+        )
         check_int(seed, "seed", 0)
         check_bool(retry_failed, "retry_failed")
-        if noise is not None:
-            check_at_least(noise, "noise", MIN_NOISE)
         if radius is not None and not isinstance(radius, TheoryRadius):
             check_at_least(radius, "radius", 0.0)
-        standardize = learned if standardize is None else standardize
-        check_bool(standardize, "standardize")
-        d = arms.shape[-1]
-        num_initial = max(5, 2 * d) if learned and num_initial is None else num_initial
-        num_initial = min(check_int(num_initial or 0, "num_initial", 0), len(arms))
-        schedule = RefitSchedule(max(num_initial, 2), refit_growth) if learned else None
         check_at_least(
             ratio_threshold(1.0) if callable(ratio_threshold) else ratio_threshold,
             "ratio_threshold",
@@ -320,23 +285,7 @@ class BBKB:
         end_fraction = check_number(end_fraction, "end_fraction")
         if not 0.0 <= end_fraction <= 1.0:
             raise ValueError(f"`end_fraction` must lie in [0, 1], got {end_fraction}.")
-        self.arms = arms
-        #: The arms' bounding box, whose unit cube a learned kernel works on
-        self.box = bounding_box(arms) if learned else None
-        #: ``A x d`` points the kernel sees: the arms, or their unit cube when the
-        #: kernel is learned
-        self.kernel_inputs = cube_coordinates(arms, self.box)
-        self._given_arms = arms
-        self.covar_module = (learnable_covar_module(d) if learned else covar_module).to(
-            arms
-        )
-        self.learn_noise = learned and noise is None
-        if noise is None:
-            noise = INITIAL_LEARNED_NOISE if learned else 1.0
-        self.noise = noise
         self.radius = radius
-        self.standardize = standardize
-        self.refits = schedule
         self.batch_options = {
             "ratio_threshold": ratio_threshold,
             "rule": rule,
@@ -350,15 +299,12 @@ class BBKB:
         self.feature_dtype = feature_dtype
         # draws on the CPU, then moved: the same choices on every device
         self.generator = torch.Generator().manual_seed(seed)
-        self._design = space_filling_arms(unit_cube(arms), num_initial, self.generator)
-        self._design_asked = 0
+        self._design = self._space_filling_design(self.generator)
         self.state = self._new_state()
         self.observed = torch.empty(0, dtype=torch.long, device=arms.device)
         self.rewards = torch.empty(0, dtype=arms.dtype, device=arms.device)
         self.draws = torch.full_like(self.state.counts, float("nan"))
         self.incorporated = 0  # observations in the posterior (the rest wait)
-        self.pending = self.observed.clone()
-        self.failed = self.observed.clone()
         self._pending_variances = self.rewards.clone()  # sigma~^2 when asked
         # the open batch: its arms (held and asked), in-batch radius and greedy
         self._batch: Tensor | None = None
@@ -366,25 +312,13 @@ class BBKB:
         self._greedy: BatchGreedy | None = None
         self.total_churn = 0
         self.num_batches = 0
-        #: CPU seconds spent in refits (fits and the state's recomputation)
-        self.refit_seconds = 0.0
         self._model: NystromGP | None = None
         #: What a saved state must match (:meth:`load_state_dict`)
-        self.fingerprint = problem_fingerprint(
-            arms,
-            self.covar_module,
-            learned=learned,
-            noise=None if self.learn_noise else self.noise,
+        self.fingerprint = self._fingerprint(
             radius=type(radius).__name__
             if isinstance(radius, TheoryRadius)
             else radius,
-            standardize=standardize,
-            num_initial=num_initial,
         )
-
-    @property
-    def num_observations(self) -> int:
-        return self.observed.shape[0]
 
     @property
     def model(self) -> NystromGP | None:
@@ -435,15 +369,12 @@ class BBKB:
             at random) or ``wait`` is False; ``b = 0`` when the pending arms fill
             the batch rule: wait for their outcomes.
         """
-        if max_arms is not None:
-            check_int(max_arms, "max_arms", 1)
-        check_bool(wait, "wait")
-        limit = self.batch_options["max_batch_size"] if max_arms is None else max_arms
+        limit = self._checked_ask(max_arms, wait, self.batch_options["max_batch_size"])
         excluded = self._excluded()
         if excluded is not None and bool(excluded.all()):
             raise RuntimeError("Every arm has failed: nothing is left to ask.")
         if self._design_asked < self._design.numel():
-            indices = self._design[self._design_asked : self._design_asked + limit]
+            indices = self._design_left(limit)
             self._hold(indices)
             self._design_asked += indices.numel()
             return indices.clone()
@@ -485,8 +416,7 @@ class BBKB:
         Args:
             indices: ``b`` arm indices (LongTensor, repeats allowed).
         """
-        check_indices(indices, "indices", self.arms.shape[0])
-        self._hold(indices.to(self.arms.device))
+        super().ask_arms(indices)
 
     def _hold(self, indices: Tensor) -> None:
         r"""Add asked arms to :attr:`pending` and to the open batch (see
@@ -574,8 +504,12 @@ class BBKB:
             if observed[fresh].numel():
                 self._update_posterior(observed[fresh], rewards[fresh], draws)
                 self._standardize(self.state, rewards)
-                if self.refits is not None and self.refits.due(observed.shape[0]):
-                    self._refit(observed, rewards)
+                if self._refit_due(observed.shape[0]):
+                    self._refit(
+                        observed,
+                        (rewards - self.state.center) / self.state.scale,
+                        self.state.dictionary,
+                    )
         except BaseException:
             self.generator.set_state(generator_state)
             if self.refits is not None:
@@ -614,10 +548,9 @@ class BBKB:
             indices: ``b`` pending arm indices (LongTensor).
             rewards: ``b`` (or ``b x 1``) observed rewards.
         """
-        keep = staying_pending(self.pending, indices, self.arms.shape[0])
-        rewards = check_rewards(rewards, indices.shape[0])
-        observed = torch.cat([self.observed, indices.to(self.observed.device)])
-        rewards = torch.cat([self.rewards, rewards.to(self.arms)])
+        keep, indices, rewards = self._checked_outcomes(indices, rewards)
+        observed = torch.cat([self.observed, indices])
+        rewards = torch.cat([self.rewards, rewards])
         if not bool(keep.any()):
             self._end_batch(observed, rewards)
         if isinstance(self.radius, TheoryRadius):
@@ -634,14 +567,12 @@ class BBKB:
         Args:
             indices: ``b`` pending arm indices (LongTensor).
         """
-        keep = staying_pending(self.pending, indices, self.arms.shape[0])
-        self.failed = torch.cat([self.failed, indices.to(self.failed.device)])
-        self._drop_pending(keep)
+        super().fail(indices)
         if self._greedy is not None and not self.retry_failed:
             self._greedy.argmax.exclude(indices)
 
     def _drop_pending(self, keep: Tensor) -> None:
-        self.pending = self.pending[keep]
+        super()._drop_pending(keep)
         self._pending_variances = self._pending_variances[keep]
 
     def _update_posterior(
@@ -672,32 +603,13 @@ class BBKB:
     def _standardize(self, state: CandidateState, rewards: Tensor) -> None:
         r"""Standardize ``state``'s rewards by the statistics of ``rewards`` (those
         in its posterior), if the loop standardizes."""
-        if self.standardize:
-            state.standardize(*reward_statistics(rewards))
+        statistics = self._reward_statistics(rewards)
+        if statistics is not None:
+            state.standardize(*statistics)
 
-    def _refit(self, observed: Tensor, rewards: Tensor) -> None:
-        r"""MAP refit of the learned kernel (and ``lambda``) on the standardized
-        rewards of the posterior, warm-started; then the state is recomputed once.
-        A failed fit keeps the hyperparameters."""
-        start = time.process_time()
-        try:
-            self._fit_and_refresh(observed, rewards)
-        finally:
-            self.refit_seconds += time.process_time() - start
-
-    def _fit_and_refresh(self, observed: Tensor, rewards: Tensor) -> None:
-        self.refits.done(observed.shape[0])
-        fitted = fit_dtc_hyperparameters(
-            self.covar_module,
-            self.noise,
-            self.kernel_inputs[observed],
-            (rewards - self.state.center) / self.state.scale,
-            self.kernel_inputs[self.state.dictionary],
-            learn_noise=self.learn_noise,
-        )
-        if fitted is None:
-            return
-        kernel, noise = fitted
+    def _use_hyperparameters(self, kernel: Kernel, noise: float) -> None:
+        r"""Recompute the candidate state once for a refitted kernel and
+        ``lambda`` (the refit of :meth:`_end_batch`, on the dictionary)."""
         self.state.kernel = kernel
         self.state.refresh(noise)
         self.covar_module, self.noise = kernel, noise
@@ -717,8 +629,8 @@ class BBKB:
         Returns:
             Their indices ``A, ..., A + n - 1``.
         """
-        points = checked_new_arms(points, self.arms, self.box)
-        inputs = torch.cat([self.kernel_inputs, cube_coordinates(points, self.box)])
+        points, new_inputs = self._checked_new_arms(points)
+        inputs = torch.cat([self.kernel_inputs, new_inputs])
         done = slice(0, self.incorporated)
         state = self._new_state(
             self.observed[done],
@@ -782,27 +694,17 @@ class BBKB:
     def state_dict(self) -> dict[str, Any]:
         r"""Everything needed to resume the run exactly, pending arms included."""
         return {
-            "observed": self.observed.clone(),
-            "rewards": self.rewards.clone(),
-            "pending": self.pending.clone(),
+            **super().state_dict(),
             "pending_variances": self._pending_variances.clone(),
-            "failed": self.failed.clone(),
             "incorporated": self.incorporated,
             "batch": None if self._batch is None else self._batch.clone(),
             "batch_radius": self._batch_radius,
             "dictionary": self.state.dictionary.clone(),
             "draws": self.draws.clone(),
-            "added_arms": self.arms[self._given_arms.shape[0] :].clone(),
             "radius": self.radius.state_dict()
             if isinstance(self.radius, TheoryRadius)
             else None,
-            "generator": self.generator.get_state(),
-            "fingerprint": dict(self.fingerprint),
             "design": self._design.clone(),
-            "design_asked": self._design_asked,
-            "hyperparameters": None
-            if self.refits is None
-            else hyperparameter_state(self.covar_module, self.noise, self.refits.last),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -813,15 +715,10 @@ class BBKB:
         open batch reopens holding the same arms. A state saved by a loop on
         other arms, another fixed kernel or ``noise``, radius, ``standardize`` or
         ``num_initial`` is rejected (its fingerprint differs)."""
-        check_saved_state(state, _STATE_KEYS)
-        check_fingerprint(state["fingerprint"], self.fingerprint)
-        given = self._given_arms
-        added = checked_new_arms(
-            state["added_arms"], given, self.box, "state['added_arms']", True
-        )
-        arms = torch.cat([given, added])
-        observed, rewards, dictionary, draws = _checked_state(state, arms)
-        pending, pending_variances, failed = _checked_pending_state(state, arms)
+        saved = self._checked_saved(state, _STATE_KEYS)
+        arms, observed, rewards = saved.arms, saved.observed, saved.rewards
+        dictionary, draws = _checked_state(state, arms)
+        pending_variances = _checked_pending_variances(state, saved.pending, arms)
         incorporated, batch, batch_radius = _checked_batch_state(
             state, arms, observed.shape[0]
         )
@@ -831,89 +728,58 @@ class BBKB:
                 "posterior (`state['incorporated']` > 0)."
             )
         design = state["design"]  # drawn with the saved seed
-        check_indices(design, "state['design']", given.shape[0])
+        check_indices(design, "state['design']", self._given_arms.shape[0])
         if design.shape != self._design.shape:
             raise ValueError("`state['design']` must hold `num_initial` arms.")
-        design_asked = check_int(
-            state["design_asked"],
-            "state['design_asked']",
-            0,
-            self._design.numel(),
-        )
-        kernel, noise, last_fit = checked_hyperparameters(
-            state["hyperparameters"],
-            self.covar_module,
-            self.noise,
-            learned=self.refits is not None,
-            has_data=observed.numel() > 0,
-        )
         done = slice(0, incorporated)
         inputs = cube_coordinates(arms, self.box)
         new_state = self._new_state(
-            observed[done], rewards[done], dictionary, (kernel, noise), inputs
+            observed[done],
+            rewards[done],
+            dictionary,
+            (saved.kernel, saved.noise),
+            inputs,
         )
         if isinstance(self.radius, TheoryRadius) and state["radius"] is not None:
             self.radius.load_state_dict(state["radius"])
-        self.covar_module, self.noise = kernel, noise
-        if self.refits is not None:
-            self.refits.last = last_fit
+        self._restore(saved)
         self._design = design.clone().to(self.arms.device)
-        self._design_asked = design_asked
         self.state, self.arms, self.kernel_inputs = new_state, arms, inputs
         self.observed, self.rewards, self.draws = observed, rewards, draws
         self.generator.set_state(state["generator"])
-        self.pending, self._pending_variances = pending, pending_variances
-        self.failed = failed
+        self._pending_variances = pending_variances
         self.incorporated = incorporated
         self._batch, self._batch_radius, self._greedy = batch, batch_radius, None
         self._model = None
 
 
-def _checked_state(
-    state: dict[str, Any], arms: Tensor
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    r"""Validate a :meth:`BBKB.state_dict` against ``arms``; return copies of its
-    observations, rewards, dictionary and draws."""
+def _checked_state(state: dict[str, Any], arms: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Validate the posterior part of a :meth:`BBKB.state_dict` against ``arms``
+    (``A x d``); return copies of its dictionary (``m``) and draws (``A``)."""
     num_arms = arms.shape[0]
-    observed, rewards = state["observed"], state["rewards"]
     dictionary, draws = state["dictionary"], state["draws"]
-    for name, value in (("observed", observed), ("dictionary", dictionary)):
-        check_indices(value, f"state['{name}']", num_arms)
-    check_rewards(rewards, observed.numel(), "state['rewards']")
-    if rewards.dim() != 1:
+    check_indices(dictionary, "state['dictionary']", num_arms)
+    if state["rewards"].dim() != 1:
         raise ValueError("`state['rewards']` must match `state['observed']` in shape.")
     if not isinstance(draws, Tensor) or draws.shape != (num_arms,):
         raise ValueError(f"`state['draws']` must be a tensor of shape ({num_arms},).")
     if bool(((draws < 0) | (draws >= 1)).any()):  # NaN: not drawn yet
         raise ValueError("`state['draws']` must lie in [0, 1) (or be NaN).")
-    check_generator_state(state["generator"], "state['generator']")
-    return (
-        observed.clone().to(arms.device),
-        rewards.clone().to(arms),
-        dictionary.clone().to(arms.device),
-        draws.clone().to(arms),
-    )
+    return dictionary.clone().to(arms.device), draws.clone().to(arms)
 
 
-def _checked_pending_state(
-    state: dict[str, Any], arms: Tensor
-) -> tuple[Tensor, Tensor, Tensor]:
-    r"""Validate the pending and failed arms of a :meth:`BBKB.state_dict`; return
-    copies."""
-    pending, failed = state["pending"], state["failed"]
+def _checked_pending_variances(
+    state: dict[str, Any], pending: Tensor, arms: Tensor
+) -> Tensor:
+    r"""Validate the ``p`` start variances of the ``p`` pending arms of a
+    :meth:`BBKB.state_dict`; return a copy."""
     variances = state["pending_variances"]
-    for name, value in (("pending", pending), ("failed", failed)):
-        check_indices(value, f"state['{name}']", arms.shape[0])
     check_finite(variances, "state['pending_variances']")
     if variances.shape != pending.shape:
         raise ValueError(
             "`state['pending_variances']` must match `state['pending']` in shape."
         )
-    return (
-        pending.clone().to(arms.device),
-        variances.clone().to(arms),
-        failed.clone().to(arms.device),
-    )
+    return variances.clone().to(arms)
 
 
 def _checked_batch_state(

@@ -10,7 +10,6 @@ variational model (Vakili et al., NeurIPS 2021) kept by
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,63 +18,24 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.acquisition.thompson import resolve_alpha
-from botorch_sketch.generation.arm_growth import checked_new_arms
-from botorch_sketch.generation.initial_design import space_filling_arms
-from botorch_sketch.generation.pending import staying_pending
+from botorch_sketch.generation.ask_tell import STATE_KEYS, ArmLoop
 from botorch_sketch.generation.thompson_arms import (
     ArmThompsonSampler,
     CachedSparseThompson,
+    IncrementalExactThompson,
 )
-from botorch_sketch.models.hyperparameters import (
-    DEFAULT_REFIT_GROWTH,
-    INITIAL_LEARNED_NOISE,
-    RefitSchedule,
-    bounding_box,
-    checked_hyperparameters,
-    cube_coordinates,
-    fit_dtc_hyperparameters,
-    hyperparameter_state,
-    learnable_covar_module,
-    reward_statistics,
-    unit_cube,
-)
+from botorch_sketch.models.hyperparameters import DEFAULT_REFIT_GROWTH, cube_coordinates
 from botorch_sketch.sampling.arm_features import ArmFeatureCache, draw_basis_seed
-from botorch_sketch.utils.fingerprint import (
-    check_fingerprint,
-    check_saved_state,
-    problem_fingerprint,
-)
 from botorch_sketch.utils.validation import (
-    MIN_NOISE,
     check_allocation,
-    check_at_least,
-    check_bool,
-    check_generator_state,
-    check_indices,
     check_int,
-    check_kernel,
     check_matrix,
-    check_rewards,
 )
 
-_STATE_KEYS = (
-    "seed",
-    "observed",
-    "rewards",
-    "tell_sizes",
-    "pending",
-    "failed",
-    "generator",
-    "fingerprint",
-    "prior_weights",
-    "design_asked",
-    "hyperparameters",
-    "rebuilt_at",
-    "added_arms",
-)
+_STATE_KEYS = (*STATE_KEYS, "seed", "tell_sizes", "prior_weights", "rebuilt_at")
 
 
-class SGPTS:
+class SGPTS(ArmLoop):
     r"""Asynchronous S-GP-TS: ``ask(k)`` arms (the argmax of one fresh scaled path
     each), evaluate them anywhere, ``tell`` or ``fail`` them in any order.
 
@@ -170,38 +130,19 @@ class SGPTS:
                 later random choice (the same choices on every device).
         """
         check_matrix(arms, "arms")
-        learned = covar_module is None
-        if not learned:
-            check_kernel(covar_module)
-        if noise is not None:
-            check_at_least(noise, "noise", MIN_NOISE)
-        standardize = learned if standardize is None else standardize
-        check_bool(standardize, "standardize")
-        d = arms.shape[-1]
-        num_initial = max(5, 2 * d) if learned and num_initial is None else num_initial
-        num_initial = min(check_int(num_initial or 0, "num_initial", 0), len(arms))
-        schedule = RefitSchedule(max(num_initial, 2), refit_growth) if learned else None
+        super().__init__(
+            arms,
+            covar_module=covar_module,
+            noise=noise,
+            standardize=standardize,
+            num_initial=num_initial,
+            refit_growth=refit_growth,
+        )
         check_int(num_inducing, "num_inducing", 1)
         check_int(num_features, "num_features", 2)
         check_int(prior_block, "prior_block", 1)
         check_int(seed, "seed", 0)
         resolve_alpha(alpha, 1)  # a schedule is probed too
-        self.arms = arms
-        #: The arms' bounding box, whose unit cube a learned kernel works on
-        self.box = bounding_box(arms) if learned else None
-        #: ``A x d`` points the kernel sees: the arms, or their unit cube when the
-        #: kernel is learned
-        self._given_arms = arms
-        self.kernel_inputs = cube_coordinates(arms, self.box)
-        self.covar_module = (learnable_covar_module(d) if learned else covar_module).to(
-            arms
-        )
-        self.learn_noise = learned and noise is None
-        if noise is None:
-            noise = INITIAL_LEARNED_NOISE if learned else 1.0
-        self.noise = float(noise)
-        self.standardize = standardize
-        self.refits = schedule
         self.num_inducing = num_inducing
         self.num_features = num_features
         self.alpha = alpha
@@ -210,28 +151,15 @@ class SGPTS:
         self.cache_dtype = cache_dtype
         self.prior_block = prior_block
         self.seed = seed
-        self.num_initial = num_initial
         self.generator, self._basis_seed, self._design = self._fresh(seed)
         self.sampler = self._sampler_from(self._basis_seed)
-        self._design_asked = 0
         #: Observations the sampler was rebuilt from at the last successful refit
         #: (0: built at construction)
         self._rebuilt_at = 0
-        empty = torch.empty(0, dtype=torch.long, device=arms.device)
-        self.pending = empty
-        self.failed = empty.clone()
         self.tell_sizes: list[int] = []
-        #: CPU seconds spent in refits (fits and rebuilds)
-        self.refit_seconds = 0.0
         #: What a saved state must match (:meth:`load_state_dict`)
-        self.fingerprint = problem_fingerprint(
-            arms,
-            self.covar_module,
-            learned=learned,
-            noise=None if self.learn_noise else self.noise,
+        self.fingerprint = self._fingerprint(
             alpha="schedule" if callable(alpha) else float(alpha),
-            standardize=standardize,
-            num_initial=num_initial,
             num_inducing=num_inducing,
             num_features=num_features,
             inducing_quality=inducing_quality,
@@ -244,10 +172,7 @@ class SGPTS:
         # draws on the CPU, then moved: the same choices on every device
         generator = torch.Generator().manual_seed(seed)
         basis_seed = draw_basis_seed(generator)
-        design = space_filling_arms(
-            unit_cube(self._given_arms), self.num_initial, generator
-        )
-        return generator, basis_seed, design
+        return generator, basis_seed, self._space_filling_design(generator)
 
     def _build_sampler(self, cache: ArmFeatureCache) -> ArmThompsonSampler:
         r"""The posterior the loop samples from: S-GP-TS's sparse one (a subclass may
@@ -259,10 +184,6 @@ class SGPTS:
             inducing_quality=self.inducing_quality,
             prior_block=self.prior_block,
         )
-
-    @property
-    def num_observations(self) -> int:
-        return self.sampler.num_observations
 
     @property
     def observed(self) -> Tensor:
@@ -290,12 +211,11 @@ class SGPTS:
         Returns:
             A LongTensor of ``max_arms`` arm indices (repeats possible).
         """
-        k = 1 if max_arms is None else check_int(max_arms, "max_arms", 1)
-        check_bool(wait, "wait")
+        k = self._checked_ask(max_arms, wait, 1)
         sampler = self.sampler
         # one path per arm: a k x (arms) block of path values
         check_allocation(k * self.arms.shape[0], "`max_arms`", self.arms)
-        design = self._design[self._design_asked : self._design_asked + k]
+        design = self._design_left(k)
         k -= design.numel()
         generator, bank = self.generator.get_state(), sampler.prior_bank.remaining
         try:
@@ -314,18 +234,8 @@ class SGPTS:
             raise
         self._design_asked += design.numel()
         indices = torch.cat([design, indices])
-        self.pending = torch.cat([self.pending, indices])
+        self._hold(indices)
         return indices
-
-    def ask_arms(self, indices: Tensor) -> None:
-        r"""Mark user-chosen arms asked, as if :meth:`ask` had returned them (e.g.
-        configurations to evaluate first): they join :attr:`pending`.
-
-        Args:
-            indices: ``b`` arm indices (LongTensor, repeats allowed).
-        """
-        check_indices(indices, "indices", self.arms.shape[0])
-        self.pending = torch.cat([self.pending, indices.to(self.arms.device)])
 
     def tell(self, indices: Tensor, rewards: Tensor) -> None:
         r"""Report outcomes of pending arms (any non-empty sub-multiset, any order).
@@ -337,61 +247,44 @@ class SGPTS:
             indices: ``b`` pending arm indices.
             rewards: ``b`` (or ``b x 1``) finite rewards.
         """
-        keep = staying_pending(self.pending, indices, self.arms.shape[0])
-        rewards = check_rewards(rewards, indices.shape[0]).to(self.arms)
+        keep, indices, rewards = self._checked_outcomes(indices, rewards)
         before = self.state_dict()
         try:
-            self._observe(self.sampler, indices.to(self.arms.device), rewards)
+            self._observe(self.sampler, indices, rewards)
             self.tell_sizes.append(indices.shape[0])
-            if self.refits is not None and self.refits.due(self.num_observations):
-                self._refit()
+            if self._refit_due(self.num_observations):
+                sampler = self.sampler
+                self._refit(
+                    sampler.observed,
+                    sampler.standardized_targets,
+                    sampler.update_arms.unique(),
+                )
         except BaseException:
             self.load_state_dict(before)
             raise
-        self.pending = self.pending[keep]
+        self._drop_pending(keep)
 
     def _observe(
         self, sampler: ArmThompsonSampler, indices: Tensor, rewards: Tensor
     ) -> None:
         r"""``sampler`` observes, standardized by the statistics of all its rewards
         (if the loop standardizes) in the same update."""
-        statistics = None
-        if self.standardize:
-            targets = sampler.targets
-            statistics = reward_statistics(
-                torch.cat([targets, rewards.reshape(-1).to(targets)])
-            )
+        targets = sampler.targets
+        statistics = self._reward_statistics(
+            torch.cat([targets, rewards.reshape(-1).to(targets)])
+        )
         sampler.observe(indices, rewards, statistics)
 
-    def _refit(self) -> None:
-        r"""MAP refit of the learned kernel (and ``lambda``) on the standardized
-        rewards with the current inducing points, warm-started; then the feature
-        cache and the posterior are rebuilt once. A failed fit keeps the
-        hyperparameters."""
-        start = time.process_time()
-        try:
-            self._fit_and_rebuild()
-        finally:
-            self.refit_seconds += time.process_time() - start
-
-    def _fit_and_rebuild(self) -> None:
+    def _use_hyperparameters(self, kernel: Kernel, noise: float) -> None:
+        r"""Rebuild the feature cache and the posterior once for a refitted kernel
+        and ``lambda`` (the refit of :meth:`tell`, on the inducing points)."""
+        self.covar_module, self.noise = kernel, noise
         sampler = self.sampler
-        self.refits.done(self.num_observations)
-        fitted = fit_dtc_hyperparameters(
-            self.covar_module,
-            self.noise,
-            self.kernel_inputs[sampler.observed],
-            sampler.standardized_targets,
-            self.kernel_inputs[sampler.update_arms.unique()],
-            learn_noise=self.learn_noise,
+        rebuilt = self._sampler_from(
+            self._basis_seed, sampler.observed, sampler.targets
         )
-        if fitted is not None:
-            self.covar_module, self.noise = fitted
-            rebuilt = self._sampler_from(
-                self._basis_seed, sampler.observed, sampler.targets
-            )
-            rebuilt.prior_bank.load(sampler.prior_bank.remaining)
-            self.sampler, self._rebuilt_at = rebuilt, self.num_observations
+        rebuilt.prior_bank.load(sampler.prior_bank.remaining)
+        self.sampler, self._rebuilt_at = rebuilt, self.num_observations
 
     def _sampler_from(
         self,
@@ -430,10 +323,10 @@ class SGPTS:
         Returns:
             Their indices ``A, ..., A + n - 1``.
         """
-        points = checked_new_arms(points, self.arms, self.box)
+        points, new_inputs = self._checked_new_arms(points)
         first, arms, inputs = self.arms.shape[0], self.arms, self.kernel_inputs
         self.arms = torch.cat([arms, points])
-        self.kernel_inputs = torch.cat([inputs, cube_coordinates(points, self.box)])
+        self.kernel_inputs = torch.cat([inputs, new_inputs])
         try:
             sampler = self._sampler_from(
                 self._basis_seed, self.sampler.observed, self.sampler.targets
@@ -445,32 +338,14 @@ class SGPTS:
         self.sampler, self._rebuilt_at = sampler, self.num_observations
         return torch.arange(first, self.arms.shape[0], device=self.arms.device)
 
-    def fail(self, indices: Tensor) -> None:
-        r"""Mark pending arms as failed: they leave :attr:`pending`, join
-        :attr:`failed` and never enter the posterior."""
-        self.pending = self.pending[
-            staying_pending(self.pending, indices, self.arms.shape[0])
-        ]
-        self.failed = torch.cat([self.failed, indices.to(self.failed.device)])
-
     def state_dict(self) -> dict[str, Any]:
         r"""Everything needed to resume exactly, pending and failed arms included."""
         return {
+            **super().state_dict(),
             "seed": self.seed,
-            "observed": self.observed.clone(),
-            "rewards": self.rewards.clone(),
             "tell_sizes": list(self.tell_sizes),
-            "pending": self.pending.clone(),
-            "failed": self.failed.clone(),
-            "generator": self.generator.get_state(),
-            "fingerprint": dict(self.fingerprint),
             "prior_weights": self.sampler.prior_bank.remaining.clone(),
-            "design_asked": self._design_asked,
-            "hyperparameters": None
-            if self.refits is None
-            else hyperparameter_state(self.covar_module, self.noise, self.refits.last),
             "rebuilt_at": self._rebuilt_at,
-            "added_arms": self.arms[self._given_arms.shape[0] :].clone(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -482,52 +357,25 @@ class SGPTS:
         update, the later ones in the saved ``tell`` calls. Later choices equal the
         saved loop's. A state saved by a loop on other arms, another fixed kernel
         or other options is rejected (its fingerprint differs)."""
-        check_saved_state(state, _STATE_KEYS)
-        check_fingerprint(state["fingerprint"], self.fingerprint)
-        given = self._given_arms
-        arms = torch.cat(
-            [
-                given,
-                checked_new_arms(
-                    state["added_arms"], given, self.box, "state['added_arms']", True
-                ),
-            ]
-        )
-        num_arms = arms.shape[0]
+        saved = self._checked_saved(state, _STATE_KEYS)
+        arms, observed, rewards = saved.arms, saved.observed, saved.rewards
         seed = check_int(state["seed"], "state['seed']", 0)
-        observed = check_indices(state["observed"], "state['observed']", num_arms)
-        pending = check_indices(state["pending"], "state['pending']", num_arms)
-        failed = check_indices(state["failed"], "state['failed']", num_arms)
-        rewards = check_rewards(state["rewards"], observed.shape[0], "state['rewards']")
         sizes = _checked_tell_sizes(state["tell_sizes"], observed.shape[0])
-        check_generator_state(state["generator"], "state['generator']")
         prior_weights = check_matrix(
             state["prior_weights"],
             "state['prior_weights']",
             num_cols=self.num_features,
             allow_empty=True,
         )
-        design_asked = check_int(
-            state["design_asked"], "state['design_asked']", 0, self._design.numel()
-        )
-        kernel, noise, last_fit = checked_hyperparameters(
-            state["hyperparameters"],
-            self.covar_module,
-            self.noise,
-            learned=self.refits is not None,
-            has_data=observed.numel() > 0,
-        )
         rebuilt_at = check_int(
             state["rebuilt_at"], "state['rebuilt_at']", 0, observed.shape[0]
         )
         replayed = _replayed_chunks(sizes, rebuilt_at)
-        saved = self.covar_module, self.noise, self.arms, self.kernel_inputs
-        self.covar_module, self.noise = kernel, noise
+        before = self.covar_module, self.noise, self.arms, self.kernel_inputs
+        self.covar_module, self.noise = saved.kernel, saved.noise
         self.arms, self.kernel_inputs = arms, cube_coordinates(arms, self.box)
         try:
             generator, basis_seed, design = self._fresh(seed)
-            device = self.arms.device
-            observed, rewards = observed.to(device), rewards.to(self.arms)
             sampler = self._sampler_from(
                 basis_seed, observed[:rebuilt_at], rewards[:rebuilt_at]
             )
@@ -539,18 +387,32 @@ class SGPTS:
                 self._observe(sampler, chunk, values)
             sampler.prior_bank.load(prior_weights)
         except BaseException:
-            self.covar_module, self.noise, self.arms, self.kernel_inputs = saved
+            self.covar_module, self.noise, self.arms, self.kernel_inputs = before
             raise
         generator.set_state(state["generator"])
-        if self.refits is not None:
-            self.refits.last = last_fit
+        self._restore(saved)
         self.seed, self.generator, self.sampler = seed, generator, sampler
-        self._basis_seed = basis_seed
-        self._design, self._design_asked = design, design_asked
+        self._basis_seed, self._design = basis_seed, design
         self._rebuilt_at = rebuilt_at
         self.tell_sizes = list(sizes)
-        self.pending = pending.clone().to(device)
-        self.failed = failed.clone().to(device)
+
+
+class ExactGPTS(SGPTS):
+    r"""Asynchronous exact GP-TS: the :class:`SGPTS` loop (the same seeding, feature
+    basis and initial arms, one fresh path per asked arm, pending arms kept out of
+    the posterior) on the exact posterior
+    (:class:`~botorch_sketch.generation.thompson_arms.IncrementalExactThompson`:
+    cached kernel columns of the observed arms, a Cholesky factor grown by rows,
+    ``O(A (M + t) + t^2)`` per path, ``O(A t)`` memory); the exact baseline of
+    asynchronous S-GP-TS. ``num_inducing`` and ``inducing_quality`` do not apply.
+
+    Example:
+        >>> loop = ExactGPTS(arms, covar_module=kernel, noise=0.01, seed=0)
+        >>> running = loop.ask(4)
+    """
+
+    def _build_sampler(self, cache: ArmFeatureCache) -> ArmThompsonSampler:
+        return IncrementalExactThompson(cache, self.noise, prior_block=self.prior_block)
 
 
 def _checked_tell_sizes(sizes: object, num_observations: int) -> list[int]:

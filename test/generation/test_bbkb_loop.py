@@ -8,7 +8,7 @@ from botorch.optim import optimize_acqf_discrete
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch import BBKB, BKBUpperConfidenceBound, TheoryRadius
-from botorch_sketch.generation import bbkb_loop
+from botorch_sketch.generation import ask_tell
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.hyperparameters import learnable_covar_module, unit_cube
 
@@ -381,7 +381,7 @@ def test_an_interrupted_refit_changes_nothing_and_can_be_retried(error, monkeypa
     def interrupted(*args, **kwargs):
         raise error("stop")
 
-    monkeypatch.setattr(bbkb_loop, "fit_dtc_hyperparameters", interrupted)
+    monkeypatch.setattr(ask_tell, "fit_dtc_hyperparameters", interrupted)
     with pytest.raises(error):
         loop.tell(indices, objective(arms[indices]))
     assert_same_state(loop.state_dict(), before)

@@ -4,7 +4,7 @@ exact resumption with pending and failed arms, input validation."""
 import pytest
 import torch
 
-from botorch_sketch.generation import sgpts_loop, thompson_arms
+from botorch_sketch.generation import ask_tell, thompson_arms
 from botorch_sketch.generation.initial_design import space_filling_arms
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.generation.thompson_arms import CachedSparseThompson
@@ -492,7 +492,7 @@ def test_a_failed_tell_changes_nothing_and_can_be_retried(error, where, monkeypa
     twin.tell(indices, rewards)
     before = loop.state_dict()
     target = {
-        "refit": (sgpts_loop, "fit_dtc_hyperparameters"),
+        "refit": (ask_tell, "fit_dtc_hyperparameters"),
         "observe": (CachedSparseThompson, "observe"),
         "reselect": (CachedSparseThompson, "_refresh_q"),
     }[where]

@@ -39,7 +39,8 @@ Methods (:data:`METHODS`), all on the problem's fixed kernel with the constant r
   SGPTS`, ``m = 100``, ``M = 1000``, single-precision feature cache), a fresh path per
   free worker;
 - ``gpts-async``: asynchronous exact GP-TS, the same with the exact posterior
-  (:class:`~.methods.ExactGPTS`: ``O(A (M + t) + t^2)`` per path, ``O(A t)`` memory),
+  (:class:`~botorch_sketch.generation.sgpts_loop.ExactGPTS`: ``O(A (M + t) + t^2)``
+  per path, ``O(A t)`` memory),
   the exact baseline of ``sgpts-async``;
 - ``uniform``: uniformly random arms on every free worker.
 
@@ -57,7 +58,6 @@ from botorch_sketch.benchmarks.cluster.figures import plot, plot_tradeoff
 from botorch_sketch.benchmarks.cluster.methods import (
     METHODS,
     ClusterMethod,
-    ExactGPTS,
     MethodSetup,
     label,
     method_label,
@@ -76,6 +76,7 @@ from botorch_sketch.benchmarks.cluster.trace import (
     load_trace,
     save_trace,
 )
+from botorch_sketch.generation.sgpts_loop import ExactGPTS
 
 __all__ = [
     "METHODS",

@@ -16,13 +16,9 @@ from botorch_sketch.benchmarks.policies.baselines import ExactBUCBPolicy
 from botorch_sketch.benchmarks.policies.bkb import BBKBPolicy
 from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
 from botorch_sketch.benchmarks.problems import Problem
+from botorch_sketch.generation.ask_tell import ArmLoop
 from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
-from botorch_sketch.generation.sgpts_loop import SGPTS
-from botorch_sketch.generation.thompson_arms import (
-    ArmThompsonSampler,
-    IncrementalExactThompson,
-)
-from botorch_sketch.sampling.arm_features import ArmFeatureCache
+from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
 
 
 class ClusterMethod(ABC):
@@ -83,10 +79,11 @@ class SynchronousMethod(ClusterMethod):
 
 class AsynchronousMethod(ClusterMethod):
     r"""An asynchronous ask/tell loop (``ask(max_arms)``, ``tell`` of any pending
-    subset): :class:`~botorch_sketch.BBKB` or
-    :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`."""
+    subset): :class:`~botorch_sketch.BBKB`,
+    :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` or
+    :class:`~botorch_sketch.generation.sgpts_loop.ExactGPTS`."""
 
-    def __init__(self, loop: object) -> None:
+    def __init__(self, loop: ArmLoop) -> None:
         self.loop = loop
 
     def ask(self, free: int) -> Tensor:
@@ -102,20 +99,6 @@ class AsynchronousMethod(ClusterMethod):
 
     def refit_seconds(self) -> float:
         return self.loop.refit_seconds if self.loop.refits is not None else math.nan
-
-
-class ExactGPTS(SGPTS):
-    r"""Asynchronous exact GP-TS, the exact baseline of asynchronous S-GP-TS: the
-    :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` loop (the same seeding and
-    feature basis, uniformly random arms until the first outcome, one fresh path per
-    asked arm, pending arms kept out of the posterior) on the exact posterior
-    (:class:`~botorch_sketch.generation.thompson_arms.IncrementalExactThompson`:
-    cached kernel columns of the observed arms, a Cholesky factor grown by rows,
-    ``O(A (M + t) + t^2)`` per path, ``O(A t)`` memory). ``num_inducing`` and
-    ``inducing_quality`` do not apply."""
-
-    def _build_sampler(self, cache: ArmFeatureCache) -> ArmThompsonSampler:
-        return IncrementalExactThompson(cache, self.noise, prior_block=self.prior_block)
 
 
 class UniformMethod(ClusterMethod):

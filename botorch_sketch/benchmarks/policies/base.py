@@ -9,6 +9,10 @@ batch if it would overrun the horizon).
 
 Policies on a library ask/tell object (:class:`AskTell`: BBKB, GP-ThreDS, S-GP-TS's
 loop) derive from :class:`AskTellPolicy` and only configure that object per run.
+:class:`AskTell` is the part of the library's contract the runner uses; the arm
+loops' whole contract is
+:class:`~botorch_sketch.generation.ask_tell.AskTellOptimizer`, which GP-ThreDS
+(points of a box, no arm indices, pending or failed arms) does not follow.
 """
 
 from __future__ import annotations
@@ -55,12 +59,14 @@ class Policy(ABC):
 
 @runtime_checkable
 class AskTell(Protocol):
-    r"""A library ask/tell object, e.g. :class:`~botorch_sketch.BBKB`,
-    :class:`~botorch_sketch.GPThreDS` or
+    r"""A library ask/tell object as the runner drives it, e.g.
+    :class:`~botorch_sketch.BBKB`, :class:`~botorch_sketch.GPThreDS` or
     :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`.
 
     ``ask()`` returns the next choices (arm indices, or ``b x d`` points);
     ``tell(chosen, rewards)`` reports the ``b`` noisy rewards of asked choices.
+    The arm loops follow the larger
+    :class:`~botorch_sketch.generation.ask_tell.AskTellOptimizer`.
     """
 
     def ask(self) -> Tensor: ...

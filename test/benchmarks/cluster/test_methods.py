@@ -11,13 +11,13 @@ import torch
 
 from botorch_sketch.benchmarks.cluster.methods import (
     METHODS,
-    ExactGPTS,
     MethodSetup,
     SynchronousMethod,
 )
 from botorch_sketch.benchmarks.cluster.simulation import simulate
 from botorch_sketch.benchmarks.policies.baselines import UniformPolicy
 from botorch_sketch.generation.bbkb_loop import asynchronous_options
+from botorch_sketch.generation.sgpts_loop import ExactGPTS
 from botorch_sketch.generation.thompson_arms import IncrementalExactThompson
 
 

@@ -1,0 +1,376 @@
+r"""The ask/tell contract of the loops on a finite arm set (:class:`AskTellOptimizer`)
+and the base class of :class:`~botorch_sketch.generation.bbkb_loop.BBKB` and
+:class:`~botorch_sketch.generation.sgpts_loop.SGPTS` (:class:`ArmLoop`): the arms,
+the pending and failed arms, the checks of ``ask`` / ``tell`` / ``fail``, the
+initial design, the self-tuning bookkeeping and the shared part of the saved
+state."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from botorch_sketch.generation.arm_growth import checked_new_arms
+from botorch_sketch.generation.initial_design import space_filling_arms
+from botorch_sketch.generation.pending import staying_pending
+from botorch_sketch.models.hyperparameters import (
+    INITIAL_LEARNED_NOISE,
+    RefitSchedule,
+    bounding_box,
+    checked_hyperparameters,
+    cube_coordinates,
+    fit_dtc_hyperparameters,
+    hyperparameter_state,
+    learnable_covar_module,
+    reward_statistics,
+    unit_cube,
+)
+from botorch_sketch.utils.fingerprint import (
+    check_fingerprint,
+    check_saved_state,
+    problem_fingerprint,
+)
+from botorch_sketch.utils.validation import (
+    MIN_NOISE,
+    check_at_least,
+    check_bool,
+    check_generator_state,
+    check_indices,
+    check_int,
+    check_kernel,
+    check_rewards,
+)
+
+
+@runtime_checkable
+class AskTellOptimizer(Protocol):
+    r"""An asynchronous ask/tell optimizer over the rows of ``arms`` (``A x d``).
+
+    ``ask(max_arms)`` returns up to ``max_arms`` arm indices (possibly none while it
+    waits for outcomes, at least one when nothing is pending) and adds them to
+    ``pending``; ``tell`` and ``fail`` take any non-empty sub-multiset of ``pending``;
+    ``state_dict`` includes the pending arms."""
+
+    arms: Tensor
+
+    @property
+    def pending(self) -> Tensor: ...
+
+    def ask(self, max_arms: int | None = None) -> Tensor: ...
+
+    def tell(self, indices: Tensor, rewards: Tensor) -> None: ...
+
+    def fail(self, indices: Tensor) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+#: The keys of :meth:`ArmLoop.state_dict`; a subclass adds its own.
+STATE_KEYS = (
+    "observed",
+    "rewards",
+    "pending",
+    "failed",
+    "generator",
+    "fingerprint",
+    "design_asked",
+    "hyperparameters",
+    "added_arms",
+)
+
+
+@dataclass(frozen=True)
+class SavedLoop:
+    r"""The validated shared part of a saved state (:meth:`ArmLoop._checked_saved`),
+    copied to the loop's device: ``A'`` arms (added ones included), ``t`` observed
+    indices and rewards, ``p`` pending and ``f`` failed indices, the design arms
+    asked, the kernel, ``lambda`` and the observations at the last fit."""
+
+    arms: Tensor
+    observed: Tensor
+    rewards: Tensor
+    pending: Tensor
+    failed: Tensor
+    design_asked: int
+    kernel: Kernel
+    noise: float
+    last_fit: int | None
+
+
+class ArmLoop:
+    r"""What the ask/tell loops on a finite arm set share: the ``A x d`` :attr:`arms`
+    (with the ones added later), the ``p`` :attr:`pending` arm indices (asked,
+    neither told nor failed, a multiset), the ``f`` :attr:`failed` ones, the checks
+    of ``ask`` / ``tell`` / ``fail`` (all raised before anything changes), the
+    initial design, the self-tuning bookkeeping (a learned kernel on the arms'
+    unit cube, reward standardization, the refit schedule and
+    :attr:`refit_seconds`) and the shared part of :meth:`state_dict`.
+
+    A subclass sets :attr:`generator` and :attr:`_design`, keeps :attr:`observed`
+    and :attr:`rewards`, and implements ``ask``, ``tell`` and
+    :meth:`_use_hyperparameters`.
+    """
+
+    #: The generator behind every random choice (set by the subclass)
+    generator: torch.Generator
+    #: The arm indices of the space-filling design, asked first
+    _design: Tensor
+
+    def __init__(
+        self,
+        arms: Tensor,
+        *,
+        covar_module: Kernel | None,
+        noise: float | None,
+        standardize: bool | None,
+        num_initial: int | None,
+        refit_growth: float,
+    ) -> None:
+        r"""
+        Args:
+            arms: ``A x d`` arm set, checked by the subclass.
+            covar_module: Fixed kernel; None learns one on the arms' unit cube.
+            noise: Fixed ``lambda``; None: learned (kernel learned) or 1.
+            standardize: Standardize the rewards; None: iff the kernel is learned.
+            num_initial: Arms of the space-filling design; None: ``max(5, 2 d)``
+                if the kernel is learned, else 0.
+            refit_growth: Growth ``> 1`` of the observations between refits.
+        """
+        learned = covar_module is None
+        if not learned:
+            check_kernel(covar_module)
+        if noise is not None:
+            check_at_least(noise, "noise", MIN_NOISE)
+        standardize = learned if standardize is None else standardize
+        check_bool(standardize, "standardize")
+        d = arms.shape[-1]
+        num_initial = max(5, 2 * d) if learned and num_initial is None else num_initial
+        num_initial = min(check_int(num_initial or 0, "num_initial", 0), len(arms))
+        #: When a learned kernel is refitted (None: the kernel is fixed)
+        self.refits = (
+            RefitSchedule(max(num_initial, 2), refit_growth) if learned else None
+        )
+        self.arms = arms
+        self._given_arms = arms
+        #: The arms' bounding box, whose unit cube a learned kernel works on
+        self.box = bounding_box(arms) if learned else None
+        #: ``A x d`` points the kernel sees: the arms, or their unit cube when the
+        #: kernel is learned
+        self.kernel_inputs = cube_coordinates(arms, self.box)
+        self.covar_module = (learnable_covar_module(d) if learned else covar_module).to(
+            arms
+        )
+        self.learn_noise = learned and noise is None
+        if noise is None:
+            noise = INITIAL_LEARNED_NOISE if learned else 1.0
+        self.noise = float(noise)
+        self.standardize = standardize
+        self.num_initial = num_initial
+        self._design_asked = 0
+        empty = torch.empty(0, dtype=torch.long, device=arms.device)
+        self.pending = empty
+        self.failed = empty.clone()
+        #: CPU seconds spent in refits (fits and the posterior's recomputation)
+        self.refit_seconds = 0.0
+
+    def _fingerprint(self, **options: Any) -> dict[str, Any]:
+        r"""What a saved state must match: the arms, the fixed kernel and
+        ``lambda``, ``standardize``, ``num_initial`` and the subclass's
+        ``options``."""
+        return problem_fingerprint(
+            self._given_arms,
+            self.covar_module,
+            learned=self.refits is not None,
+            noise=None if self.learn_noise else self.noise,
+            standardize=self.standardize,
+            num_initial=self.num_initial,
+            **options,
+        )
+
+    def _space_filling_design(self, generator: torch.Generator) -> Tensor:
+        r"""``num_initial`` arm indices nearest to scrambled Sobol points of the
+        arms' unit cube, drawn from ``generator``."""
+        return space_filling_arms(
+            unit_cube(self._given_arms), self.num_initial, generator
+        )
+
+    @property
+    def num_observations(self) -> int:
+        r"""The number ``t`` of told outcomes."""
+        return self.observed.shape[0]
+
+    # ------------------------------------------------------------------ ask side
+    def _checked_ask(self, max_arms: int | None, wait: bool, default: int) -> int:
+        r"""The number of arms an ``ask(max_arms, wait=wait)`` may return
+        (``default`` when ``max_arms`` is None)."""
+        limit = default if max_arms is None else check_int(max_arms, "max_arms", 1)
+        check_bool(wait, "wait")
+        return limit
+
+    def _design_left(self, limit: int) -> Tensor:
+        r"""The next at most ``limit`` arms of the initial design (not marked
+        asked)."""
+        return self._design[self._design_asked : self._design_asked + limit]
+
+    def ask_arms(self, indices: Tensor) -> None:
+        r"""Mark user-chosen arms asked, as if ``ask`` had returned them (e.g.
+        configurations to evaluate first): they join :attr:`pending`.
+
+        Args:
+            indices: ``b`` arm indices (LongTensor, repeats allowed).
+        """
+        check_indices(indices, "indices", self.arms.shape[0])
+        self._hold(indices.to(self.arms.device))
+
+    def _hold(self, indices: Tensor) -> None:
+        r"""Add ``b`` asked arm indices to :attr:`pending`."""
+        self.pending = torch.cat([self.pending, indices])
+
+    # ----------------------------------------------------------------- tell side
+    def _checked_outcomes(
+        self, indices: Tensor, rewards: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        r"""Check a ``tell``: ``indices`` (``b``) a non-empty sub-multiset of
+        :attr:`pending`, ``rewards`` ``b`` (or ``b x 1``) finite numbers.
+
+        Returns:
+            The ``p`` mask of the pending arms that stay, the ``b`` indices on the
+            arms' device and the ``b`` rewards in the arms' dtype.
+        """
+        keep = staying_pending(self.pending, indices, self.arms.shape[0])
+        rewards = check_rewards(rewards, indices.shape[0]).to(self.arms)
+        return keep, indices.to(self.arms.device), rewards
+
+    def fail(self, indices: Tensor) -> None:
+        r"""Record pending arms whose evaluation failed: they leave :attr:`pending`
+        for :attr:`failed` and never enter the posterior.
+
+        Args:
+            indices: ``b`` pending arm indices (LongTensor).
+        """
+        keep = staying_pending(self.pending, indices, self.arms.shape[0])
+        self.failed = torch.cat([self.failed, indices.to(self.failed.device)])
+        self._drop_pending(keep)
+
+    def _drop_pending(self, keep: Tensor) -> None:
+        r"""Keep the pending arms of the ``p`` mask ``keep``."""
+        self.pending = self.pending[keep]
+
+    # --------------------------------------------------------------- self-tuning
+    def _reward_statistics(self, rewards: Tensor) -> tuple[float, float] | None:
+        r"""The mean and standard deviation the ``t`` rewards are standardized by
+        (None when the loop does not standardize)."""
+        return reward_statistics(rewards) if self.standardize else None
+
+    def _refit_due(self, num_observations: int) -> bool:
+        r"""Whether a learned kernel is due for a refit at ``num_observations``."""
+        return self.refits is not None and self.refits.due(num_observations)
+
+    def _refit(self, observed: Tensor, targets: Tensor, inducing: Tensor) -> None:
+        r"""MAP refit of the learned kernel (and ``lambda``) on the collapsed bound,
+        warm-started, then :meth:`_use_hyperparameters`; the CPU time goes to
+        :attr:`refit_seconds`. A failed fit keeps the hyperparameters.
+
+        Args:
+            observed: ``t`` observed arm indices.
+            targets: Their ``t`` standardized rewards.
+            inducing: ``m`` arm indices of the inducing points.
+        """
+        start = time.process_time()
+        try:
+            self.refits.done(observed.shape[0])
+            fitted = fit_dtc_hyperparameters(
+                self.covar_module,
+                self.noise,
+                self.kernel_inputs[observed],
+                targets,
+                self.kernel_inputs[inducing],
+                learn_noise=self.learn_noise,
+            )
+            if fitted is not None:
+                self._use_hyperparameters(*fitted)
+        finally:
+            self.refit_seconds += time.process_time() - start
+
+    def _use_hyperparameters(self, kernel: Kernel, noise: float) -> None:
+        r"""Adopt a refitted kernel and ``lambda`` and recompute the posterior."""
+        raise NotImplementedError
+
+    def _checked_new_arms(self, points: Tensor) -> tuple[Tensor, Tensor]:
+        r"""``n x d`` arms to add (checked against the arms, and their box when the
+        kernel is learned) and their ``n x d`` kernel inputs."""
+        points = checked_new_arms(points, self.arms, self.box)
+        return points, cube_coordinates(points, self.box)
+
+    # ------------------------------------------------------------- saved state
+    def state_dict(self) -> dict[str, Any]:
+        r"""The shared part of the saved state (:data:`STATE_KEYS`)."""
+        return {
+            "observed": self.observed.clone(),
+            "rewards": self.rewards.clone(),
+            "pending": self.pending.clone(),
+            "failed": self.failed.clone(),
+            "generator": self.generator.get_state(),
+            "fingerprint": dict(self.fingerprint),
+            "design_asked": self._design_asked,
+            "hyperparameters": None
+            if self.refits is None
+            else hyperparameter_state(self.covar_module, self.noise, self.refits.last),
+            "added_arms": self.arms[self._given_arms.shape[0] :].clone(),
+        }
+
+    def _checked_saved(self, state: dict[str, Any], keys: tuple[str, ...]) -> SavedLoop:
+        r"""Validate the shared part of a saved ``state`` holding ``keys`` (its
+        fingerprint must equal the loop's); return copies on the loop's device.
+        Changes nothing."""
+        check_saved_state(state, keys)
+        check_fingerprint(state["fingerprint"], self.fingerprint)
+        given = self._given_arms
+        added = checked_new_arms(
+            state["added_arms"], given, self.box, "state['added_arms']", True
+        )
+        arms = torch.cat([given, added])
+        num_arms = arms.shape[0]
+        observed = check_indices(state["observed"], "state['observed']", num_arms)
+        pending = check_indices(state["pending"], "state['pending']", num_arms)
+        failed = check_indices(state["failed"], "state['failed']", num_arms)
+        rewards = check_rewards(state["rewards"], observed.shape[0], "state['rewards']")
+        check_generator_state(state["generator"], "state['generator']")
+        design_asked = check_int(
+            state["design_asked"], "state['design_asked']", 0, self._design.numel()
+        )
+        kernel, noise, last_fit = checked_hyperparameters(
+            state["hyperparameters"],
+            self.covar_module,
+            self.noise,
+            learned=self.refits is not None,
+            has_data=observed.numel() > 0,
+        )
+        device = given.device
+        return SavedLoop(
+            arms=arms,
+            observed=observed.clone().to(device),
+            rewards=rewards.clone().to(given),
+            pending=pending.clone().to(device),
+            failed=failed.clone().to(device),
+            design_asked=design_asked,
+            kernel=kernel,
+            noise=noise,
+            last_fit=last_fit,
+        )
+
+    def _restore(self, saved: SavedLoop) -> None:
+        r"""Adopt the shared bookkeeping of ``saved``: the pending and failed arms,
+        the design arms asked, the hyperparameters and the refit schedule."""
+        self.pending, self.failed = saved.pending, saved.failed
+        self._design_asked = saved.design_asked
+        self.covar_module, self.noise = saved.kernel, saved.noise
+        if self.refits is not None:
+            self.refits.last = saved.last_fit
