@@ -295,6 +295,7 @@ class SimulatedEngine(Engine):
         self._queue: list[tuple[float, int, _SimulatedRun]] = []  # a heap
         self._running = 0
         self._submitted = 0
+        self._done: set[_SimulatedRun] = set()
 
     @classmethod
     def lognormal(
@@ -339,12 +340,13 @@ class SimulatedEngine(Engine):
     def wait(
         self, handles: list[Hashable], timeout: float | None = None
     ) -> list[Hashable]:
-        done = [run for run in handles if run.done]
-        running = [run for run in handles if not run.done and not run.cancelled]
-        if done or not running:
-            return done
-        last = min(running, key=lambda run: (run.end, run.order))
-        while not last.done:  # evaluations ending before it complete on the way
+        wanted = set(handles)
+        done = wanted & self._done
+        if done:
+            return sorted(done, key=lambda run: run.order)
+        if not any(not (run.done or run.cancelled) for run in wanted):
+            return []  # nothing to wait for: the clock stays
+        while True:  # evaluations ending first complete on the way
             end, _, run = heapq.heappop(self._queue)
             if run.cancelled:
                 continue
@@ -352,7 +354,9 @@ class SimulatedEngine(Engine):
             self.now = end
             self._running -= 1
             run.done = True
-        return [last]
+            self._done.add(run)
+            if run in wanted:
+                return [run]
 
     def result(self, handle: Hashable) -> Any:
         if not handle.done:
@@ -667,9 +671,11 @@ def run_parallel(
                         "`optimizer.ask` returned no arm with nothing pending."
                     )
                 return log
-            deadlines = [stop, *(e.deadline for e in in_flight.values())]
+            deadlines = [stop]
+            if evaluation_timeout is not None:
+                deadlines.extend(e.deadline for e in in_flight.values())
             done = engine.wait(list(in_flight), _seconds_left(deadlines))
-            expired = _expired(in_flight, done)
+            expired = [] if evaluation_timeout is None else _expired(in_flight, done)
             if not done and not expired:
                 continue
             with _interrupts_deferred():

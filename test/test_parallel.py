@@ -652,6 +652,7 @@ def test_simulated_wait_on_a_subset_completes_earlier_ones_on_the_way():
     a, b, c = (engine.submit(reward, torch.zeros(2)) for _ in range(3))
     assert engine.wait([a, c]) == [a] and engine.now == 2.0
     assert engine.wait([b, c]) == [b] and engine.now == 2.0  # done on the way
+    assert engine.wait([c, b, a]) == [a, b]  # done ones stay done, as futures do
     # a cancelled evaluation never completes and frees its worker at once
     engine.cancel([c])
     assert engine.wait([c]) == [] and engine.now == 2.0
