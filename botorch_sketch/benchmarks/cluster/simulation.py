@@ -4,6 +4,7 @@ r"""The simulated cluster (:func:`simulate`): a method driven by
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections import Counter
@@ -175,9 +176,12 @@ def simulate(
     setup_seconds = time.process_time() - start
     optimizer = _Measured(runner, method, problem.arms, horizon, engine)
 
+    calls = itertools.count()
+
     def objective(x: Tensor) -> float:
-        # the engine evaluates at submission, in the order of the asked arms
-        order = engine.num_submitted
+        r"""The noisy reward of the ``k``-th started evaluation (``x`` is its arm):
+        the engine evaluates at submission, in the order the arms were asked."""
+        order = next(calls)
         arm = optimizer.started[order]
         return float(arm_values[arm]) + float(noise[order])
 
