@@ -252,8 +252,10 @@ class SimulatedEngine(Engine):
     driver. The ``k``-th submission is evaluated at once (``objective(x)`` in the
     driver, an error kept for :meth:`result`) and completes ``durations[k]``
     simulated seconds after the clock's time at its submission; :meth:`wait` moves the
-    clock to the earliest completion and returns that one evaluation alone (ties: the
-    earlier submission first), so :func:`run_parallel` tells one outcome per round
+    clock to the earliest completion among its handles and returns that one
+    evaluation alone (ties: the earlier submission first; evaluations not waited for
+    that end before it complete on the way; handles already done are returned
+    without moving the clock), so :func:`run_parallel` tells one outcome per round
     and asks again before the next. Timeouts are real seconds and never reached:
     the engine ignores them.
 
