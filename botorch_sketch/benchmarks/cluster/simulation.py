@@ -156,7 +156,7 @@ def simulate(
     # the times, then the reward noise, of the k-th started evaluation
     world = torch.Generator().manual_seed(2 * seed + 1)
     engine = SimulatedEngine.lognormal(
-        horizon, duration_mean, duration_sigma, generator=world
+        horizon, float(duration_mean), float(duration_sigma), generator=world
     )
     noise = problem.noise_std * torch.randn(
         horizon, generator=world, dtype=torch.float64
