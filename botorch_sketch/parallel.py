@@ -7,7 +7,9 @@ asks for new arms as workers free up:
 - any :class:`concurrent.futures.Executor` (threads, processes):
   :class:`ExecutorEngine`;
 - a Dask ``distributed.Client``: :class:`DaskEngine`;
-- Ray remote tasks: :class:`RayEngine`.
+- Ray remote tasks: :class:`RayEngine`;
+- a simulated clock (evaluation times given, nothing sleeps; the cluster
+  benchmark): :class:`SimulatedEngine`.
 
 The engines differ only in how they submit a call, wait for the first results (with
 a timeout) and cancel; the loop itself (:func:`run_parallel`) is shared. The
@@ -38,6 +40,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import functools
+import heapq
 import math
 import os
 import signal
@@ -57,7 +60,7 @@ import torch
 from torch import Tensor
 
 from botorch_sketch.generation.ask_tell import AskTellOptimizer
-from botorch_sketch.utils.validation import check_int
+from botorch_sketch.utils.validation import check_at_least, check_int, check_positive
 
 __all__ = [
     "DaskEngine",
@@ -67,6 +70,7 @@ __all__ = [
     "EvaluationLog",
     "ExecutorEngine",
     "RayEngine",
+    "SimulatedEngine",
     "as_engine",
     "run_parallel",
 ]
@@ -217,6 +221,146 @@ class RayEngine(Engine):
 def _call(objective: Callable[[Tensor], Any], x: Tensor) -> Any:
     r"""``objective(x)``: Ray's task for any callable (functions, partials, objects)."""
     return objective(x)
+
+
+class SimulatedEngine(Engine):
+    r"""Evaluations on a simulated clock: nothing sleeps and nothing runs beside the
+    driver. The ``k``-th submission is evaluated at once (``objective(x)`` in the
+    driver, an error kept for :meth:`result`) and completes ``durations[k]``
+    simulated seconds after the clock's time at its submission; :meth:`wait` moves the
+    clock to the earliest completion among its handles and returns that one
+    evaluation alone (ties: the earlier submission first; evaluations not waited for
+    that end before it complete on the way; handles already done are returned
+    without moving the clock), so :func:`run_parallel` tells one outcome per round
+    and asks again before the next. Timeouts are real seconds and never reached:
+    the engine ignores them.
+
+    Attributes:
+        durations: The evaluation times (simulated seconds), in submission order.
+        now: The simulated time of the last completion (0 before the first).
+        busy_time: Worker-time (simulated seconds) spent on evaluations up to
+            ``now``; a cancelled evaluation stops counting at the time it is
+            cancelled.
+
+    Args:
+        durations: ``n`` finite non-negative evaluation times (a sequence or a 1-d
+            tensor); at most ``n`` submissions.
+
+    Example:
+        >>> engine = SimulatedEngine.lognormal(100, generator=torch.Generator())
+        >>> log = run_parallel(optimizer, objective, engine, num_workers=10,
+        ...                    budget=100)
+        >>> engine.now  # the simulated makespan
+    """
+
+    def __init__(self, durations: Any) -> None:
+        try:
+            values = torch.as_tensor(durations, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise TypeError(
+                "`durations` must be a sequence of numbers or a 1-d tensor, got "
+                f"{type(durations).__name__}."
+            ) from error
+        if values.dim() != 1:
+            raise ValueError(
+                f"`durations` must be 1-dimensional, got shape {tuple(values.shape)}."
+            )
+        if not (values.isfinite().all() and (values >= 0).all()):
+            raise ValueError("`durations` must be finite and >= 0.")
+        self.durations: list[float] = values.tolist()
+        self.now = 0.0
+        self.busy_time = 0.0
+        self._queue: list[tuple[float, int, _SimulatedRun]] = []  # a heap
+        self._running = 0
+        self._submitted = 0
+        self._done: set[_SimulatedRun] = set()
+
+    @classmethod
+    def lognormal(
+        cls,
+        count: int,
+        mean: float = 1.0,
+        sigma: float = 1.0,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> SimulatedEngine:
+        r"""``count`` log-normal evaluation times with mean ``mean`` and
+        log-standard deviation ``sigma`` (0: all equal ``mean``), drawn at once with
+        ``torch.randn(count, generator=generator, dtype=torch.float64)``."""
+        check_int(count, "count", 1)
+        mean = check_positive(mean, "mean")
+        sigma = check_at_least(sigma, "sigma", 0.0)
+        log_durations = torch.randn(count, generator=generator, dtype=torch.float64)
+        return cls(mean * torch.exp(sigma * log_durations - sigma**2 / 2))
+
+    @property
+    def num_submitted(self) -> int:
+        r"""Submissions so far (the next one takes ``durations[num_submitted]``)."""
+        return self._submitted
+
+    def submit(self, objective: Callable[[Tensor], Any], x: Tensor) -> Hashable:
+        order = self._submitted
+        if order >= len(self.durations):
+            raise RuntimeError(
+                f"SimulatedEngine has {len(self.durations)} `durations`: no time "
+                f"for submission {order + 1}."
+            )
+        run = _SimulatedRun(order, self.now, self.now + self.durations[order])
+        try:
+            run.value = objective(x)
+        except Exception as error:  # reported by result(), as real engines do
+            run.error = error
+        self._submitted += 1
+        heapq.heappush(self._queue, (run.end, order, run))
+        self._running += 1
+        return run
+
+    def wait(
+        self, handles: list[Hashable], timeout: float | None = None
+    ) -> list[Hashable]:
+        wanted = set(handles)
+        done = wanted & self._done
+        if done:
+            return sorted(done, key=lambda run: run.order)
+        if not any(not (run.done or run.cancelled) for run in wanted):
+            return []  # nothing to wait for: the clock stays
+        while True:  # evaluations ending first complete on the way
+            end, _, run = heapq.heappop(self._queue)
+            if run.cancelled:
+                continue
+            self.busy_time += self._running * (end - self.now)
+            self.now = end
+            self._running -= 1
+            run.done = True
+            self._done.add(run)
+            if run in wanted:
+                return [run]
+
+    def result(self, handle: Hashable) -> Any:
+        if not handle.done:
+            raise RuntimeError("The simulated evaluation has not completed yet.")
+        if handle.error is not None:
+            raise handle.error
+        return handle.value
+
+    def cancel(self, handles: list[Hashable]) -> None:
+        for run in handles:
+            if not (run.done or run.cancelled):
+                run.cancelled = True  # its worker is free from now on
+                self._running -= 1
+
+
+class _SimulatedRun:
+    r"""A :class:`SimulatedEngine` evaluation: its submission order, simulated
+    start and end, and its outcome."""
+
+    __slots__ = ("cancelled", "done", "end", "error", "order", "start", "value")
+
+    def __init__(self, order: int, start: float, end: float) -> None:
+        self.order, self.start, self.end = order, start, end
+        self.done = self.cancelled = False
+        self.value: Any = None
+        self.error: Exception | None = None
 
 
 class EvaluationInterrupted(Exception):
@@ -505,9 +649,11 @@ def run_parallel(
                         "`optimizer.ask` returned no arm with nothing pending."
                     )
                 return log
-            deadlines = [stop, *(e.deadline for e in in_flight.values())]
+            deadlines = [stop]
+            if evaluation_timeout is not None:
+                deadlines.extend(e.deadline for e in in_flight.values())
             done = engine.wait(list(in_flight), _seconds_left(deadlines))
-            expired = _expired(in_flight, done)
+            expired = [] if evaluation_timeout is None else _expired(in_flight, done)
             if not done and not expired:
                 continue
             with _interrupts_deferred():

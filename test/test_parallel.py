@@ -25,6 +25,7 @@ from botorch_sketch.parallel import (
     EvaluationLog,
     ExecutorEngine,
     RayEngine,
+    SimulatedEngine,
     as_engine,
     load_checkpoint,
     run_parallel,
@@ -623,3 +624,132 @@ def test_missing_engine_names_the_extra(monkeypatch, module, build):
     monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail
     with pytest.raises(ImportError, match=r"botorch-sketch\[distributed\]"):
         build() if build else DaskEngine(object())
+
+
+# --- the simulated clock ----------------------------------------------------------
+
+
+def test_simulated_wait_pops_the_earliest_completion():
+    engine = SimulatedEngine([3.0, 1.0, 2.0, 1.0, 0.5])
+    first = [engine.submit(reward, torch.full((2,), float(k))) for k in range(3)]
+    assert engine.now == 0.0 and engine.num_submitted == 3
+    # one completion per wait, earliest first; the clock jumps to it
+    assert engine.wait(first) == [first[1]] and engine.now == 1.0
+    assert engine.result(first[1]) == reward(torch.ones(2))
+    # submitted at time 1: ends at 1 + 1, a tie with first[2] (earlier submission)
+    later = engine.submit(reward, torch.zeros(2))
+    running = [first[0], first[2], later]
+    for expected, now in ((first[2], 2.0), (later, 2.0), (first[0], 3.0)):
+        assert engine.wait(running) == [expected] and engine.now == now
+        running.remove(expected)
+    # busy worker-time: the sum of the durations once everything has completed
+    assert engine.busy_time == 3.0 + 1.0 + 2.0 + 1.0
+    assert engine.wait([]) == []
+
+
+def test_simulated_wait_on_a_subset_completes_earlier_ones_on_the_way():
+    engine = SimulatedEngine([2.0, 1.0, 3.0])
+    a, b, c = (engine.submit(reward, torch.zeros(2)) for _ in range(3))
+    assert engine.wait([a, c]) == [a] and engine.now == 2.0
+    assert engine.wait([b, c]) == [b] and engine.now == 2.0  # done on the way
+    assert engine.wait([c, b, a]) == [a, b]  # done ones stay done, as futures do
+    # a cancelled evaluation never completes and frees its worker at once
+    engine.cancel([c])
+    assert engine.wait([c]) == [] and engine.now == 2.0
+    assert engine.busy_time == 2.0 + 1.0 + 2.0
+    with pytest.raises(RuntimeError, match="completed"):
+        engine.result(c)
+
+
+def test_simulated_lognormal_durations_are_the_seeded_draws():
+    def drawn(seed, mean, sigma):
+        g = torch.Generator().manual_seed(seed)
+        z = torch.randn(50, generator=g, dtype=torch.float64)
+        return (mean * torch.exp(sigma * z - sigma**2 / 2)).tolist()
+
+    for mean, sigma in ((1.0, 1.0), (2.5, 0.3)):
+        engine = SimulatedEngine.lognormal(
+            50, mean, sigma, generator=torch.Generator().manual_seed(7)
+        )
+        assert engine.durations == drawn(7, mean, sigma)
+        again = SimulatedEngine.lognormal(
+            50, mean, sigma, generator=torch.Generator().manual_seed(7)
+        )
+        assert again.durations == engine.durations
+    assert SimulatedEngine.lognormal(4, 2.0, 0.0).durations == [2.0] * 4
+    # each submission takes its own duration, in order
+    engine = SimulatedEngine.lognormal(5, generator=torch.Generator().manual_seed(1))
+    ends = [engine.submit(reward, torch.zeros(2)).end for _ in range(5)]
+    assert ends == engine.durations
+
+
+def test_run_parallel_on_a_simulated_clock():
+    r"""S-GP-TS never waits, so every free worker takes the next duration at once:
+    the completion times are the greedy schedule's; an objective's error fails its
+    arm as on a real engine."""
+    arms = make_arms()
+    durations = SimulatedEngine.lognormal(
+        30, generator=torch.Generator().manual_seed(3)
+    ).durations
+    free_at, ends = [0.0] * 4, []
+    for duration in durations:
+        worker = min(range(4), key=free_at.__getitem__)
+        free_at[worker] += duration
+        ends.append(free_at[worker])
+    runs = []
+    for objective in (reward, reward_or_error):
+        engine, times = SimulatedEngine(durations), []
+        log = run_parallel(
+            make_optimizer("sgpts", arms),
+            objective,
+            engine,
+            num_workers=4,
+            budget=30,
+            callback=lambda log, engine=engine, times=times: times.append(engine.now),
+        )
+        assert log.num_completed == 30 and engine.num_submitted == 30
+        assert times == sorted(ends) and engine.now == max(ends)
+        assert engine.busy_time == pytest.approx(sum(durations))
+        runs.append(log)
+    assert not runs[0].failed and runs[1].failed
+    for error in runs[1].errors:
+        assert arms[error.index, 0] > 0.75 or arms[error.index, 1] > 0.9
+    # reproducible: the same durations and seed give the same run
+    again = run_parallel(
+        make_optimizer("sgpts", arms),
+        reward,
+        SimulatedEngine(durations),
+        num_workers=4,
+        budget=30,
+    )
+    assert again.indices == runs[0].indices and again.rewards == runs[0].rewards
+
+
+def test_simulated_engine_bad_inputs():
+    for durations, exception in (
+        ([[1.0, 2.0]], ValueError),
+        (3.0, ValueError),
+        ([1.0, -1.0], ValueError),
+        ([1.0, float("nan")], ValueError),
+        ([1.0, float("inf")], ValueError),
+        ("abc", TypeError),
+        (["a"], TypeError),
+    ):
+        with pytest.raises(exception, match="durations"):
+            SimulatedEngine(durations)
+    for kwargs, exception, name in (
+        ({"count": 0}, ValueError, "count"),
+        ({"count": 2.0}, TypeError, "count"),
+        ({"mean": 0.0}, ValueError, "mean"),
+        ({"mean": float("inf")}, ValueError, "mean"),
+        ({"mean": "1"}, TypeError, "mean"),
+        ({"sigma": -0.5}, ValueError, "sigma"),
+        ({"sigma": None}, TypeError, "sigma"),
+    ):
+        with pytest.raises(exception, match=name):
+            SimulatedEngine.lognormal(**{"count": 3, **kwargs})
+    engine = SimulatedEngine([1.0])
+    engine.submit(reward, torch.zeros(2))
+    with pytest.raises(RuntimeError, match="durations"):
+        engine.submit(reward, torch.zeros(2))
+    assert as_engine(engine) is engine

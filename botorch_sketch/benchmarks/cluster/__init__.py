@@ -1,9 +1,11 @@
 r"""A simulated cluster: ask/tell bandits on ``W`` workers with random evaluation times.
 
 Every evaluation takes a log-normal time (mean ``duration_mean``, log-standard
-deviation ``duration_sigma``); time is simulated with an event queue, nothing sleeps.
-Whenever workers are free (and the horizon ``T`` is not yet handed out), the method is
-asked for at most that many arms; it may return fewer or none ("wait for outcomes").
+deviation ``duration_sigma``); :func:`~botorch_sketch.parallel.run_parallel` drives
+the method on a :class:`~botorch_sketch.parallel.SimulatedEngine`: time is simulated,
+nothing sleeps. Whenever workers are free (and the horizon ``T`` is not yet handed
+out), the method is asked for at most that many arms; it may return fewer or none
+("wait for outcomes").
 Then the next evaluation completes, the clock jumps to its end and its noisy reward is
 told to the method. Run seed ``s`` gives the method ``torch.Generator().manual_seed(2
 s)`` and the evaluation times and reward noise of the ``k``-th started evaluation
@@ -49,8 +51,9 @@ Run ``python -m botorch_sketch.benchmarks.cluster --preset cluster-smoke`` (seco
 (also ``botorch-sketch-bench cluster ...``).
 
 Modules: :mod:`~.methods` (the methods and their builders), :mod:`~.simulation`
-(the event queue), :mod:`~.trace` (a run's record), :mod:`~.report` (figures of
-merit and the table), :mod:`~.figures` (PNGs), :mod:`~.cli` (presets, command line).
+(the run on the simulated clock), :mod:`~.trace` (a run's record), :mod:`~.report`
+(figures of merit and the table), :mod:`~.figures` (PNGs), :mod:`~.cli` (presets,
+command line).
 """
 
 from botorch_sketch.benchmarks.cluster.cli import PRESETS, ClusterPreset, main

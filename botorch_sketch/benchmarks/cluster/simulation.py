@@ -1,19 +1,28 @@
-r"""The event-driven simulation of ``W`` workers (:func:`simulate`)."""
+r"""The simulated cluster (:func:`simulate`): a method driven by
+:func:`~botorch_sketch.parallel.run_parallel` on a
+:class:`~botorch_sketch.parallel.SimulatedEngine`."""
 
 from __future__ import annotations
 
-import heapq
+import itertools
 import math
 import time
+from collections import Counter
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from botorch_sketch.benchmarks.cluster.methods import METHODS, MethodSetup, method_label
+from botorch_sketch.benchmarks.cluster.methods import (
+    METHODS,
+    ClusterMethod,
+    MethodSetup,
+    method_label,
+)
 from botorch_sketch.benchmarks.cluster.trace import ClusterTrace
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.benchmarks.results import expected_uniform_regret
+from botorch_sketch.parallel import EvaluationLog, SimulatedEngine, run_parallel
 from botorch_sketch.utils.validation import check_int
 
 
@@ -26,6 +35,70 @@ def _checked_arms(chosen: object, free: int, num_arms: int, method: str) -> Tens
     if chosen.numel() and (chosen.min() < 0 or chosen.max() >= num_arms):
         raise ValueError(f"{where} returned indices outside [0, {num_arms}).")
     return chosen.cpu()
+
+
+class _Measured:
+    r"""A :class:`~.methods.ClusterMethod` as :func:`~botorch_sketch.parallel.
+    run_parallel`'s optimizer: checks its answers and measures its ``ask`` and
+    ``tell`` (CPU and wall-clock time, asks, empty asks, the simulated time the last
+    evaluation was handed out). It cannot fail arms or save its state."""
+
+    def __init__(
+        self,
+        method: ClusterMethod,
+        name: str,
+        arms: Tensor,
+        horizon: int,
+        engine: SimulatedEngine,
+    ) -> None:
+        self.method, self.name, self.arms = method, name, arms
+        self.horizon, self.engine = horizon, engine
+        self.started: list[int] = []  # the asked arms, in order
+        self.running: Counter[int] = Counter()  # pending arm -> evaluations
+        self.ask_seconds = self.tell_seconds = self.wall_seconds = 0.0
+        self.num_asks = self.empty_asks = 0
+        self.ask_latencies: list[float] = []
+        self.last_start = math.nan
+
+    @property
+    def pending(self) -> Tensor:
+        return torch.tensor(list(self.running.elements()), dtype=torch.long)
+
+    def ask(self, max_arms: int | None = None) -> Tensor:
+        start, wall = time.process_time(), time.perf_counter()
+        chosen = self.method.ask(max_arms)
+        self.ask_seconds += time.process_time() - start
+        self.ask_latencies.append(time.perf_counter() - wall)
+        self.wall_seconds += self.ask_latencies[-1]
+        chosen = _checked_arms(chosen, max_arms, self.arms.shape[0], self.name)
+        self.num_asks += 1
+        self.empty_asks += chosen.numel() == 0
+        if chosen.numel() == 0 and not self.running:
+            raise RuntimeError(f"{self.name} asked to wait with nothing running.")
+        self.started.extend(chosen.tolist())
+        self.running.update(chosen.tolist())
+        if len(self.started) == self.horizon and math.isnan(self.last_start):
+            self.last_start = self.engine.now
+        return chosen
+
+    def tell(self, indices: Tensor, rewards: Tensor) -> None:
+        start, wall = time.process_time(), time.perf_counter()
+        self.method.tell(indices, rewards)
+        self.tell_seconds += time.process_time() - start
+        self.wall_seconds += time.perf_counter() - wall
+        for arm in indices.tolist():
+            self.running[arm] -= 1
+            if not self.running[arm]:
+                del self.running[arm]
+
+    def fail(self, indices: Tensor) -> None:
+        raise NotImplementedError("Simulated evaluations do not fail.")
+
+    def state_dict(self) -> dict[str, object]:
+        raise NotImplementedError("A simulated run is not checkpointed.")
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        raise NotImplementedError("A simulated run is not checkpointed.")
 
 
 def simulate(
@@ -41,6 +114,10 @@ def simulate(
     uniform_regret: float | None = None,
 ) -> ClusterTrace:
     r"""Run ``method`` on ``workers`` simulated workers for ``horizon`` evaluations.
+
+    :func:`~botorch_sketch.parallel.run_parallel` drives the method on a
+    :class:`~botorch_sketch.parallel.SimulatedEngine` with log-normal evaluation
+    times: one completion per round, then an ask for the free workers.
 
     Args:
         problem: A finite problem.
@@ -76,17 +153,15 @@ def simulate(
         raise ValueError(f"`duration_sigma` must be >= 0, got {duration_sigma}.")
     if uniform_regret is None:
         uniform_regret = expected_uniform_regret(problem)
+    # the times, then the reward noise, of the k-th started evaluation
     world = torch.Generator().manual_seed(2 * seed + 1)
-    log_durations = torch.randn(horizon, generator=world, dtype=torch.float64)
-    durations = (
-        duration_mean
-        * torch.exp(duration_sigma * log_durations - duration_sigma**2 / 2)
-    ).tolist()
+    engine = SimulatedEngine.lognormal(
+        horizon, float(duration_mean), float(duration_sigma), generator=world
+    )
     noise = problem.noise_std * torch.randn(
         horizon, generator=world, dtype=torch.float64
     )
     arm_values = problem.arm_values.detach().double().cpu()
-    num_arms = arm_values.shape[0]
 
     start = time.process_time()
     runner = METHODS[method](
@@ -99,41 +174,32 @@ def simulate(
         )
     )
     setup_seconds = time.process_time() - start
-    running: list[tuple[float, int, int]] = []  # (end time, start order, arm)
-    times, values, busy = (np.empty(horizon) for _ in range(3))
-    now = busy_time = ask_seconds = tell_seconds = wall_seconds = 0.0
-    last_start = math.nan
-    started = completed = num_asks = empty_asks = 0
-    ask_latencies = []
-    while completed < horizon:
-        free = min(workers - len(running), horizon - started)
-        if free > 0:
-            start, wall = time.process_time(), time.perf_counter()
-            chosen = runner.ask(free)
-            ask_seconds += time.process_time() - start
-            ask_latencies.append(time.perf_counter() - wall)
-            wall_seconds += ask_latencies[-1]
-            chosen = _checked_arms(chosen, free, num_arms, method)
-            num_asks += 1
-            empty_asks += chosen.numel() == 0
-            if chosen.numel() == 0 and not running:
-                raise RuntimeError(f"{method} asked to wait with nothing running.")
-            for arm in chosen.tolist():
-                heapq.heappush(running, (now + durations[started], started, arm))
-                started += 1
-            if started == horizon and math.isnan(last_start):
-                last_start = now
-        end, order, arm = heapq.heappop(running)
-        busy_time += (len(running) + 1) * (end - now)
-        now = end
-        value = float(arm_values[arm])
-        reward = torch.tensor([value + float(noise[order])], dtype=torch.float64)
-        start, wall = time.process_time(), time.perf_counter()
-        runner.tell(torch.tensor([arm]), reward.to(problem.arms))
-        tell_seconds += time.process_time() - start
-        wall_seconds += time.perf_counter() - wall
-        times[completed], values[completed], busy[completed] = now, value, busy_time
-        completed += 1
+    optimizer = _Measured(runner, method, problem.arms, horizon, engine)
+
+    calls = itertools.count()
+
+    def objective(x: Tensor) -> float:
+        r"""The noisy reward of the ``k``-th started evaluation (``x`` is its arm):
+        the engine evaluates at submission, in the order the arms were asked."""
+        order = next(calls)
+        arm = optimizer.started[order]
+        return float(arm_values[arm]) + float(noise[order])
+
+    times, busy = [], []
+
+    def record(log: EvaluationLog) -> None:
+        times.append(engine.now)
+        busy.append(engine.busy_time)
+
+    log = run_parallel(
+        optimizer,
+        objective,
+        engine,
+        num_workers=workers,
+        budget=horizon,
+        progress=False,
+        callback=record,
+    )
     return ClusterTrace(
         problem=problem.name,
         method=method_label(method, ratio_threshold),
@@ -141,17 +207,17 @@ def simulate(
         workers=workers,
         optimum=problem.optimum,
         uniform_regret=uniform_regret,
-        times=times,
-        values=values,
-        busy=busy,
-        ask_seconds=ask_seconds,
-        tell_seconds=tell_seconds,
+        times=np.array(times),
+        values=arm_values[log.indices].numpy(),
+        busy=np.array(busy),
+        ask_seconds=optimizer.ask_seconds,
+        tell_seconds=optimizer.tell_seconds,
         setup_seconds=setup_seconds,
-        num_asks=num_asks,
-        empty_asks=empty_asks,
-        wall_seconds=wall_seconds,
+        num_asks=optimizer.num_asks,
+        empty_asks=optimizer.empty_asks,
+        wall_seconds=optimizer.wall_seconds,
         gflop=runner.gflop(),
-        last_start=last_start,
-        ask_p99_ms=1e3 * float(np.quantile(ask_latencies, 0.99)),
+        last_start=optimizer.last_start,
+        ask_p99_ms=1e3 * float(np.quantile(optimizer.ask_latencies, 0.99)),
         refit_seconds=runner.refit_seconds(),
     )

@@ -1,9 +1,13 @@
 r"""Shared by the cluster tests: the documented seeding redone by hand, a brute-force
-schedule, and hand-made traces."""
+schedule, hand-made traces and the event loop the simulation replaced."""
+
+import heapq
+import math
 
 import numpy as np
 import torch
 
+from botorch_sketch.benchmarks.cluster.methods import METHODS, MethodSetup
 from botorch_sketch.benchmarks.cluster.trace import ClusterTrace
 
 
@@ -35,3 +39,40 @@ def make_trace(times, values, method="m", seed=0):
         "p", method, seed, 2, 1.0, 0.5, np.array(times, float), np.array(values),
         np.ones(n), 0.1, 0.1, 0.0, n, 0,
     )  # fmt: skip
+
+
+def heap_simulation(problem, method, workers, horizon, seed, mean=1.0, sigma=1.0):
+    r"""The cluster's event loop before it ran on ``run_parallel`` (a heap of end
+    times, one completion told at a time, an ask whenever workers are free): the
+    oracle of the simulation's numbers. Returns the completion times, the values,
+    the busy worker-time, the asked arms, the asks, the empty asks and the last
+    start."""
+    durations = world(seed, horizon, sigma, mean).tolist()
+    g = torch.Generator().manual_seed(2 * seed + 1)
+    torch.randn(horizon, generator=g, dtype=torch.float64)  # the durations' draws
+    noise = problem.noise_std * torch.randn(horizon, generator=g, dtype=torch.float64)
+    runner = METHODS[method](
+        MethodSetup(problem, workers, horizon, torch.Generator().manual_seed(2 * seed))
+    )
+    arm_values = problem.arm_values.double()
+    running, asked, times, values, busy = [], [], [], [], []
+    now = busy_time = 0.0
+    last_start, num_asks, empty_asks = math.nan, 0, 0
+    while len(times) < horizon:
+        free = min(workers - len(running), horizon - len(asked))
+        if free > 0:
+            chosen = runner.ask(free).tolist()
+            num_asks, empty_asks = num_asks + 1, empty_asks + (not chosen)
+            for arm in chosen:
+                heapq.heappush(running, (now + durations[len(asked)], len(asked), arm))
+                asked.append(arm)
+            if len(asked) == horizon and math.isnan(last_start):
+                last_start = now
+        end, order, arm = heapq.heappop(running)
+        busy_time += (len(running) + 1) * (end - now)
+        now = end
+        value = float(arm_values[arm])
+        reward = torch.tensor([value + float(noise[order])], dtype=torch.float64)
+        runner.tell(torch.tensor([arm]), reward.to(problem.arms))
+        times.append(now), values.append(value), busy.append(busy_time)
+    return times, values, busy, asked, num_asks, empty_asks, last_start

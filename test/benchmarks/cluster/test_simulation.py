@@ -18,7 +18,7 @@ from botorch_sketch.benchmarks.cluster.simulation import simulate
 from botorch_sketch.benchmarks.policies.baselines import UniformPolicy
 from botorch_sketch.benchmarks.problems import make_problem
 
-from .helpers import greedy_schedule, world
+from .helpers import greedy_schedule, heap_simulation, world
 
 
 @pytest.mark.parametrize("workers", [1, 7, 50])
@@ -114,6 +114,50 @@ def test_every_method_completes_the_horizon(problem, method):
         assert 0 < summary["refit_share"] < 1
     else:
         assert math.isnan(summary["refit_share"])
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_the_run_on_run_parallel_is_the_heap_loop_to_the_bit(
+    problem, method, monkeypatch
+):
+    r"""Every method, with waits, ties of end times (``sigma = 0``) and without:
+    the same arms asked in the same order, the same times, values and busy time."""
+    build, asked = METHODS[method], []
+
+    def recorded(setup):
+        runner = build(setup)
+        ask = runner.ask
+
+        def ask_and_record(free):
+            chosen = ask(free)
+            asked.extend(chosen.tolist())
+            return chosen
+
+        runner.ask = ask_and_record
+        return runner
+
+    for workers, horizon, seed, sigma in ((6, 40, 1, 1.0), (3, 20, 2, 0.0)):
+        times, values, busy, arms, num_asks, empty_asks, last_start = heap_simulation(
+            problem, method, workers, horizon, seed, 2.0, sigma
+        )
+        asked.clear()
+        with monkeypatch.context() as patch:
+            patch.setitem(METHODS, method, recorded)
+            trace = simulate(
+                problem,
+                method,
+                workers=workers,
+                horizon=horizon,
+                seed=seed,
+                duration_mean=2.0,
+                duration_sigma=sigma,
+            )
+        assert asked == arms
+        np.testing.assert_array_equal(trace.times, times)
+        np.testing.assert_array_equal(trace.values, values)
+        np.testing.assert_array_equal(trace.busy, busy)
+        assert (trace.num_asks, trace.empty_asks) == (num_asks, empty_asks)
+        assert trace.last_start == last_start
 
 
 def test_lognormal_durations_have_the_requested_mean(problem):
