@@ -17,10 +17,7 @@ from torch import Tensor
 
 from botorch_sketch.generation.arm_growth import checked_new_arms
 from botorch_sketch.generation.initial_design import space_filling_arms
-from botorch_sketch.generation.options import (
-    ArmLoopOptions,
-    options_record,
-)
+from botorch_sketch.generation.options import ArmLoopOptions, options_record
 from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.models.hyperparameters import (
     INITIAL_LEARNED_NOISE,
@@ -115,7 +112,8 @@ class ArmLoop:
     of ``ask`` / ``tell`` / ``fail`` (all raised before anything changes), the
     initial design, the self-tuning bookkeeping (a learned kernel on the arms'
     unit cube, reward standardization, the refit schedule and
-    :attr:`refit_seconds`) and the shared part of :meth:`state_dict`.
+    :attr:`refit_seconds`), the frozen :attr:`options` and the shared part of
+    :meth:`state_dict` (the options included, as a plain dict).
 
     A subclass sets :attr:`generator` and :attr:`_design`, keeps :attr:`observed`
     and :attr:`rewards`, and implements ``ask``, ``tell`` and

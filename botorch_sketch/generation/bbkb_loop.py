@@ -83,8 +83,8 @@ class WorkerRatioThreshold:
 def asynchronous_options(
     num_workers: int, scaled_prior_variance: float | None = None
 ) -> dict[str, float | int | WorkerRatioThreshold]:
-    r""":class:`BBKB` options for ``W`` workers that evaluate asynchronously
-    (``ask(free workers)`` after every completion).
+    r""":class:`BBKB` options (fields of :class:`BBKBOptions`) for ``W`` workers
+    that evaluate asynchronously (``ask(free workers)`` after every completion).
 
     - ``ratio_threshold = 1 + 0.07 W v`` (``v = max_x k(x, x) / lambda``,
       :class:`WorkerRatioThreshold`: recomputed at each batch from the loop's
@@ -114,6 +114,7 @@ def asynchronous_options(
         >>> loop = BBKB(
         ...     arms, covar_module=kernel, **asynchronous_options(num_workers=100)
         ... )
+        >>> options = BBKBOptions(**asynchronous_options(100), qbar=2.0)
     """
     threshold = WorkerRatioThreshold(num_workers)
     if scaled_prior_variance is not None:
