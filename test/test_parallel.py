@@ -294,7 +294,7 @@ def test_bbkb_with_the_options_for_its_workers():
     with concurrent.futures.ThreadPoolExecutor(4) as executor:
         log = run_parallel(optimizer, reward, executor, num_workers=4, budget=30)
     assert len(log.indices) == 30 and not log.failed
-    assert optimizer.pending.numel() == 0 and optimizer.end_fraction == 0.05
+    assert optimizer.pending.numel() == 0 and optimizer.options.end_fraction == 0.05
     assert optimizer.observed.tolist() == log.indices
     assert log.rewards == pytest.approx([reward(arms[i]) for i in log.indices])
     assert_loop_matches_scratch(optimizer)  # the kernel is learned

@@ -3,6 +3,7 @@ the ask/tell loops built on them.
 
 ``BBKB``, ``SGPTS``, ``ExactGPTS`` and ``GPThreDS`` are the loops; the first three,
 on a finite arm set, share ``ArmLoop`` and follow the ``AskTellOptimizer`` contract.
+``BBKBOptions``, ``SGPTSOptions`` and ``GPThreDSOptions`` hold their settings.
 ``gen_bbkb_batch`` and ``gen_thompson_candidates`` generate one batch from a model.
 ``CachedSparseThompson`` and ``IncrementalExactThompson`` are the samplers behind
 ``SGPTS`` and ``ExactGPTS``.
@@ -19,6 +20,11 @@ from botorch_sketch.generation.bbkb_loop import (
     BBKB,
     WorkerRatioThreshold,
     asynchronous_options,
+)
+from botorch_sketch.generation.options import (
+    BBKBOptions,
+    GPThreDSOptions,
+    SGPTSOptions,
 )
 from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
 from botorch_sketch.generation.thompson import (
@@ -39,10 +45,13 @@ __all__ = [
     "ArmThompsonSampler",
     "AskTellOptimizer",
     "BBKBBatch",
+    "BBKBOptions",
     "CachedSparseThompson",
     "ExactGPTS",
     "GPThreDS",
+    "GPThreDSOptions",
     "IncrementalExactThompson",
+    "SGPTSOptions",
     "ThompsonCandidates",
     "WorkerRatioThreshold",
     "asynchronous_options",

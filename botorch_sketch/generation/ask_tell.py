@@ -17,6 +17,7 @@ from torch import Tensor
 
 from botorch_sketch.generation.arm_growth import checked_new_arms
 from botorch_sketch.generation.initial_design import space_filling_arms
+from botorch_sketch.generation.options import ArmLoopOptions, options_record
 from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.models.hyperparameters import (
     INITIAL_LEARNED_NOISE,
@@ -32,12 +33,11 @@ from botorch_sketch.models.hyperparameters import (
 )
 from botorch_sketch.utils.fingerprint import (
     check_fingerprint,
+    check_saved_options,
     check_saved_state,
     problem_fingerprint,
 )
 from botorch_sketch.utils.validation import (
-    MIN_NOISE,
-    check_at_least,
     check_bool,
     check_generator_state,
     check_indices,
@@ -83,6 +83,7 @@ STATE_KEYS = (
     "design_asked",
     "hyperparameters",
     "added_arms",
+    "options",
 )
 
 
@@ -111,7 +112,8 @@ class ArmLoop:
     of ``ask`` / ``tell`` / ``fail`` (all raised before anything changes), the
     initial design, the self-tuning bookkeeping (a learned kernel on the arms'
     unit cube, reward standardization, the refit schedule and
-    :attr:`refit_seconds`) and the shared part of :meth:`state_dict`.
+    :attr:`refit_seconds`), the frozen :attr:`options` and the shared part of
+    :meth:`state_dict` (the options included, as a plain dict).
 
     A subclass sets :attr:`generator` and :attr:`_design`, keeps :attr:`observed`
     and :attr:`rewards`, and implements ``ask``, ``tell`` and
@@ -124,39 +126,27 @@ class ArmLoop:
     _design: Tensor
 
     def __init__(
-        self,
-        arms: Tensor,
-        *,
-        covar_module: Kernel | None,
-        noise: float | None,
-        standardize: bool | None,
-        num_initial: int | None,
-        refit_growth: float,
+        self, arms: Tensor, *, covar_module: Kernel | None, options: ArmLoopOptions
     ) -> None:
         r"""
         Args:
             arms: ``A x d`` arm set, checked by the subclass.
             covar_module: Fixed kernel; None learns one on the arms' unit cube.
-            noise: Fixed ``lambda``; None: learned (kernel learned) or 1.
-            standardize: Standardize the rewards; None: iff the kernel is learned.
-            num_initial: Arms of the space-filling design; None: ``max(5, 2 d)``
-                if the kernel is learned, else 0.
-            refit_growth: Growth ``> 1`` of the observations between refits.
+            options: The loop's options (validated), kept as :attr:`options`.
         """
+        #: The loop's options (frozen; saved by :meth:`state_dict`)
+        self.options = options
         learned = covar_module is None
         if not learned:
             check_kernel(covar_module)
-        if noise is not None:
-            check_at_least(noise, "noise", MIN_NOISE)
-        standardize = learned if standardize is None else standardize
-        check_bool(standardize, "standardize")
+        noise, num_initial = options.noise, options.num_initial
+        standardize = learned if options.standardize is None else options.standardize
         d = arms.shape[-1]
         num_initial = max(5, 2 * d) if learned and num_initial is None else num_initial
-        num_initial = min(check_int(num_initial or 0, "num_initial", 0), len(arms))
+        num_initial = min(num_initial or 0, len(arms))
         #: When a learned kernel is refitted (None: the kernel is fixed)
-        self.refits = (
-            RefitSchedule(max(num_initial, 2), refit_growth) if learned else None
-        )
+        growth = options.refit_growth
+        self.refits = RefitSchedule(max(num_initial, 2), growth) if learned else None
         self.arms = arms
         self._given_arms = arms
         #: The arms' bounding box, whose unit cube a learned kernel works on
@@ -324,6 +314,7 @@ class ArmLoop:
             if self.refits is None
             else hyperparameter_state(self.covar_module, self.noise, self.refits.last),
             "added_arms": self.arms[self._given_arms.shape[0] :].clone(),
+            "options": options_record(self.options),
         }
 
     def _checked_saved(self, state: dict[str, Any], keys: tuple[str, ...]) -> SavedLoop:
@@ -332,6 +323,7 @@ class ArmLoop:
         Changes nothing."""
         check_saved_state(state, keys)
         check_fingerprint(state["fingerprint"], self.fingerprint)
+        check_saved_options(state["options"], options_record(self.options))
         given = self._given_arms
         added = checked_new_arms(
             state["added_arms"], given, self.box, "state['added_arms']", True

@@ -4,7 +4,6 @@ asynchronous, resumable."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -16,19 +15,20 @@ from torch import Tensor
 from botorch_sketch.acquisition.bkb import TheoryRadius, radius_value
 from botorch_sketch.generation.ask_tell import STATE_KEYS, ArmLoop
 from botorch_sketch.generation.bbkb import (
-    DEFAULT_MAX_BATCH_SIZE,
-    RULES,
     BatchGreedy,
     copies_of,
+)
+from botorch_sketch.generation.options import (
+    BBKBOptions,
+    merged_options,
 )
 from botorch_sketch.generation.variance_tracking import CachedGeometry
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.dictionary import inclusion_probabilities, sample_dictionary
-from botorch_sketch.models.hyperparameters import DEFAULT_REFIT_GROWTH, cube_coordinates
-from botorch_sketch.models.nystrom import DEFAULT_QBAR, NystromGP
+from botorch_sketch.models.hyperparameters import cube_coordinates
+from botorch_sketch.models.nystrom import NystromGP
 from botorch_sketch.utils.validation import (
     check_at_least,
-    check_bool,
     check_finite,
     check_indices,
     check_int,
@@ -38,8 +38,6 @@ from botorch_sketch.utils.validation import (
     check_number,
     check_positive,
 )
-
-RESAMPLING = ("coupled", "independent")
 
 #: Default radius of a loop that learns its kernel, on the Bayesian scale:
 #: ``mu + 2 sigma`` (``2 sqrt(lambda)`` on the papers' scale, whatever ``lambda`` is
@@ -85,8 +83,8 @@ class WorkerRatioThreshold:
 def asynchronous_options(
     num_workers: int, scaled_prior_variance: float | None = None
 ) -> dict[str, float | int | WorkerRatioThreshold]:
-    r""":class:`BBKB` options for ``W`` workers that evaluate asynchronously
-    (``ask(free workers)`` after every completion).
+    r""":class:`BBKB` options (fields of :class:`BBKBOptions`) for ``W`` workers
+    that evaluate asynchronously (``ask(free workers)`` after every completion).
 
     - ``ratio_threshold = 1 + 0.07 W v`` (``v = max_x k(x, x) / lambda``,
       :class:`WorkerRatioThreshold`: recomputed at each batch from the loop's
@@ -116,6 +114,7 @@ def asynchronous_options(
         >>> loop = BBKB(
         ...     arms, covar_module=kernel, **asynchronous_options(num_workers=100)
         ... )
+        >>> options = BBKBOptions(**asynchronous_options(100), qbar=2.0)
     """
     threshold = WorkerRatioThreshold(num_workers)
     if scaled_prior_variance is not None:
@@ -182,6 +181,11 @@ class BBKB(ArmLoop):
     on a loop built with the same arms and options recomputes the posterior and
     continues with the same choices.
 
+    Options: the arms, ``covar_module`` and ``seed`` are arguments of the loop;
+    every other setting is a field of :class:`BBKBOptions` (:attr:`options`, saved
+    by :meth:`state_dict`), given as ``options=`` or as keyword overrides of its
+    fields (``BBKB(arms, ratio_threshold=4.0)``).
+
     Example:
         >>> loop = BBKB(arms, seed=0)  # learns the kernel, the noise, the scale
         >>> for _ in range(100):
@@ -189,114 +193,35 @@ class BBKB(ArmLoop):
         ...     loop.tell(indices, f(arms[indices]))
     """
 
+    #: The class of :attr:`options`
+    options_class = BBKBOptions
+
     def __init__(
         self,
         arms: Tensor,
+        options: BBKBOptions | None = None,
         *,
         covar_module: Kernel | None = None,
-        noise: float | None = None,
-        radius: float | TheoryRadius | None = None,
-        standardize: bool | None = None,
-        num_initial: int | None = None,
-        refit_growth: float = DEFAULT_REFIT_GROWTH,
-        ratio_threshold: float | Callable[[float], float] = 2.0,
-        rule: str = "global",
-        qbar: float = DEFAULT_QBAR,
-        resampling: str = "coupled",
-        residual_update: bool = False,
-        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
-        end_fraction: float = 0.0,
-        retry_failed: bool = False,
-        feature_dtype: torch.dtype | None = None,
         seed: int = 0,
+        **overrides: Any,
     ) -> None:
         r"""
         Args:
             arms: ``A x d`` arm set.
+            options: The loop's settings (:class:`BBKBOptions`, each field with its
+                default and meaning); None: the defaults.
             covar_module: Fixed kernel on the arms; None (default) learns one on the
                 arms mapped to the unit cube (see above).
-            noise: Regularization ``lambda > 0`` (the papers' ridge term, the noise
-                variance of the Bayesian reading; BBKB's theorems take
-                ``lambda >= 1`` with the noise ``xi`` in the radius), fixed. Default:
-                learned with the kernel, 1 with a fixed kernel.
-            radius: Papers'-scale radius or a :class:`TheoryRadius` (updated here).
-                Default with a learned kernel: ``2 sqrt(lambda)`` for the current
-                ``lambda``, i.e. ``mu + 2 sigma`` on the Bayesian scale in
-                standardized units (:data:`DEFAULT_BAYES_RADIUS`); with a fixed
-                kernel: 1.
-            standardize: Condition on standardized rewards ``(y - mean) / std``
-                (their statistics in the posterior, updated at each batch end).
-                Default: True when the kernel is learned, False for a fixed kernel
-                (chosen for the rewards as reported).
-            num_initial: Arms of the space-filling design asked first. Default:
-                ``max(5, 2 d)`` when the kernel is learned (Ax's count), else 0.
-            refit_growth: Factor ``> 1`` by which the observations grow between
-                refits of a learned kernel (the first at ``max(num_initial, 2)``).
-            ratio_threshold: ``C~ >= 1``; 1 is BKB (one arm per batch). Or a
-                function of ``v = max k(x, x) / lambda``, evaluated at each
-                batch (e.g. :class:`WorkerRatioThreshold`).
-            rule: Termination rule: ``"global"``, ``"local"`` or ``"global+local"``.
-            qbar: Dictionary oversampling ``>= 1`` (default 10; the papers use 2,
-                which lost up to a factor 2 in regret in our benchmarks).
-            resampling: ``"coupled"`` (persistent draws, low churn) or
-                ``"independent"`` (fresh draws at every batch end, as in the papers).
-            residual_update: In-batch updates along residual directions too.
-            max_batch_size: Cap on the arms of one batch, pending ones included
-                (default 1,000: the rules alone admit unboundedly many copies of
-                an arm whose variance vanishes).
-            end_fraction: A batch whose rule is full ends once this fraction of
-                its arms (and at least one) are done, told or failed. Larger
-                values end a batch for several completions at once (one posterior
-                update, ``O(A s)``, for all of them), at the cost of workers
-                waiting meanwhile; 0 ends it at the first.
-            retry_failed: Whether arms whose evaluation failed may be asked again
-                (by default they are not: a configuration that crashes keeps its
-                high UCB, so it would be proposed again and again).
-            feature_dtype: dtype of the cached ``A x m`` features
-                (``torch.float32`` halves their memory).
             seed: Seed of the (CPU) generator behind every random choice.
+            **overrides: Fields of :class:`BBKBOptions` that replace those of
+                ``options`` (e.g. ``BBKB(arms, qbar=2.0)``).
         """
         check_magnitude(check_matrix(check_model_dtype(arms, "arms"), "arms"), "arms")
-        super().__init__(
-            arms,
-            covar_module=covar_module,
-            noise=noise,
-            standardize=standardize,
-            num_initial=num_initial,
-            refit_growth=refit_growth,
-        )
+        options = merged_options(BBKBOptions, options, overrides, "BBKB")
+        super().__init__(arms, covar_module=covar_module, options=options)
         check_int(seed, "seed", 0)
-        check_bool(retry_failed, "retry_failed")
-        if radius is not None and not isinstance(radius, TheoryRadius):
-            check_at_least(radius, "radius", 0.0)
-        check_at_least(
-            ratio_threshold(1.0) if callable(ratio_threshold) else ratio_threshold,
-            "ratio_threshold",
-            1.0,
-        )
-        check_at_least(qbar, "qbar", 1.0)
-        if rule not in RULES:
-            raise ValueError(f"`rule` must be one of {RULES}, got {rule!r}.")
-        if resampling not in RESAMPLING:
-            raise ValueError(
-                f"`resampling` must be one of {RESAMPLING}, got {resampling!r}."
-            )
-        check_int(max_batch_size, "max_batch_size", 1)
-        end_fraction = check_number(end_fraction, "end_fraction")
-        if not 0.0 <= end_fraction <= 1.0:
-            raise ValueError(f"`end_fraction` must lie in [0, 1], got {end_fraction}.")
-        self.radius = radius
-        self.batch_options = {
-            "ratio_threshold": ratio_threshold,
-            "rule": rule,
-            "residual_update": residual_update,
-            "max_batch_size": max_batch_size,
-        }
-        self.qbar = qbar
-        self.end_fraction = end_fraction
-        self.retry_failed = retry_failed
-        self.resampling = resampling
-        self.feature_dtype = feature_dtype
+        #: The papers'-scale radius option (a :class:`TheoryRadius` is updated)
+        self.radius = options.radius
         # draws on the CPU, then moved: the same choices on every device
         self.generator = torch.Generator().manual_seed(seed)
         self._design = self._space_filling_design(self.generator)
@@ -315,9 +240,9 @@ class BBKB(ArmLoop):
         self._model: NystromGP | None = None
         #: What a saved state must match (:meth:`load_state_dict`)
         self.fingerprint = self._fingerprint(
-            radius=type(radius).__name__
-            if isinstance(radius, TheoryRadius)
-            else radius,
+            radius=type(self.radius).__name__
+            if isinstance(self.radius, TheoryRadius)
+            else self.radius,
         )
 
     @property
@@ -334,7 +259,7 @@ class BBKB(ArmLoop):
                 self.rewards.unsqueeze(-1),
                 covar_module=self.covar_module,
                 noise=self.noise,
-                qbar=self.qbar,
+                qbar=self.options.qbar,
                 dictionary=self.arms[self.state.dictionary],
                 input_transform=Normalize(self.arms.shape[-1], bounds=self.box)
                 if learned
@@ -369,7 +294,7 @@ class BBKB(ArmLoop):
             at random) or ``wait`` is False; ``b = 0`` when the pending arms fill
             the batch rule: wait for their outcomes.
         """
-        limit = self._checked_ask(max_arms, wait, self.batch_options["max_batch_size"])
+        limit = self._checked_ask(max_arms, wait, self.options.max_batch_size)
         excluded = self._excluded()
         if excluded is not None and bool(excluded.all()):
             raise RuntimeError("Every arm has failed: nothing is left to ask.")
@@ -386,7 +311,8 @@ class BBKB(ArmLoop):
             try:
                 indices, start_variances = self._extend(limit, excluded)
                 done = self._batch.numel() - self.pending.numel()  # told or failed
-                enough = done >= max(1.0, self.end_fraction * self._batch.numel())
+                fraction = self.options.end_fraction
+                enough = done >= max(1.0, fraction * self._batch.numel())
                 if indices.numel() == 0 and enough:
                     # the rule is full and enough arms of the batch are done: end it
                     self._end_batch(self.observed, self.rewards)
@@ -446,7 +372,7 @@ class BBKB(ArmLoop):
         if self._greedy is None:
             self._greedy = self._open_batch(excluded)
         greedy = self._greedy
-        room = 1 if past_rule else self.batch_options["max_batch_size"] - greedy.size
+        room = 1 if past_rule else self.options.max_batch_size - greedy.size
         flops = greedy.tracker.flops
         chosen, _ = greedy.extend(min(limit, room), past_rule) if room > 0 else ([], [])
         self.state.flops += greedy.tracker.flops - flops
@@ -462,8 +388,8 @@ class BBKB(ArmLoop):
             CachedGeometry(self.state),
             radius=self._batch_radius,
             ratio_threshold=self._ratio_threshold(),
-            rule=self.batch_options["rule"],
-            residual_update=self.batch_options["residual_update"],
+            rule=self.options.rule,
+            residual_update=self.options.residual_update,
             excluded=excluded,
             held=copies_of(self._batch),
         )
@@ -471,7 +397,7 @@ class BBKB(ArmLoop):
     def _ratio_threshold(self) -> float:
         r"""``C~`` now: the option, or its value for the current
         ``v = max k(x, x) / lambda`` when it is a function of ``v``."""
-        threshold = self.batch_options["ratio_threshold"]
+        threshold = self.options.ratio_threshold
         if not callable(threshold):
             return threshold
         scaled = float(self.state.prior_variance.max()) / self.noise
@@ -526,7 +452,7 @@ class BBKB(ArmLoop):
 
     def _excluded(self) -> Tensor | None:
         r"""``A`` booleans marking the failed arms (None when retried or none)."""
-        if self.retry_failed or self.failed.numel() == 0:
+        if self.options.retry_failed or self.failed.numel() == 0:
             return None
         excluded = torch.zeros(
             self.arms.shape[0], dtype=torch.bool, device=self.arms.device
@@ -568,7 +494,7 @@ class BBKB(ArmLoop):
             indices: ``b`` pending arm indices (LongTensor).
         """
         super().fail(indices)
-        if self._greedy is not None and not self.retry_failed:
+        if self._greedy is not None and not self.options.retry_failed:
             self._greedy.argmax.exclude(indices)
 
     def _drop_pending(self, keep: Tensor) -> None:
@@ -586,14 +512,14 @@ class BBKB(ArmLoop):
         observed = torch.nonzero(counts).squeeze(-1)
         fresh = (
             observed
-            if self.resampling == "independent"
+            if self.options.resampling == "independent"
             else observed[draws[observed].isnan()]
         )
         draws[fresh] = torch.rand(
             fresh.shape[0], generator=self.generator, dtype=draws.dtype
         ).to(draws.device)
         probabilities = inclusion_probabilities(
-            variance[observed], counts[observed], self.qbar
+            variance[observed], counts[observed], self.options.qbar
         )
         selected = sample_dictionary(probabilities, draws=draws[observed])
         added, removed = state.update(indices, rewards, observed[selected])
@@ -660,7 +586,7 @@ class BBKB(ArmLoop):
         kernel inputs or the given ones."""
         kernel, noise = hyperparameters or (self.covar_module, self.noise)
         inputs = self.kernel_inputs if kernel_inputs is None else kernel_inputs
-        options = {"feature_dtype": self.feature_dtype}
+        options = {"feature_dtype": self.options.feature_dtype}
         if observed is None or observed.numel() == 0:
             return CandidateState(inputs, kernel, noise, **options)
         state = CandidateState.from_observations(

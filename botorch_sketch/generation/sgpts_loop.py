@@ -10,7 +10,6 @@ variational model (Vakili et al., NeurIPS 2021) kept by
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -19,12 +18,13 @@ from torch import Tensor
 
 from botorch_sketch.acquisition.thompson import resolve_alpha
 from botorch_sketch.generation.ask_tell import STATE_KEYS, ArmLoop
+from botorch_sketch.generation.options import SGPTSOptions, merged_options
 from botorch_sketch.generation.thompson_arms import (
     ArmThompsonSampler,
     CachedSparseThompson,
     IncrementalExactThompson,
 )
-from botorch_sketch.models.hyperparameters import DEFAULT_REFIT_GROWTH, cube_coordinates
+from botorch_sketch.models.hyperparameters import cube_coordinates
 from botorch_sketch.sampling.arm_features import ArmFeatureCache, draw_basis_seed
 from botorch_sketch.utils.validation import (
     check_allocation,
@@ -76,6 +76,11 @@ class SGPTS(ArmLoop):
     observations (from the last refit on, in the same calls) and continues with the
     same choices.
 
+    Options: the arms, ``covar_module`` and ``seed`` are arguments of the loop;
+    every other setting is a field of :class:`SGPTSOptions` (:attr:`options`, saved
+    by :meth:`state_dict`), given as ``options=`` or as keyword overrides of its
+    fields (``SGPTS(arms, num_inducing=50)``).
+
     Example:
         >>> loop = SGPTS(arms, seed=0)        # learns kernel, noise and scale
         >>> running = loop.ask(8)             # one arm per free worker
@@ -84,72 +89,34 @@ class SGPTS(ArmLoop):
         >>> more = loop.ask(2)                # 6 still pending
     """
 
+    #: The class of :attr:`options`
+    options_class = SGPTSOptions
+
     def __init__(
         self,
         arms: Tensor,
+        options: SGPTSOptions | None = None,
         *,
         covar_module: Kernel | None = None,
-        noise: float | None = None,
-        standardize: bool | None = None,
-        num_initial: int | None = None,
-        refit_growth: float = DEFAULT_REFIT_GROWTH,
-        num_inducing: int = 100,
-        num_features: int = 1000,
-        alpha: float | Callable[[int], float] = 1.0,
-        inducing_quality: str = "variance",
-        memory_budget: float = 4 * 2**30,
-        cache_dtype: torch.dtype | None = None,
-        prior_block: int = 64,
         seed: int = 0,
+        **overrides: Any,
     ) -> None:
         r"""
         Args:
             arms: ``A x d`` arm set.
+            options: The loop's settings (:class:`SGPTSOptions`, each field with
+                its default and meaning); None: the defaults.
             covar_module: Fixed stationary kernel without batch shape; None
                 (default) learns one on the arms mapped to the unit cube.
-            noise: Gaussian observation noise variance ``lambda``, fixed. Default:
-                learned with the kernel, 1 with a fixed kernel.
-            standardize: Condition on standardized rewards. Default: True when the
-                kernel is learned, False for a fixed kernel.
-            num_initial: Arms of the space-filling design asked first. Default:
-                ``max(5, 2 d)`` when the kernel is learned, else 0.
-            refit_growth: Factor ``> 1`` by which the observations grow between
-                refits of a learned kernel (the first at ``max(num_initial, 2)``).
-            num_inducing: Maximal number ``m`` of inducing points.
-            num_features: Even number ``M`` of random Fourier features.
-            alpha: Exploration scale: a constant ``>= 0`` or a schedule
-                ``t -> alpha_t`` of the number of observations ``t`` plus one.
-            inducing_quality: ``"variance"`` or ``"improvement"``.
-            memory_budget: Bytes the cached features and kernel columns may take.
-            cache_dtype: Storage dtype of that cache (default the arms' dtype).
-            prior_block: Prior parts of paths computed ahead in one pass over the
-                cached features, for ``ask`` calls of fewer arms
-                (:class:`~botorch_sketch.sampling.arm_features.PriorPathBank`;
-                ``prior_block x A`` more memory; ``1``: none ahead).
             seed: Seed of the (CPU) generator behind the feature basis and every
                 later random choice (the same choices on every device).
+            **overrides: Fields of :class:`SGPTSOptions` that replace those of
+                ``options`` (e.g. ``SGPTS(arms, num_inducing=50)``).
         """
         check_matrix(arms, "arms")
-        super().__init__(
-            arms,
-            covar_module=covar_module,
-            noise=noise,
-            standardize=standardize,
-            num_initial=num_initial,
-            refit_growth=refit_growth,
-        )
-        check_int(num_inducing, "num_inducing", 1)
-        check_int(num_features, "num_features", 2)
-        check_int(prior_block, "prior_block", 1)
+        options = merged_options(SGPTSOptions, options, overrides, type(self).__name__)
+        super().__init__(arms, covar_module=covar_module, options=options)
         check_int(seed, "seed", 0)
-        resolve_alpha(alpha, 1)  # a schedule is probed too
-        self.num_inducing = num_inducing
-        self.num_features = num_features
-        self.alpha = alpha
-        self.inducing_quality = inducing_quality
-        self.memory_budget = memory_budget
-        self.cache_dtype = cache_dtype
-        self.prior_block = prior_block
         self.seed = seed
         self.generator, self._basis_seed, self._design = self._fresh(seed)
         self.sampler = self._sampler_from(self._basis_seed)
@@ -159,10 +126,10 @@ class SGPTS(ArmLoop):
         self.tell_sizes: list[int] = []
         #: What a saved state must match (:meth:`load_state_dict`)
         self.fingerprint = self._fingerprint(
-            alpha="schedule" if callable(alpha) else float(alpha),
-            num_inducing=num_inducing,
-            num_features=num_features,
-            inducing_quality=inducing_quality,
+            alpha="schedule" if callable(options.alpha) else float(options.alpha),
+            num_inducing=options.num_inducing,
+            num_features=options.num_features,
+            inducing_quality=options.inducing_quality,
         )
 
     def _fresh(self, seed: int) -> tuple[torch.Generator, int, Tensor]:
@@ -180,9 +147,9 @@ class SGPTS(ArmLoop):
         return CachedSparseThompson(
             cache,
             self.noise,
-            self.num_inducing,
-            inducing_quality=self.inducing_quality,
-            prior_block=self.prior_block,
+            self.options.num_inducing,
+            inducing_quality=self.options.inducing_quality,
+            prior_block=self.options.prior_block,
         )
 
     @property
@@ -226,7 +193,7 @@ class SGPTS(ArmLoop):
                     self.arms.shape[0], (k,), generator=self.generator
                 ).to(self.arms.device)
             else:
-                alpha = resolve_alpha(self.alpha, sampler.num_observations + 1)
+                alpha = resolve_alpha(self.options.alpha, sampler.num_observations + 1)
                 indices = sampler.sample(k, alpha, self.generator).indices
         except BaseException:  # atomic: the draws are made again by a retry
             self.generator.set_state(generator)
@@ -298,10 +265,10 @@ class SGPTS(ArmLoop):
         cache = ArmFeatureCache(
             self.kernel_inputs,
             self.covar_module,
-            self.num_features,
+            self.options.num_features,
             basis_seed=basis_seed,
-            memory_budget=self.memory_budget,
-            cache_dtype=self.cache_dtype,
+            memory_budget=self.options.memory_budget,
+            cache_dtype=self.options.cache_dtype,
         )
         sampler = self._build_sampler(cache)
         if observed is not None and observed.numel():
@@ -364,7 +331,7 @@ class SGPTS(ArmLoop):
         prior_weights = check_matrix(
             state["prior_weights"],
             "state['prior_weights']",
-            num_cols=self.num_features,
+            num_cols=self.options.num_features,
             allow_empty=True,
         )
         rebuilt_at = check_int(
@@ -412,7 +379,9 @@ class ExactGPTS(SGPTS):
     """
 
     def _build_sampler(self, cache: ArmFeatureCache) -> ArmThompsonSampler:
-        return IncrementalExactThompson(cache, self.noise, prior_block=self.prior_block)
+        return IncrementalExactThompson(
+            cache, self.noise, prior_block=self.options.prior_block
+        )
 
 
 def _checked_tell_sizes(sizes: object, num_observations: int) -> list[int]:

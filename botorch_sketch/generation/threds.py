@@ -35,7 +35,6 @@ Pickling and ``copy.deepcopy`` go through the same pair.
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -44,6 +43,11 @@ import torch
 from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from torch import Tensor
 
+from botorch_sketch.generation.options import (
+    GPThreDSOptions,
+    merged_options,
+    options_record,
+)
 from botorch_sketch.generation.threds_geometry import (
     cube_grid,
     first_query_index,
@@ -51,11 +55,9 @@ from botorch_sketch.generation.threds_geometry import (
 )
 from botorch_sketch.generation.threds_local import LocalTest, threds_radius
 from botorch_sketch.generation.threds_walk import WalkRequest, random_walk
+from botorch_sketch.utils.fingerprint import check_saved_options
 from botorch_sketch.utils.validation import (
-    MIN_NOISE,
     check_allocation,
-    check_at_least,
-    check_bool,
     check_bounds,
     check_finite,
     check_int,
@@ -63,13 +65,11 @@ from botorch_sketch.utils.validation import (
     check_magnitude,
     check_matrix,
     check_model_dtype,
-    check_number,
-    check_positive,
     check_tensor,
 )
 
 #: Keys of :meth:`GPThreDS.state_dict`.
-STATE_KEYS = ("X", "Y")
+STATE_KEYS = ("X", "Y", "options")
 
 
 @contextmanager
@@ -147,25 +147,6 @@ def default_threds_kernel(
     return kernel.requires_grad_(False)
 
 
-def _check_f_range(f_range: object) -> None:
-    r"""Raise unless ``f_range`` is a pair ``(a, b)`` of numbers with ``a < b`` and a
-    finite width (there is no default: the threshold search starts at its middle)."""
-    if f_range is None:
-        raise ValueError(
-            "`f_range` is required: give an interval (a, b) believed to contain "
-            "the maximum of f. There is no safe default; the threshold search "
-            "starts at its middle and can only slide down by halves."
-        )
-    if not isinstance(f_range, (tuple, list)) or len(f_range) != 2:
-        raise TypeError(f"`f_range` must be a pair (a, b), got {f_range!r}.")
-    for value in f_range:
-        check_number(value, "f_range")
-    if not f_range[0] < f_range[1]:
-        raise ValueError(f"`f_range` must satisfy a < b, got {f_range}.")
-    if not math.isfinite(f_range[1] - f_range[0]):
-        raise ValueError(f"`f_range` must have a finite width, got {f_range}.")
-
-
 class GPThreDS:
     r"""Ask/tell generator for GP-ThreDS over a box.
 
@@ -183,9 +164,14 @@ class GPThreDS:
     docstring); pickle and ``copy.deepcopy`` work when ``gamma`` does (e.g. a
     module-level function such as ``math.log``).
 
+    Options: the box, ``kernel`` and ``seed`` are arguments of the generator; every
+    other setting is a field of :class:`GPThreDSOptions` (:attr:`options`), given
+    as ``options=`` or as keyword overrides of its fields.
+
     Example:
         >>> bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
         >>> gen = GPThreDS(bounds, f_range=(0.5, 1.2))
+        >>> gen = GPThreDS(bounds, GPThreDSOptions(f_range=(0.5, 1.2), mode="rwt"))
         >>> X, Y = gen.run(noisy_branin, 1000)
         >>> gen.epoch, gen.threshold, gen.cubes.shape
     """
@@ -193,137 +179,56 @@ class GPThreDS:
     def __init__(
         self,
         bounds: Tensor,
+        options: GPThreDSOptions | None = None,
         *,
-        f_range: tuple[float, float] | None = None,
         kernel: Kernel | None = None,
-        noise: float = 0.01,
-        rkhs_bound: float = 0.5,
-        noise_std: float = 0.1,
-        delta0: float = 1e-3,
-        gamma: Callable[[int], float] = math.log,
-        grid_points: int = 20,
-        cap: int = 50,
-        tol_coef: float = 0.2,
-        c_coef: float = 0.4,
-        max_depth: int | None = None,
-        mode: str = "cube",
-        walk_delta: float = 0.25,
-        readmit_after: int | None = None,
-        reuse_observations: bool = False,
         seed: int = 0,
+        **overrides: Any,
     ) -> None:
         r"""Set up the first epoch (the whole box, ``tau`` the middle of ``f_range``).
 
         Args:
             bounds: ``2 x d`` box, lower < upper; its dtype and device are used.
-            f_range: ``(a, b)``, an interval believed to contain ``max f``. Required:
-                there is no safe default, since the threshold search starts from it.
+            options: The generator's settings (:class:`GPThreDSOptions`, each field
+                with its default and meaning; ``f_range`` is required).
             kernel: GPyTorch kernel of the local GPs (copied; hyperparameters fixed).
                 Default ``ScaleKernel(RBFKernel())``, lengthscale 0.2, outputscale 1.
-            noise: Noise variance of the local GPs (the ridge term ``lambda``).
-            rkhs_bound: RKHS-norm bound ``B`` in the tests' confidence radius
-                (:func:`~botorch_sketch.generation.threds_local.threds_radius`).
-            noise_std: Sub-Gaussian noise scale ``R`` in the radius.
-            delta0: Confidence parameter in the radius, in ``(0, 1)``.
-            gamma: ``n -> gamma(n)``, stand-in for the information gain in the radius
-                (``math.log``; ``math.sqrt`` suits Matern-like kernels).
-            grid_points: Points per dimension of a local test's grid (``>= 2``).
-            cap: Queries without a decision before the leaf with the largest LCB is
-                declared anyway (``>= 1``).
-            tol_coef: Negative-stop tolerance, a multiple of the tested edge.
-            c_coef: The threshold's lower end after a success is
-                ``tau - c_coef 2^{-k} (b_1 - a_1)``.
-            max_depth: Deepest level of the cubes (edge ``2^{-max_depth}``); at that
-                level a cube with a declared leaf stays as it is. None: unlimited.
-            mode: ``"cube"`` (every cube tested once per epoch; the paper's
-                experiments) or ``"rwt"`` (random walk on the tree, reconstructed from
-                the paper's text; it spends many more queries per epoch).
-            walk_delta: Mode ``"rwt"`` only: the confidence parameter of the walk's
-                low-confidence tests at inner nodes, in ``(0, 1)``.
-            readmit_after: Extension (see the module docstring): after this many
-                failed epochs in a row, restore the previous level's cubes. None
-                (default): never, as in the paper.
-            reuse_observations: Extension (see the module docstring): condition
-                every test's GP on the earlier observations inside its box. False
-                (default): each test sees only its own observations, as in the paper.
             seed: Seeds the random first query of every test in mode ``"rwt"``
                 (mode ``"cube"`` makes no random choice).
+            **overrides: Fields of :class:`GPThreDSOptions` that replace those of
+                ``options`` (e.g. ``GPThreDS(bounds, f_range=(0.5, 1.2))``).
         """
         check_model_dtype(bounds, "bounds")
         check_bounds(bounds, "bounds")
         check_magnitude(bounds, "bounds")
-        _check_f_range(f_range)
+        options = merged_options(GPThreDSOptions, options, overrides, "GPThreDS")
         if kernel is not None:
             check_kernel(kernel, "kernel")
-        check_at_least(noise, "noise", MIN_NOISE)
-        check_at_least(rkhs_bound, "rkhs_bound", 0.0)
-        check_at_least(noise_std, "noise_std", 0.0)
-        for value, name in ((delta0, "delta0"), (walk_delta, "walk_delta")):
-            check_positive(value, name)
-            if value >= 1:
-                raise ValueError(f"`{name}` must lie in (0, 1), got {value}.")
-        if not callable(gamma):
-            raise TypeError("`gamma` must be a callable n -> float.")
-        # a gamma that fails at once fails here
-        threds_radius(1, rkhs_bound, noise_std, delta0, gamma)
-        check_int(grid_points, "grid_points", 2)
         # A local test keeps ~32 numbers per grid point (its grid, the first rows
         # of its incremental GP, means, variances, bounds).
         check_allocation(
-            32 * grid_points ** bounds.shape[-1], "`grid_points` ** d", bounds
+            32 * options.grid_points ** bounds.shape[-1], "`grid_points` ** d", bounds
         )
-        check_int(cap, "cap", 1)
-        check_at_least(tol_coef, "tol_coef", 0.0)
-        check_at_least(c_coef, "c_coef", 0.0)
-        if max_depth is not None:
-            check_int(max_depth, "max_depth", 0)
-        if readmit_after is not None:
-            check_int(readmit_after, "readmit_after", 1)
-        check_bool(reuse_observations, "reuse_observations")
         check_int(seed, "seed", 0)
-        if mode not in ("cube", "rwt"):
-            raise ValueError(f"`mode` must be 'cube' or 'rwt', got {mode!r}.")
-
+        #: The generator's options (frozen; :meth:`state_dict` saves them)
+        self.options = options
         self.bounds = bounds
         self.dim = bounds.shape[-1]
         factory = {"dtype": bounds.dtype, "device": bounds.device}
         kernel = kernel if kernel is not None else default_threds_kernel(**factory)
         self.kernel = copy.deepcopy(kernel).requires_grad_(False).to(**factory)
-        # The constructor's arguments, to rebuild the generator in load_state_dict.
-        self._options: dict[str, Any] = {
-            "bounds": bounds,
-            "f_range": tuple(f_range),
-            "kernel": self.kernel,
-            "noise": noise,
-            "rkhs_bound": rkhs_bound,
-            "noise_std": noise_std,
-            "delta0": delta0,
-            "gamma": gamma,
-            "grid_points": grid_points,
-            "cap": cap,
-            "tol_coef": tol_coef,
-            "c_coef": c_coef,
-            "max_depth": max_depth,
-            "mode": mode,
-            "walk_delta": walk_delta,
-            "readmit_after": readmit_after,
-            "reuse_observations": reuse_observations,
-            "seed": seed,
-        }
-        self.noise = float(noise)
-        self.rkhs_bound, self.noise_std = float(rkhs_bound), float(noise_std)
-        self.delta0, self.walk_delta, self.gamma = delta0, walk_delta, gamma
-        self.grid_points, self.cap = grid_points, cap
-        self.tol_coef, self.max_depth, self.mode = float(tol_coef), max_depth, mode
-        self.readmit_after = readmit_after
-        self.reuse_observations = reuse_observations
+        self.seed = seed
+        self.noise = float(options.noise)
+        self.rkhs_bound = float(options.rkhs_bound)
+        self.noise_std = float(options.noise_std)
+        self.tol_coef = float(options.tol_coef)
         # Unit-cube points (1 x d each) and values of every query so far.
         self._observed_X: list[Tensor] = []
         self._observed_Y: list[float] = []
         self._generator = torch.Generator().manual_seed(seed)
         self._previous_cubes: list[Tensor] = []  # one set per refinement
         self._failures = 0
-        self._search = ThresholdSearch(f_range, c_coef)
+        self._search = ThresholdSearch(options.f_range, options.c_coef)
         self._cubes = torch.stack(
             [bounds.new_zeros(self.dim), bounds.new_ones(self.dim)]
         )
@@ -385,14 +290,19 @@ class GPThreDS:
         r"""Everything needed to resume the run exactly (copies).
 
         Returns:
-            ``{"X": T x d queries (the user's bounds), "Y": T observations}``, ``T``
-            the number of queries so far (``T = 0`` before the first ``tell``).
+            ``{"X": T x d queries (the user's bounds), "Y": T observations,
+            "options": the options as a plain dict}``, ``T`` the number of queries
+            so far (``T = 0`` before the first ``tell``).
         """
         if self._observed_X:
             X = self._to_user(torch.cat(self._observed_X))
         else:
             X = self.bounds.new_empty(0, self.dim)
-        return {"X": X, "Y": self.bounds.new_tensor(self._observed_Y)}
+        return {
+            "X": X,
+            "Y": self.bounds.new_tensor(self._observed_Y),
+            "options": options_record(self.options),
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         r"""Resume from :meth:`state_dict`, atomically.
@@ -413,7 +323,8 @@ class GPThreDS:
                 non-finite entries, or a saved query differs from the replayed one.
         """
         X, Y = _check_state(state, self.dim)
-        fresh = type(self)(**self._options)
+        check_saved_options(state["options"], options_record(self.options))
+        fresh = self._fresh()
         for t, (x, y) in enumerate(zip(X, Y.tolist(), strict=True)):
             if not fresh._is_next_query(x.unsqueeze(0)):
                 raise ValueError(
@@ -426,11 +337,22 @@ class GPThreDS:
     def __getstate__(self) -> dict[str, Any]:
         r"""Pickle (and deep-copy) as the options plus :meth:`state_dict`: the epoch's
         Python generator and the ``torch.Generator`` cannot be pickled themselves."""
-        return {"options": self._options, "state": self.state_dict()}
+        return {
+            "bounds": self.bounds,
+            "options": self.options,
+            "kernel": self.kernel,
+            "seed": self.seed,
+            "state": self.state_dict(),
+        }
 
     def __setstate__(self, saved: dict[str, Any]) -> None:
-        GPThreDS.__init__(self, **saved["options"])
+        built = {key: value for key, value in saved.items() if key != "state"}
+        GPThreDS.__init__(self, **built)
         self.load_state_dict(saved["state"])
+
+    def _fresh(self) -> GPThreDS:
+        r"""A generator built as this one was, before any query."""
+        return type(self)(self.bounds, self.options, kernel=self.kernel, seed=self.seed)
 
     def run(self, f: Callable[[Tensor], Tensor], T: int) -> tuple[Tensor, Tensor]:
         r"""Make exactly ``T`` more queries of ``f``.
@@ -481,14 +403,15 @@ class GPThreDS:
     def _replayed(self, values: list[float]) -> GPThreDS:
         r"""A fresh generator with these options that observed ``values`` at its
         successive queries."""
-        fresh = type(self)(**self._options)
+        fresh = self._fresh()
         for value in values:
             fresh._observe(value)
         return fresh
 
     # ------------------------------------------------------------------ epochs
     def _start_epoch(self) -> None:
-        epoch = self._cube_epoch() if self.mode == "cube" else self._walk_epoch()
+        cube = self.options.mode == "cube"
+        epoch = self._cube_epoch() if cube else self._walk_epoch()
         self._epoch_tests = epoch
         self._test = next(epoch)
 
@@ -509,15 +432,16 @@ class GPThreDS:
         success = leaves.shape[0] > 0
         self._failures = 0 if success else self._failures + 1
         if success:
-            if self.max_depth is None or self.level < self.max_depth:
-                if self.readmit_after is not None:
+            depth = self.options.max_depth
+            if depth is None or self.level < depth:
+                if self.options.readmit_after is not None:
                     self._previous_cubes.append(self._cubes)
                 self._cubes, self.level = leaves, self.level + 1
             else:
                 keep = torch.zeros(self._cubes.shape[0], dtype=torch.bool)
                 keep[parents] = True
                 self._cubes = self._cubes[keep.to(self._cubes.device)]
-        elif self._previous_cubes and self._failures == self.readmit_after:
+        elif self._previous_cubes and self._failures == self.options.readmit_after:
             self._cubes, self.level = self._previous_cubes.pop(), self.level - 1
             self._failures = 0
         self._search.update(success)
@@ -525,10 +449,11 @@ class GPThreDS:
     def _cube_epoch(self) -> Generator[LocalTest, None, tuple[Tensor, Tensor]]:
         r"""Mode "cube": one test per cube; returns the declared leaves and parents."""
         declared, parents = [], []
-        first = first_query_index(self.grid_points, self.dim)
+        first = first_query_index(self.options.grid_points, self.dim)
         for i, cube in enumerate(self._cubes):
-            grid, leaf = cube_grid(cube, self.grid_points)
-            test = self._make_test(grid, leaf, 2**self.dim, cube, first, self.delta0)
+            grid, leaf = cube_grid(cube, self.options.grid_points)
+            delta = self.options.delta0
+            test = self._make_test(grid, leaf, 2**self.dim, cube, first, delta)
             yield test
             leaves = sub_cubes(cube.unsqueeze(0))[0]
             declared += [leaves[j] for j in test.declared]
@@ -539,7 +464,7 @@ class GPThreDS:
         r"""Mode "rwt": the random walk; returns the declared leaves and parents."""
         num_leaves = 2**self.dim
         leaves = sub_cubes(self._cubes).reshape(-1, 2, self.dim)
-        grids = [cube_grid(cube, self.grid_points) for cube in self._cubes]
+        grids = [cube_grid(cube, self.options.grid_points) for cube in self._cubes]
         points = torch.cat([grid for grid, _ in grids])
         point_leaf = torch.cat(
             [leaf + i * num_leaves for i, (_, leaf) in enumerate(grids)]
@@ -562,7 +487,8 @@ class GPThreDS:
         # A random first query: a fixed one (e.g. the node's centre) decides most tests
         # alone when the prior UCB is below tau, and the walk then cycles for ever.
         first = int(torch.randint(grid.shape[0], (1,), generator=self._generator))
-        delta = self.walk_delta if request.kind == "child" else self.delta0
+        options = self.options
+        delta = options.walk_delta if request.kind == "child" else options.delta0
         group = torch.zeros(grid.shape[0], dtype=torch.long, device=grid.device)
         return self._make_test(grid, group, 1, request.box, first, delta)
 
@@ -575,7 +501,8 @@ class GPThreDS:
         first_index: int,
         delta: float,
     ) -> LocalTest:
-        rkhs_bound, noise_std, gamma = self.rkhs_bound, self.noise_std, self.gamma
+        rkhs_bound, noise_std = self.rkhs_bound, self.noise_std
+        gamma = self.options.gamma
         reused_X, reused_Y = self._observations_inside(box)
         return LocalTest(
             grid,
@@ -587,7 +514,7 @@ class GPThreDS:
             radius=lambda n: threds_radius(n, rkhs_bound, noise_std, delta, gamma),
             kernel=self.kernel,
             noise=self.noise,
-            cap=self.cap,
+            cap=self.options.cap,
             first_index=first_index,
             reused_X=reused_X,
             reused_Y=reused_Y,
@@ -595,7 +522,7 @@ class GPThreDS:
 
     def _observations_inside(self, box: Tensor) -> tuple[Tensor | None, Tensor | None]:
         r"""Earlier observations in the closed ``box`` (unit cube), when reused."""
-        if not self.reuse_observations or not self._observed_X:
+        if not self.options.reuse_observations or not self._observed_X:
             return None, None
         X = torch.cat(self._observed_X)
         Y = X.new_tensor(self._observed_Y)

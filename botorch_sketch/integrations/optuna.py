@@ -58,6 +58,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from gpytorch.kernels import Kernel
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.search_space import IntersectionSearchSpace
@@ -65,13 +66,17 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.integrations.arm_refinement import (
     DEFAULT_NUM_REFINED,
     ArmRefiner,
 )
 from botorch_sketch.integrations.arm_space import DEFAULT_NUM_ARMS, DomainArms
-from botorch_sketch.integrations.worker_options import bbkb_worker_options
+from botorch_sketch.integrations.worker_options import (
+    LoopBuilder,
+    bbkb_worker_options,
+)
 from botorch_sketch.utils.validation import check_at_least, check_int, check_positive
 
 __all__ = ["BBKBSampler", "SGPTSSampler"]
@@ -86,7 +91,7 @@ PENDING, TOLD, FAILED, WAITED = "p", "t", "f", "w"
 _FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 
 
-class _LoopSampler(BaseSampler):
+class _LoopSampler(LoopBuilder, BaseSampler):
     r"""An Optuna sampler asking an ask/tell loop on the arms of the relative
     search space for one arm per trial; subclasses name the loop class."""
 
@@ -99,7 +104,9 @@ class _LoopSampler(BaseSampler):
         num_arms: int = DEFAULT_NUM_ARMS,
         num_refined: int = DEFAULT_NUM_REFINED,
         independent_sampler: BaseSampler | None = None,
-        **loop_options: Any,
+        options: BBKBOptions | SGPTSOptions | None = None,
+        covar_module: Kernel | None = None,
+        **overrides: Any,
     ) -> None:
         check_int(num_arms, "num_arms", 1)
         check_int(num_refined, "num_refined", 0)
@@ -109,9 +116,9 @@ class _LoopSampler(BaseSampler):
             independent_sampler, BaseSampler
         ):
             raise TypeError("`independent_sampler` must be an Optuna sampler.")
+        self._keep_loop_settings(options, covar_module, overrides)
         self._seed = random.SystemRandom().randrange(2**31) if seed is None else seed
         self._num_arms, self._num_refined = num_arms, num_refined
-        self._loop_options = loop_options
         #: None: a RandomSampler per trial, seeded by the seed and the trial number
         self._independent = independent_sampler
         self._random_of: dict[int, RandomSampler] = {}  # trial number -> sampler
@@ -235,11 +242,7 @@ class _LoopSampler(BaseSampler):
         study: the steps recorded with this sampler's asks are replayed (each ask
         again, as long as it gives the recorded arm), then the rest is caught up."""
         self.arms = arms_of_space(space, self._num_arms, self._seed)
-        self.loop = self.loop_class(
-            self.arms.features,
-            seed=self._seed,
-            **self._worker_options() | self._loop_options,
-        )
+        self.loop = self._build_loop(self.arms.features, self._seed)
         self._refiner = ArmRefiner(self._num_refined, self._seed)
         self._space, self._tag = dict(space), f"{type(self).__name__}:{self._seed}"
         self._sign = 1.0 if study.direction == StudyDirection.MAXIMIZE else -1.0
@@ -280,10 +283,6 @@ class _LoopSampler(BaseSampler):
             return True
         self.loop.load_state_dict(before)
         return False
-
-    def _worker_options(self) -> dict[str, Any]:
-        r"""Loop options for the workers (none by default)."""
-        return {}
 
     def _catch_up(self, study: Study, current: int) -> None:
         r"""Tell or fail the trials finished since the last look, make the running
@@ -400,8 +399,9 @@ class BBKBSampler(_LoopSampler):
 
     With ``num_workers = W > 1`` the loop defaults to
     :func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options` of ``W``
-    (explicit ``loop_options`` win). A trial whose ask finds the batch rule full
-    takes the batch's next UCB arm past the rule, the running trials hallucinated
+    (an ``options`` object given, or explicit keywords, win). A trial whose ask
+    finds the batch rule full takes the batch's next UCB arm past the rule, the
+    running trials hallucinated
     (GP-BUCB's choice; ``BBKB.ask(wait=False)``): an Optuna trial cannot be put
     off without holding its worker. With ``max_wait > 0`` it first waits that many
     seconds for other trials to finish (re-reading the storage every
@@ -420,8 +420,10 @@ class BBKBSampler(_LoopSampler):
         independent_sampler: Sampler of the parameters outside the relative
             space (default: a ``RandomSampler`` per trial, seeded by ``seed`` and
             the trial number).
-        **loop_options: Options of
-            :class:`~botorch_sketch.generation.bbkb_loop.BBKB`.
+        options: The loop's :class:`~botorch_sketch.generation.options.BBKBOptions`
+            (None: the defaults for ``num_workers`` workers).
+        covar_module: The loop's fixed kernel (None: learned).
+        **overrides: Fields of ``options`` to replace.
     """
 
     loop_class = BBKB
@@ -436,7 +438,9 @@ class BBKBSampler(_LoopSampler):
         max_wait: float = 0.0,
         poll_interval: float = 0.05,
         independent_sampler: BaseSampler | None = None,
-        **loop_options: Any,
+        options: BBKBOptions | None = None,
+        covar_module: Kernel | None = None,
+        **overrides: Any,
     ) -> None:
         check_int(num_workers, "num_workers", 1)
         check_at_least(max_wait, "max_wait", 0.0)
@@ -446,7 +450,9 @@ class BBKBSampler(_LoopSampler):
             num_arms=num_arms,
             num_refined=num_refined,
             independent_sampler=independent_sampler,
-            **loop_options,
+            options=options,
+            covar_module=covar_module,
+            **overrides,
         )
         self._num_workers, self._wait, self._poll = num_workers, max_wait, poll_interval
 
@@ -459,10 +465,11 @@ class SGPTSSampler(_LoopSampler):
     trial: it never waits).
 
     Args:
-        seed, num_arms, num_refined, independent_sampler: As for
+        seed, num_arms, num_refined, independent_sampler, covar_module: As for
             :class:`BBKBSampler`.
-        **loop_options: Options of
-            :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`.
+        options: The loop's
+            :class:`~botorch_sketch.generation.options.SGPTSOptions`.
+        **overrides: Fields of ``options`` to replace.
     """
 
     loop_class = SGPTS

@@ -63,22 +63,27 @@ from numbers import Real
 from typing import Any
 
 import torch
+from gpytorch.kernels import Kernel
 from ray.tune.search import Searcher
 from torch import Tensor
 
 from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.integrations.arm_refinement import (
     DEFAULT_NUM_REFINED,
     ArmRefiner,
 )
-from botorch_sketch.integrations.worker_options import bbkb_worker_options
+from botorch_sketch.integrations.worker_options import (
+    LoopBuilder,
+    bbkb_worker_options,
+)
 from botorch_sketch.utils.validation import check_int
 
 __all__ = ["ArmSpace", "BBKBSearch", "SGPTSSearch"]
 
 
-class _LoopSearch(Searcher):
+class _LoopSearch(LoopBuilder, Searcher):
     r"""A Tune searcher that asks an ask/tell loop on an :class:`ArmSpace` for one
     arm per trial; subclasses name the loop class."""
 
@@ -95,9 +100,12 @@ class _LoopSearch(Searcher):
         num_arms: int = DEFAULT_NUM_ARMS,
         num_refined: int = DEFAULT_NUM_REFINED,
         seed: int = 0,
-        **loop_options: Any,
+        options: BBKBOptions | SGPTSOptions | None = None,
+        covar_module: Kernel | None = None,
+        **overrides: Any,
     ) -> None:
         super().__init__(metric=metric, mode=mode)
+        self._keep_loop_settings(options, covar_module, overrides)
         check_int(num_arms, "num_arms", 1)
         check_int(seed, "seed", 0)
         # refined arms: drawn at each refit of a learned kernel
@@ -106,7 +114,7 @@ class _LoopSearch(Searcher):
             check_int(max_concurrent, "max_concurrent", 1)
         self._points = copy.deepcopy(checked_points(points_to_evaluate))
         self._max_concurrent = max_concurrent
-        self._num_arms, self._seed, self._loop_options = num_arms, seed, loop_options
+        self._num_arms, self._seed = num_arms, seed
         self._spec: dict | list[dict] | None = None
         self.arm_space: ArmSpace | None = None
         self.loop: Any = None
@@ -126,14 +134,8 @@ class _LoopSearch(Searcher):
         self._queue = list(arm_space.point_indices)
 
     def _new_loop(self, features: Tensor) -> Any:
-        r"""The loop on ``features``: the user's options over
-        :meth:`_worker_options`."""
-        options = self._worker_options() | self._loop_options
-        return self.loop_class(features, seed=self._seed, **options)
-
-    def _worker_options(self) -> dict[str, Any]:
-        r"""Loop options for ``max_concurrent`` workers (none by default)."""
-        return {}
+        r"""The loop on ``features`` (:meth:`_build_loop`)."""
+        return self._build_loop(features, self._seed)
 
     def set_max_concurrency(self, max_concurrent: int) -> bool:
         r"""Run at most ``max_concurrent`` trials at once (Tune's
@@ -254,7 +256,9 @@ class _LoopSearch(Searcher):
             "mode": self._mode,
             "num_arms": self._num_arms,
             "seed": self._seed,
-            "loop_options": self._loop_options,
+            "options": self._options,
+            "overrides": self._overrides,
+            "covar_module": self._covar_module,
             "loop": self.loop.state_dict() if self.loop is not None else None,
             "num_refined": self._refiner.count,
             "refined_at": self._refiner.refined_at,
@@ -274,7 +278,8 @@ class _LoopSearch(Searcher):
             state = pickle.load(file)
         self._metric, self._mode = state["metric"], state["mode"]
         self._num_arms, self._seed = state["num_arms"], state["seed"]
-        self._loop_options = state["loop_options"]
+        self._options, self._overrides = state["options"], state["overrides"]
+        self._covar_module = state["covar_module"]
         self._points = state["points_to_evaluate"]
         self._max_concurrent = state["max_concurrent"]
         self._spec, self.arm_space, self.loop = None, None, None
@@ -299,7 +304,7 @@ class BBKBSearch(_LoopSearch):
     of ``W``: ``C~ = 1 + 0.07 W v`` with the kernel's ``v = max k(x, x) / noise``
     at each batch (it follows the learned noise),
     batches ending once 5% of their arms are done, at most ``W + ceil(W / 20)``
-    arms a batch (explicit ``loop_options`` win).
+    arms a batch (an ``options`` object given, or explicit keywords, win).
 
     Args:
         space: Tune search space or list of configurations (or None: Tune's
@@ -316,9 +321,11 @@ class BBKBSearch(_LoopSearch):
             ``space`` gets none).
         seed: Seed of the arm set, of the refined configurations and of the
             loop.
-        **loop_options: Options of
-            :class:`~botorch_sketch.generation.bbkb_loop.BBKB` (``covar_module``,
-            ``noise``, ``radius``, ``ratio_threshold``, ``rule``, ...).
+        options: The loop's :class:`~botorch_sketch.generation.options.BBKBOptions`
+            (None: the defaults for ``max_concurrent`` workers).
+        covar_module: The loop's fixed kernel (None: learned).
+        **overrides: Fields of ``options`` to replace (``noise``, ``radius``,
+            ``ratio_threshold``, ``rule``, ...).
     """
 
     loop_class = BBKB
@@ -333,10 +340,9 @@ class SGPTSSearch(_LoopSearch):
 
     Arguments: those of :class:`BBKBSearch` (``space``, ``metric``, ``mode``,
     ``points_to_evaluate``, ``max_concurrent``, ``num_arms``, ``num_refined``,
-    ``seed``), with
-    ``**loop_options`` the options of
-    :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` (``covar_module``,
-    ``noise``, ``num_inducing``, ``num_features``, ``alpha``, ...).
+    ``seed``, ``covar_module``), with ``options`` an
+    :class:`~botorch_sketch.generation.options.SGPTSOptions` and ``**overrides``
+    its fields (``noise``, ``num_inducing``, ``num_features``, ``alpha``, ...).
     """
 
     loop_class = SGPTS

@@ -1,11 +1,20 @@
-r"""BBKB's options for ``W`` asynchronous workers, shared by the Ray Tune searcher
-(``max_concurrent``) and the Optuna sampler (``num_workers``)."""
+r"""The loop options of the Ray Tune searchers and the Optuna samplers: BBKB's for
+``W`` asynchronous workers (``max_concurrent``, ``num_workers``) and the options
+object a searcher or sampler builds its loops with."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
 from botorch_sketch.generation.bbkb_loop import asynchronous_options
+from botorch_sketch.generation.options import (
+    BBKBOptions,
+    SGPTSOptions,
+    merged_options,
+)
 
 
 def bbkb_worker_options(num_workers: int | None) -> dict[str, Any]:
@@ -15,3 +24,43 @@ def bbkb_worker_options(num_workers: int | None) -> dict[str, Any]:
     if num_workers is None or num_workers == 1:
         return {}
     return asynchronous_options(num_workers)
+
+
+class LoopBuilder:
+    r"""What a Ray Tune searcher or an Optuna sampler builds its loops with: an
+    options object of ``loop_class`` (None: the defaults for the workers at hand,
+    :meth:`_worker_options`), keyword overrides of its fields (explicit ones win)
+    and the fixed kernel (None: learned)."""
+
+    loop_class: type
+
+    def _keep_loop_settings(
+        self,
+        options: BBKBOptions | SGPTSOptions | None,
+        covar_module: Kernel | None,
+        overrides: dict[str, Any],
+    ) -> None:
+        r"""Keep the settings, checked here: a bad option fails before the first
+        trial."""
+        options_class, owner = self.loop_class.options_class, type(self).__name__
+        merged_options(options_class, options, overrides, owner)
+        self._options, self._overrides = options, overrides
+        self._covar_module = covar_module
+
+    def _worker_options(self) -> dict[str, Any]:
+        r"""Loop options for the workers (none by default)."""
+        return {}
+
+    def _build_loop(self, features: Tensor, seed: int) -> Any:
+        r"""The loop on ``features``: the options (or the workers' defaults) with
+        the overrides, the kernel and ``seed``."""
+        options_class = self.loop_class.options_class
+        options = self._options
+        if options is None and (worker_options := self._worker_options()):
+            options = options_class(**worker_options)
+        options = merged_options(
+            options_class, options, self._overrides, type(self).__name__
+        )
+        return self.loop_class(
+            features, options, covar_module=self._covar_module, seed=seed
+        )

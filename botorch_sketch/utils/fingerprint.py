@@ -56,19 +56,35 @@ def check_saved_state(state: object, keys: tuple[str, ...]) -> dict[str, Any]:
 def check_fingerprint(saved: object, expected: dict[str, Any]) -> None:
     r"""Raise ``ValueError`` unless ``saved`` (``state['fingerprint']``) equals the
     loop's ``expected`` fingerprint, naming the entries that differ."""
-    if not isinstance(saved, dict):
-        raise ValueError(
-            "`state['fingerprint']` must be the dict a loop's state_dict saves, got "
-            f"{type(saved).__name__}."
-        )
-    differing = sorted(
-        key
-        for key in saved.keys() | expected.keys()
-        if saved.get(key) != expected.get(key)
-    )
-    if differing:
+    if differing := differing_entries(saved, expected, "fingerprint"):
         raise ValueError(
             "`state` was saved by a loop on another problem: its fingerprint differs "
             f"in {differing} (other arms, kernel or options). Build the loop as the "
             "saved one was built to resume it."
         )
+
+
+def check_saved_options(saved: object, expected: dict[str, Any]) -> None:
+    r"""Raise ``ValueError`` unless ``saved`` (``state['options']``) equals the
+    loop's options record ``expected``, naming the fields that differ."""
+    if differing := differing_entries(saved, expected, "options"):
+        raise ValueError(
+            f"`state['options']` differ from the loop's in {differing}: the state "
+            "was saved by a loop with other options. Build the loop with the saved "
+            "options to resume it."
+        )
+
+
+def differing_entries(saved: object, expected: dict[str, Any], key: str) -> list[str]:
+    r"""The sorted keys whose values differ between ``saved`` (``state[key]``, which
+    must be a dict) and ``expected``."""
+    if not isinstance(saved, dict):
+        raise ValueError(
+            f"`state['{key}']` must be the dict a loop's state_dict saves, got "
+            f"{type(saved).__name__}."
+        )
+    return sorted(
+        name
+        for name in saved.keys() | expected.keys()
+        if saved.get(name) != expected.get(name)
+    )

@@ -324,8 +324,10 @@ def test_resume_mid_run_makes_the_same_queries(options):
         whole.num_queries,
     )
     assert torch.equal(resumed.cubes, whole.cubes)
-    for key, value in resumed.state_dict().items():
-        assert torch.equal(value, whole.state_dict()[key])
+    saved, expected = resumed.state_dict(), whole.state_dict()
+    assert saved.pop("options") == expected.pop("options")
+    for key, value in saved.items():
+        assert torch.equal(value, expected[key])
 
 
 def test_empty_state_is_a_fresh_start():
@@ -351,20 +353,19 @@ def test_pickle_and_deepcopy_continue_identically(copier, mode):
         twin = copy.deepcopy(gen)
     assert type(twin) is GPThreDS and twin.kernel is not gen.kernel
     X_twin, _ = twin.run(user_branin, 60)
-    for key, value in gen.state_dict().items():  # the copy is independent
-        assert torch.equal(value, saved[key])
+    assert _same_state(gen.state_dict(), saved)  # the copy is independent
     assert torch.equal(gen.run(user_branin, 60)[0], X_twin)
 
 
-def test_pickle_with_the_former_option_names_is_rejected():
-    # Before the rename the options `rkhs_bound` / `noise_std` were pickled as B / R:
-    # unpickling such a generator must fail loudly, not fall back to the defaults.
+def test_pickle_with_the_former_options_is_rejected():
+    # Former pickles held the options as a dict (once with `rkhs_bound` /
+    # `noise_std` as B / R): unpickling one must fail loudly, not fall back to the
+    # defaults.
     gen = GPThreDS(UNIT, f_range=(0.5, 1.2), rkhs_bound=2.0, noise_std=0.3)
     gen.run(noisy(branin, 0), 5)
     saved = gen.__getstate__()
-    options = dict(saved["options"])
-    options["B"], options["R"] = options.pop("rkhs_bound"), options.pop("noise_std")
-    with pytest.raises(TypeError, match="'B'"):
+    options = {"f_range": (0.5, 1.2), "B": 2.0, "R": 0.3}
+    with pytest.raises(TypeError, match="`options` must be a GPThreDSOptions"):
         GPThreDS.__new__(GPThreDS).__setstate__(saved | {"options": options})
     twin = pickle.loads(pickle.dumps(gen))
     assert (twin.rkhs_bound, twin.noise_std) == (2.0, 0.3)
@@ -382,21 +383,21 @@ def test_rejected_loads_change_nothing():
         ([good["X"], good["Y"]], TypeError, "state"),
         ({"X": good["X"]}, ValueError, "'Y'"),
         (good | {"generator": None}, ValueError, "generator"),
-        ({"X": good["X"].tolist(), "Y": good["Y"]}, TypeError, "state\\['X'\\]"),
-        ({"X": good["X"], "Y": good["Y"].long()}, TypeError, "state\\['Y'\\]"),
-        ({"X": good["X"][:, :1], "Y": good["Y"]}, ValueError, "state\\['X'\\]"),
-        ({"X": good["X"], "Y": good["Y"][:-1]}, ValueError, "state\\['Y'\\]"),
+        (good | {"X": good["X"].tolist()}, TypeError, "state\\['X'\\]"),
+        (good | {"Y": good["Y"].long()}, TypeError, "state\\['Y'\\]"),
+        (good | {"X": good["X"][:, :1]}, ValueError, "state\\['X'\\]"),
+        (good | {"Y": good["Y"][:-1]}, ValueError, "state\\['Y'\\]"),
         (good | {"Y": good["Y"].clone().fill_(math.nan)}, ValueError, "state\\['Y'\\]"),
         (good | {"X": shifted}, ValueError, "state\\['X'\\]` row 41"),
-        (other.state_dict(), ValueError, "state\\['X'\\]"),
+        (other.state_dict(), ValueError, "state\\['options'\\].*'f_range'"),
+        (other.state_dict() | {"options": good["options"]}, ValueError, "query"),
     ]
     x = gen.ask()
     for state, error, match in bad:
         with pytest.raises(error, match=match):
             gen.load_state_dict(state)
         assert gen.num_queries == 60 and torch.equal(gen.ask(), x)
-        for key, value in gen.state_dict().items():
-            assert torch.equal(value, good[key])
+        assert _same_state(gen.state_dict(), good)
     twin = GPThreDS(UNIT, f_range=(0.5, 1.2))
     twin.load_state_dict(good)
     assert torch.equal(gen.run(branin, 50)[0], twin.run(branin, 50)[0])
@@ -432,7 +433,7 @@ def test_gamma_failing_mid_run_changes_nothing():
     with pytest.raises(ValueError, match="`gamma`"):
         gen.tell(x, torch.tensor(0.3, dtype=DTYPE))
     after = gen.state_dict()
-    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert _same_state(before, after)
     assert gen.num_queries == 4 and torch.equal(gen.ask(), x)
 
 
@@ -475,3 +476,13 @@ def test_fault_injection_retry_and_round_trip_lose_nothing(mode):
             gen.load_state_dict(state)
     assert faults == 1
     assert torch.equal(gen.state_dict()["X"], X_ref)
+
+
+def _same_state(first: dict, second: dict) -> bool:
+    r"""Whether two :meth:`GPThreDS.state_dict` are equal (tensors and options)."""
+    return first.keys() == second.keys() and all(
+        torch.equal(value, second[key])
+        if isinstance(value, torch.Tensor)
+        else value == second[key]
+        for key, value in first.items()
+    )

@@ -290,15 +290,15 @@ def test_max_concurrent_limits_trials_and_sets_the_worker_options():
     searcher = bbkb(0, max_concurrent=4)
     searcher.set_search_properties("score", "max", SPACE)
     assert searcher.loop.diagnostics()["ratio_threshold"] == pytest.approx(3.8)
-    assert searcher.loop.batch_options["max_batch_size"] == 5
-    assert searcher.loop.end_fraction == 0.05
+    assert searcher.loop.options.max_batch_size == 5
+    assert searcher.loop.options.end_fraction == 0.05
     assert searcher.set_max_concurrency(2)  # nothing suggested yet: rebuilt
     assert searcher.loop.diagnostics()["ratio_threshold"] == pytest.approx(2.4)
     # explicit options win; the rule never binds here, the cap does
     mine = bbkb(0, max_concurrent=2, ratio_threshold=1e6)
     mine.set_search_properties("score", "max", SPACE)
-    assert mine.loop.batch_options["ratio_threshold"] == 1e6
-    assert mine.loop.batch_options["max_batch_size"] == 3
+    assert mine.loop.options.ratio_threshold == 1e6
+    assert mine.loop.options.max_batch_size == 3
     configs = [mine.suggest(f"t{i}") for i in range(3)]
     assert all(configs[:2]) and configs[2] is None  # two running: wait
     loop = mine.loop

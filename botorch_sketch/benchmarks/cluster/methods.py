@@ -18,6 +18,7 @@ from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.ask_tell import ArmLoop
 from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
+from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
 
 
@@ -159,9 +160,8 @@ def _bbkb_async_learned(setup: MethodSetup) -> ClusterMethod:
     it learns the kernel, ``lambda`` and the rewards' scale."""
     arms = setup.problem.arms
     seed = int(torch.randint(2**31 - 1, (1,), generator=setup.generator))
-    return AsynchronousMethod(
-        BBKB(arms, seed=seed, **asynchronous_options(setup.workers))
-    )
+    options = BBKBOptions(**asynchronous_options(setup.workers))
+    return AsynchronousMethod(BBKB(arms, options, seed=seed))
 
 
 def _gp_bucb(setup: MethodSetup) -> ClusterMethod:
@@ -174,12 +174,12 @@ def _thompson_loop(loop: type[SGPTS], setup: MethodSetup) -> ClusterMethod:
     hp = KernelHyperparameters.from_problem(setup.problem)
     arms = setup.problem.arms
     seed = int(torch.randint(2**31 - 1, (1,), generator=setup.generator))
+    options = SGPTSOptions(noise=hp.noise_variance, cache_dtype=torch.float32)
     return AsynchronousMethod(
         loop(
             arms,
+            options,
             covar_module=hp.kernel(dtype=arms.dtype, device=arms.device),
-            noise=hp.noise_variance,
-            cache_dtype=torch.float32,
             seed=seed,
         )
     )
@@ -194,7 +194,8 @@ def _sgpts_async_learned(setup: MethodSetup) -> ClusterMethod:
     scale), single-precision feature cache as :func:`_sgpts_async`."""
     arms = setup.problem.arms
     seed = int(torch.randint(2**31 - 1, (1,), generator=setup.generator))
-    return AsynchronousMethod(SGPTS(arms, cache_dtype=torch.float32, seed=seed))
+    options = SGPTSOptions(cache_dtype=torch.float32)
+    return AsynchronousMethod(SGPTS(arms, options, seed=seed))
 
 
 def _gpts_async(setup: MethodSetup) -> ClusterMethod:

@@ -11,6 +11,7 @@ with ``delta = 1 / T`` unless given.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 from torch import Tensor
@@ -23,6 +24,7 @@ from botorch_sketch.benchmarks.policies.common import (
 )
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.options import BBKBOptions
 from botorch_sketch.models.nystrom import DEFAULT_QBAR
 from botorch_sketch.utils.validation import check_positive
 
@@ -85,15 +87,18 @@ class BBKBPolicy(AskTellPolicy):
                 f"`feature_precision` must be one of {sorted(_PRECISIONS)}, got "
                 f"{feature_precision!r}."
             )
-        self.options = {
-            "ratio_threshold": ratio_threshold,
-            "rule": rule,
-            "qbar": qbar,
-            "resampling": resampling,
-            "residual_update": residual_update,
-            "max_batch_size": max_batch_size,
-            "end_fraction": end_fraction,
-        }
+        #: The loop's options but its ``noise`` and ``radius`` (set per problem)
+        self.options = BBKBOptions(
+            ratio_threshold=ratio_threshold,
+            rule=rule,
+            qbar=qbar,
+            resampling=resampling,
+            residual_update=residual_update,
+            end_fraction=end_fraction,
+            feature_dtype=_PRECISIONS[feature_precision],
+            # None: the loop's default cap
+            **({} if max_batch_size is None else {"max_batch_size": max_batch_size}),
+        )
         self.feature_precision = feature_precision
         self.overrides = {
             "lengthscale": lengthscale,
@@ -114,23 +119,17 @@ class BBKBPolicy(AskTellPolicy):
                 rkhs_bound=self.rkhs_bound,
                 delta=self.delta if self.delta is not None else 1.0 / horizon,
                 noise=noise,
-                ratio_threshold=self.options["ratio_threshold"],
+                ratio_threshold=self.options.ratio_threshold,
             )
         else:
             papers_radius = float(self.radius) * math.sqrt(noise)
-        options = dict(self.options)
-        if options["max_batch_size"] is None:
-            del options["max_batch_size"]  # the loop's default cap
         return BBKB(
             problem.arms,
+            replace(self.options, noise=noise, radius=papers_radius),
             covar_module=hp.kernel(
                 dtype=problem.arms.dtype, device=problem.arms.device
             ),
-            noise=noise,
-            radius=papers_radius,
             seed=draw_seed(generator),
-            feature_dtype=_PRECISIONS[self.feature_precision],
-            **options,
         )
 
     def ask(self) -> Tensor:

@@ -25,6 +25,7 @@ from torch import Tensor
 from botorch_sketch.benchmarks.policies.base import AskTellPolicy, Policy, draw_seed
 from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
 from botorch_sketch.benchmarks.problems import Problem
+from botorch_sketch.generation.options import GPThreDSOptions
 from botorch_sketch.generation.threds import GPThreDS
 from botorch_sketch.generation.threds_local import first_argmax, threds_radius
 from botorch_sketch.models.incremental_exact import IncrementalExactGP
@@ -206,17 +207,21 @@ class GPThreDSPolicy(AskTellPolicy):
             )
         hyper = KernelHyperparameters.from_problem(problem, **self._kernel_given)
         bounds = problem.bounds
+        # the generator's defaults for the settings neither given nor the paper's
+        resolved = {key: s[key] for key in ("rkhs_bound", "grid_points") if key in s}
+        options = GPThreDSOptions(
+            f_range=s["f_range"],
+            noise=hyper.noise_variance,
+            noise_std=s["noise_std"],
+            mode=self.mode,
+            **resolved,
+            **self.options,
+        )
         return GPThreDS(
             bounds,
-            f_range=s["f_range"],
+            options,
             kernel=hyper.kernel(dtype=bounds.dtype, device=bounds.device),
-            noise=hyper.noise_variance,
-            rkhs_bound=s.get("rkhs_bound", 0.5),
-            noise_std=s["noise_std"],
-            grid_points=s.get("grid_points", 20),
-            mode=self.mode,
             seed=draw_seed(generator),
-            **self.options,
         )
 
     @property

@@ -78,10 +78,10 @@ def test_bbkb_async_settings_follow_the_workers_and_flops_are_counted(problem):
     loop = METHODS["bbkb-async"](setup).loop
     # outputscale 1 and noise variance 1: C~ = 1 + 0.07 x 40, a cap of 40 + 40 / 20
     assert asynchronous_options(40)["ratio_threshold"](1.0) == pytest.approx(3.8)
-    assert loop.batch_options["ratio_threshold"] == pytest.approx(3.8)
-    assert loop.batch_options["max_batch_size"] == 42 and loop.end_fraction == 0.05
+    assert loop.options.ratio_threshold == pytest.approx(3.8)
+    assert loop.options.max_batch_size == 42 and loop.options.end_fraction == 0.05
     two = METHODS["bbkb-async"](dataclasses.replace(setup, ratio_threshold=2.0))
-    assert two.loop.batch_options["ratio_threshold"] == 2.0
+    assert two.loop.options.ratio_threshold == 2.0
     runs = {
         name: simulate(problem, name, workers=10, horizon=60, seed=0)
         for name in ("bbkb-async", "bbkb-sync", "uniform")

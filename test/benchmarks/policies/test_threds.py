@@ -101,9 +101,10 @@ def test_gp_threds_policy_options_and_errors():
         mode="rwt", f_range=(0.0, 20.0), cap=10, max_depth=2, reuse_observations=True
     )
     policy.reset(make_problem(name="other"), 20, torch.Generator())
-    assert policy.name == "gp_threds_rwt" and policy.threds.mode == "rwt"
-    assert policy.threds.reuse_observations
-    assert policy.threds.cap == 10 and policy.threds.max_depth == 2
+    options = policy.threds.options
+    assert policy.name == "gp_threds_rwt" and options.mode == "rwt"
+    assert options.reuse_observations
+    assert options.cap == 10 and options.max_depth == 2
     assert policy.threds.interval == (0.0, 20.0) and policy.threds.rkhs_bound == 0.5
     drive(policy, make_problem(name="other"), 20)
     assert policy.threds.num_queries == 20
