@@ -4,6 +4,8 @@ the refit schedule."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from botorch.fit import fit_gpytorch_mll
@@ -120,15 +122,51 @@ def test_unit_cube():
     assert torch.equal(cube[:, 2], torch.tensor([1.0, 0.0, 0.5]))
 
 
-def test_refit_schedule_is_geometric():
-    schedule = RefitSchedule(first=10, growth=1.5)
+def _fits(schedule: RefitSchedule, last: int = 60) -> list[int]:
     fits = []
-    for n in range(1, 60):
+    for n in range(1, last):
         if schedule.due(n):
             schedule.done(n)
             fits.append(n)
-    assert fits == [10, 15, 23, 35, 53]
+    return fits
+
+
+def test_refit_schedule_is_geometric():
+    assert _fits(RefitSchedule(first=10, growth=1.5, early_until=0)) == [
+        10,
+        15,
+        23,
+        35,
+        53,
+    ]
     with pytest.raises(ValueError, match="growth"):
         RefitSchedule(first=10, growth=1.0)
     with pytest.raises(ValueError, match="first"):
         RefitSchedule(first=1, growth=2.0)
+    with pytest.raises(ValueError, match="early_growth"):
+        RefitSchedule(first=10, growth=1.5, early_growth=1.0)
+    with pytest.raises(TypeError, match="early_until"):
+        RefitSchedule(first=10, growth=1.5, early_until=2.5)
+
+
+def test_refit_schedule_refits_sooner_while_observations_are_few():
+    # each gap is ceil(g * last) - last, g = min(growth, early_growth) below
+    # early_until observations at the last fit, then growth
+    fits = _fits(RefitSchedule(10, 1.5, early_growth=1.2, early_until=20))
+    expected, last = [10], 10
+    while True:
+        growth = min(1.5, 1.2) if last < 20 else 1.5
+        last = math.ceil(growth * last)
+        if last >= 60:
+            break
+        expected.append(last)
+    assert fits == expected == [10, 12, 15, 18, 22, 33, 50]
+    # a smaller growth than early_growth is kept in the early phase
+    assert _fits(RefitSchedule(10, 1.05, early_growth=1.2, early_until=20), 16) == [
+        10,
+        11,
+        12,
+        13,
+        14,
+        15,
+    ]
