@@ -1,4 +1,4 @@
-r"""Benchmarks: problems, policies (ours and exact baselines), runner, results, plots.
+r"""Benchmarks: problems, methods (ours and exact baselines), runner, results, plots.
 
 Run ``python -m botorch_sketch.benchmarks --help`` (or ``botorch-sketch-bench``).
 From Python::
@@ -18,18 +18,19 @@ from botorch_sketch.utils.lazy_exports import lazy_exports
 #: Public name -> the module of this package that defines it.
 _EXPORTS = {
     "PRESETS": "presets",
-    "PolicyConfig": "registry",
+    "BenchmarkMethod": "methods",
+    "METHODS": "methods",
+    "PolicyConfig": "methods",
     "Preset": "presets",
     "RunTrace": "results",
     "get_preset": "presets",
     "make_dataset_problem": "problems",
-    "make_policy": "registry",
     "make_problem": "problems",
     "make_sgpts_hartmann6": "problems",
     "make_synthetic_problem": "problems",
     "make_threds_problem": "problems",
     "plot_all": "plots",
-    "register_policy": "registry",
+    "register_method": "methods",
     "run_benchmark": "runner",
     "run_policy": "runner",
     "summarize": "results",

@@ -29,6 +29,13 @@ from pathlib import Path
 import torch
 
 from botorch_sketch.benchmarks.arguments import OneLineParser
+from botorch_sketch.benchmarks.methods import (
+    METHODS,
+    PerHorizon,
+    PolicyConfig,
+    get_method,
+    parse_option,
+)
 from botorch_sketch.benchmarks.plots import plot_all
 from botorch_sketch.benchmarks.presets import PRESETS, get_preset
 from botorch_sketch.benchmarks.problems import (
@@ -38,14 +45,6 @@ from botorch_sketch.benchmarks.problems import (
     Problem,
     make_problem,
     parse_problem_spec,
-)
-from botorch_sketch.benchmarks.registry import (
-    REGISTRY,
-    PerHorizon,
-    PolicyConfig,
-    parse_option,
-    policy_options,
-    policy_status,
 )
 from botorch_sketch.benchmarks.results import RunTrace, summarize, verdict
 from botorch_sketch.benchmarks.runner import (
@@ -195,8 +194,7 @@ def parse_algorithms(
             label = name
         if not name:
             raise ValueError(f"Empty policy name in {text!r}.")
-        if name not in REGISTRY:
-            raise ValueError(f"Unknown policy {name!r}; known: {sorted(REGISTRY)}.")
+        get_method(name)
         kept = by_label.get(label)
         options = kept.options if kept is not None and kept.name == name else {}
         configs.append(PolicyConfig(name, label, options))
@@ -209,7 +207,7 @@ def apply_options(
     r"""Apply ``[POLICY:]KEY=VALUE`` options to the policies.
 
     A targeted option must name a selected policy (label or registry name). An
-    untargeted one goes to every *available* selected policy whose constructor has
+    untargeted one goes to every selected policy whose method accepts
     ``KEY``; it is an error if none has.
     """
     configs = list(configs)
@@ -220,11 +218,7 @@ def apply_options(
             if not hits:
                 raise ValueError(f"Option {text!r} names no selected policy.")
         else:
-            hits = [
-                i
-                for i, c in enumerate(configs)
-                if policy_status(c.name) is None and key in policy_options(c.name)
-            ]
+            hits = [i for i, c in enumerate(configs) if key in c.method.options()]
             if not hits:
                 raise ValueError(f"No selected policy accepts option {key!r}.")
         for i in hits:
@@ -236,10 +230,8 @@ def _listing() -> str:
     lines = ["presets:"]
     lines += [f"  {name:18s} {preset.description}" for name, preset in PRESETS.items()]
     lines.append("policies:")
-    for name, entry in REGISTRY.items():
-        status = policy_status(name)
-        state = "" if status is None else f"  [unavailable: {status}]"
-        lines.append(f"  {name:18s} {entry.description}{state}")
+    for name, method in METHODS.items():
+        lines.append(f"  {name:18s} {method.description}")
     lines.append("problems:")
     lines.append(f"  test functions: {', '.join(sorted(SYNTHETIC_FUNCTIONS))}")
     lines.append(f"  datasets (in --data-dir): {', '.join(KNOWN_DATASETS)}, or *.csv")
@@ -524,11 +516,14 @@ def _prepare(
             for spec in job.problems
         ]
         for config in job.policies:  # bad option names and values fail here
-            if policy_status(config.name) is None:
-                try:
-                    config.build(job.horizon)
-                except (ValueError, TypeError) as error:
-                    raise ValueError(f"policy {config.label}: {error}") from None
+            try:
+                config.method.check(config.resolved_options(job.horizon))
+                for problem in problems:  # a throwaway build on the first it takes
+                    if config.method.supports(problem):
+                        config.build(problem, job.horizon, torch.Generator())
+                        break
+            except (ValueError, TypeError) as error:
+                raise ValueError(f"policy {config.label}: {error}") from None
         return job, problems, _check_output_dir(args.output_dir)
     except (ValueError, TypeError, RuntimeError) as error:
         parser.error(str(error))

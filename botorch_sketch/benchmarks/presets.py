@@ -28,7 +28,7 @@ CI. Presets:
   250 initial points then 40 batches of 100 (``T = 4250``), ``m = 100`` inducing
   points, ``M = 1000`` random features.
 
-Policy option names follow the policies' constructors (checked when a run starts).
+Policy option names follow the methods' builders (checked when a run starts).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from botorch_sketch.benchmarks.registry import PerHorizon, PolicyConfig
+from botorch_sketch.benchmarks.methods import PerHorizon, PolicyConfig
 
 ONE_OVER_T = PerHorizon(lambda horizon: 1.0 / horizon, "1/T")
 

@@ -1,17 +1,19 @@
-r"""Run policies on problems for a horizon of exactly ``T`` evaluations.
+r"""Run benchmark methods on problems for a horizon of exactly ``T`` evaluations.
 
-:func:`run_policy` drives one ask/tell loop: it validates each batch, truncates the
+:func:`run_policy` builds a method's ask/tell object
+(:class:`~botorch_sketch.benchmarks.methods.BenchmarkMethod`) and drives it: it asks
+for at most the evaluations the horizon has left, validates each batch, truncates the
 last one so that exactly ``T`` rewards are observed, draws the Gaussian reward noise,
 times ``ask()`` and ``tell()`` separately (synchronizing CUDA first), records the
-policy's diagnostics and measures peak memory. :func:`run_benchmark` runs every
-(problem, policy, seed) combination, skipping unavailable or unsuited policies with a
-note; with a :class:`RunStore` it writes each run to its own JSON file as soon as it
+object's diagnostics and measures peak memory. :func:`run_benchmark` runs every
+(problem, method, seed) combination, skipping methods that do not take a problem with
+a note; with a :class:`RunStore` it writes each run to its own JSON file as soon as it
 finishes and, when resuming, reuses the files of runs made with the same settings.
 
-Seeds: run seed ``s`` gives the policy ``torch.Generator().manual_seed(2 s)`` and the
-reward noise ``manual_seed(2 s + 1)``, both CPU generators (policies on other devices
-draw on the CPU and move the result). The noise sequence depends only on the seed, so
-policies see common random numbers.
+Seeds: run seed ``s`` builds the method with ``torch.Generator().manual_seed(2 s)``
+and draws the reward noise from ``manual_seed(2 s + 1)``, both CPU generators (methods
+on other devices draw on the CPU and move the result). The noise sequence depends only
+on the seed, so methods see common random numbers.
 """
 
 from __future__ import annotations
@@ -37,9 +39,8 @@ from botorch_sketch.benchmarks.measurement import (
     PeakMemoryMonitor,
     measure_matmul_gflops,
 )
-from botorch_sketch.benchmarks.policies.base import Policy
+from botorch_sketch.benchmarks.methods import BenchmarkOptimizer, PolicyConfig
 from botorch_sketch.benchmarks.problems import Problem
-from botorch_sketch.benchmarks.registry import PolicyConfig, policy_status
 from botorch_sketch.benchmarks.results import RunTrace, expected_uniform_regret
 from botorch_sketch.benchmarks.writers import safe_name
 from botorch_sketch.utils.validation import check_int
@@ -56,9 +57,11 @@ def _progress_mode(progress: bool | str) -> str:
     return progress
 
 
-def _validated_batch(problem: Problem, chosen: object, policy: Policy) -> Tensor:
+def _validated_batch(
+    problem: Problem, chosen: object, optimizer: BenchmarkOptimizer
+) -> Tensor:
     r"""Check ``ask()``'s output against the problem (indices or points)."""
-    where = f"{type(policy).__name__}.ask()"
+    where = f"{type(optimizer).__name__}.ask()"
     if not isinstance(chosen, Tensor):
         raise TypeError(f"{where} must return a tensor, got {type(chosen).__name__}.")
     if problem.is_finite:
@@ -87,7 +90,7 @@ def _validated_batch(problem: Problem, chosen: object, policy: Policy) -> Tensor
 
 def run_policy(
     problem: Problem,
-    policy: Policy,
+    config: PolicyConfig | str,
     horizon: int,
     seed: int = 0,
     *,
@@ -98,19 +101,19 @@ def run_policy(
     log: Callable[[str], None] = print,
     log_every: float = 60.0,
 ) -> RunTrace:
-    r"""Run ``policy`` on ``problem`` for exactly ``horizon`` noisy evaluations.
+    r"""Run a method on ``problem`` for exactly ``horizon`` noisy evaluations.
 
-    Unless ``warm_up_steps=0``, a few untimed ask/tell rounds with throwaway random
-    numbers come first, so the first policy of a process is not charged for one-time
-    costs (lazy imports, TorchScript compilation); the measured run then starts from
-    ``reset`` with the run's own generators, making the same choices as without.
+    Unless ``warm_up_steps=0``, a few untimed ask/tell rounds of a throwaway build
+    come first, so the first method of a process is not charged for one-time costs
+    (lazy imports, TorchScript compilation); the measured run then builds the method
+    afresh with the run's own generators, making the same choices as without.
 
     Args:
         problem: The problem.
-        policy: A fresh (or re-usable) policy; ``reset`` is called first.
+        config: The method with its options (a registry name: its defaults).
         horizon: Number of evaluations ``T``.
-        seed: Run seed (policy randomness and reward noise).
-        label: Policy name in the trace (default ``policy.name``).
+        seed: Run seed (the method's randomness and reward noise).
+        label: Method name in the trace (default ``config.label``).
         progress: ``"bar"`` (or True) for a tqdm progress bar, ``"log"`` for a line
             to ``log`` every ``log_every`` seconds, ``"off"`` (or False) for nothing.
         uniform_regret: Precomputed :func:`expected_uniform_regret` of ``problem``.
@@ -122,20 +125,21 @@ def run_policy(
         The run's :class:`RunTrace`.
 
     Example:
-        >>> trace = run_policy(problem, UniformPolicy(), horizon=100, seed=0)
+        >>> trace = run_policy(problem, "uniform", horizon=100, seed=0)
         >>> trace.curve("regret_ratio")[-1]
     """
     check_int(horizon, "horizon", 1)
     mode = _progress_mode(progress)
     check_int(seed, "seed", 0)
-    if problem.is_finite and not policy.supports_finite:
-        raise ValueError(f"{type(policy).__name__} does not support finite problems.")
-    if not problem.is_finite and not policy.supports_box:
-        raise ValueError(f"{type(policy).__name__} does not support box problems.")
+    if isinstance(config, str):
+        config = PolicyConfig(config)
+    if not config.method.supports(problem):
+        kind = "finite" if problem.is_finite else "box"
+        raise ValueError(f"`{config.name}` does not support {kind} problems.")
     check_int(warm_up_steps, "warm_up_steps", 0)
     if uniform_regret is None:
         uniform_regret = expected_uniform_regret(problem)
-    label = label or policy.name
+    label = label or config.label
     device = problem.bounds.device
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
     clock = _Clock(sync)
@@ -157,23 +161,24 @@ def run_policy(
             dynamic_ncols=True,
         )
     if warm_up_steps:
-        _warm_up(problem, policy, horizon, warm_up_steps)
+        _warm_up(problem, config, horizon, warm_up_steps)
     with PeakMemoryMonitor(device) as memory, bar:
-        setup_seconds = clock.time(
-            policy.reset, problem, horizon, torch.Generator().manual_seed(2 * seed)
-        )[1]
+        optimizer, setup_seconds = clock.time(
+            config.build, problem, horizon, torch.Generator().manual_seed(2 * seed)
+        )
+        diagnostics_of = getattr(optimizer, "diagnostics", dict)
         t = 0
         batch = 0
         while t < horizon:
-            chosen, seconds = clock.time(policy.ask)
-            chosen = _validated_batch(problem, chosen, policy)[: horizon - t]
+            chosen, seconds = clock.time(optimizer.ask, horizon - t)
+            chosen = _validated_batch(problem, chosen, optimizer)[: horizon - t]
             size = chosen.shape[0]
             true, rewards = _evaluate(problem, chosen, noise_generator)
             ask_seconds[t] = seconds
-            tell_seconds[t + size - 1] = clock.time(policy.tell, chosen, rewards)[1]
+            tell_seconds[t + size - 1] = clock.time(optimizer.tell, chosen, rewards)[1]
             values[t : t + size] = true.detach().double().cpu().numpy()
             batch_index[t : t + size] = batch
-            for key, value in policy.diagnostics().items():
+            for key, value in diagnostics_of().items():
                 series = diagnostics.setdefault(key, np.full(horizon, math.nan))
                 series[t : t + size] = float(value)
             t += size
@@ -208,18 +213,19 @@ def _evaluate(
     return true, true + problem.noise_std * noise.to(true)
 
 
-def _warm_up(problem: Problem, policy: Policy, horizon: int, steps: int) -> None:
-    r"""Untimed ask/tell rounds on throwaway generators (the measured run resets the
-    policy), so one-time costs such as lazy imports and TorchScript compilation are
-    charged to no policy's time or memory."""
-    policy.reset(problem, horizon, torch.Generator().manual_seed(0))
+def _warm_up(problem: Problem, config: PolicyConfig, horizon: int, steps: int) -> None:
+    r"""Untimed ask/tell rounds of a build on throwaway generators (the measured run
+    builds the method again), so one-time costs such as lazy imports and TorchScript
+    compilation are charged to no method's time or memory."""
+    optimizer = config.build(problem, horizon, torch.Generator().manual_seed(0))
     noise_generator = torch.Generator().manual_seed(1)
     t = 0
     for _ in range(steps):
         if t >= horizon:
             break
-        chosen = _validated_batch(problem, policy.ask(), policy)[: horizon - t]
-        policy.tell(chosen, _evaluate(problem, chosen, noise_generator)[1])
+        chosen = optimizer.ask(horizon - t)
+        chosen = _validated_batch(problem, chosen, optimizer)[: horizon - t]
+        optimizer.tell(chosen, _evaluate(problem, chosen, noise_generator)[1])
         t += chosen.shape[0]
 
 
@@ -379,15 +385,15 @@ def run_benchmark(
     on_trace: Callable[[RunTrace], None] | None = None,
     environment: dict[str, object] | None = None,
 ) -> tuple[list[RunTrace], list[str]]:
-    r"""Run every policy on every problem for every seed.
+    r"""Run every method on every problem for every seed.
 
-    Every available policy is built once first, so bad options fail before any run.
-    Policies whose module cannot be imported, or that do not support a problem's kind
-    (finite / box), are skipped with a note passed to ``log``.
+    Option names are checked first, so unknown ones fail before any run. Methods that
+    do not take a problem's kind (finite / box) are skipped on it with a note passed
+    to ``log``.
 
     Args:
         problems: Problems to run.
-        policies: Policies (registry name, label, options).
+        policies: Methods (registry name, label, options).
         horizon: Evaluations per run.
         seeds: Run seeds.
         progress: ``"bar"``/True, ``"log"`` (a line per finished run and periodic
@@ -417,22 +423,13 @@ def run_benchmark(
         notes.append(text)
         log(f"note: {text}")
 
-    built: dict[str, Policy] = {}
     for config in policies:
-        reason = policy_status(config.name)
-        if reason is not None:
-            note(f"skipping {config.label} ({reason})")
-            continue
-        built[config.label] = config.build(horizon)
+        config.method.check(config.resolved_options(horizon))
     plan = []
     for problem in problems:
         uniform_regret = expected_uniform_regret(problem)
         for config in policies:
-            if config.label not in built:
-                continue
-            probe = built[config.label]
-            kind_ok = probe.supports_finite if problem.is_finite else probe.supports_box
-            if not kind_ok:
+            if not config.method.supports(problem):
                 kind = "finite" if problem.is_finite else "box"
                 note(f"skipping {config.label} on {problem.name} (no {kind} support)")
                 continue
@@ -464,7 +461,7 @@ def run_benchmark(
             start = time.perf_counter()
             trace = run_policy(
                 problem,
-                config.build(horizon),
+                config,
                 horizon,
                 seed,
                 label=config.label,

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from botorch_sketch.benchmarks import __main__ as entry
-from botorch_sketch.benchmarks import registry
+from botorch_sketch.benchmarks import methods
 from botorch_sketch.benchmarks.cli import (
     apply_options,
     format_seeds,
@@ -18,9 +18,9 @@ from botorch_sketch.benchmarks.cli import (
     parse_algorithms,
     parse_seeds,
 )
-from botorch_sketch.benchmarks.policies.baselines import UniformPolicy
+from botorch_sketch.benchmarks.methods import BenchmarkMethod, PolicyConfig
+from botorch_sketch.benchmarks.policies.baselines import Uniform
 from botorch_sketch.benchmarks.presets import PRESETS, get_preset
-from botorch_sketch.benchmarks.registry import PolicyConfig, PolicyEntry
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
@@ -200,18 +200,18 @@ def test_output_dir_that_is_a_file_in_a_subprocess(tmp_path):
     assert blocker.read_text() == ""
 
 
-class StopOnce(UniformPolicy):
+class StopOnce(Uniform):
     r"""Uniform play that raises KeyboardInterrupt (a user's Ctrl-C) at the
     ``stop_at``-th ask over all instances."""
 
     asks = 0
     stop_at = -1
 
-    def ask(self):
+    def ask(self, max_arms=None):
         StopOnce.asks += 1
         if StopOnce.asks == StopOnce.stop_at:
             raise KeyboardInterrupt
-        return super().ask()
+        return super().ask(max_arms)
 
 
 def _deterministic_summaries(out_dir):
@@ -227,7 +227,7 @@ def test_interrupt_then_resume_equals_an_uninterrupted_run(
     tmp_path, capsys, monkeypatch, restore_threads
 ):
     monkeypatch.setitem(
-        registry.REGISTRY, "stop-once", PolicyEntry(__name__, "StopOnce", "test")
+        methods.METHODS, "stop-once", BenchmarkMethod("stop-once", "test", StopOnce)
     )
     argv = [
         "--problem", "levy:dim=2:arms=60",

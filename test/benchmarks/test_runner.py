@@ -1,14 +1,19 @@
+from __future__ import annotations
+
 import re
 
 import numpy as np
 import pytest
 import torch
 
-from botorch_sketch.benchmarks import registry
-from botorch_sketch.benchmarks.policies.base import Policy
-from botorch_sketch.benchmarks.policies.baselines import UniformPolicy
+from botorch_sketch.benchmarks import methods
+from botorch_sketch.benchmarks.methods import (
+    BenchmarkMethod,
+    PolicyConfig,
+    register_method,
+)
+from botorch_sketch.benchmarks.policies.baselines import Uniform
 from botorch_sketch.benchmarks.problems import make_synthetic_problem
-from botorch_sketch.benchmarks.registry import PolicyConfig, register_policy
 from botorch_sketch.benchmarks.runner import (
     RunStore,
     environment_metadata,
@@ -18,23 +23,22 @@ from botorch_sketch.benchmarks.runner import (
 )
 
 
-class ScriptedPolicy(Policy):
-    r"""Plays arms 0, 1, 2, ... in batches of ``size``; records what it was told."""
+class Scripted:
+    r"""Plays arms 0, 1, 2, ... in batches of ``size``; records what it was told.
+    Every build is kept in :attr:`built` (the measured run's is the last)."""
 
-    name = "scripted"
-    supports_box = True
+    built: list[Scripted] = []
 
-    def __init__(self, size=3, chosen=None):
+    def __init__(self, problem, horizon, generator, *, size=3, chosen=None):
+        self.problem, self.horizon = problem, horizon
         self.size = size
         self.fixed = chosen
-
-    def reset(self, problem, horizon, generator):
-        self.problem = problem
         self.next = 0
         self.told = []
         self.first_draw = int(torch.randint(10**6, (1,), generator=generator))
+        Scripted.built.append(self)
 
-    def ask(self):
+    def ask(self, max_arms=None):
         if self.fixed is not None:
             return self.fixed
         if not self.problem.is_finite:
@@ -50,14 +54,26 @@ class ScriptedPolicy(Policy):
         return {"told": float(len(self.told))}
 
 
+@pytest.fixture(autouse=True)
+def fake_registry(monkeypatch):
+    monkeypatch.setattr(methods, "METHODS", dict(methods.METHODS))
+    register_method(BenchmarkMethod("scripted", "test", Scripted, box=True))
+    register_method(BenchmarkMethod("scripted-finite", "test", Scripted))
+    Scripted.built = []
+
+
+def scripted(name="scripted", **options):
+    return PolicyConfig(name, options=options)
+
+
 @pytest.fixture(scope="module")
 def problem():
     return make_synthetic_problem("ackley", dim=2, num_arms=40, noise_std=0.5)
 
 
 def test_exact_horizon_truncation_and_records(problem):
-    policy = ScriptedPolicy(size=3)
-    trace = run_policy(problem, policy, horizon=10, seed=1, progress=False)
+    trace = run_policy(problem, scripted(size=3), horizon=10, seed=1, progress=False)
+    policy = Scripted.built[-1]
     assert trace.horizon == 10 and trace.policy == "scripted"
     assert [len(c) for c, _ in policy.told] == [3, 3, 3, 1]  # last batch truncated
     assert torch.cat([c for c, _ in policy.told]).tolist() == list(range(10))
@@ -74,14 +90,15 @@ def test_exact_horizon_truncation_and_records(problem):
 
 
 def test_noise_and_seeds(problem):
-    policy = ScriptedPolicy(size=40, chosen=torch.arange(40))
-    run_policy(problem, policy, horizon=4000, seed=3, progress=False)
+    config = scripted(size=40, chosen=torch.arange(40))
+    run_policy(problem, config, horizon=4000, seed=3, progress=False)
+    policy = Scripted.built[-1]
     noise = torch.cat([r - problem.arm_values[c] for c, r in policy.told])
     assert abs(noise.mean().item()) < 0.03 and abs(noise.std().item() - 0.5) < 0.02
-    again = ScriptedPolicy(size=40, chosen=torch.arange(40))
-    run_policy(problem, again, horizon=4000, seed=3, progress=False)
-    other = ScriptedPolicy(size=40, chosen=torch.arange(40))
-    run_policy(problem, other, horizon=4000, seed=4, progress=False)
+    run_policy(problem, config, horizon=4000, seed=3, progress=False)
+    again = Scripted.built[-1]
+    run_policy(problem, config, horizon=4000, seed=4, progress=False)
+    other = Scripted.built[-1]
     # Same seed: same rewards and policy randomness; another seed: different ones.
     assert torch.equal(policy.told[5][1], again.told[5][1])
     assert policy.first_draw == again.first_draw != other.first_draw
@@ -89,25 +106,24 @@ def test_noise_and_seeds(problem):
 
 
 def test_warm_up_rounds_do_not_change_the_run(problem):
-    policy = ScriptedPolicy(size=3)
-    resets = []
-    original_reset = policy.reset
-    policy.reset = lambda *args: (resets.append(args[1]), original_reset(*args))
-    run_policy(problem, policy, horizon=10, progress=False, warm_up_steps=2)
-    assert resets == [10, 10]  # the warm-up's reset, then the measured run's
-    assert torch.cat([c for c, _ in policy.told]).tolist() == list(range(10))
+    run_policy(problem, scripted(size=3), horizon=10, progress=False, warm_up_steps=2)
+    # the warm-up's build, then the measured run's
+    assert [policy.horizon for policy in Scripted.built] == [10, 10]
+    assert len(Scripted.built[0].told) == 2
+    told = Scripted.built[-1].told
+    assert torch.cat([c for c, _ in told]).tolist() == list(range(10))
     runs = [
-        run_policy(problem, UniformPolicy(), 20, seed=2, progress=False, **options)
+        run_policy(problem, "uniform", 20, seed=2, progress=False, **options)
         for options in ({"warm_up_steps": 0}, {"warm_up_steps": 3})
     ]
     np.testing.assert_array_equal(runs[0].values, runs[1].values)
     with pytest.raises(ValueError, match="warm_up_steps"):
-        run_policy(problem, ScriptedPolicy(), 5, progress=False, warm_up_steps=-1)
+        run_policy(problem, scripted(), 5, progress=False, warm_up_steps=-1)
 
 
 def test_box_problem_uses_the_objective():
     box = make_synthetic_problem("branin")
-    trace = run_policy(box, ScriptedPolicy(size=2), horizon=3, progress=False)
+    trace = run_policy(box, scripted(size=2), horizon=3, progress=False)
     centre = box.objective(torch.full((1, 2), 0.5, dtype=torch.float64)).item()
     np.testing.assert_allclose(trace.values, [centre] * 3)
 
@@ -124,43 +140,33 @@ def test_box_problem_uses_the_objective():
 )
 def test_invalid_batches_raise(problem, chosen, match):
     with pytest.raises((ValueError, TypeError), match=match):
-        run_policy(problem, ScriptedPolicy(chosen=chosen), 5, progress=False)
+        run_policy(problem, scripted(chosen=chosen), 5, progress=False)
 
 
 def test_invalid_box_points_and_arguments(problem):
     box = make_synthetic_problem("branin")
     outside = torch.tensor([[0.5, 1.5]], dtype=torch.float64)
     with pytest.raises(ValueError, match="bounds"):
-        run_policy(box, ScriptedPolicy(chosen=outside), 5, progress=False)
+        run_policy(box, scripted(chosen=outside), 5, progress=False)
     with pytest.raises(ValueError, match="b x 2"):
-        run_policy(box, ScriptedPolicy(chosen=torch.zeros(1, 3)), 5, progress=False)
+        run_policy(box, scripted(chosen=torch.zeros(1, 3)), 5, progress=False)
     with pytest.raises(ValueError, match="horizon"):
-        run_policy(problem, ScriptedPolicy(), 0, progress=False)
+        run_policy(problem, scripted(), 0, progress=False)
     with pytest.raises(ValueError, match="seed"):
-        run_policy(problem, ScriptedPolicy(), 5, seed=-1, progress=False)
+        run_policy(problem, scripted(), 5, seed=-1, progress=False)
     with pytest.raises(TypeError, match="horizon"):
-        run_policy(problem, ScriptedPolicy(), True, progress=False)
-    finite_only = ScriptedPolicy()
-    finite_only.supports_box = False
+        run_policy(problem, scripted(), True, progress=False)
     with pytest.raises(ValueError, match="box"):
-        run_policy(box, finite_only, 5, progress=False)
+        run_policy(box, scripted("scripted-finite"), 5, progress=False)
 
 
-@pytest.fixture
-def fake_registry(monkeypatch):
-    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
-    register_policy("scripted", __name__, "ScriptedPolicy", "test policy")
-    register_policy("ghost", "botorch_sketch.benchmarks.policies.ghost", "G", "none")
-
-
-def test_run_benchmark_skips_with_notes(problem, fake_registry):
+def test_run_benchmark_skips_with_notes(problem):
     box = make_synthetic_problem("branin")
     lines = []
     traces, notes = run_benchmark(
         [problem, box],
         [
             PolicyConfig("scripted", options={"size": 2}),
-            PolicyConfig("ghost"),
             PolicyConfig("exact-ucb"),
         ],
         horizon=6,
@@ -177,12 +183,11 @@ def test_run_benchmark_skips_with_notes(problem, fake_registry):
         ("branin2", "scripted", 0),
         ("branin2", "scripted", 1),
     ]
-    assert len(notes) == 2 and "ghost" in notes[0] and "does not exist" in notes[0]
-    assert "exact-ucb on branin2" in notes[1]
+    assert len(notes) == 1 and "exact-ucb on branin2 (no box support)" in notes[0]
     assert lines == [f"note: {note}" for note in notes]
 
 
-def test_run_benchmark_validates_before_running(problem, fake_registry):
+def test_run_benchmark_validates_before_running(problem):
     with pytest.raises(ValueError, match="no option"):
         run_benchmark(
             [problem],
@@ -203,19 +208,18 @@ def test_run_benchmark_validates_before_running(problem, fake_registry):
         run_benchmark([problem], [PolicyConfig("uniform")], 3, [], progress=False)
 
 
-class StoppingPolicy(UniformPolicy):
+class StoppingPolicy(Uniform):
     r"""Uniform play that raises KeyboardInterrupt at its ``stop_at``-th ask (counted
     over every instance), as a user's Ctrl-C would."""
 
-    name = "stopper"
     asks = 0
     stop_at = 0
 
-    def ask(self):
+    def ask(self, max_arms=None):
         StoppingPolicy.asks += 1
         if StoppingPolicy.asks == StoppingPolicy.stop_at:
             raise KeyboardInterrupt
-        return super().ask()
+        return super().ask(max_arms)
 
 
 def _deterministic(trace):
@@ -229,10 +233,8 @@ def _deterministic(trace):
     )
 
 
-def test_interrupted_benchmark_resumes_to_the_uninterrupted_result(
-    problem, fake_registry, tmp_path
-):
-    register_policy("stopper", __name__, "StoppingPolicy", "test policy")
+def test_interrupted_benchmark_resumes_to_the_uninterrupted_result(problem, tmp_path):
+    register_method(BenchmarkMethod("stopper", "test", StoppingPolicy))
     policies = [
         PolicyConfig("exact-bucb", options={"batch_size": 3}),
         PolicyConfig("stopper", options={"batch_size": 2}),
@@ -279,7 +281,7 @@ def test_interrupted_benchmark_resumes_to_the_uninterrupted_result(
 
 def test_run_store_checks_the_settings(problem, tmp_path):
     config = PolicyConfig("uniform", options={"batch_size": 2})
-    trace = run_policy(problem, config.build(6), 6, seed=1, progress=False)
+    trace = run_policy(problem, config, 6, seed=1, progress=False)
     fingerprint = run_fingerprint(problem, config, 6, trace.uniform_regret)
     store = RunStore(tmp_path)
     path = store.save(trace, fingerprint)
@@ -306,13 +308,11 @@ def test_run_store_checks_the_settings(problem, tmp_path):
 
 def test_log_progress_lines(problem):
     lines = []
-    run_policy(
-        problem, UniformPolicy(), 5, progress="log", log=lines.append, log_every=0.0
-    )
+    run_policy(problem, "uniform", 5, progress="log", log=lines.append, log_every=0.0)
     assert lines[0].startswith("  uniform | ackley2_40 | seed 0: t = 1/5 (")
     assert len(lines) == 4  # t = 1..4; none at the end
     with pytest.raises(ValueError, match="progress"):
-        run_policy(problem, UniformPolicy(), 5, progress="bars")
+        run_policy(problem, "uniform", 5, progress="bars")
 
 
 def test_environment_metadata():

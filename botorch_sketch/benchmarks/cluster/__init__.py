@@ -35,7 +35,7 @@ Methods (:data:`METHODS`), all on the problem's fixed kernel with the constant r
   "wait" (no arms); settings :func:`~botorch_sketch.generation.bbkb_loop.
   asynchronous_options` of ``W`` (``C~ = 1 + 0.07 W v`` unless given);
 - ``gp-bucb``: GP-BUCB with fixed batches of ``W`` (Desautels et al., JMLR 2014) on
-  the exact posterior, synchronous (:class:`~.policies.baselines.ExactBUCBPolicy`:
+  the exact posterior, synchronous (:class:`~.policies.baselines.ExactBUCB`:
   ``O(A t)`` per evaluation, ``O(A T)`` memory);
 - ``sgpts-async``: asynchronous S-GP-TS (:class:`~botorch_sketch.generation.sgpts_loop.
   SGPTS`, ``m = 100``, ``M = 1000``, single-precision feature cache), a fresh path per

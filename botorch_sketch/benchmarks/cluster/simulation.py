@@ -15,11 +15,13 @@ from torch import Tensor
 
 from botorch_sketch.benchmarks.cluster.methods import (
     METHODS,
-    ClusterMethod,
     MethodSetup,
+    gflop,
     method_label,
+    refit_seconds,
 )
 from botorch_sketch.benchmarks.cluster.trace import ClusterTrace
+from botorch_sketch.benchmarks.methods import BenchmarkOptimizer
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.benchmarks.results import expected_uniform_regret
 from botorch_sketch.parallel import EvaluationLog, SimulatedEngine, run_parallel
@@ -38,14 +40,14 @@ def _checked_arms(chosen: object, free: int, num_arms: int, method: str) -> Tens
 
 
 class _Measured:
-    r"""A :class:`~.methods.ClusterMethod` as :func:`~botorch_sketch.parallel.
+    r"""A cluster method's ask/tell object as :func:`~botorch_sketch.parallel.
     run_parallel`'s optimizer: checks its answers and measures its ``ask`` and
     ``tell`` (CPU and wall-clock time, asks, empty asks, the simulated time the last
     evaluation was handed out). It cannot fail arms or save its state."""
 
     def __init__(
         self,
-        method: ClusterMethod,
+        method: BenchmarkOptimizer,
         name: str,
         arms: Tensor,
         horizon: int,
@@ -216,8 +218,8 @@ def simulate(
         num_asks=optimizer.num_asks,
         empty_asks=optimizer.empty_asks,
         wall_seconds=optimizer.wall_seconds,
-        gflop=runner.gflop(),
+        gflop=gflop(runner),
         last_start=optimizer.last_start,
         ask_p99_ms=1e3 * float(np.quantile(optimizer.ask_latencies, 0.99)),
-        refit_seconds=runner.refit_seconds(),
+        refit_seconds=refit_seconds(runner),
     )

@@ -1,20 +1,25 @@
-r"""Baseline policies: uniform, epsilon-greedy, exact GP-UCB (twice) and GP-BUCB.
+r"""Baselines: uniform, epsilon-greedy, exact GP-UCB (twice) and GP-BUCB.
 
-- :class:`UniformPolicy` (``"uniform"``): uniformly random arms or points.
-- :class:`EpsilonGreedyPolicy` (``"epsilon-greedy"``): explore uniformly with
+Each is an ask/tell object built for one run, ``Class(problem, horizon, generator,
+**options)`` (the ``build`` of its :class:`~botorch_sketch.benchmarks.methods.
+BenchmarkMethod`): ``ask(max_arms)`` returns arm indices (or box points) and ``tell``
+receives them with their rewards.
+
+- :class:`Uniform` (``"uniform"``): uniformly random arms or points.
+- :class:`EpsilonGreedy` (``"epsilon-greedy"``): explore uniformly with
   probability ``epsilon``, else play the best empirical mean.
-- :class:`BoTorchUCBPolicy` (``"botorch-ucb"``): the plain BoTorch loop a typical user
+- :class:`BoTorchUCB` (``"botorch-ucb"``): the plain BoTorch loop a typical user
   writes: a fresh ``SingleTaskGP`` (fixed kernel and noise) on all data and an analytic
   ``UpperConfidenceBound`` over all arms at every step, ``O(t^3 + A t^2)`` per step.
-- :class:`ExactUCBPolicy` (``"exact-ucb"``): the same exact GP-UCB with the posterior of
+- :class:`ExactUCB` (``"exact-ucb"``): the same exact GP-UCB with the posterior of
   every arm updated by one rank-one step per observation
   (:class:`~.common.IncrementalExactPosterior`), ``O(A t)`` per step.
-- :class:`ExactBUCBPolicy` (``"exact-bucb"``): GP-BUCB (Desautels et al., JMLR 2014) on
+- :class:`ExactBUCB` (``"exact-bucb"``): GP-BUCB (Desautels et al., JMLR 2014) on
   that posterior: within a batch the mean is frozen and the variance conditions on the
   batch's points without their rewards; batches have a fixed size or end by the
   variance-ratio (mutual information) rule.
 
-The GP policies share fixed hyperparameters through
+The GP baselines share fixed hyperparameters through
 :meth:`~.common.KernelHyperparameters.from_problem` and a radius schedule from
 :func:`~.common.make_radius_schedule` (constant on the Bayesian scale by default).
 """
@@ -30,11 +35,11 @@ from botorch.models import SingleTaskGP
 from gpytorch.means import ZeroMean
 from torch import Tensor
 
-from botorch_sketch.benchmarks.policies.base import Policy
 from botorch_sketch.benchmarks.policies.common import (
     DEFAULT_RADIUS,
     IncrementalExactPosterior,
     KernelHyperparameters,
+    check_finite,
     make_radius_schedule,
 )
 from botorch_sketch.benchmarks.problems import Problem
@@ -50,34 +55,35 @@ def _random_arm(num_arms: int, generator: torch.Generator) -> int:
     return int(torch.randint(num_arms, (1,), generator=generator))
 
 
-class UniformPolicy(Policy):
-    r"""Uniformly random arms (finite problems) or points (box problems).
+class Uniform:
+    r"""Uniformly random arms (finite problems) or points (box problems), ``batch_size``
+    per ``ask()`` (None: ``max_arms``, the ask's).
 
     Example:
-        >>> policy = UniformPolicy(batch_size=4)
+        >>> uniform = Uniform(problem, 100, torch.Generator(), batch_size=4)
     """
 
-    name = "uniform"
-    supports_box = True
-
-    def __init__(self, batch_size: int = 1) -> None:
-        r"""Args:
-        batch_size: Points per ``ask()``.
-        """
+    def __init__(
+        self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        *,
+        batch_size: int | None = 1,
+    ) -> None:
         self.batch_size = _check_batch_size(batch_size, "batch_size")
-
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
         self.problem = problem
         self.generator = generator
 
-    def ask(self) -> Tensor:
-        return self.problem.uniform_choices(self.batch_size, self.generator)
+    def ask(self, max_arms: int | None = None) -> Tensor:
+        size = max_arms if self.batch_size is None else self.batch_size
+        return self.problem.uniform_choices(size, self.generator)
 
     def tell(self, chosen: Tensor, rewards: Tensor) -> None:
         r"""Uniform sampling ignores rewards."""
 
 
-class EpsilonGreedyPolicy(Policy):
+class EpsilonGreedy:
     r"""Epsilon-greedy on empirical means.
 
     With probability ``epsilon`` (independently per batch element) play a uniformly
@@ -86,13 +92,18 @@ class EpsilonGreedyPolicy(Policy):
     every choice is random.
 
     Example:
-        >>> policy = EpsilonGreedyPolicy(epsilon=0.05)
+        >>> greedy = EpsilonGreedy(problem, 100, torch.Generator(), epsilon=0.05)
     """
 
-    name = "epsilon-greedy"
-    supports_box = True
-
-    def __init__(self, epsilon: float = 0.1, batch_size: int = 1) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        *,
+        epsilon: float = 0.1,
+        batch_size: int = 1,
+    ) -> None:
         r"""Args:
         epsilon: Exploration probability in ``[0, 1]``.
         batch_size: Points per ``ask()``.
@@ -101,12 +112,9 @@ class EpsilonGreedyPolicy(Policy):
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"`epsilon` must lie in [0, 1], got {epsilon}.")
         self.batch_size = _check_batch_size(batch_size, "batch_size")
-
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
         self.problem = problem
         self.generator = generator
-        self._uniform = UniformPolicy(self.batch_size)
-        self._uniform.reset(problem, horizon, generator)
+        self._uniform = Uniform(problem, horizon, generator, batch_size=batch_size)
         if problem.is_finite:
             num_arms = problem.arms.shape[0]
             self._sums = torch.zeros(num_arms, dtype=torch.float64)
@@ -125,7 +133,7 @@ class EpsilonGreedyPolicy(Policy):
             return means.argmax().to(self.problem.arms.device)
         return self._best_point
 
-    def ask(self) -> Tensor:
+    def ask(self, max_arms: int | None = None) -> Tensor:
         chosen = self._uniform.ask()
         greedy = self._greedy()
         if greedy is not None:
@@ -150,73 +158,76 @@ class EpsilonGreedyPolicy(Policy):
             self._best_point = chosen[best].clone()
 
 
-class _ExactGPPolicy(Policy):
-    r"""Shared settings of the exact GP policies (finite arm sets only)."""
-
-    supports_box = False
+class _ExactGP:
+    r"""Problem, kernel and radius schedule of the exact GP baselines (finite arm sets
+    only): a constant ``radius`` on the Bayesian scale or ``"srinivas"`` with its
+    ``delta``, and overrides of the problem's kernel and noise."""
 
     def __init__(
         self,
+        problem: Problem,
+        generator: torch.Generator,
+        radius: float | str,
+        delta: float,
+        overrides: dict[str, float | None],
+    ) -> None:
+        check_finite(problem, type(self).__name__)
+        self.problem = problem
+        self.generator = generator
+        self.hyperparameters = KernelHyperparameters.from_problem(problem, **overrides)
+        self.schedule = make_radius_schedule(
+            radius, num_arms=problem.arms.shape[0], delta=delta
+        )
+
+
+class ExactUCB(_ExactGP):
+    r"""Exact GP-UCB with ``O(A t)`` incremental posterior updates.
+
+    Plays ``argmax_x mean_t(x) + radius_t * sd_t(x)`` over all arms, where the exact
+    posterior (fixed kernel, noise variance ``s2``) is kept by
+    :class:`~.common.IncrementalExactPosterior`. The first arm is uniformly random.
+    Memory: ``A x T`` numbers.
+
+    Example:
+        >>> ucb = ExactUCB(problem, 100, torch.Generator(), radius=2.0)
+    """
+
+    def __init__(
+        self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        *,
         radius: float | str = DEFAULT_RADIUS,
         delta: float = 0.05,
         lengthscale: float | None = None,
         outputscale: float | None = None,
         noise_variance: float | None = None,
     ) -> None:
-        # Validate now (num_arms is only known at reset).
-        make_radius_schedule(radius, num_arms=1, delta=delta)
-        self.radius = radius
-        self.delta = delta
-        self._overrides = {
+        r"""Args:
+        radius: Constant radius (Bayesian scale) or ``"srinivas"``.
+        delta: Confidence level of the ``"srinivas"`` schedule.
+        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
+        outputscale: Override of the kernel variance.
+        noise_variance: Override of the model noise variance.
+        """
+        overrides = {
             "lengthscale": lengthscale,
             "outputscale": outputscale,
             "noise_variance": noise_variance,
         }
-
-    def _setup(self, problem: Problem, generator: torch.Generator) -> None:
-        if not problem.is_finite:
-            raise ValueError(f"`{self.name}` needs a finite problem (arms).")
-        self.problem = problem
-        self.generator = generator
-        self.hyperparameters = KernelHyperparameters.from_problem(
-            problem, **self._overrides
-        )
-        self.schedule = make_radius_schedule(
-            self.radius, num_arms=problem.arms.shape[0], delta=self.delta
-        )
-
-
-class ExactUCBPolicy(_ExactGPPolicy):
-    r"""Exact GP-UCB with ``O(A t)`` incremental posterior updates.
-
-    Plays ``argmax_x mean_t(x) + radius_t * sd_t(x)`` over all arms, where the exact
-    posterior (fixed kernel, noise variance ``s2``) is kept by
-    :class:`~.common.IncrementalExactPosterior`. The first arm is uniformly random.
-    Memory: ``A x T`` numbers. Options (constant radius on the Bayesian scale or
-    ``"srinivas"``, its ``delta``, kernel and noise overrides) are the base class's.
-
-    Example:
-        >>> policy = ExactUCBPolicy(radius=2.0)
-    """
-
-    name = "exact-ucb"
-
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
-        self._setup(problem, generator)
+        super().__init__(problem, generator, radius, delta, overrides)
         self.posterior = IncrementalExactPosterior(
             problem.arms, self.hyperparameters, capacity=horizon
         )
 
-    def _ucb_argmax(self) -> int:
+    def ask(self, max_arms: int | None = None) -> Tensor:
         post = self.posterior
-        radius = self.schedule(post.num_observations + 1)
-        return int((post.mean + radius * post.variance.sqrt()).argmax())
-
-    def ask(self) -> Tensor:
-        if self.posterior.num_observations == 0:
+        if post.num_observations == 0:
             index = _random_arm(self.problem.arms.shape[0], self.generator)
         else:
-            index = self._ucb_argmax()
+            radius = self.schedule(post.num_observations + 1)
+            index = int((post.mean + radius * post.variance.sqrt()).argmax())
         return torch.tensor([index], device=self.problem.arms.device)
 
     def tell(self, chosen: Tensor, rewards: Tensor) -> None:
@@ -230,7 +241,7 @@ class ExactUCBPolicy(_ExactGPPolicy):
         return {"gflop": (self.posterior.flops + scoring) / 1e9}
 
 
-class ExactBUCBPolicy(ExactUCBPolicy):
+class ExactBUCB(ExactUCB):
     r"""Exact GP-BUCB / GP-AUCB (Desautels, Krause, Burdick, JMLR 2014).
 
     At the start of a batch the posterior mean is frozen. Each batch element maximizes
@@ -243,16 +254,19 @@ class ExactBUCBPolicy(ExactUCBPolicy):
 
     which bounds every arm's variance ratio ``sd_fb^2 / sd_t^2`` by
     ``max_variance_ratio`` (the paper's Proposition with ``C = log(ratio) / 2``).
-    The candidate that would break the bound starts the next batch.
+    The candidate that would break the bound starts the next batch. A batch never
+    holds more than ``max_arms`` arms (the runner's: those the horizon has left).
 
     Example:
-        >>> policy = ExactBUCBPolicy(radius=1.0, max_variance_ratio=2.0)
+        >>> bucb = ExactBUCB(problem, 100, torch.Generator(), max_variance_ratio=2.0)
     """
-
-    name = "exact-bucb"
 
     def __init__(
         self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        *,
         radius: float | str = DEFAULT_RADIUS,
         batch_size: int | None = None,
         max_variance_ratio: float = 2.0,
@@ -263,32 +277,35 @@ class ExactBUCBPolicy(ExactUCBPolicy):
         noise_variance: float | None = None,
     ) -> None:
         r"""Args:
-        radius: Constant radius (Bayesian scale) or ``"srinivas"``.
         batch_size: Fixed batch size; None for the adaptive rule.
         max_variance_ratio: Bound ``C >= 1`` of the adaptive rule (1: GP-UCB).
         max_batch_size: Cap on adaptive batches (None: no cap).
-        delta: Confidence level of the ``"srinivas"`` schedule.
-        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
-        outputscale: Override of the kernel variance.
-        noise_variance: Override of the model noise variance.
+        Other arguments: as :class:`ExactUCB`.
         """
         _check_batch_size(batch_size, "batch_size")
         _check_batch_size(max_batch_size, "max_batch_size")
         check_at_least(max_variance_ratio, "max_variance_ratio", 1.0)
-        super().__init__(radius, delta, lengthscale, outputscale, noise_variance)
+        super().__init__(
+            problem,
+            horizon,
+            generator,
+            radius=radius,
+            delta=delta,
+            lengthscale=lengthscale,
+            outputscale=outputscale,
+            noise_variance=noise_variance,
+        )
         self.batch_size = batch_size
         self.max_variance_ratio = float(max_variance_ratio)
         self.max_batch_size = max_batch_size
-
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
-        super().reset(problem, horizon, generator)
         self.horizon = horizon
 
-    def ask(self) -> Tensor:
+    def ask(self, max_arms: int | None = None) -> Tensor:
         post = self.posterior
         room = self.horizon - post.num_observations
-        limit = self.batch_size or self.max_batch_size or room
-        limit = min(limit, room)
+        if max_arms is not None:
+            room = min(room, max_arms)
+        limit = min(self.batch_size or self.max_batch_size or room, room)
         budget = math.log(self.max_variance_ratio)
         noise = self.hyperparameters.noise_variance
         radius = self.schedule(post.num_observations + 1)
@@ -313,23 +330,25 @@ class ExactBUCBPolicy(ExactUCBPolicy):
         self.posterior.discard_pending()
 
 
-class BoTorchUCBPolicy(_ExactGPPolicy):
+class BoTorchUCB(_ExactGP):
     r"""Exact GP-UCB written as a plain BoTorch loop (the reference user code).
 
     Every ``ask()`` builds a ``SingleTaskGP`` on all observations with the fixed
     kernel, zero mean, fixed noise and no transforms, then evaluates the analytic
     ``UpperConfidenceBound(beta=radius^2)`` on all arms (in chunks, as
     ``optimize_acqf_discrete`` does) and plays the argmax: ``O(t^3 + A t^2)`` per
-    step. It makes the same choices as :class:`ExactUCBPolicy`.
+    step. It makes the same choices as :class:`ExactUCB`.
 
     Example:
-        >>> policy = BoTorchUCBPolicy(radius=2.0)
+        >>> ucb = BoTorchUCB(problem, 100, torch.Generator(), radius=2.0)
     """
-
-    name = "botorch-ucb"
 
     def __init__(
         self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        *,
         radius: float | str = DEFAULT_RADIUS,
         delta: float = 0.05,
         lengthscale: float | None = None,
@@ -338,22 +357,20 @@ class BoTorchUCBPolicy(_ExactGPPolicy):
         chunk_size: int = 2048,
     ) -> None:
         r"""Args:
-        radius: Constant radius (Bayesian scale) or ``"srinivas"``.
-        delta: Confidence level of the ``"srinivas"`` schedule.
-        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
-        outputscale: Override of the kernel variance.
-        noise_variance: Override of the model noise variance.
         chunk_size: Arms per acquisition evaluation.
+        Other arguments: as :class:`ExactUCB`.
         """
-        super().__init__(radius, delta, lengthscale, outputscale, noise_variance)
         self.chunk_size = _check_batch_size(chunk_size, "chunk_size")
-
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
-        self._setup(problem, generator)
+        overrides = {
+            "lengthscale": lengthscale,
+            "outputscale": outputscale,
+            "noise_variance": noise_variance,
+        }
+        super().__init__(problem, generator, radius, delta, overrides)
         self._indices: list[int] = []
         self._rewards: list[float] = []
 
-    def ask(self) -> Tensor:
+    def ask(self, max_arms: int | None = None) -> Tensor:
         arms = self.problem.arms
         if not self._indices:
             index = _random_arm(arms.shape[0], self.generator)
@@ -361,14 +378,13 @@ class BoTorchUCBPolicy(_ExactGPPolicy):
         train_X = arms[self._indices]
         train_Y = torch.tensor(self._rewards, dtype=arms.dtype, device=arms.device)
         train_Y = train_Y.unsqueeze(-1)
+        noise = self.hyperparameters.noise_variance
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # unstandardized data is intended here
             model = SingleTaskGP(
                 train_X,
                 train_Y,
-                train_Yvar=torch.full_like(
-                    train_Y, self.hyperparameters.noise_variance
-                ),
+                train_Yvar=torch.full_like(train_Y, noise),
                 covar_module=self.hyperparameters.kernel(
                     dtype=arms.dtype, device=arms.device
                 ),

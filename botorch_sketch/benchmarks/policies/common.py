@@ -196,3 +196,20 @@ class IncrementalExactPosterior(IncrementalExactGP):
         (:class:`~botorch_sketch.models.kernel_columns.KernelColumns`)."""
         index = torch.tensor([index], device=self.arms.device)
         return self._columns(index).squeeze(-1)
+
+
+def check_finite(problem: Problem, name: str) -> None:
+    r"""Raise unless ``problem`` is finite (an arm set); ``name`` names the method."""
+    if not problem.is_finite:
+        raise ValueError(f"`{name}` needs a finite problem (arms).")
+
+
+def check_box(problem: Problem, name: str) -> None:
+    r"""Raise unless ``problem`` is a box; ``name`` names the method."""
+    if problem.is_finite:
+        raise ValueError(f"Problem `{problem.name}` is finite; `{name}` needs a box.")
+
+
+def draw_seed(generator: torch.Generator) -> int:
+    r"""A seed in ``[0, 2^31 - 1)`` for a library object, drawn from ``generator``."""
+    return int(torch.randint(2**31 - 1, (1,), generator=generator))

@@ -1,12 +1,16 @@
-r"""Thompson-sampling policies: S-GP-TS and exact GP-TS.
+r"""Thompson-sampling baselines: S-GP-TS and exact GP-TS.
 
-- :class:`SGPTSPolicy` (``"sgpts"``): S-GP-TS (Vakili et al., NeurIPS 2021) with a
+Each is an ask/tell object built for one run, ``Class(problem, horizon, generator,
+**options)`` (the ``build`` of its :class:`~botorch_sketch.benchmarks.methods.
+BenchmarkMethod`).
+
+- :class:`ModelSGPTS` (``"sgpts"``): S-GP-TS (Vakili et al., NeurIPS 2021) with a
   :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP` (``m`` inducing
   points re-selected at every update, closed-form ``q(u)``), updated with one call per
   batch, ``O(n m^2)``.
-- :class:`ExactGPTSPolicy` (``"exact-gpts"``): GP-TS on an exact BoTorch
+- :class:`ModelExactGPTS` (``"exact-gpts"``): GP-TS on an exact BoTorch
   ``SingleTaskGP`` rebuilt on all data after every batch (the plain BoTorch loop),
-  ``O(n^3)`` per batch for the pathwise update; :class:`BoTorchPathGPTSPolicy`
+  ``O(n^3)`` per batch for the pathwise update; :class:`BoTorchPathGPTS`
   (``"exact-gpts-botorch"``) draws its paths with BoTorch's own sampler.
 
 Both draw one scaled sample path per batch element with ``M`` random Fourier features
@@ -14,14 +18,14 @@ and maximize it with :func:`~botorch_sketch.generation.thompson.gen_thompson_can
 (in chunks over the arms of a finite problem, by multi-start L-BFGS-B on a box), so
 they differ only in the model.
 
-For finite problems, two policies keep their work between steps
+For finite problems, two keep their work between steps
 (:mod:`botorch_sketch.generation.thompson_arms`; one random-feature basis per run,
-drawn at ``reset``):
+drawn when built):
 
-- :class:`CachedSGPTSPolicy` (``"sgpts-cached"``): S-GP-TS with the prior features of
+- :class:`CachedSGPTS` (``"sgpts-cached"``): S-GP-TS with the prior features of
   all arms computed once, kernel columns of the inducing arms cached, the inducing set
   kept while greedy selection keeps it and ``q(u)`` updated by rank-one statistics;
-- :class:`IncrementalExactGPTSPolicy` (``"exact-gpts-incremental"``): exact GP-TS with
+- :class:`CachedExactGPTS` (``"exact-gpts-incremental"``): exact GP-TS with
   the same prior features, one cached kernel column per observed arm and a Cholesky
   factor grown by rows, ``O(N (M + t) + t^2)`` per step.
 
@@ -47,8 +51,10 @@ from gpytorch.means import ZeroMean
 from torch import Tensor
 
 from botorch_sketch.acquisition.thompson import resolve_alpha
-from botorch_sketch.benchmarks.policies.base import Policy
-from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
+from botorch_sketch.benchmarks.policies.common import (
+    KernelHyperparameters,
+    check_finite,
+)
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.thompson import gen_thompson_candidates
 from botorch_sketch.generation.thompson_arms import (
@@ -60,6 +66,8 @@ from botorch_sketch.models.variational import DecomposedSamplingSVGP
 from botorch_sketch.sampling.arm_features import ArmFeatureCache
 from botorch_sketch.utils.validation import check_at_least, check_int, check_positive
 
+Alpha = float | Callable[[int], float]
+
 
 def _check_quality(value: str) -> str:
     r"""Validate an ``inducing_quality`` option."""
@@ -70,15 +78,32 @@ def _check_quality(value: str) -> str:
     return value
 
 
-class _ThompsonSettings(Policy):
-    r"""Settings and fixed kernel shared by the Thompson-sampling policies."""
+class _Thompson:
+    r"""Settings and fixed kernel shared by the Thompson-sampling baselines.
+
+    Args:
+        problem, horizon, generator: The run.
+        batch_size: Points per ``ask()`` (one sample path each).
+        num_initial: Uniformly random points of the first ``ask()``.
+        num_features: Random Fourier features ``M`` per path (even).
+        alpha: Exploration scale: a constant or a schedule ``t -> alpha_t`` (e.g.
+            :class:`~botorch_sketch.acquisition.thompson.AlphaSchedule`).
+        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
+        outputscale: Override of the kernel variance.
+        noise_variance: Override of the noise variance (default
+            ``problem.noise_std ** 2``).
+    """
 
     def __init__(
         self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        *,
         batch_size: int = 1,
         num_initial: int = 1,
         num_features: int = 1000,
-        alpha: float | Callable[[int], float] = 1.0,
+        alpha: Alpha = 1.0,
         lengthscale: float | None = None,
         outputscale: float | None = None,
         noise_variance: float | None = None,
@@ -91,35 +116,42 @@ class _ThompsonSettings(Policy):
         if not callable(alpha):  # else a schedule
             check_at_least(alpha, "alpha", 0.0)
         self.alpha = alpha
-        self._overrides = {
-            "lengthscale": lengthscale,
-            "outputscale": outputscale,
-            "noise_variance": noise_variance,
-        }
-
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
         self.problem = problem
         self.generator = generator
         self.hyperparameters = KernelHyperparameters.from_problem(
-            problem, **self._overrides
+            problem,
+            lengthscale=lengthscale,
+            outputscale=outputscale,
+            noise_variance=noise_variance,
         )
 
     def _kernel(self, like: Tensor):
         return self.hyperparameters.kernel(dtype=like.dtype, device=like.device)
 
+    def diagnostics(self) -> dict[str, float]:
+        return {}
 
-class _ThompsonPolicy(_ThompsonSettings):
-    r"""Shared ask/tell loop of the model-based Thompson-sampling policies."""
 
-    supports_finite = True
-    supports_box = True
+class _ModelThompson(_Thompson):
+    r"""Shared ask/tell loop of the model-based Thompson samplers (finite or box).
+
+    Args:
+        raw_samples: Box problems: Sobol points scored per path (default ``1000 d``).
+        num_restarts: Box problems: L-BFGS-B starts per path.
+        chunk_size: Arms evaluated at once.
+        Other arguments: as :class:`_Thompson`.
+    """
 
     def __init__(
         self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        *,
         batch_size: int = 1,
         num_initial: int = 1,
         num_features: int = 1000,
-        alpha: float | Callable[[int], float] = 1.0,
+        alpha: Alpha = 1.0,
         lengthscale: float | None = None,
         outputscale: float | None = None,
         noise_variance: float | None = None,
@@ -127,21 +159,15 @@ class _ThompsonPolicy(_ThompsonSettings):
         num_restarts: int = 10,
         chunk_size: int = 4096,
     ) -> None:
-        r"""Args:
-        batch_size: Points per ``ask()`` (one sample path each).
-        num_initial: Uniformly random points of the first ``ask()``.
-        num_features: Random Fourier features ``M`` per path (even).
-        alpha: Exploration scale: a constant or a schedule ``t -> alpha_t`` (e.g.
-            :class:`~botorch_sketch.acquisition.thompson.AlphaSchedule`).
-        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
-        outputscale: Override of the kernel variance.
-        noise_variance: Override of the noise variance (default
-            ``problem.noise_std ** 2``).
-        raw_samples: Box problems: Sobol points scored per path (default ``1000 d``).
-        num_restarts: Box problems: L-BFGS-B starts per path.
-        chunk_size: Arms evaluated at once.
-        """
+        if raw_samples is not None:
+            check_int(raw_samples, "raw_samples", 1)
+        self.raw_samples = raw_samples
+        self.num_restarts = check_int(num_restarts, "num_restarts", 1)
+        self.chunk_size = check_int(chunk_size, "chunk_size", 1)
         super().__init__(
+            problem,
+            horizon,
+            generator,
             batch_size=batch_size,
             num_initial=num_initial,
             num_features=num_features,
@@ -150,17 +176,9 @@ class _ThompsonPolicy(_ThompsonSettings):
             outputscale=outputscale,
             noise_variance=noise_variance,
         )
-        if raw_samples is not None:
-            check_int(raw_samples, "raw_samples", 1)
-        self.raw_samples = raw_samples
-        self.num_restarts = check_int(num_restarts, "num_restarts", 1)
-        self.chunk_size = check_int(chunk_size, "chunk_size", 1)
-
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
-        super().reset(problem, horizon, generator)
         self.model: Model | None = None
 
-    def ask(self) -> Tensor:
+    def ask(self, max_arms: int | None = None) -> Tensor:
         problem = self.problem
         if self.model is None:
             return self.problem.uniform_choices(self.num_initial, self.generator)
@@ -191,7 +209,7 @@ class _ThompsonPolicy(_ThompsonSettings):
         r"""Return the model conditioned on all data after adding ``(X, Y)``."""
 
 
-class SGPTSPolicy(_ThompsonPolicy):
+class ModelSGPTS(_ModelThompson):
     r"""S-GP-TS: Thompson sampling on a decomposed-sampling SVGP.
 
     After every batch the model is updated in one call: the inducing points (at most
@@ -200,19 +218,28 @@ class SGPTSPolicy(_ThompsonPolicy):
     costs ``O((m + M) N)``. The paper's setting is ``num_inducing=100``,
     ``num_features=1000``, ``alpha=1``.
 
-    Example:
-        >>> policy = SGPTSPolicy(num_inducing=100, num_features=1000, batch_size=10)
-    """
+    Args:
+        num_inducing: Maximal number ``m`` of inducing points.
+        randomized_selection: Randomized (instead of greedy) inducing selection.
+        inducing_quality: ``"variance"`` (the paper's) or ``"improvement"`` (see
+            :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP`).
+        Other arguments: as :class:`_ModelThompson`.
 
-    name = "sgpts"
+    Example:
+        >>> ts = ModelSGPTS(problem, 100, torch.Generator(), num_inducing=100)
+    """
 
     def __init__(
         self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        *,
         num_inducing: int = 100,
         batch_size: int = 1,
         num_initial: int = 1,
         num_features: int = 1000,
-        alpha: float | Callable[[int], float] = 1.0,
+        alpha: Alpha = 1.0,
         randomized_selection: bool = False,
         inducing_quality: str = "variance",
         lengthscale: float | None = None,
@@ -222,14 +249,13 @@ class SGPTSPolicy(_ThompsonPolicy):
         num_restarts: int = 10,
         chunk_size: int = 4096,
     ) -> None:
-        r"""Args:
-        num_inducing: Maximal number ``m`` of inducing points.
-        randomized_selection: Randomized (instead of greedy) inducing selection.
-        inducing_quality: ``"variance"`` (the paper's) or ``"improvement"`` (see
-            :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP`).
-        Other arguments: as :class:`ExactGPTSPolicy`.
-        """
+        self.num_inducing = check_int(num_inducing, "num_inducing", 1)
+        self.randomized_selection = bool(randomized_selection)
+        self.inducing_quality = _check_quality(inducing_quality)
         super().__init__(
+            problem,
+            horizon,
+            generator,
             batch_size=batch_size,
             num_initial=num_initial,
             num_features=num_features,
@@ -241,9 +267,6 @@ class SGPTSPolicy(_ThompsonPolicy):
             num_restarts=num_restarts,
             chunk_size=chunk_size,
         )
-        self.num_inducing = check_int(num_inducing, "num_inducing", 1)
-        self.randomized_selection = bool(randomized_selection)
-        self.inducing_quality = _check_quality(inducing_quality)
 
     def _observe(self, X: Tensor, Y: Tensor) -> Model:
         if self.model is not None:
@@ -267,24 +290,20 @@ class SGPTSPolicy(_ThompsonPolicy):
         return {"num_inducing": float(self.model.inducing_points.shape[-2])}
 
 
-class ExactGPTSPolicy(_ThompsonPolicy):
+class ModelExactGPTS(_ModelThompson):
     r"""Exact GP-TS as a plain BoTorch loop: ``SingleTaskGP`` + pathwise sampling.
 
     After every batch a ``SingleTaskGP`` with the fixed kernel, zero mean and fixed
     noise is built on all observations; paths use the exact pathwise update (a
     Cholesky factorization of the ``n x n`` kernel matrix, ``O(n^3)``) and the same
-    random Fourier feature prior and maximization as :class:`SGPTSPolicy`.
+    random Fourier feature prior and maximization as :class:`ModelSGPTS`.
 
     Example:
-        >>> policy = ExactGPTSPolicy(num_features=1000, batch_size=10)
+        >>> ts = ModelExactGPTS(problem, 100, torch.Generator(), num_features=1000)
     """
 
-    name = "exact-gpts"
-
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
-        super().reset(problem, horizon, generator)
-        self._X: Tensor | None = None
-        self._Y: Tensor | None = None
+    _X: Tensor | None = None
+    _Y: Tensor | None = None
 
     def _observe(self, X: Tensor, Y: Tensor) -> Model:
         if self._X is not None:
@@ -301,18 +320,58 @@ class ExactGPTSPolicy(_ThompsonPolicy):
         return model.eval()
 
 
-class _CachedArmPolicy(_ThompsonSettings):
-    r"""Ask/tell loop of the finite-arm Thompson samplers with cached work."""
+class BoTorchPathGPTS(ModelExactGPTS):
+    r"""Exact GP-TS choosing arms with BoTorch's own pathwise sampler.
 
-    supports_finite = True
-    supports_box = False
+    ``ask()`` draws one path with ``draw_matheron_paths`` (``num_features`` random
+    Fourier features, BoTorch's default update), evaluates it on the arms in chunks
+    and returns the argmax; BoTorch's sampler reads the global random state, so it
+    runs under ``torch.random.fork_rng`` seeded from the run's generator.
+    """
+
+    def ask(self, max_arms: int | None = None) -> Tensor:
+        if self.model is None or not self.problem.is_finite:
+            return super().ask()
+        seed = int(torch.randint(2**62, (1,), generator=self.generator))
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(seed)
+            path = draw_matheron_paths(
+                self.model,
+                sample_shape=torch.Size([1]),
+                prior_sampler=partial(
+                    draw_kernel_feature_paths, num_features=self.num_features
+                ),
+            )
+            values = torch.cat(
+                [path(chunk) for chunk in self.problem.arms.split(self.chunk_size, 0)],
+                dim=-1,
+            )
+        return values.argmax(dim=-1)
+
+
+class _CachedThompson(_Thompson):
+    r"""Ask/tell loop of the finite-arm Thompson samplers with cached work.
+
+    Args:
+        memory_budget_gib: GiB the cached features and kernel columns may take
+            (past it they are recomputed in chunks at every draw).
+        cache_dtype: ``"float32"`` or ``"float64"`` storage of the cache (default
+            the arms' dtype).
+        prior_block: Prior weights drawn ahead for batches smaller than this
+            (:class:`~botorch_sketch.sampling.arm_features.PriorPathBank`).
+        Other arguments: as :class:`_Thompson`.
+    """
 
     def __init__(
         self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        *,
         batch_size: int = 1,
         num_initial: int = 1,
         num_features: int = 1000,
-        alpha: float | Callable[[int], float] = 1.0,
+        alpha: Alpha = 1.0,
         lengthscale: float | None = None,
         outputscale: float | None = None,
         noise_variance: float | None = None,
@@ -320,16 +379,19 @@ class _CachedArmPolicy(_ThompsonSettings):
         cache_dtype: str | None = None,
         prior_block: int = 64,
     ) -> None:
-        r"""Args:
-        memory_budget_gib: GiB the cached features and kernel columns may take
-            (past it they are recomputed in chunks at every draw).
-        cache_dtype: ``"float32"`` or ``"float64"`` storage of the cache (default
-            the arms' dtype).
-        prior_block: Prior weights drawn ahead for batches smaller than this
-            (:class:`~botorch_sketch.sampling.arm_features.PriorPathBank`).
-        Other arguments: as :class:`ExactGPTSPolicy`.
-        """
+        check_positive(memory_budget_gib, "memory_budget_gib")
+        dtypes = {None: None, "float32": torch.float32, "float64": torch.float64}
+        if cache_dtype not in dtypes:
+            raise ValueError(
+                "`cache_dtype` must be 'float32', 'float64' or None, got "
+                f"{cache_dtype!r}."
+            )
+        self.prior_block = check_int(prior_block, "prior_block", 1)
+        check_finite(problem, type(self).__name__)
         super().__init__(
+            problem,
+            horizon,
+            generator,
             batch_size=batch_size,
             num_initial=num_initial,
             num_features=num_features,
@@ -338,28 +400,13 @@ class _CachedArmPolicy(_ThompsonSettings):
             outputscale=outputscale,
             noise_variance=noise_variance,
         )
-        self.memory_budget_gib = check_positive(memory_budget_gib, "memory_budget_gib")
-        dtypes = {None: None, "float32": torch.float32, "float64": torch.float64}
-        if cache_dtype not in dtypes:
-            raise ValueError(
-                "`cache_dtype` must be 'float32', 'float64' or None, got "
-                f"{cache_dtype!r}."
-            )
-        self.cache_dtype = dtypes[cache_dtype]
-        self.prior_block = check_int(prior_block, "prior_block", 1)
-
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
-        if not problem.is_finite:
-            raise ValueError(f"{type(self).__name__} needs a finite problem.")
-        super().reset(problem, horizon, generator)
-        self.sampler = None  # free the previous run's cache first
         cache = ArmFeatureCache(
             problem.arms,
             self._kernel(problem.arms),
             self.num_features,
             generator=generator,
-            memory_budget=self.memory_budget_gib * 2**30,
-            cache_dtype=self.cache_dtype,
+            memory_budget=memory_budget_gib * 2**30,
+            cache_dtype=dtypes[cache_dtype],
         )
         self.sampler = self._sampler(cache)
 
@@ -367,7 +414,7 @@ class _CachedArmPolicy(_ThompsonSettings):
     def _sampler(self, cache: ArmFeatureCache) -> ArmThompsonSampler:
         r"""The sampler on ``cache`` (no observations yet)."""
 
-    def ask(self) -> Tensor:
+    def ask(self, max_arms: int | None = None) -> Tensor:
         sampler = self.sampler
         if sampler.num_observations == 0:
             return self.problem.uniform_choices(self.num_initial, self.generator)
@@ -381,29 +428,33 @@ class _CachedArmPolicy(_ThompsonSettings):
         return {"memory_gib": self.sampler.memory_bytes / 2**30}
 
 
-class CachedSGPTSPolicy(_CachedArmPolicy):
+class CachedSGPTS(_CachedThompson):
     r"""S-GP-TS on a finite problem with cached work (:class:`CachedSparseThompson`).
 
-    Same model as :class:`SGPTSPolicy` (greedy conditional-variance or
+    Same model as :class:`ModelSGPTS` (greedy conditional-variance or
     improvement-weighted inducing points, Titsias' ``q(u)``) with the prior features
     of all arms computed once per run; a step costs ``O(N (M + m) q + m^3)`` while
     the inducing set is unchanged (the variance selection keeps it unless a new point
     beats a pivot), ``O(n m^2)`` more when it changes.
 
-    Example:
-        >>> policy = CachedSGPTSPolicy(num_inducing=100, inducing_quality="improvement")
+    Args:
+        num_inducing: Maximal number ``m`` of inducing points.
+        inducing_quality: ``"variance"`` or ``"improvement"``.
+        Other arguments: as :class:`_CachedThompson`.
     """
-
-    name = "sgpts-cached"
 
     def __init__(
         self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        *,
         num_inducing: int = 100,
         inducing_quality: str = "variance",
         batch_size: int = 1,
         num_initial: int = 1,
         num_features: int = 1000,
-        alpha: float | Callable[[int], float] = 1.0,
+        alpha: Alpha = 1.0,
         lengthscale: float | None = None,
         outputscale: float | None = None,
         noise_variance: float | None = None,
@@ -411,12 +462,12 @@ class CachedSGPTSPolicy(_CachedArmPolicy):
         cache_dtype: str | None = None,
         prior_block: int = 64,
     ) -> None:
-        r"""Args:
-        num_inducing: Maximal number ``m`` of inducing points.
-        inducing_quality: ``"variance"`` or ``"improvement"``.
-        Other arguments: as :class:`IncrementalExactGPTSPolicy`.
-        """
+        self.num_inducing = check_int(num_inducing, "num_inducing", 1)
+        self.inducing_quality = _check_quality(inducing_quality)
         super().__init__(
+            problem,
+            horizon,
+            generator,
             batch_size=batch_size,
             num_initial=num_initial,
             num_features=num_features,
@@ -428,8 +479,6 @@ class CachedSGPTSPolicy(_CachedArmPolicy):
             cache_dtype=cache_dtype,
             prior_block=prior_block,
         )
-        self.num_inducing = check_int(num_inducing, "num_inducing", 1)
-        self.inducing_quality = _check_quality(inducing_quality)
 
     def _sampler(self, cache: ArmFeatureCache) -> CachedSparseThompson:
         return CachedSparseThompson(
@@ -448,51 +497,11 @@ class CachedSGPTSPolicy(_CachedArmPolicy):
         return result
 
 
-class IncrementalExactGPTSPolicy(_CachedArmPolicy):
+class CachedExactGPTS(_CachedThompson):
     r"""Exact GP-TS on a finite problem with cached work
-    (:class:`IncrementalExactThompson`): ``O(N (M + t) + t^2)`` per step.
-
-    Example:
-        >>> policy = IncrementalExactGPTSPolicy(num_features=1000)
-    """
-
-    name = "exact-gpts-incremental"
+    (:class:`IncrementalExactThompson`): ``O(N (M + t) + t^2)`` per step."""
 
     def _sampler(self, cache: ArmFeatureCache) -> IncrementalExactThompson:
         return IncrementalExactThompson(
             cache, self.hyperparameters.noise_variance, prior_block=self.prior_block
         )
-
-
-class BoTorchPathGPTSPolicy(ExactGPTSPolicy):
-    r"""Exact GP-TS choosing arms with BoTorch's own pathwise sampler.
-
-    ``ask()`` draws one path with ``draw_matheron_paths`` (``num_features`` random
-    Fourier features, BoTorch's default update), evaluates it on the arms in chunks
-    and returns the argmax; BoTorch's sampler reads the global random state, so it
-    runs under ``torch.random.fork_rng`` seeded from the policy's generator.
-
-    Example:
-        >>> policy = BoTorchPathGPTSPolicy(num_features=1000)
-    """
-
-    name = "exact-gpts-botorch"
-
-    def ask(self) -> Tensor:
-        if self.model is None or not self.problem.is_finite:
-            return super().ask()
-        seed = int(torch.randint(2**62, (1,), generator=self.generator))
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(seed)
-            path = draw_matheron_paths(
-                self.model,
-                sample_shape=torch.Size([1]),
-                prior_sampler=partial(
-                    draw_kernel_feature_paths, num_features=self.num_features
-                ),
-            )
-            values = torch.cat(
-                [path(chunk) for chunk in self.problem.arms.split(self.chunk_size, 0)],
-                dim=-1,
-            )
-        return values.argmax(dim=-1)

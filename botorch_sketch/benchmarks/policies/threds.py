@@ -1,15 +1,15 @@
-r"""GP-ThreDS and its baseline IGP-UCB on a growing grid, as benchmark box policies.
+r"""GP-ThreDS and its baseline IGP-UCB on a growing grid, as benchmark methods on boxes.
 
 All follow the experiments of Salgia, Vakili and Zhao (NeurIPS 2021). IGP-UCB
-comes twice: :class:`IGPUCBGridPolicy` refits the exact GP from scratch every step
-(the paper's loop), :class:`IncrementalIGPUCBGridPolicy` makes the same choices with
+comes twice: :class:`IGPUCBGrid` refits the exact GP from scratch every step
+(the paper's loop), :class:`IncrementalIGPUCBGrid` makes the same choices with
 one rank-one update of every grid point's posterior per observation once the grid
-stops growing. Their settings are resolved per problem, in this order: the policy's
-own arguments, then :data:`PAPER_SETTINGS` for the paper's problems (``f_range``,
+stops growing. Their settings are resolved per problem, in this order: the method's
+own options, then :data:`PAPER_SETTINGS` for the paper's problems (``f_range``,
 ``rkhs_bound``, the grid sizes), then generic defaults; ``noise_std`` defaults to
 ``problem.noise_std``. The fixed kernel hyperparameters are the benchmark's shared
 ones (:class:`~botorch_sketch.benchmarks.policies.common.KernelHyperparameters`). All
-policies work in unit-cube coordinates of ``problem.bounds``.
+work in unit-cube coordinates of ``problem.bounds``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,11 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from botorch_sketch.benchmarks.policies.base import AskTellPolicy, Policy, draw_seed
-from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
+from botorch_sketch.benchmarks.policies.common import (
+    KernelHyperparameters,
+    check_box,
+    draw_seed,
+)
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.options import GPThreDSOptions
 from botorch_sketch.generation.threds import GPThreDS
@@ -98,147 +101,118 @@ def exact_posterior(
     return a @ V, variance
 
 
-def _check_box(problem: Problem) -> None:
-    if problem.is_finite:
-        raise ValueError(
-            f"Problem `{problem.name}` is finite; this policy needs a box."
-        )
+class _GPThreDS(GPThreDS):
+    r""":class:`~botorch_sketch.generation.threds.GPThreDS` as the benchmark drives
+    it: ``ask(max_arms)`` (one point, whatever ``max_arms``) and ``diagnostics()``."""
 
-
-class GPThreDSPolicy(AskTellPolicy):
-    r"""GP-ThreDS (:class:`~botorch_sketch.generation.threds.GPThreDS`) as a policy.
-
-    Mode ``"cube"`` makes no random choice; mode ``"rwt"`` seeds its random first
-    queries from the runner's generator.
-
-    Example:
-        >>> policy = GPThreDSPolicy()  # the paper's settings on threds_branin
-        >>> policy.reset(make_problem("threds_branin"), 1000, torch.Generator())
-    """
-
-    supports_finite = False
-    supports_box = True
-
-    def __init__(
-        self,
-        *,
-        mode: str = "cube",
-        f_range: tuple[float, float] | None = None,
-        rkhs_bound: float | None = None,
-        noise_std: float | None = None,
-        grid_points: int | None = None,
-        lengthscale: float | None = None,
-        outputscale: float | None = None,
-        noise_variance: float | None = None,
-        cap: int | None = None,
-        max_depth: int | None = None,
-        delta0: float | None = None,
-        gamma: Callable[[int], float] | None = None,
-        tol_coef: float | None = None,
-        c_coef: float | None = None,
-        walk_delta: float | None = None,
-        readmit_after: int | None = None,
-        reuse_observations: bool | None = None,
-    ) -> None:
-        r"""Store the settings; the generator is built by :meth:`reset`.
-
-        Args:
-            mode: ``"cube"`` or ``"rwt"`` (the policy is named ``gp_threds`` or
-                ``gp_threds_rwt``).
-            f_range: Interval believed to contain the maximum (required unless the
-                problem is in :data:`PAPER_SETTINGS`).
-            rkhs_bound: RKHS-norm bound in the tests' confidence radius (default
-                0.5 or the paper's).
-            noise_std: Sub-Gaussian noise scale in the radius (default
-                ``problem.noise_std``).
-            grid_points: Points per dimension of a local test's grid (default 20).
-            lengthscale: Override of the problem's RBF lengthscale.
-            outputscale: Override of the problem's outputscale.
-            noise_variance: Override of the problem's noise variance.
-            cap: See :class:`GPThreDS`; None keeps its default (so do the rest).
-            max_depth: Deepest cube level (None: unlimited).
-            delta0: Confidence parameter in the radius.
-            gamma: Information-gain stand-in in the radius.
-            tol_coef: Negative-stop tolerance coefficient.
-            c_coef: Threshold lower-end offset coefficient.
-            walk_delta: Confidence of the walk's inner tests (mode ``"rwt"``).
-            readmit_after: The readmission guard, an extension off by default (label
-                runs that use it as such).
-            reuse_observations: Tests start from the earlier observations in their
-                box, an extension off by default (label runs that use it as such).
-        """
-        if mode not in ("cube", "rwt"):
-            raise ValueError(f"`mode` must be 'cube' or 'rwt', got {mode!r}.")
-        self.name = "gp_threds" if mode == "cube" else "gp_threds_rwt"
-        self.mode = mode
-        self._given = {
-            "f_range": f_range,
-            "rkhs_bound": rkhs_bound,
-            "noise_std": noise_std,
-            "grid_points": grid_points,
-        }
-        self._kernel_given = {
-            "lengthscale": lengthscale,
-            "outputscale": outputscale,
-            "noise_variance": noise_variance,
-        }
-        options = {
-            "cap": cap,
-            "max_depth": max_depth,
-            "delta0": delta0,
-            "gamma": gamma,
-            "tol_coef": tol_coef,
-            "c_coef": c_coef,
-            "walk_delta": walk_delta,
-            "readmit_after": readmit_after,
-            "reuse_observations": reuse_observations,
-        }
-        self.options = {key: val for key, val in options.items() if val is not None}
-
-    def build(
-        self, problem: Problem, horizon: int, generator: torch.Generator
-    ) -> GPThreDS:
-        _check_box(problem)
-        s = resolve_settings(problem, **self._given)
-        if "f_range" not in s:
-            raise ValueError(
-                f"Problem `{problem.name}` has no known f_range; pass `f_range` to "
-                "GPThreDSPolicy (GP-ThreDS has no safe default for it)."
-            )
-        hyper = KernelHyperparameters.from_problem(problem, **self._kernel_given)
-        bounds = problem.bounds
-        # the generator's defaults for the settings neither given nor the paper's
-        resolved = {key: s[key] for key in ("rkhs_bound", "grid_points") if key in s}
-        options = GPThreDSOptions(
-            f_range=s["f_range"],
-            noise=hyper.noise_variance,
-            noise_std=s["noise_std"],
-            mode=self.mode,
-            **resolved,
-            **self.options,
-        )
-        return GPThreDS(
-            bounds,
-            options,
-            kernel=hyper.kernel(dtype=bounds.dtype, device=bounds.device),
-            seed=draw_seed(generator),
-        )
-
-    @property
-    def threds(self) -> GPThreDS | None:
-        r"""The run's :class:`GPThreDS` (:attr:`loop`; None before :meth:`reset`)."""
-        return self.loop
+    def ask(self, max_arms: int | None = None) -> Tensor:
+        return super().ask()
 
     def diagnostics(self) -> dict[str, float]:
         return {
-            "epoch": self.loop.epoch,
-            "threshold": self.loop.threshold,
-            "num_cubes": self.loop.cubes.shape[0],
-            "cube_level": self.loop.level,
+            "epoch": self.epoch,
+            "threshold": self.threshold,
+            "num_cubes": self.cubes.shape[0],
+            "cube_level": self.level,
         }
 
 
-class IGPUCBGridPolicy(Policy):
+def build_gp_threds(
+    problem: Problem,
+    horizon: int,
+    generator: torch.Generator,
+    *,
+    mode: str = "cube",
+    f_range: tuple[float, float] | None = None,
+    rkhs_bound: float | None = None,
+    noise_std: float | None = None,
+    grid_points: int | None = None,
+    lengthscale: float | None = None,
+    outputscale: float | None = None,
+    noise_variance: float | None = None,
+    cap: int | None = None,
+    max_depth: int | None = None,
+    delta0: float | None = None,
+    gamma: Callable[[int], float] | None = None,
+    tol_coef: float | None = None,
+    c_coef: float | None = None,
+    walk_delta: float | None = None,
+    readmit_after: int | None = None,
+    reuse_observations: bool | None = None,
+) -> GPThreDS:
+    r"""GP-ThreDS (:class:`~botorch_sketch.generation.threds.GPThreDS`) for a run.
+
+    Mode ``"cube"`` makes no random choice; mode ``"rwt"`` seeds its random first
+    queries from ``generator``.
+
+    Args:
+        mode: ``"cube"`` or ``"rwt"``.
+        f_range: Interval believed to contain the maximum (required unless the
+            problem is in :data:`PAPER_SETTINGS`).
+        rkhs_bound: RKHS-norm bound in the tests' confidence radius (default
+            0.5 or the paper's).
+        noise_std: Sub-Gaussian noise scale in the radius (default
+            ``problem.noise_std``).
+        grid_points: Points per dimension of a local test's grid (default 20).
+        lengthscale, outputscale, noise_variance: Overrides of the problem's kernel.
+        cap, max_depth, delta0, gamma, tol_coef, c_coef, walk_delta: See
+            :class:`~botorch_sketch.generation.options.GPThreDSOptions`; None keeps
+            its default.
+        readmit_after, reuse_observations: Extensions off by default (label runs
+            that use them as such).
+
+    Example:
+        >>> threds = build_gp_threds(make_problem("threds_branin"), 1000,
+        ...                          torch.Generator())
+    """
+    if mode not in ("cube", "rwt"):
+        raise ValueError(f"`mode` must be 'cube' or 'rwt', got {mode!r}.")
+    check_box(problem, "gp-threds")
+    given = {"f_range": f_range, "rkhs_bound": rkhs_bound}
+    given |= {"noise_std": noise_std, "grid_points": grid_points}
+    s = resolve_settings(problem, **given)
+    if "f_range" not in s:
+        raise ValueError(
+            f"Problem `{problem.name}` has no known f_range; pass `f_range` to "
+            "gp-threds (GP-ThreDS has no safe default for it)."
+        )
+    hyper = KernelHyperparameters.from_problem(
+        problem,
+        lengthscale=lengthscale,
+        outputscale=outputscale,
+        noise_variance=noise_variance,
+    )
+    extra = {
+        "cap": cap,
+        "max_depth": max_depth,
+        "delta0": delta0,
+        "gamma": gamma,
+        "tol_coef": tol_coef,
+        "c_coef": c_coef,
+        "walk_delta": walk_delta,
+        "readmit_after": readmit_after,
+        "reuse_observations": reuse_observations,
+    }
+    # the generator's defaults for the settings neither given nor the paper's
+    resolved = {key: s[key] for key in ("rkhs_bound", "grid_points") if key in s}
+    options = GPThreDSOptions(
+        f_range=s["f_range"],
+        noise=hyper.noise_variance,
+        noise_std=s["noise_std"],
+        mode=mode,
+        **resolved,
+        **{key: value for key, value in extra.items() if value is not None},
+    )
+    bounds = problem.bounds
+    return _GPThreDS(
+        bounds,
+        options,
+        kernel=hyper.kernel(dtype=bounds.dtype, device=bounds.device),
+        seed=draw_seed(generator),
+    )
+
+
+class IGPUCBGrid:
     r"""IGP-UCB on a growing grid: the baseline of the GP-ThreDS paper.
 
     The first query is a uniformly random point of the ``grid_start^d`` grid. After
@@ -252,19 +226,17 @@ class IGPUCBGridPolicy(Policy):
     lowest grid index (:func:`~botorch_sketch.generation.threds_local.first_argmax`),
     so the choice does not depend on rounding. Each step refactors the kernel matrix
     and costs ``O(t^3 + n_t^d t^2)`` (:func:`exact_posterior`): the plain loop of the
-    paper; :class:`IncrementalIGPUCBGridPolicy` is the incremental one.
+    paper; :class:`IncrementalIGPUCBGrid` is the incremental one.
 
     Example:
-        >>> policy = IGPUCBGridPolicy()
-        >>> policy.reset(make_problem("threds_rosenbrock"), 1000, torch.Generator())
+        >>> ucb = IGPUCBGrid(make_problem("threds_rosenbrock"), 1000, torch.Generator())
     """
-
-    name = "igp_ucb_grid"
-    supports_finite = False
-    supports_box = True
 
     def __init__(
         self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
         *,
         rkhs_bound: float | None = None,
         noise_std: float | None = None,
@@ -276,42 +248,33 @@ class IGPUCBGridPolicy(Policy):
         outputscale: float | None = None,
         noise_variance: float | None = None,
     ) -> None:
-        r"""Store the settings.
-
-        Args:
-            rkhs_bound: RKHS-norm bound in the radius (default 0.5 or the paper's).
-            noise_std: Sub-Gaussian noise scale in the radius (default
-                ``problem.noise_std``).
-            delta0: Confidence parameter in ``(0, 1)``.
-            gamma: ``t -> gamma(t)`` in the radius.
-            grid_start: Points per dimension of the first grid (``>= 2``).
-            grid_max: Largest points per dimension (default 80 or the paper's).
-            lengthscale: Override of the problem's RBF lengthscale.
-            outputscale: Override of the problem's outputscale.
-            noise_variance: Override of the problem's noise variance.
+        r"""Args:
+        rkhs_bound: RKHS-norm bound in the radius (default 0.5 or the paper's).
+        noise_std: Sub-Gaussian noise scale in the radius (default
+            ``problem.noise_std``).
+        delta0: Confidence parameter in ``(0, 1)``.
+        gamma: ``t -> gamma(t)`` in the radius.
+        grid_start: Points per dimension of the first grid (``>= 2``).
+        grid_max: Largest points per dimension (default 80 or the paper's).
+        lengthscale, outputscale, noise_variance: Overrides of the problem's kernel.
         """
         if not 0.0 < delta0 < 1.0:
             raise ValueError(f"`delta0` must lie in (0, 1), got {delta0}.")
         check_int(grid_start, "grid_start", 2)
         self.delta0, self.gamma, self.grid_start = delta0, gamma, grid_start
-        self._given = {
-            "rkhs_bound": rkhs_bound,
-            "noise_std": noise_std,
-            "grid_max": grid_max,
-        }
-        self._kernel_given = {
-            "lengthscale": lengthscale,
-            "outputscale": outputscale,
-            "noise_variance": noise_variance,
-        }
-
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
-        _check_box(problem)
-        s = resolve_settings(problem, **self._given)
+        check_box(problem, "igp-ucb")
+        s = resolve_settings(
+            problem, rkhs_bound=rkhs_bound, noise_std=noise_std, grid_max=grid_max
+        )
         self.grid_max = max(int(s.get("grid_max", 80)), self.grid_start)
         self.rkhs_bound = float(s.get("rkhs_bound", 0.5))
         self.noise_std = float(s["noise_std"])
-        hyper = KernelHyperparameters.from_problem(problem, **self._kernel_given)
+        hyper = KernelHyperparameters.from_problem(
+            problem,
+            lengthscale=lengthscale,
+            outputscale=outputscale,
+            noise_variance=noise_variance,
+        )
         self.noise_variance = hyper.noise_variance
         self.bounds = problem.bounds
         factory = {"dtype": problem.bounds.dtype, "device": problem.bounds.device}
@@ -322,8 +285,9 @@ class IGPUCBGridPolicy(Policy):
         first = torch.randint(self.grid_start, (problem.dim,), generator=generator)
         self._first = first.to(**factory).unsqueeze(0) / (self.grid_start - 1)
         self.grid_size = self.grid_start
+        self._horizon = horizon
 
-    def ask(self) -> Tensor:
+    def ask(self, max_arms: int | None = None) -> Tensor:
         t = self.num_observations
         if t == 0:
             return self._to_user(self._first)
@@ -363,10 +327,10 @@ class IGPUCBGridPolicy(Policy):
         return self.bounds[0] + unit * (self.bounds[1] - self.bounds[0])
 
 
-class IncrementalIGPUCBGridPolicy(IGPUCBGridPolicy):
+class IncrementalIGPUCBGrid(IGPUCBGrid):
     r"""IGP-UCB on the same growing grid with ``O(A t)`` incremental updates.
 
-    Same choices as :class:`IGPUCBGridPolicy`. While the grid grows (``t <
+    Same choices as :class:`IGPUCBGrid`. While the grid grows (``t <
     grid_max - grid_start``) every step scores a new grid and the posterior is
     computed from scratch (:func:`exact_posterior`, ``t`` is small). At the first
     step on the final grid (``A = grid_max^d`` points) an
@@ -377,16 +341,11 @@ class IncrementalIGPUCBGridPolicy(IGPUCBGridPolicy):
     ``O(T (A + t0))`` for horizon ``T``.
 
     Example:
-        >>> policy = IncrementalIGPUCBGridPolicy()
-        >>> policy.reset(make_problem("threds_branin"), 1000, torch.Generator())
+        >>> ucb = IncrementalIGPUCBGrid(make_problem("threds_branin"), 1000,
+        ...                             torch.Generator())
     """
 
-    name = "igp_ucb_grid_incremental"
-
-    def reset(self, problem: Problem, horizon: int, generator: torch.Generator) -> None:
-        super().reset(problem, horizon, generator)
-        self._horizon = horizon
-        self._gp: IncrementalExactGP | None = None
+    _gp: IncrementalExactGP | None = None
 
     def _posterior(self, grid: Tensor) -> tuple[Tensor, Tensor]:
         if self.grid_size < self.grid_max:

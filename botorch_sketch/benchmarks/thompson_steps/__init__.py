@@ -4,18 +4,18 @@ One Thompson step (``q = 1``) draws one sample path with ``M`` random Fourier
 features, takes its argmax over ``N`` candidate arms and conditions the model on the
 new noisy observation. The benchmark times such steps after ``t`` observations for
 
-- ``sgpts-cached``: :class:`~.policies.thompson.CachedSGPTSPolicy` (prior features of
+- ``sgpts-cached``: :class:`~.policies.thompson.CachedSGPTS` (prior features of
   all arms computed once, kernel columns of the ``m`` inducing arms cached, rank-one
   ``q(u)`` statistics): ``O(N (M + m) + m^3)`` per step while the inducing set holds;
-- ``exact-gpts-incremental``: :class:`~.policies.thompson.IncrementalExactGPTSPolicy`
+- ``exact-gpts-incremental``: :class:`~.policies.thompson.CachedExactGPTS`
   (the same prior features, one cached kernel column per observed arm, Cholesky factor
   grown by rows): ``O(N (M + t) + t^2)`` per step, ``O(N (M + t) + t^2)`` memory;
   past the memory budget the columns are recomputed at every step, ``O(N t d)``;
-- ``sgpts``: :class:`~.policies.thompson.SGPTSPolicy` (a
+- ``sgpts``: :class:`~.policies.thompson.ModelSGPTS` (a
   :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP` rebuilt per
   step and a fresh feature basis per path: ``O((m + M) N d)`` to select, ``O(t m^2)``
   to update);
-- ``exact-gpts``: :class:`~.policies.thompson.ExactGPTSPolicy` (a fresh
+- ``exact-gpts``: :class:`~.policies.thompson.ModelExactGPTS` (a fresh
   ``SingleTaskGP`` per step and the same chunked pathwise argmax, ``O(t^3)``);
 - ``exact-gpts-botorch``: the same model with BoTorch's own ``draw_matheron_paths``
   evaluated on the arms and an argmax.
@@ -33,7 +33,7 @@ Modules: :mod:`~.steps` (timing and flop counts), :mod:`~.box` (one batch on the
 continuous box), :mod:`~.report` (table, JSON), :mod:`~.figures` (PNG), :mod:`~.cli`.
 """
 
-from botorch_sketch.benchmarks.policies.thompson import BoTorchPathGPTSPolicy
+from botorch_sketch.benchmarks.policies.thompson import BoTorchPathGPTS
 from botorch_sketch.benchmarks.thompson_steps.box import (
     format_box_report,
     time_box_batches,
@@ -64,7 +64,7 @@ __all__ = [
     "FULL_SIZES",
     "METHODS",
     "SMOKE_SIZES",
-    "BoTorchPathGPTSPolicy",
+    "BoTorchPathGPTS",
     "StepTimings",
     "build_parser",
     "format_box_report",

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 
-from botorch_sketch.benchmarks.policies.thompson import ExactGPTSPolicy, SGPTSPolicy
+from botorch_sketch.benchmarks.policies.thompson import ModelExactGPTS, ModelSGPTS
 from botorch_sketch.benchmarks.problems import make_sgpts_hartmann6
 from botorch_sketch.benchmarks.thompson_steps.steps import METHODS, check_ts
 from botorch_sketch.utils.validation import check_int
@@ -48,11 +49,10 @@ def time_box_batches(
         "raw_samples": raw_samples,
         "num_restarts": num_restarts,
     }
+    sparse = {"num_inducing": num_inducing, "inducing_quality": inducing_quality}
     builders = {
-        "sgpts": lambda: SGPTSPolicy(
-            num_inducing=num_inducing, inducing_quality=inducing_quality, **options
-        ),
-        "exact-gpts": lambda: ExactGPTSPolicy(**options),
+        "sgpts": partial(ModelSGPTS, **sparse, **options),
+        "exact-gpts": partial(ModelExactGPTS, **options),
     }
     results: dict[str, dict[int, dict[str, float]]] = {}
     for name, build in builders.items():
@@ -62,8 +62,7 @@ def time_box_batches(
             X = problem.uniform_points(t, base)
             noise = torch.randn(t, generator=base, dtype=X.dtype)
             policy_seed = int(torch.randint(2**62, (1,), generator=base))
-            policy = build()
-            policy.reset(
+            policy = build(
                 problem, t + batch_size, torch.Generator().manual_seed(policy_seed)
             )
             policy.tell(X, problem.objective(X) + problem.noise_std * noise)

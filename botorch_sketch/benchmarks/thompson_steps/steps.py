@@ -15,11 +15,11 @@ from tqdm.auto import tqdm
 
 from botorch_sketch.benchmarks.measurement import matmul_flops, max_rss_bytes
 from botorch_sketch.benchmarks.policies.thompson import (
-    BoTorchPathGPTSPolicy,
-    CachedSGPTSPolicy,
-    ExactGPTSPolicy,
-    IncrementalExactGPTSPolicy,
-    SGPTSPolicy,
+    BoTorchPathGPTS,
+    CachedExactGPTS,
+    CachedSGPTS,
+    ModelExactGPTS,
+    ModelSGPTS,
 )
 from botorch_sketch.benchmarks.problems import Problem, make_sgpts_hartmann6
 from botorch_sketch.utils.validation import check_int
@@ -31,6 +31,16 @@ METHODS = {
     "sgpts": "S-GP-TS",
     "exact-gpts": "exact GP-TS, chunked paths",
     "exact-gpts-botorch": "exact GP-TS, BoTorch paths",
+}
+
+#: Method key -> the class it builds (:mod:`~botorch_sketch.benchmarks.policies.
+#: thompson`).
+BUILDS = {
+    "sgpts-cached": CachedSGPTS,
+    "exact-gpts-incremental": CachedExactGPTS,
+    "sgpts": ModelSGPTS,
+    "exact-gpts": ModelExactGPTS,
+    "exact-gpts-botorch": BoTorchPathGPTS,
 }
 
 #: The S-GP-TS method each exact method is compared with.
@@ -104,7 +114,7 @@ def _rewards(problem: Problem, indices: Tensor, generator: torch.Generator) -> T
     return values + problem.noise_std * noise.to(values)
 
 
-Timed = SGPTSPolicy | ExactGPTSPolicy | CachedSGPTSPolicy | IncrementalExactGPTSPolicy
+Timed = ModelSGPTS | ModelExactGPTS | CachedSGPTS | CachedExactGPTS
 
 
 def _num_observations(policy: Timed) -> int:
@@ -136,14 +146,15 @@ def step_flops(policy: Timed, q: int = 1) -> float | None:
     columns = cache.multiplied_columns(sampler.update_arms)
     recompute = 0.0 if cache.columns_stored else 2.0 * N * s * d * q
     draw = 2.0 * N * (M + columns) * q + recompute + 2.0 * s * M * q
-    if isinstance(policy, IncrementalExactGPTSPolicy):
+    if isinstance(policy, CachedExactGPTS):
         return draw + 2.0 * s * s * q + 1.0 * s * s
     return draw + 4.0 * s * s * q + float(s) ** 3
 
 
 def time_thompson_steps(
     problem: Problem,
-    policy: Timed,
+    method: str,
+    options: dict[str, object],
     t: int,
     steps: int,
     *,
@@ -151,16 +162,17 @@ def time_thompson_steps(
     seed: int = 0,
     progress: bool = True,
 ) -> StepTimings:
-    r"""Time ``steps`` ask/tell rounds of ``policy`` starting at ``t`` observations.
+    r"""Time ``steps`` ask/tell rounds of ``method`` starting at ``t`` observations.
 
-    The policy is told ``t - warmup`` uniformly random arms with noisy rewards
-    (untimed), then runs ``warmup`` untimed steps (one-time costs such as lazy
-    imports and allocations) and ``steps`` timed ones. ``seed`` fixes the data, the
-    policy's generator and the reward noise, so all policies share them.
+    The method (built with ``options``) is told ``t - warmup`` uniformly random arms
+    with noisy rewards (untimed), then runs ``warmup`` untimed steps (one-time costs
+    such as lazy imports and allocations) and ``steps`` timed ones. ``seed`` fixes the
+    data, the method's generator and the reward noise, so all methods share them.
 
     Args:
         problem: A finite problem.
-        policy: A Thompson-sampling policy (its model must expose train inputs).
+        method: A key of :data:`BUILDS`.
+        options: Its options.
         t: Observations before the first timed step (``> warmup``).
         steps: Timed steps.
         warmup: Untimed steps before them.
@@ -174,10 +186,12 @@ def time_thompson_steps(
     initial = torch.randint(problem.arms.shape[0], (t - warmup,), generator=base)
     initial_rewards = _rewards(problem, initial, base)
     policy_seed = int(torch.randint(2**62, (1,), generator=base))
-    policy.reset(problem, t + steps, torch.Generator().manual_seed(policy_seed))
+    policy = BUILDS[method](
+        problem, t + steps, torch.Generator().manual_seed(policy_seed), **options
+    )
     policy.tell(initial, initial_rewards)
     select, update, observations, chosen = [], [], [], []
-    label = f"{policy.name} t={t}"
+    label = f"{method} t={t}"
     reselections = None
     for step in tqdm(
         range(warmup + steps), desc=label, disable=not progress, leave=False
@@ -203,7 +217,7 @@ def time_thompson_steps(
     if reselections is not None:
         reselections = int(diagnostics["reselections"] - reselections)
     return StepTimings(
-        method=policy.name,
+        method=method,
         t=t,
         select_seconds=select,
         update_seconds=update,
@@ -304,25 +318,27 @@ def measure_thompson_steps(
         "cache_dtype": cache_dtype,
         "prior_block": 1,
     }
-    builders = {
-        "sgpts-cached": lambda: CachedSGPTSPolicy(**sgpts, **cached),
-        "exact-gpts-incremental": lambda: IncrementalExactGPTSPolicy(
-            num_features=num_features, **cached
-        ),
-        "sgpts": lambda: SGPTSPolicy(**sgpts),
-        "exact-gpts": lambda: ExactGPTSPolicy(num_features=num_features),
-        "exact-gpts-botorch": lambda: BoTorchPathGPTSPolicy(num_features=num_features),
+    options = {
+        "sgpts-cached": sgpts | cached,
+        "exact-gpts-incremental": {"num_features": num_features} | cached,
+        "sgpts": sgpts,
+        "exact-gpts": {"num_features": num_features},
+        "exact-gpts-botorch": {"num_features": num_features},
     }
-    for method in methods:
-        builders[method]()  # checks the options before anything runs
     problem = make_sgpts_hartmann6(num_arms=num_arms, seed=seed)
     timings: dict[str, dict[int, StepTimings]] = {}
     for method in methods:
-        policy = builders[method]()  # the previous one (and its cache) is freed
         count = exact_steps if method in BASELINE_OF else steps
         timings[method] = {
             t: time_thompson_steps(
-                problem, policy, t, count, warmup=warmup, seed=seed, progress=progress
+                problem,
+                method,
+                options[method],
+                t,
+                count,
+                warmup=warmup,
+                seed=seed,
+                progress=progress,
             )
             for t in ts
         }

@@ -11,11 +11,12 @@ import torch
 
 from botorch_sketch.benchmarks.cluster.methods import (
     METHODS,
+    ClusterMethod,
     MethodSetup,
-    SynchronousMethod,
+    SynchronousBatches,
 )
 from botorch_sketch.benchmarks.cluster.simulation import simulate
-from botorch_sketch.benchmarks.policies.baselines import UniformPolicy
+from botorch_sketch.benchmarks.policies.baselines import Uniform
 from botorch_sketch.generation.bbkb_loop import asynchronous_options
 from botorch_sketch.generation.sgpts_loop import ExactGPTS
 from botorch_sketch.generation.thompson_arms import IncrementalExactThompson
@@ -26,36 +27,44 @@ def test_exact_thompson_baseline_shares_the_basis_and_ignores_pending(problem):
         return MethodSetup(problem, 4, 30, torch.Generator().manual_seed(5))
 
     exact, sparse = METHODS["gpts-async"](setup()), METHODS["sgpts-async"](setup())
-    assert isinstance(exact.loop, ExactGPTS)
-    assert isinstance(exact.loop.sampler, IncrementalExactThompson)
+    assert isinstance(exact, ExactGPTS)
+    assert isinstance(exact.sampler, IncrementalExactThompson)
     # the same feature basis and the same uniform first arms as asynchronous S-GP-TS
-    features = exact.loop.sampler.cache.features
-    assert torch.equal(features, sparse.loop.sampler.cache.features)
+    features = exact.sampler.cache.features
+    assert torch.equal(features, sparse.sampler.cache.features)
     first = exact.ask(4)
     assert torch.equal(first, sparse.ask(4))
     values = problem.arm_values[first]
     exact.tell(first[:2], values[:2])  # two still pending
-    sampler = exact.loop.sampler
+    sampler = exact.sampler
     assert torch.equal(sampler.observed, first[:2])
-    assert torch.equal(exact.loop.pending, first[2:])
+    assert torch.equal(exact.pending, first[2:])
     # its paths are the exact sampler's (tested against BoTorch's Matheron paths)
     by_hand = copy.deepcopy(sampler)
     g = torch.Generator().manual_seed(0)
-    g.set_state(exact.loop.generator.get_state())
+    g.set_state(exact.generator.get_state())
     assert torch.equal(exact.ask(3), by_hand.sample(3, 1.0, g).indices)
 
 
-def test_synchronous_method_tells_the_batch_in_asked_order(problem):
-    class Recorder(UniformPolicy):
-        def ask(self):
+def test_methods_are_records():
+    for name, method in METHODS.items():
+        assert isinstance(method, ClusterMethod) and method.name == name
+    synchronous = {name for name, method in METHODS.items() if method.synchronous}
+    assert synchronous == {"bkb", "bbkb-sync", "gp-bucb"}
+    uses_ratio = {name for name, method in METHODS.items() if method.uses_ratio}
+    assert uses_ratio == {"bbkb-sync", "bbkb-async"}
+
+
+def test_synchronous_batches_tell_the_batch_in_asked_order(problem):
+    class Recorder(Uniform):
+        def ask(self, max_arms=None):
             return torch.tensor([4, 2, 4])
 
         def tell(self, chosen, rewards):
             self.told = (chosen.tolist(), rewards.tolist())
 
-    policy = Recorder()
-    policy.reset(problem, 10, torch.Generator())
-    method = SynchronousMethod(policy)
+    policy = Recorder(problem, 10, torch.Generator())
+    method = SynchronousBatches(policy)
     assert method.ask(2).tolist() == [4, 2]  # truncated to the free workers
     assert method.ask(2).numel() == 0  # waits while the batch runs
     method.tell(torch.tensor([2]), torch.tensor([0.5]))
@@ -75,13 +84,13 @@ def test_bbkb_async_on_one_worker_is_sequential_bkb(problem):
 
 def test_bbkb_async_settings_follow_the_workers_and_flops_are_counted(problem):
     setup = MethodSetup(problem, 40, 100, torch.Generator().manual_seed(0))
-    loop = METHODS["bbkb-async"](setup).loop
+    loop = METHODS["bbkb-async"](setup)
     # outputscale 1 and noise variance 1: C~ = 1 + 0.07 x 40, a cap of 40 + 40 / 20
     assert asynchronous_options(40)["ratio_threshold"](1.0) == pytest.approx(3.8)
     assert loop.options.ratio_threshold == pytest.approx(3.8)
     assert loop.options.max_batch_size == 42 and loop.options.end_fraction == 0.05
     two = METHODS["bbkb-async"](dataclasses.replace(setup, ratio_threshold=2.0))
-    assert two.loop.options.ratio_threshold == 2.0
+    assert two.options.ratio_threshold == 2.0
     runs = {
         name: simulate(problem, name, workers=10, horizon=60, seed=0)
         for name in ("bbkb-async", "bbkb-sync", "uniform")

@@ -8,14 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from botorch_sketch.benchmarks.cluster.methods import (
-    METHODS,
-    SynchronousMethod,
-    UniformMethod,
-)
+from botorch_sketch.benchmarks.cluster.methods import METHODS, SynchronousBatches
 from botorch_sketch.benchmarks.cluster.report import busy_fraction
 from botorch_sketch.benchmarks.cluster.simulation import simulate
-from botorch_sketch.benchmarks.policies.baselines import UniformPolicy
+from botorch_sketch.benchmarks.policies.baselines import Uniform
 from botorch_sketch.benchmarks.problems import make_problem
 
 from .helpers import greedy_schedule, heap_simulation, world
@@ -79,9 +75,8 @@ def test_sequential_and_fixed_batches_have_closed_form_makespans(problem, monkey
     assert np.isnan(fraction[~inside]).all() and inside.sum() > 40
 
     def fixed_batches(setup):
-        policy = UniformPolicy(batch_size=5)
-        policy.reset(setup.problem, setup.horizon, setup.generator)
-        return SynchronousMethod(policy)
+        policy = Uniform(setup.problem, setup.horizon, setup.generator, batch_size=5)
+        return SynchronousBatches(policy)
 
     monkeypatch.setitem(METHODS, "fixed", fixed_batches)
     trace = simulate(problem, "fixed", workers=workers, horizon=horizon, seed=0)
@@ -191,11 +186,11 @@ def test_bad_inputs(problem, monkeypatch):
     with pytest.raises(ValueError, match="duration_mean"):
         simulate(problem, "uniform", workers=2, horizon=3, duration_mean=math.inf)
 
-    class Greedy(UniformMethod):
+    class Greedy(Uniform):
         def ask(self, free):
             return torch.zeros(free + 1, dtype=torch.long)
 
-    class Stuck(UniformMethod):
+    class Stuck(Uniform):
         def ask(self, free):
             return torch.zeros(0, dtype=torch.long)
 
@@ -203,6 +198,8 @@ def test_bad_inputs(problem, monkeypatch):
         ("greedy", Greedy, ValueError),
         ("stuck", Stuck, RuntimeError),
     ):
-        monkeypatch.setitem(METHODS, name, lambda setup, k=kind: k(10, setup.generator))
+        monkeypatch.setitem(
+            METHODS, name, lambda setup, k=kind: k(problem, 3, setup.generator)
+        )
         with pytest.raises(error, match=name):
             simulate(problem, name, workers=2, horizon=3)

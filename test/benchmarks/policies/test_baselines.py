@@ -1,4 +1,5 @@
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -6,11 +7,11 @@ from botorch.models import SingleTaskGP
 from gpytorch.means import ZeroMean
 
 from botorch_sketch.benchmarks.policies.baselines import (
-    BoTorchUCBPolicy,
-    EpsilonGreedyPolicy,
-    ExactBUCBPolicy,
-    ExactUCBPolicy,
-    UniformPolicy,
+    BoTorchUCB,
+    EpsilonGreedy,
+    ExactBUCB,
+    ExactUCB,
+    Uniform,
 )
 from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
 from botorch_sketch.benchmarks.problems import make_synthetic_problem
@@ -40,13 +41,14 @@ def _generator(seed=0):
     return torch.Generator().manual_seed(seed)
 
 
-def _drive(problem, policy, horizon, seed=0):
-    r"""Minimal ask/tell loop; returns the list of batches (arm index lists)."""
-    policy.reset(problem, horizon, _generator(seed))
+def _drive(problem, build, horizon, seed=0):
+    r"""Minimal ask/tell loop of ``build(problem, horizon, generator)``; returns the
+    list of batches (arm index lists)."""
+    policy = build(problem, horizon, _generator(seed))
     noise = _generator(seed + 100)
     batches, count = [], 0
     while count < horizon:
-        chosen = policy.ask()[: horizon - count]
+        chosen = policy.ask(horizon - count)[: horizon - count]
         rewards = problem.arm_values[chosen] + problem.noise_std * torch.randn(
             len(chosen), generator=noise, dtype=torch.float64
         )
@@ -82,31 +84,27 @@ def _exact_scores(problem, hp, indices, rewards, radius, hallucinated=()):
 
 
 def test_uniform_finite_and_box(problem, box):
-    policy = UniformPolicy(batch_size=4)
-    policy.reset(problem, 10, _generator())
+    policy = Uniform(problem, 10, _generator(), batch_size=4)
     chosen = policy.ask()
     assert chosen.dtype == torch.long and chosen.shape == (4,)
     counts = torch.zeros(150)
-    policy = UniformPolicy(batch_size=1000)
-    policy.reset(problem, 10**5, _generator(1))
+    policy = Uniform(problem, 10**5, _generator(1), batch_size=1000)
     for _ in range(30):
         counts += torch.bincount(policy.ask(), minlength=150)
     # 200 expected draws per arm; chi-square with 149 dof stays far below 250.
     chi2 = ((counts - 200) ** 2 / 200).sum()
     assert chi2 < 250
-    policy = UniformPolicy(batch_size=500)
-    policy.reset(box, 10, _generator())
+    policy = Uniform(box, 10, _generator(), batch_size=500)
     points = policy.ask()
     assert points.shape == (500, 2)
     assert (points >= box.bounds[0]).all() and (points <= box.bounds[1]).all()
     assert abs(points.mean().item() - 0.5) < 0.05
     with pytest.raises(ValueError, match="batch_size"):
-        UniformPolicy(batch_size=0)
+        Uniform(problem, 10, _generator(), batch_size=0)
 
 
 def test_epsilon_greedy_exploits_best_empirical_mean(problem, box):
-    policy = EpsilonGreedyPolicy(epsilon=0.0, batch_size=3)
-    policy.reset(problem, 10, _generator())
+    policy = EpsilonGreedy(problem, 10, _generator(), epsilon=0.0, batch_size=3)
     first = policy.ask()  # nothing observed yet: random
     assert first.shape == (3,)
     # arm 5: mean 0.6 over two pulls; arm 9: mean 0.55; arm 2: 0.1
@@ -115,27 +113,24 @@ def test_epsilon_greedy_exploits_best_empirical_mean(problem, box):
     assert policy.ask().tolist() == [5, 5, 5]
     policy.tell(torch.tensor([5]), torch.tensor([-1.0]).double())  # mean now 0.0667
     assert policy.ask().tolist() == [9, 9, 9]
-    policy = EpsilonGreedyPolicy(epsilon=0.0)
-    policy.reset(box, 10, _generator())
+    policy = EpsilonGreedy(box, 10, _generator(), epsilon=0.0)
     points = torch.tensor([[0.1, 0.2], [0.3, 0.4]], dtype=torch.float64)
     policy.tell(points, torch.tensor([0.2, 0.9]).double())
     torch.testing.assert_close(policy.ask(), points[1:])
-    policy = EpsilonGreedyPolicy(epsilon=1.0, batch_size=200)
-    policy.reset(problem, 10, _generator())
+    policy = EpsilonGreedy(problem, 10, _generator(), epsilon=1.0, batch_size=200)
     policy.tell(torch.tensor([5]), torch.tensor([1.0]).double())
     assert len(set(policy.ask().tolist())) > 50  # always exploring
     with pytest.raises(ValueError, match="epsilon"):
-        EpsilonGreedyPolicy(epsilon=1.5)
+        EpsilonGreedy(problem, 10, _generator(), epsilon=1.5)
     with pytest.raises(TypeError, match="epsilon"):
-        EpsilonGreedyPolicy(epsilon="0.1")
+        EpsilonGreedy(problem, 10, _generator(), epsilon="0.1")
 
 
 def test_exact_ucb_matches_brute_force(problem):
-    policy = ExactUCBPolicy(radius=1.5)
     hp = KernelHyperparameters.from_problem(problem)
-    indices = [b[0] for b in _drive(problem, policy, 8)]
+    indices = [b[0] for b in _drive(problem, partial(ExactUCB, radius=1.5), 8)]
     # Replay: each choice after the first is the brute-force UCB argmax.
-    policy.reset(problem, 8, _generator())
+    policy = ExactUCB(problem, 8, _generator(), radius=1.5)
     noise = _generator(100)
     seen, ys = [], []
     for t in range(8):
@@ -153,28 +148,27 @@ def test_exact_ucb_matches_brute_force(problem):
 
 
 def test_botorch_loop_makes_the_same_choices(problem):
-    smart = _drive(problem, ExactUCBPolicy(radius=2.0), 15, seed=4)
-    plain = _drive(problem, BoTorchUCBPolicy(radius=2.0, chunk_size=64), 15, seed=4)
+    smart = _drive(problem, partial(ExactUCB, radius=2.0), 15, seed=4)
+    plain = _drive(problem, partial(BoTorchUCB, radius=2.0, chunk_size=64), 15, seed=4)
     assert smart == plain
 
 
 def test_srinivas_schedule_is_used(problem):
-    batches = _drive(problem, ExactUCBPolicy(radius="srinivas", delta=0.1), 6)
+    batches = _drive(problem, partial(ExactUCB, radius="srinivas", delta=0.1), 6)
     assert len(batches) == 6
     with pytest.raises(ValueError, match="radius"):
-        ExactUCBPolicy(radius=0.0)
+        ExactUCB(problem, 5, _generator(), radius=0.0)
 
 
 def test_bucb_batch_size_one_is_ucb(problem):
-    ucb = _drive(problem, ExactUCBPolicy(radius=1.0), 20, seed=2)
-    bucb = _drive(problem, ExactBUCBPolicy(radius=1.0, batch_size=1), 20, seed=2)
+    ucb = _drive(problem, partial(ExactUCB, radius=1.0), 20, seed=2)
+    bucb = _drive(problem, partial(ExactBUCB, radius=1.0, batch_size=1), 20, seed=2)
     assert ucb == bucb
 
 
 def test_bucb_fixed_batches_match_brute_force(problem):
     hp = KernelHyperparameters.from_problem(problem)
-    policy = ExactBUCBPolicy(radius=1.0, batch_size=3)
-    policy.reset(problem, 9, _generator())
+    policy = ExactBUCB(problem, 9, _generator(), radius=1.0, batch_size=3)
     seen, ys = [], []
     noise = _generator(7)
     for _ in range(3):
@@ -195,9 +189,15 @@ def test_bucb_fixed_batches_match_brute_force(problem):
 def test_bucb_adaptive_rule(problem):
     hp = KernelHyperparameters.from_problem(problem, noise_variance=0.05)
     ratio = 4.0
-    policy = ExactBUCBPolicy(radius=1.0, max_variance_ratio=ratio, noise_variance=0.05)
     # Replay and check the rule on every batch from scratch.
-    policy.reset(problem, 60, _generator())
+    policy = ExactBUCB(
+        problem,
+        60,
+        _generator(),
+        radius=1.0,
+        max_variance_ratio=ratio,
+        noise_variance=0.05,
+    )
     noise = _generator(100)
     seen, stopped_by_rule = [], 0
     while len(seen) < 60:
@@ -238,8 +238,7 @@ def _posterior_variance(problem, hp, indices):
 
 
 def test_bucb_truncated_batch_is_forgotten(problem):
-    policy = ExactBUCBPolicy(radius=1.0, batch_size=4)
-    policy.reset(problem, 10, _generator())
+    policy = ExactBUCB(problem, 10, _generator(), radius=1.0, batch_size=4)
     first = policy.ask()
     policy.tell(first, problem.arm_values[first])
     batch = policy.ask()
@@ -255,22 +254,24 @@ def test_bucb_truncated_batch_is_forgotten(problem):
 
 
 def test_exact_policies_reject_box_and_bad_options(box):
-    for policy in (ExactUCBPolicy(), ExactBUCBPolicy(), BoTorchUCBPolicy()):
-        assert not policy.supports_box
+    problem = make_synthetic_problem("ackley", dim=2, num_arms=20, seed=3)
+    for cls in (ExactUCB, ExactBUCB, BoTorchUCB):
         with pytest.raises(ValueError, match="finite"):
-            policy.reset(box, 5, _generator())
+            cls(box, 5, _generator())
     with pytest.raises(ValueError, match="max_variance_ratio"):
-        ExactBUCBPolicy(max_variance_ratio=0.5)
+        ExactBUCB(problem, 5, _generator(), max_variance_ratio=0.5)
     with pytest.raises(ValueError, match="batch_size"):
-        ExactBUCBPolicy(batch_size=0)
+        ExactBUCB(problem, 5, _generator(), batch_size=0)
     with pytest.raises(ValueError, match="chunk_size"):
-        BoTorchUCBPolicy(chunk_size=0)
+        BoTorchUCB(problem, 5, _generator(), chunk_size=0)
+    with pytest.raises(ValueError, match="radius"):
+        ExactUCB(problem, 5, _generator(), radius=0.0)
 
 
 def test_float32_runs(problem):
     problem32 = make_synthetic_problem(
         "ackley", dim=3, num_arms=150, noise_std=0.05, seed=3, dtype=torch.float32
     )
-    for policy in (ExactUCBPolicy(), ExactBUCBPolicy(batch_size=2), BoTorchUCBPolicy()):
+    for policy in (ExactUCB, partial(ExactBUCB, batch_size=2), BoTorchUCB):
         batches = _drive(problem32, policy, 8)
         assert sum(len(b) for b in batches) == 8

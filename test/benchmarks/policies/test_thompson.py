@@ -1,14 +1,16 @@
+from functools import partial
+
 import pytest
 import torch
 from botorch.sampling.pathwise import draw_kernel_feature_paths, draw_matheron_paths
 
 from botorch_sketch.acquisition.thompson import AlphaSchedule
 from botorch_sketch.benchmarks.policies.thompson import (
-    BoTorchPathGPTSPolicy,
-    CachedSGPTSPolicy,
-    ExactGPTSPolicy,
-    IncrementalExactGPTSPolicy,
-    SGPTSPolicy,
+    BoTorchPathGPTS,
+    CachedExactGPTS,
+    CachedSGPTS,
+    ModelExactGPTS,
+    ModelSGPTS,
 )
 from botorch_sketch.benchmarks.problems import Problem, make_sgpts_hartmann6
 
@@ -41,10 +43,12 @@ def _problem(finite=True):
     )
 
 
-def _run(policy, problem, horizon, seed=0):
-    r"""The runner's loop: ask, truncate to the horizon, observe noisy rewards, tell."""
+def _run(build, problem, horizon, seed=0):
+    r"""The runner's loop on ``build(problem, horizon, generator)``: ask, truncate to
+    the horizon, observe noisy rewards, tell. Returns the batches, the values and
+    the built object."""
     generator = torch.Generator().manual_seed(seed)
-    policy.reset(problem, horizon, generator)
+    policy = build(problem, horizon, generator)
     noise = torch.Generator().manual_seed(seed + 100)
     chosen, values = [], []
     while sum(len(c) for c in chosen) < horizon:
@@ -58,22 +62,24 @@ def _run(policy, problem, horizon, seed=0):
         policy.tell(batch, rewards)
         chosen.append(batch)
         values.append(f)
-    return chosen, torch.cat(values)
+    return chosen, torch.cat(values), policy
 
 
 POLICIES = {
-    "sgpts": lambda **kw: SGPTSPolicy(num_inducing=20, num_features=256, **kw),
-    "exact": lambda **kw: ExactGPTSPolicy(num_features=256, **kw),
+    "sgpts": partial(partial, ModelSGPTS, num_inducing=20, num_features=256),
+    "exact": partial(partial, ModelExactGPTS, num_features=256),
 }
 CACHED = {
-    "sgpts-cached": lambda **kw: CachedSGPTSPolicy(
-        num_inducing=20, num_features=256, **kw
+    "sgpts-cached": partial(partial, CachedSGPTS, num_inducing=20, num_features=256),
+    "sgpts-cached-ei": partial(
+        partial,
+        CachedSGPTS,
+        num_inducing=20,
+        num_features=256,
+        inducing_quality="improvement",
     ),
-    "sgpts-cached-ei": lambda **kw: CachedSGPTSPolicy(
-        num_inducing=20, num_features=256, inducing_quality="improvement", **kw
-    ),
-    "exact-incremental": lambda **kw: IncrementalExactGPTSPolicy(
-        num_features=256, cache_dtype="float32", **kw
+    "exact-incremental": partial(
+        partial, CachedExactGPTS, num_features=256, cache_dtype="float32"
     ),
 }
 FINITE = POLICIES | CACHED
@@ -82,8 +88,8 @@ FINITE = POLICIES | CACHED
 @pytest.mark.parametrize("name", FINITE)
 def test_finite_contract_and_learning(name):
     problem = _problem()
-    policy = FINITE[name](batch_size=4, num_initial=6)
-    chosen, values = _run(policy, problem, horizon=50)
+    build = FINITE[name](batch_size=4, num_initial=6)
+    chosen, values, policy = _run(build, problem, horizon=50)
     sizes = [len(c) for c in chosen]
     assert sizes[0] == 6 and set(sizes[1:-1]) == {4} and sum(sizes) == 50
     for batch in chosen:
@@ -110,16 +116,14 @@ def test_finite_contract_and_learning(name):
 def test_cached_policies_need_finite_problems():
     for build in CACHED.values():
         with pytest.raises(ValueError, match="finite"):
-            build().reset(_problem(finite=False), 5, torch.Generator())
+            build()(_problem(finite=False), 5, torch.Generator())
 
 
 @pytest.mark.parametrize("name", POLICIES)
 def test_box_contract(name):
     problem = _problem(finite=False)
-    policy = POLICIES[name](
-        batch_size=3, num_initial=4, raw_samples=256, num_restarts=2
-    )
-    chosen, values = _run(policy, problem, horizon=13)
+    build = POLICIES[name](batch_size=3, num_initial=4, raw_samples=256, num_restarts=2)
+    chosen, values, _ = _run(build, problem, horizon=13)
     assert [tuple(c.shape) for c in chosen] == [(4, 2), (3, 2), (3, 2), (3, 2)]
     points = torch.cat(chosen)
     assert ((points >= 0) & (points <= 1)).all()
@@ -129,65 +133,67 @@ def test_box_contract(name):
 @pytest.mark.parametrize("name", FINITE)
 def test_same_seed_same_choices(name):
     problem = _problem()
-    first, _ = _run(FINITE[name](batch_size=2), problem, horizon=12, seed=3)
-    second, _ = _run(FINITE[name](batch_size=2), problem, horizon=12, seed=3)
-    other, _ = _run(FINITE[name](batch_size=2), problem, horizon=12, seed=4)
+    first, *_ = _run(FINITE[name](batch_size=2), problem, horizon=12, seed=3)
+    second, *_ = _run(FINITE[name](batch_size=2), problem, horizon=12, seed=3)
+    other, *_ = _run(FINITE[name](batch_size=2), problem, horizon=12, seed=4)
     assert torch.equal(torch.cat(first), torch.cat(second))
     assert not torch.equal(torch.cat(first), torch.cat(other))
 
 
 @pytest.mark.parametrize("quality", ["variance", "improvement"])
 def test_alpha_schedule_and_selection_options_are_accepted(quality):
-    policy = SGPTSPolicy(
+    build = partial(
+        ModelSGPTS,
         num_inducing=10,
         num_features=64,
         alpha=AlphaSchedule(scale=0.05),
         randomized_selection=True,
         inducing_quality=quality,
     )
-    chosen, _ = _run(policy, _problem(), horizon=8)
+    chosen, *_ = _run(build, _problem(), horizon=8)
     assert sum(len(c) for c in chosen) == 8
 
 
 def test_bad_arguments_raise():
-    with pytest.raises(ValueError, match="batch_size"):
-        SGPTSPolicy(batch_size=0)
-    with pytest.raises(TypeError, match="batch_size"):  # wrong types: TypeErrors
-        SGPTSPolicy(batch_size=2.0)
-    with pytest.raises(TypeError, match="alpha"):
-        ExactGPTSPolicy(alpha=True)
-    with pytest.raises(ValueError, match="num_inducing"):
-        SGPTSPolicy(num_inducing=0)
-    with pytest.raises(ValueError, match="num_features"):
-        ExactGPTSPolicy(num_features=101)
-    with pytest.raises(ValueError, match="alpha"):
-        ExactGPTSPolicy(alpha=-1.0)
-    with pytest.raises(ValueError, match="num_initial"):
-        ExactGPTSPolicy(num_initial=0)
-    with pytest.raises(ValueError, match="raw_samples"):
-        SGPTSPolicy(raw_samples=0)
-    with pytest.raises(ValueError, match="inducing_quality"):
-        SGPTSPolicy(inducing_quality="best")
-    with pytest.raises(ValueError, match="inducing_quality"):
-        CachedSGPTSPolicy(inducing_quality="best")
-    with pytest.raises(ValueError, match="memory_budget_gib"):
-        IncrementalExactGPTSPolicy(memory_budget_gib=0)
-    with pytest.raises(ValueError, match="cache_dtype"):
-        IncrementalExactGPTSPolicy(cache_dtype="float16")
-    with pytest.raises(ValueError, match="prior_block"):
-        CachedSGPTSPolicy(prior_block=0)
-    with pytest.raises(ValueError, match="num_features"):
-        CachedSGPTSPolicy(num_features=3)
     problem = _problem()
+    with pytest.raises(ValueError, match="batch_size"):
+        ModelSGPTS(problem, 10, torch.Generator(), batch_size=0)
+    with pytest.raises(TypeError, match="batch_size"):  # wrong types: TypeErrors
+        ModelSGPTS(problem, 10, torch.Generator(), batch_size=2.0)
+    with pytest.raises(TypeError, match="alpha"):
+        ModelExactGPTS(problem, 10, torch.Generator(), alpha=True)
+    with pytest.raises(ValueError, match="num_inducing"):
+        ModelSGPTS(problem, 10, torch.Generator(), num_inducing=0)
+    with pytest.raises(ValueError, match="num_features"):
+        ModelExactGPTS(problem, 10, torch.Generator(), num_features=101)
+    with pytest.raises(ValueError, match="alpha"):
+        ModelExactGPTS(problem, 10, torch.Generator(), alpha=-1.0)
+    with pytest.raises(ValueError, match="num_initial"):
+        ModelExactGPTS(problem, 10, torch.Generator(), num_initial=0)
+    with pytest.raises(ValueError, match="raw_samples"):
+        ModelSGPTS(problem, 10, torch.Generator(), raw_samples=0)
+    with pytest.raises(ValueError, match="inducing_quality"):
+        ModelSGPTS(problem, 10, torch.Generator(), inducing_quality="best")
+    with pytest.raises(ValueError, match="inducing_quality"):
+        CachedSGPTS(problem, 10, torch.Generator(), inducing_quality="best")
+    with pytest.raises(ValueError, match="memory_budget_gib"):
+        CachedExactGPTS(problem, 10, torch.Generator(), memory_budget_gib=0)
+    with pytest.raises(ValueError, match="cache_dtype"):
+        CachedExactGPTS(problem, 10, torch.Generator(), cache_dtype="float16")
+    with pytest.raises(ValueError, match="prior_block"):
+        CachedSGPTS(problem, 10, torch.Generator(), prior_block=0)
+    with pytest.raises(ValueError, match="num_features"):
+        CachedSGPTS(problem, 10, torch.Generator(), num_features=3)
     problem.hyperparameters = {}
     with pytest.raises(ValueError, match="lengthscale"):
-        SGPTSPolicy().reset(problem, 10, torch.Generator())
+        ModelSGPTS(problem, 10, torch.Generator())
 
 
 def test_botorch_path_policy_returns_the_argmax_of_its_path():
     problem = make_sgpts_hartmann6(num_arms=50, seed=1)
-    policy = BoTorchPathGPTSPolicy(num_features=32, chunk_size=7)
-    policy.reset(problem, 10, torch.Generator().manual_seed(3))
+    policy = BoTorchPathGPTS(
+        problem, 10, torch.Generator().manual_seed(3), num_features=32, chunk_size=7
+    )
     policy.tell(torch.arange(8), problem.arm_values[:8])
     twin = torch.Generator()
     twin.set_state(policy.generator.get_state())

@@ -1,20 +1,21 @@
 import math
+from functools import partial
 
 import pytest
 import torch
 from botorch.models import SingleTaskGP
 from gpytorch.means import ZeroMean
 
+from botorch_sketch.benchmarks.methods import METHODS
 from botorch_sketch.benchmarks.policies.threds import (
     PAPER_SETTINGS,
-    GPThreDSPolicy,
-    IGPUCBGridPolicy,
-    IncrementalIGPUCBGridPolicy,
+    IGPUCBGrid,
+    IncrementalIGPUCBGrid,
+    build_gp_threds,
     exact_posterior,
     resolve_settings,
 )
 from botorch_sketch.benchmarks.problems import Problem
-from botorch_sketch.benchmarks.registry import make_policy
 from botorch_sketch.generation.threds import GPThreDS, default_threds_kernel
 from botorch_sketch.generation.threds_local import threds_radius
 
@@ -40,17 +41,18 @@ def make_problem(name="threds_rosenbrock", bounds=None, hyperparameters=None):
     )
 
 
-def drive(policy, problem, steps, seed=0):
+def drive(build, problem, steps, seed=0):
+    r"""Run ``build(problem, steps, generator)``; the points and the built object."""
     noise = torch.Generator().manual_seed(seed)
-    policy.reset(problem, steps, torch.Generator().manual_seed(seed))
+    policy = build(problem, steps, torch.Generator().manual_seed(seed))
     X = []
     for _ in range(steps):
-        x = policy.ask()
+        x = policy.ask(steps - len(X))
         assert x.shape == (1, problem.dim)
         y = problem.objective(x) + 0.1 * torch.randn(1, generator=noise, dtype=DTYPE)
         policy.tell(x, y)
         X.append(x)
-    return torch.cat(X)
+    return torch.cat(X), policy
 
 
 def test_settings_precedence():
@@ -63,22 +65,19 @@ def test_settings_precedence():
 
 def test_kernel_hyperparameters_come_from_the_problem():
     problem = make_problem(hyperparameters={"lengthscale": 0.3})
-    policy = GPThreDSPolicy(outputscale=2.0)
-    policy.reset(problem, 10, torch.Generator())
-    kernel = policy.threds.kernel
+    threds = build_gp_threds(problem, 10, torch.Generator(), outputscale=2.0)
+    kernel = threds.kernel
     assert float(kernel.base_kernel.lengthscale) == pytest.approx(0.3)
     assert float(kernel.outputscale) == pytest.approx(2.0)
-    assert policy.threds.noise == pytest.approx(0.01)  # noise_std ** 2
-    igp = IGPUCBGridPolicy(noise_variance=0.02)
-    igp.reset(problem, 10, torch.Generator())
+    assert threds.noise == pytest.approx(0.01)  # noise_std ** 2
+    igp = IGPUCBGrid(problem, 10, torch.Generator(), noise_variance=0.02)
     assert igp.noise_variance == 0.02
     assert float(igp.kernel.base_kernel.lengthscale) == pytest.approx(0.3)
 
 
 def test_gp_threds_policy_matches_the_generator():
     problem = make_problem()
-    policy = GPThreDSPolicy()
-    X = drive(policy, problem, 60)
+    X, policy = drive(METHODS["gp-threds"], problem, 60)
     # Same queries as the generator with the paper's Rosenbrock settings.
     noise = torch.Generator().manual_seed(0)
     gen = GPThreDS(problem.bounds, f_range=(3.0, 12.0), rkhs_bound=2.0, grid_points=21)
@@ -88,8 +87,7 @@ def test_gp_threds_policy_matches_the_generator():
 
     X_ref, _ = gen.run(f, 60)
     assert torch.equal(X, X_ref)
-    assert policy.name == "gp_threds" and policy.supports_box
-    assert not policy.supports_finite
+    assert METHODS["gp-threds"].box and not METHODS["gp-threds"].finite
     diagnostics = policy.diagnostics()
     assert (
         diagnostics["epoch"] == gen.epoch and diagnostics["threshold"] == gen.threshold
@@ -97,25 +95,29 @@ def test_gp_threds_policy_matches_the_generator():
 
 
 def test_gp_threds_policy_options_and_errors():
-    policy = GPThreDSPolicy(
-        mode="rwt", f_range=(0.0, 20.0), cap=10, max_depth=2, reuse_observations=True
+    build = partial(
+        build_gp_threds,
+        mode="rwt",
+        f_range=(0.0, 20.0),
+        cap=10,
+        max_depth=2,
+        reuse_observations=True,
     )
-    policy.reset(make_problem(name="other"), 20, torch.Generator())
-    options = policy.threds.options
-    assert policy.name == "gp_threds_rwt" and options.mode == "rwt"
-    assert options.reuse_observations
+    threds = build(make_problem(name="other"), 20, torch.Generator())
+    options = threds.options
+    assert options.mode == "rwt" and options.reuse_observations
     assert options.cap == 10 and options.max_depth == 2
-    assert policy.threds.interval == (0.0, 20.0) and policy.threds.rkhs_bound == 0.5
-    drive(policy, make_problem(name="other"), 20)
-    assert policy.threds.num_queries == 20
+    assert threds.interval == (0.0, 20.0) and threds.rkhs_bound == 0.5
+    _, threds = drive(build, make_problem(name="other"), 20)
+    assert threds.num_queries == 20
     with pytest.raises(ValueError, match="f_range"):
-        GPThreDSPolicy().reset(make_problem(name="other"), 10, torch.Generator())
+        build_gp_threds(make_problem(name="other"), 10, torch.Generator())
     with pytest.raises(ValueError, match="mode"):
-        GPThreDSPolicy(mode="tree")
+        build_gp_threds(make_problem(), 10, torch.Generator(), mode="tree")
     finite = make_problem()
     finite.arms = torch.rand(5, 2, dtype=DTYPE)
     with pytest.raises(ValueError, match="finite"):
-        GPThreDSPolicy().reset(finite, 10, torch.Generator())
+        build_gp_threds(finite, 10, torch.Generator())
 
 
 def test_exact_posterior_matches_single_task_gp():
@@ -144,8 +146,8 @@ def test_exact_posterior_matches_single_task_gp():
 def test_igp_ucb_grid_steps_by_brute_force():
     bounds = torch.tensor([[-1.0, 0.0], [1.0, 3.0]], dtype=DTYPE)
     problem = make_problem(name="other", bounds=bounds)
-    policy = IGPUCBGridPolicy(grid_start=4, grid_max=6, rkhs_bound=0.5)
-    X = drive(policy, problem, 5, seed=3)
+    build = partial(IGPUCBGrid, grid_start=4, grid_max=6, rkhs_bound=0.5)
+    X, policy = drive(build, problem, 5, seed=3)
     unit = (X - bounds[0]) / (bounds[1] - bounds[0])
     # The first query lies on the 4 x 4 grid, drawn with the runner's generator.
     first = torch.randint(4, (2,), generator=torch.Generator().manual_seed(3))
@@ -173,15 +175,14 @@ def test_igp_ucb_grid_steps_by_brute_force():
 
 def test_igp_ucb_grid_paper_settings_and_seed():
     problem = make_problem()
-    policy = IGPUCBGridPolicy()
-    first = drive(policy, problem, 3, seed=7)
+    first, policy = drive(IGPUCBGrid, problem, 3, seed=7)
     assert policy.grid_max == PAPER_SETTINGS["threds_rosenbrock"]["grid_max"]
     assert policy.rkhs_bound == 2.0 and policy.diagnostics() == {"grid_points": 22**2}
-    assert torch.equal(first, drive(IGPUCBGridPolicy(), problem, 3, seed=7))
+    assert torch.equal(first, drive(IGPUCBGrid, problem, 3, seed=7)[0])
     with pytest.raises(ValueError, match="delta0"):
-        IGPUCBGridPolicy(delta0=0.0)
+        IGPUCBGrid(problem, 3, torch.Generator(), delta0=0.0)
     with pytest.raises(ValueError, match="grid_start"):
-        IGPUCBGridPolicy(grid_start=1)
+        IGPUCBGrid(problem, 3, torch.Generator(), grid_start=1)
 
 
 def test_incremental_igp_ucb_equals_the_refitted_one():
@@ -189,10 +190,9 @@ def test_incremental_igp_ucb_equals_the_refitted_one():
     # dimension over the first 30 steps, then the incremental posterior takes over.
     bounds = torch.tensor([[-1.0, 0.0], [1.0, 3.0]], dtype=DTYPE)
     problem = make_problem(bounds=bounds)
-    incremental = make_policy("igp-ucb-incremental")
-    assert isinstance(incremental, IncrementalIGPUCBGridPolicy)
-    X = drive(incremental, problem, 45, seed=5)
-    assert torch.equal(X, drive(IGPUCBGridPolicy(), problem, 45, seed=5))
+    X, incremental = drive(METHODS["igp-ucb-incremental"], problem, 45, seed=5)
+    assert isinstance(incremental, IncrementalIGPUCBGrid)
+    assert torch.equal(X, drive(METHODS["igp-ucb"], problem, 45, seed=5)[0])
     assert incremental.diagnostics() == {"grid_points": 50**2}
     # Its posterior on the final grid is the exact one, from scratch.
     unit = (X - bounds[0]) / (bounds[1] - bounds[0])
@@ -210,8 +210,9 @@ def test_incremental_igp_ucb_equals_the_refitted_one():
 
 def test_incremental_igp_ucb_rejects_another_point():
     problem = make_problem()
-    policy = IncrementalIGPUCBGridPolicy(grid_start=4, grid_max=5)
-    policy.reset(problem, 10, torch.Generator().manual_seed(0))
+    policy = IncrementalIGPUCBGrid(
+        problem, 10, torch.Generator().manual_seed(0), grid_start=4, grid_max=5
+    )
     for _ in range(3):
         x = policy.ask()
         policy.tell(x, problem.objective(x))

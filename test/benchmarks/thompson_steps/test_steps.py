@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from botorch_sketch.benchmarks.policies.thompson import (
-    CachedSGPTSPolicy,
-    IncrementalExactGPTSPolicy,
+    CachedExactGPTS,
+    CachedSGPTS,
 )
 from botorch_sketch.benchmarks.problems import make_sgpts_hartmann6
 from botorch_sketch.benchmarks.thompson_steps.report import format_report
@@ -136,15 +136,22 @@ def test_bad_arguments_raise(overrides, match):
 def test_step_flops_count_the_products_of_a_step():
     problem = make_sgpts_hartmann6(num_arms=300, seed=2)
     N, M, d = 300, 32, 6
-    exact = IncrementalExactGPTSPolicy(num_features=M)
-    exact.reset(problem, 10, torch.Generator().manual_seed(0))
+    exact = CachedExactGPTS(
+        problem, 10, torch.Generator().manual_seed(0), num_features=M
+    )
     assert step_flops(exact) is None
     exact.tell(torch.tensor([1, 2, 2, 7]), torch.zeros(4, dtype=torch.float64))
     # 3 distinct arms in one stored block; t = 4 observations.
     c, t = BLOCK_COLUMNS, 4
     assert step_flops(exact) == 2 * N * (M + c) + 2 * t * M + 2 * t * t + t * t
-    sparse = CachedSGPTSPolicy(num_inducing=2, num_features=M, memory_budget_gib=1e-9)
-    sparse.reset(problem, 10, torch.Generator().manual_seed(0))
+    sparse = CachedSGPTS(
+        problem,
+        10,
+        torch.Generator().manual_seed(0),
+        num_inducing=2,
+        num_features=M,
+        memory_budget_gib=1e-9,
+    )
     sparse.tell(torch.tensor([1, 50, 90]), torch.zeros(3, dtype=torch.float64))
     assert sparse.sampler.cache.features is None  # over budget: recomputed
     m = sparse.sampler.noise_size

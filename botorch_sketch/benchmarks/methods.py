@@ -1,0 +1,375 @@
+r"""Benchmark methods are data: one :class:`BenchmarkMethod` record per name in
+:data:`METHODS` (in the spirit of Ax's ``BenchmarkMethod``): its name, a line of
+description, how to build the run's ask/tell object for a problem, and which problems
+(finite arm sets, boxes) it takes.
+
+``method.build(problem, horizon, generator, **options)`` returns an object with
+``ask(max_arms)`` (arm indices of a finite problem, ``b x d`` points of a box; the
+runner passes the evaluations the horizon has left and truncates the batch to them)
+and ``tell(chosen, rewards)``, and optionally ``diagnostics()`` (per-step quantities
+worth plotting): the library loops (:class:`~botorch_sketch.BBKB`, GP-ThreDS) or the
+exact baselines of :mod:`.policies`. Options are ``build``'s keyword arguments.
+
+Example:
+    >>> method = METHODS["exact-ucb"]
+    >>> optimizer = method(problem, 100, torch.Generator(), radius=2.0)
+    >>> key, value = parse_option("exact-ucb:radius=2")
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from botorch_sketch.acquisition.bkb import TheoryRadius
+from botorch_sketch.benchmarks.policies.baselines import (
+    BoTorchUCB,
+    EpsilonGreedy,
+    ExactBUCB,
+    ExactUCB,
+    Uniform,
+)
+from botorch_sketch.benchmarks.policies.common import (
+    DEFAULT_RADIUS,
+    KernelHyperparameters,
+    check_finite,
+    draw_seed,
+)
+from botorch_sketch.benchmarks.policies.thompson import (
+    CachedExactGPTS,
+    CachedSGPTS,
+    ModelExactGPTS,
+    ModelSGPTS,
+)
+from botorch_sketch.benchmarks.policies.threds import (
+    IGPUCBGrid,
+    IncrementalIGPUCBGrid,
+    build_gp_threds,
+)
+from botorch_sketch.benchmarks.problems import Problem
+from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.options import BBKBOptions
+from botorch_sketch.models.nystrom import DEFAULT_QBAR
+from botorch_sketch.utils.validation import check_positive
+
+
+class BenchmarkOptimizer(Protocol):
+    r"""What a :class:`BenchmarkMethod` builds for one run (``diagnostics()``, a
+    dict of floats, is optional)."""
+
+    def ask(self, max_arms: int | None = None, /) -> Tensor: ...
+
+    def tell(self, chosen: Tensor, rewards: Tensor, /) -> None: ...
+
+
+@dataclass(frozen=True)
+class BenchmarkMethod:
+    r"""A benchmark method: how to build its ask/tell object for a run.
+
+    Attributes:
+        name: Registry name (as in ``--algorithms``).
+        description: One line for ``--list``.
+        build: ``build(problem, horizon, generator, **options)``: the run's ask/tell
+            object; draws its randomness from ``generator``.
+        finite: Takes finite problems (an arm set).
+        box: Takes box problems.
+        fixed: Options this method sets and does not accept (e.g. BKB's
+            ``ratio_threshold=1`` on BBKB's builder).
+    """
+
+    name: str
+    description: str
+    build: Callable[..., BenchmarkOptimizer]
+    finite: bool = True
+    box: bool = False
+    fixed: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.name or any(ch in self.name for ch in ",:= "):
+            raise ValueError(
+                f"`name` must be non-empty without ',:= ', got {self.name!r}."
+            )
+
+    def options(self) -> dict[str, object]:
+        r"""Accepted options with their defaults (None where there is none)."""
+        parameters = list(inspect.signature(self.build).parameters.values())[3:]
+        return {
+            p.name: (None if p.default is inspect.Parameter.empty else p.default)
+            for p in parameters
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and p.name not in self.fixed
+        }
+
+    def check(self, options: Mapping[str, object]) -> None:
+        r"""Raise a ValueError naming the accepted options if any is unknown."""
+        accepted = self.options()
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise ValueError(
+                f"Policy {self.name!r} has no option(s) {unknown}; accepted: "
+                f"{sorted(accepted)}."
+            )
+
+    def supports(self, problem: Problem) -> bool:
+        r"""Whether the method takes ``problem`` (finite or box)."""
+        return self.finite if problem.is_finite else self.box
+
+    def __call__(
+        self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        **options: Any,
+    ) -> BenchmarkOptimizer:
+        r"""The ask/tell object of a fresh run (options checked first)."""
+        self.check(options)
+        if not self.supports(problem):
+            kind = "finite" if problem.is_finite else "box"
+            raise ValueError(f"`{self.name}` does not support {kind} problems.")
+        return self.build(problem, horizon, generator, **self.fixed, **options)
+
+
+_PRECISIONS = {"double": None, "single": torch.float32}
+
+
+def build_bbkb(
+    problem: Problem,
+    horizon: int,
+    generator: torch.Generator,
+    *,
+    radius: float | str = DEFAULT_RADIUS,
+    ratio_threshold: Any = 2.0,
+    rule: str = "global",
+    qbar: float = DEFAULT_QBAR,
+    resampling: str = "coupled",
+    residual_update: bool = False,
+    max_batch_size: int | None = None,
+    end_fraction: float = 0.0,
+    feature_precision: str = "double",
+    lengthscale: float | None = None,
+    outputscale: float | None = None,
+    noise_variance: float | None = None,
+    rkhs_bound: float = 1.0,
+    delta: float | None = None,
+) -> BBKB:
+    r"""BBKB (:class:`~botorch_sketch.BBKB`) on the problem's fixed kernel.
+
+    ``radius`` is on the Bayesian scale, ``mu + radius * sigma`` (as the exact
+    baselines); the loop's papers'-scale radius (the papers' ``beta~``) is
+    ``radius * sqrt(lambda)``. ``radius="theory"`` uses BBKB's Theorem 2 value
+    (:class:`~botorch_sketch.TheoryRadius`) with ``rkhs_bound`` and ``delta``
+    (default ``1 / T``).
+
+    Args:
+        ratio_threshold: ``C~ >= 1`` of the batch rule (1: BKB).
+        rule, qbar, resampling, residual_update, end_fraction: See
+            :class:`~botorch_sketch.generation.options.BBKBOptions`.
+        max_batch_size: Cap on batch sizes (default: the loop's, 1,000).
+        feature_precision: ``"double"`` or ``"single"``: precision of the cached
+            ``A x m`` features (the rest stays in the arms' dtype).
+        lengthscale, outputscale: Overrides of the problem's kernel.
+        noise_variance: The regularization ``lambda`` (default: the problem's).
+    """
+    if radius != "theory":
+        check_positive(radius, "radius")
+    if feature_precision not in _PRECISIONS:
+        raise ValueError(
+            f"`feature_precision` must be one of {sorted(_PRECISIONS)}, got "
+            f"{feature_precision!r}."
+        )
+    options = BBKBOptions(
+        ratio_threshold=ratio_threshold,
+        rule=rule,
+        qbar=qbar,
+        resampling=resampling,
+        residual_update=residual_update,
+        end_fraction=end_fraction,
+        feature_dtype=_PRECISIONS[feature_precision],
+        # None: the loop's default cap
+        **({} if max_batch_size is None else {"max_batch_size": max_batch_size}),
+    )
+    check_finite(problem, "bbkb")
+    hp = KernelHyperparameters.from_problem(
+        problem,
+        lengthscale=lengthscale,
+        outputscale=outputscale,
+        noise_variance=noise_variance,
+    )
+    noise = hp.noise_variance
+    if radius == "theory":
+        papers_radius: float | TheoryRadius = TheoryRadius(
+            noise_std=problem.noise_std,
+            rkhs_bound=rkhs_bound,
+            delta=delta if delta is not None else 1.0 / horizon,
+            noise=noise,
+            ratio_threshold=options.ratio_threshold,
+        )
+    else:
+        papers_radius = float(radius) * math.sqrt(noise)
+    return BBKB(
+        problem.arms,
+        replace(options, noise=noise, radius=papers_radius),
+        covar_module=hp.kernel(dtype=problem.arms.dtype, device=problem.arms.device),
+        seed=draw_seed(generator),
+    )
+
+
+#: BKB's settings on BBKB's builder: one arm per step, no batch options.
+_BKB = {
+    "ratio_threshold": 1.0,
+    "rule": "global",
+    "residual_update": False,
+    "max_batch_size": None,
+    "end_fraction": 0.0,
+}
+
+#: All benchmark methods, by name.
+METHODS: dict[str, BenchmarkMethod] = {
+    method.name: method
+    for method in (
+        BenchmarkMethod("bbkb", "BBKB adaptive batches", build_bbkb),
+        BenchmarkMethod("bkb", "BKB (Nystrom GP-UCB)", build_bbkb, fixed=_BKB),
+        BenchmarkMethod("exact-ucb", "exact GP-UCB, O(A t) updates", ExactUCB),
+        BenchmarkMethod(
+            "botorch-ucb",
+            "exact GP-UCB as a plain BoTorch loop (refit every step)",
+            BoTorchUCB,
+        ),
+        BenchmarkMethod("exact-bucb", "exact GP-BUCB / GP-AUCB batches", ExactBUCB),
+        BenchmarkMethod("uniform", "uniform", Uniform, box=True),
+        BenchmarkMethod("epsilon-greedy", "epsilon-greedy", EpsilonGreedy, box=True),
+        BenchmarkMethod("sgpts", "S-GP-TS", ModelSGPTS, box=True),
+        BenchmarkMethod(
+            "exact-gpts", "exact GP Thompson sampling", ModelExactGPTS, box=True
+        ),
+        BenchmarkMethod("sgpts-cached", "S-GP-TS, cached (finite arms)", CachedSGPTS),
+        BenchmarkMethod(
+            "exact-gpts-incremental",
+            "exact GP-TS, O(N (M + t)) incremental (finite arms)",
+            CachedExactGPTS,
+        ),
+        BenchmarkMethod(
+            "gp-threds", "GP-ThreDS", build_gp_threds, finite=False, box=True
+        ),
+        BenchmarkMethod(
+            "igp-ucb",
+            "IGP-UCB on a growing grid",
+            IGPUCBGrid,
+            finite=False,
+            box=True,
+        ),
+        BenchmarkMethod(
+            "igp-ucb-incremental",
+            "IGP-UCB on a growing grid, O(A t) incremental updates",
+            IncrementalIGPUCBGrid,
+            finite=False,
+            box=True,
+        ),
+    )
+}
+
+
+def register_method(method: BenchmarkMethod) -> None:
+    r"""Add (or replace) ``method`` under its name."""
+    if not isinstance(method, BenchmarkMethod):
+        raise TypeError("`method` must be a BenchmarkMethod.")
+    METHODS[method.name] = method
+
+
+def get_method(name: str) -> BenchmarkMethod:
+    r"""The method registered as ``name`` (a ValueError lists the known ones)."""
+    if name not in METHODS:
+        raise ValueError(f"Unknown policy {name!r}; known: {sorted(METHODS)}.")
+    return METHODS[name]
+
+
+def parse_value(text: str) -> object:
+    r"""Parse an option value: int, float, bool, None, a comma list, or a string."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    if "," in text:
+        return tuple(parse_value(part) for part in text.split(","))
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_option(text: str) -> tuple[str | None, str, object]:
+    r"""Parse ``[target:]key=value`` into ``(target, key, value)``.
+
+    ``target`` (a policy label or name) is None when the option applies to every
+    policy that accepts ``key``.
+    """
+    head, sep, value = text.partition("=")
+    if not sep or not head:
+        raise ValueError(f"Option {text!r} must look like [policy:]key=value.")
+    target, colon, key = head.rpartition(":")
+    if not key.isidentifier():
+        raise ValueError(f"Option {text!r}: {key!r} is not a valid option name.")
+    return (target if colon else None), key, parse_value(value)
+
+
+@dataclass(frozen=True)
+class PerHorizon:
+    r"""An option value computed from the horizon ``T``, e.g. ``delta = 1/T``.
+
+    Attributes:
+        function: Maps ``T`` to the value.
+        text: How to print it (e.g. ``"1/T"``).
+    """
+
+    function: Callable[[int], object]
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    r"""A method to run: registry ``name``, table ``label`` and keyword ``options``.
+
+    :class:`PerHorizon` option values are resolved by :meth:`resolved_options`.
+    """
+
+    name: str
+    label: str = ""
+    options: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        get_method(self.name)
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
+
+    @property
+    def method(self) -> BenchmarkMethod:
+        return get_method(self.name)
+
+    def resolved_options(self, horizon: int) -> dict[str, object]:
+        return {
+            key: value.function(horizon) if isinstance(value, PerHorizon) else value
+            for key, value in self.options.items()
+        }
+
+    def with_options(self, options: Mapping[str, object]) -> PolicyConfig:
+        return PolicyConfig(self.name, self.label, {**self.options, **options})
+
+    def build(
+        self, problem: Problem, horizon: int, generator: torch.Generator
+    ) -> BenchmarkOptimizer:
+        r"""The run's ask/tell object."""
+        return self.method(
+            problem, horizon, generator, **self.resolved_options(horizon)
+        )
