@@ -97,14 +97,25 @@ class BenchmarkMethod:
             )
 
     def options(self) -> dict[str, object]:
-        r"""Accepted options with their defaults (None where there is none)."""
-        parameters = list(inspect.signature(self.build).parameters.values())[3:]
-        return {
-            p.name: (None if p.default is inspect.Parameter.empty else p.default)
-            for p in parameters
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-            and p.name not in self.fixed
-        }
+        r"""Accepted options with their defaults (None where there is none): the
+        keyword-only arguments of ``build`` (of a class: of its ``__init__`` and,
+        while one passes ``**settings`` on, of its bases'), less the fixed ones."""
+        if isinstance(self.build, type):
+            classes = self.build.__mro__[:-1]
+            builds = [vars(c)["__init__"] for c in classes if "__init__" in vars(c)]
+        else:
+            builds = [self.build]
+        found: dict[str, object] = {}
+        for build in builds:
+            parameters = inspect.signature(build).parameters.values()
+            for p in parameters:
+                if p.kind is p.KEYWORD_ONLY and p.name not in self.fixed:
+                    found.setdefault(
+                        p.name, None if p.default is p.empty else p.default
+                    )
+            if all(p.kind is not p.VAR_KEYWORD for p in parameters):
+                break
+        return found
 
     def check(self, options: Mapping[str, object]) -> None:
         r"""Raise a ValueError naming the accepted options if any is unknown."""

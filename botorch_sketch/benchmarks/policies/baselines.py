@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import torch
 from botorch.acquisition import UpperConfidenceBound
@@ -160,36 +161,15 @@ class EpsilonGreedy:
 
 class _ExactGP:
     r"""Problem, kernel and radius schedule of the exact GP baselines (finite arm sets
-    only): a constant ``radius`` on the Bayesian scale or ``"srinivas"`` with its
-    ``delta``, and overrides of the problem's kernel and noise."""
+    only).
 
-    def __init__(
-        self,
-        problem: Problem,
-        generator: torch.Generator,
-        radius: float | str,
-        delta: float,
-        overrides: dict[str, float | None],
-    ) -> None:
-        check_finite(problem, type(self).__name__)
-        self.problem = problem
-        self.generator = generator
-        self.hyperparameters = KernelHyperparameters.from_problem(problem, **overrides)
-        self.schedule = make_radius_schedule(
-            radius, num_arms=problem.arms.shape[0], delta=delta
-        )
-
-
-class ExactUCB(_ExactGP):
-    r"""Exact GP-UCB with ``O(A t)`` incremental posterior updates.
-
-    Plays ``argmax_x mean_t(x) + radius_t * sd_t(x)`` over all arms, where the exact
-    posterior (fixed kernel, noise variance ``s2``) is kept by
-    :class:`~.common.IncrementalExactPosterior`. The first arm is uniformly random.
-    Memory: ``A x T`` numbers.
-
-    Example:
-        >>> ucb = ExactUCB(problem, 100, torch.Generator(), radius=2.0)
+    Args:
+        problem, horizon, generator: The run.
+        radius: Constant radius (Bayesian scale) or ``"srinivas"``.
+        delta: Confidence level of the ``"srinivas"`` schedule.
+        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
+        outputscale: Override of the kernel variance.
+        noise_variance: Override of the model noise variance.
     """
 
     def __init__(
@@ -204,19 +184,40 @@ class ExactUCB(_ExactGP):
         outputscale: float | None = None,
         noise_variance: float | None = None,
     ) -> None:
-        r"""Args:
-        radius: Constant radius (Bayesian scale) or ``"srinivas"``.
-        delta: Confidence level of the ``"srinivas"`` schedule.
-        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
-        outputscale: Override of the kernel variance.
-        noise_variance: Override of the model noise variance.
-        """
-        overrides = {
-            "lengthscale": lengthscale,
-            "outputscale": outputscale,
-            "noise_variance": noise_variance,
-        }
-        super().__init__(problem, generator, radius, delta, overrides)
+        check_finite(problem, type(self).__name__)
+        self.problem = problem
+        self.generator = generator
+        self.hyperparameters = KernelHyperparameters.from_problem(
+            problem,
+            lengthscale=lengthscale,
+            outputscale=outputscale,
+            noise_variance=noise_variance,
+        )
+        self.schedule = make_radius_schedule(
+            radius, num_arms=problem.arms.shape[0], delta=delta
+        )
+
+
+class ExactUCB(_ExactGP):
+    r"""Exact GP-UCB with ``O(A t)`` incremental posterior updates.
+
+    Plays ``argmax_x mean_t(x) + radius_t * sd_t(x)`` over all arms, where the exact
+    posterior (fixed kernel, noise variance ``s2``) is kept by
+    :class:`~.common.IncrementalExactPosterior`. The first arm is uniformly random.
+    Memory: ``A x T`` numbers. Options: those of :class:`_ExactGP`.
+
+    Example:
+        >>> ucb = ExactUCB(problem, 100, torch.Generator(), radius=2.0)
+    """
+
+    def __init__(
+        self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        **settings: Any,
+    ) -> None:
+        super().__init__(problem, horizon, generator, **settings)
         self.posterior = IncrementalExactPosterior(
             problem.arms, self.hyperparameters, capacity=horizon
         )
@@ -267,34 +268,21 @@ class ExactBUCB(ExactUCB):
         horizon: int,
         generator: torch.Generator,
         *,
-        radius: float | str = DEFAULT_RADIUS,
         batch_size: int | None = None,
         max_variance_ratio: float = 2.0,
         max_batch_size: int | None = None,
-        delta: float = 0.05,
-        lengthscale: float | None = None,
-        outputscale: float | None = None,
-        noise_variance: float | None = None,
+        **settings: Any,
     ) -> None:
         r"""Args:
         batch_size: Fixed batch size; None for the adaptive rule.
         max_variance_ratio: Bound ``C >= 1`` of the adaptive rule (1: GP-UCB).
         max_batch_size: Cap on adaptive batches (None: no cap).
-        Other arguments: as :class:`ExactUCB`.
+        settings: Those of :class:`_ExactGP`.
         """
         _check_batch_size(batch_size, "batch_size")
         _check_batch_size(max_batch_size, "max_batch_size")
         check_at_least(max_variance_ratio, "max_variance_ratio", 1.0)
-        super().__init__(
-            problem,
-            horizon,
-            generator,
-            radius=radius,
-            delta=delta,
-            lengthscale=lengthscale,
-            outputscale=outputscale,
-            noise_variance=noise_variance,
-        )
+        super().__init__(problem, horizon, generator, **settings)
         self.batch_size = batch_size
         self.max_variance_ratio = float(max_variance_ratio)
         self.max_batch_size = max_batch_size
@@ -349,24 +337,15 @@ class BoTorchUCB(_ExactGP):
         horizon: int,
         generator: torch.Generator,
         *,
-        radius: float | str = DEFAULT_RADIUS,
-        delta: float = 0.05,
-        lengthscale: float | None = None,
-        outputscale: float | None = None,
-        noise_variance: float | None = None,
         chunk_size: int = 2048,
+        **settings: Any,
     ) -> None:
         r"""Args:
         chunk_size: Arms per acquisition evaluation.
-        Other arguments: as :class:`ExactUCB`.
+        settings: Those of :class:`_ExactGP`.
         """
         self.chunk_size = _check_batch_size(chunk_size, "chunk_size")
-        overrides = {
-            "lengthscale": lengthscale,
-            "outputscale": outputscale,
-            "noise_variance": noise_variance,
-        }
-        super().__init__(problem, generator, radius, delta, overrides)
+        super().__init__(problem, horizon, generator, **settings)
         self._indices: list[int] = []
         self._rewards: list[float] = []
 

@@ -41,6 +41,7 @@ import warnings
 from abc import abstractmethod
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import torch
 from botorch.exceptions.warnings import InputDataWarning
@@ -139,7 +140,7 @@ class _ModelThompson(_Thompson):
         raw_samples: Box problems: Sobol points scored per path (default ``1000 d``).
         num_restarts: Box problems: L-BFGS-B starts per path.
         chunk_size: Arms evaluated at once.
-        Other arguments: as :class:`_Thompson`.
+        settings: Those of :class:`_Thompson`.
     """
 
     def __init__(
@@ -148,34 +149,17 @@ class _ModelThompson(_Thompson):
         horizon: int,
         generator: torch.Generator,
         *,
-        batch_size: int = 1,
-        num_initial: int = 1,
-        num_features: int = 1000,
-        alpha: Alpha = 1.0,
-        lengthscale: float | None = None,
-        outputscale: float | None = None,
-        noise_variance: float | None = None,
         raw_samples: int | None = None,
         num_restarts: int = 10,
         chunk_size: int = 4096,
+        **settings: Any,
     ) -> None:
         if raw_samples is not None:
             check_int(raw_samples, "raw_samples", 1)
         self.raw_samples = raw_samples
         self.num_restarts = check_int(num_restarts, "num_restarts", 1)
         self.chunk_size = check_int(chunk_size, "chunk_size", 1)
-        super().__init__(
-            problem,
-            horizon,
-            generator,
-            batch_size=batch_size,
-            num_initial=num_initial,
-            num_features=num_features,
-            alpha=alpha,
-            lengthscale=lengthscale,
-            outputscale=outputscale,
-            noise_variance=noise_variance,
-        )
+        super().__init__(problem, horizon, generator, **settings)
         self.model: Model | None = None
 
     def ask(self, max_arms: int | None = None) -> Tensor:
@@ -223,7 +207,7 @@ class ModelSGPTS(_ModelThompson):
         randomized_selection: Randomized (instead of greedy) inducing selection.
         inducing_quality: ``"variance"`` (the paper's) or ``"improvement"`` (see
             :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP`).
-        Other arguments: as :class:`_ModelThompson`.
+        settings: Those of :class:`_ModelThompson` and :class:`_Thompson`.
 
     Example:
         >>> ts = ModelSGPTS(problem, 100, torch.Generator(), num_inducing=100)
@@ -236,37 +220,14 @@ class ModelSGPTS(_ModelThompson):
         generator: torch.Generator,
         *,
         num_inducing: int = 100,
-        batch_size: int = 1,
-        num_initial: int = 1,
-        num_features: int = 1000,
-        alpha: Alpha = 1.0,
         randomized_selection: bool = False,
         inducing_quality: str = "variance",
-        lengthscale: float | None = None,
-        outputscale: float | None = None,
-        noise_variance: float | None = None,
-        raw_samples: int | None = None,
-        num_restarts: int = 10,
-        chunk_size: int = 4096,
+        **settings: Any,
     ) -> None:
         self.num_inducing = check_int(num_inducing, "num_inducing", 1)
         self.randomized_selection = bool(randomized_selection)
         self.inducing_quality = _check_quality(inducing_quality)
-        super().__init__(
-            problem,
-            horizon,
-            generator,
-            batch_size=batch_size,
-            num_initial=num_initial,
-            num_features=num_features,
-            alpha=alpha,
-            lengthscale=lengthscale,
-            outputscale=outputscale,
-            noise_variance=noise_variance,
-            raw_samples=raw_samples,
-            num_restarts=num_restarts,
-            chunk_size=chunk_size,
-        )
+        super().__init__(problem, horizon, generator, **settings)
 
     def _observe(self, X: Tensor, Y: Tensor) -> Model:
         if self.model is not None:
@@ -359,7 +320,7 @@ class _CachedThompson(_Thompson):
             the arms' dtype).
         prior_block: Prior weights drawn ahead for batches smaller than this
             (:class:`~botorch_sketch.sampling.arm_features.PriorPathBank`).
-        Other arguments: as :class:`_Thompson`.
+        settings: Those of :class:`_Thompson`.
     """
 
     def __init__(
@@ -368,16 +329,10 @@ class _CachedThompson(_Thompson):
         horizon: int,
         generator: torch.Generator,
         *,
-        batch_size: int = 1,
-        num_initial: int = 1,
-        num_features: int = 1000,
-        alpha: Alpha = 1.0,
-        lengthscale: float | None = None,
-        outputscale: float | None = None,
-        noise_variance: float | None = None,
         memory_budget_gib: float = 8.0,
         cache_dtype: str | None = None,
         prior_block: int = 64,
+        **settings: Any,
     ) -> None:
         check_positive(memory_budget_gib, "memory_budget_gib")
         dtypes = {None: None, "float32": torch.float32, "float64": torch.float64}
@@ -388,18 +343,7 @@ class _CachedThompson(_Thompson):
             )
         self.prior_block = check_int(prior_block, "prior_block", 1)
         check_finite(problem, type(self).__name__)
-        super().__init__(
-            problem,
-            horizon,
-            generator,
-            batch_size=batch_size,
-            num_initial=num_initial,
-            num_features=num_features,
-            alpha=alpha,
-            lengthscale=lengthscale,
-            outputscale=outputscale,
-            noise_variance=noise_variance,
-        )
+        super().__init__(problem, horizon, generator, **settings)
         cache = ArmFeatureCache(
             problem.arms,
             self._kernel(problem.arms),
@@ -440,7 +384,7 @@ class CachedSGPTS(_CachedThompson):
     Args:
         num_inducing: Maximal number ``m`` of inducing points.
         inducing_quality: ``"variance"`` or ``"improvement"``.
-        Other arguments: as :class:`_CachedThompson`.
+        settings: Those of :class:`_CachedThompson` and :class:`_Thompson`.
     """
 
     def __init__(
@@ -451,34 +395,11 @@ class CachedSGPTS(_CachedThompson):
         *,
         num_inducing: int = 100,
         inducing_quality: str = "variance",
-        batch_size: int = 1,
-        num_initial: int = 1,
-        num_features: int = 1000,
-        alpha: Alpha = 1.0,
-        lengthscale: float | None = None,
-        outputscale: float | None = None,
-        noise_variance: float | None = None,
-        memory_budget_gib: float = 8.0,
-        cache_dtype: str | None = None,
-        prior_block: int = 64,
+        **settings: Any,
     ) -> None:
         self.num_inducing = check_int(num_inducing, "num_inducing", 1)
         self.inducing_quality = _check_quality(inducing_quality)
-        super().__init__(
-            problem,
-            horizon,
-            generator,
-            batch_size=batch_size,
-            num_initial=num_initial,
-            num_features=num_features,
-            alpha=alpha,
-            lengthscale=lengthscale,
-            outputscale=outputscale,
-            noise_variance=noise_variance,
-            memory_budget_gib=memory_budget_gib,
-            cache_dtype=cache_dtype,
-            prior_block=prior_block,
-        )
+        super().__init__(problem, horizon, generator, **settings)
 
     def _sampler(self, cache: ArmFeatureCache) -> CachedSparseThompson:
         return CachedSparseThompson(
