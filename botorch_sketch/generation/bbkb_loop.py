@@ -586,7 +586,7 @@ class BBKB(ArmLoop):
         kernel inputs or the given ones."""
         kernel, noise = hyperparameters or (self.covar_module, self.noise)
         inputs = self.kernel_inputs if kernel_inputs is None else kernel_inputs
-        options = {"feature_dtype": self.options.feature_dtype}
+        options = {"cache_dtype": self.options.cache_dtype}
         if observed is None or observed.numel() == 0:
             return CandidateState(inputs, kernel, noise, **options)
         state = CandidateState.from_observations(

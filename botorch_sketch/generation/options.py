@@ -2,12 +2,12 @@ r"""One frozen options object per loop: :class:`BBKBOptions`, :class:`SGPTSOptio
 and :class:`GPThreDSOptions`, each field with its default, validated once when the
 object is built (``ValueError`` / ``TypeError`` naming the field).
 
-The rule for all three loops: the problem (the arms or the box), the kernel (a
-module, not a setting) and the seed are the loop's own arguments; every other
-setting is an option. A loop takes ``options=`` and, for convenience, any field as
-a keyword override (``BBKB(arms, qbar=2.0)`` builds ``BBKBOptions(qbar=2.0)``), so
-each default is spelled once, here. Integrations and benchmarks build an options
-object and pass it on (:func:`merged_options`).
+The rule for all three loops: the problem (the arms or the box), the kernel
+(``covar_module``, a module, not a setting) and the seed are the loop's own
+arguments; every other setting is an option. A loop takes ``options=`` and, for
+convenience, any field as a keyword override (``BBKB(arms, qbar=2.0)`` builds
+``BBKBOptions(qbar=2.0)``), so each default is spelled once, here. Integrations
+and benchmarks build an options object and pass it on (:func:`merged_options`).
 
 Example:
     >>> options = BBKBOptions(ratio_threshold=4.0, end_fraction=0.05)
@@ -118,9 +118,9 @@ class BBKBOptions(ArmLoopOptions):
     #: Whether failed arms may be asked again (a crashing configuration keeps its
     #: high UCB, so by default it is not).
     retry_failed: bool = False
-    #: dtype of the cached ``A x m`` features (``torch.float32`` halves them);
-    #: None: the arms'.
-    feature_dtype: torch.dtype | None = None
+    #: Storage dtype of the cached ``A x m`` features (``torch.float32`` halves
+    #: them; the name ``SGPTSOptions`` uses for its cache); None: the arms'.
+    cache_dtype: torch.dtype | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -187,7 +187,7 @@ class SGPTSOptions(ArmLoopOptions):
 @dataclass(frozen=True, kw_only=True)
 class GPThreDSOptions:
     r"""Options of :class:`~botorch_sketch.generation.threds.GPThreDS`; the box
-    (``bounds``), ``kernel`` and ``seed`` are the loop's. ``f_range`` has no
+    (``bounds``), ``covar_module`` and ``seed`` are the loop's. ``f_range`` has no
     default: the threshold search starts at its middle.
 
     Example:
@@ -204,7 +204,7 @@ class GPThreDSOptions:
     #: Sub-Gaussian noise scale ``R >= 0`` in the radius.
     noise_std: float = 0.1
     #: Confidence parameter of the radius, in ``(0, 1)``.
-    delta0: float = 1e-3
+    delta: float = 1e-3
     #: ``n -> gamma(n)``, the information-gain stand-in of the radius
     #: (``math.sqrt`` suits Matern-like kernels).
     gamma: Callable[[int], float] = math.log
@@ -236,7 +236,7 @@ class GPThreDSOptions:
         check_at_least(self.noise, "noise", MIN_NOISE)
         check_at_least(self.rkhs_bound, "rkhs_bound", 0.0)
         check_at_least(self.noise_std, "noise_std", 0.0)
-        for name in ("delta0", "walk_delta"):
+        for name in ("delta", "walk_delta"):
             value = getattr(self, name)
             check_positive(value, name)
             if value >= 1:
@@ -244,7 +244,7 @@ class GPThreDSOptions:
         if not callable(self.gamma):
             raise TypeError("`gamma` must be a callable n -> float.")
         # a gamma that fails at once fails here
-        threds_radius(1, self.rkhs_bound, self.noise_std, self.delta0, self.gamma)
+        threds_radius(1, self.rkhs_bound, self.noise_std, self.delta, self.gamma)
         check_int(self.grid_points, "grid_points", 2)
         check_int(self.cap, "cap", 1)
         check_at_least(self.tol_coef, "tol_coef", 0.0)

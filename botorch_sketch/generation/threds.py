@@ -164,9 +164,9 @@ class GPThreDS:
     docstring); pickle and ``copy.deepcopy`` work when ``gamma`` does (e.g. a
     module-level function such as ``math.log``).
 
-    Options: the box, ``kernel`` and ``seed`` are arguments of the generator; every
-    other setting is a field of :class:`GPThreDSOptions` (:attr:`options`), given
-    as ``options=`` or as keyword overrides of its fields.
+    Options: the box, ``covar_module`` and ``seed`` are arguments of the generator;
+    every other setting is a field of :class:`GPThreDSOptions` (:attr:`options`),
+    given as ``options=`` or as keyword overrides of its fields.
 
     Example:
         >>> bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
@@ -181,7 +181,7 @@ class GPThreDS:
         bounds: Tensor,
         options: GPThreDSOptions | None = None,
         *,
-        kernel: Kernel | None = None,
+        covar_module: Kernel | None = None,
         seed: int = 0,
         **overrides: Any,
     ) -> None:
@@ -191,8 +191,9 @@ class GPThreDS:
             bounds: ``2 x d`` box, lower < upper; its dtype and device are used.
             options: The generator's settings (:class:`GPThreDSOptions`, each field
                 with its default and meaning; ``f_range`` is required).
-            kernel: GPyTorch kernel of the local GPs (copied; hyperparameters fixed).
-                Default ``ScaleKernel(RBFKernel())``, lengthscale 0.2, outputscale 1.
+            covar_module: GPyTorch kernel of the local GPs (copied; hyperparameters
+                fixed). Default ``ScaleKernel(RBFKernel())``, lengthscale 0.2,
+                outputscale 1.
             seed: Seeds the random first query of every test in mode ``"rwt"``
                 (mode ``"cube"`` makes no random choice).
             **overrides: Fields of :class:`GPThreDSOptions` that replace those of
@@ -202,8 +203,8 @@ class GPThreDS:
         check_bounds(bounds, "bounds")
         check_magnitude(bounds, "bounds")
         options = merged_options(GPThreDSOptions, options, overrides, "GPThreDS")
-        if kernel is not None:
-            check_kernel(kernel, "kernel")
+        if covar_module is not None:
+            check_kernel(covar_module)
         # A local test keeps ~32 numbers per grid point (its grid, the first rows
         # of its incremental GP, means, variances, bounds).
         check_allocation(
@@ -215,8 +216,12 @@ class GPThreDS:
         self.bounds = bounds
         self.dim = bounds.shape[-1]
         factory = {"dtype": bounds.dtype, "device": bounds.device}
-        kernel = kernel if kernel is not None else default_threds_kernel(**factory)
-        self.kernel = copy.deepcopy(kernel).requires_grad_(False).to(**factory)
+        if covar_module is None:
+            covar_module = default_threds_kernel(**factory)
+        #: The local GPs' kernel (a copy, hyperparameters fixed)
+        self.covar_module = (
+            copy.deepcopy(covar_module).requires_grad_(False).to(**factory)
+        )
         self.seed = seed
         self.noise = float(options.noise)
         self.rkhs_bound = float(options.rkhs_bound)
@@ -340,7 +345,7 @@ class GPThreDS:
         return {
             "bounds": self.bounds,
             "options": self.options,
-            "kernel": self.kernel,
+            "covar_module": self.covar_module,
             "seed": self.seed,
             "state": self.state_dict(),
         }
@@ -352,7 +357,9 @@ class GPThreDS:
 
     def _fresh(self) -> GPThreDS:
         r"""A generator built as this one was, before any query."""
-        return type(self)(self.bounds, self.options, kernel=self.kernel, seed=self.seed)
+        return type(self)(
+            self.bounds, self.options, covar_module=self.covar_module, seed=self.seed
+        )
 
     def run(self, f: Callable[[Tensor], Tensor], T: int) -> tuple[Tensor, Tensor]:
         r"""Make exactly ``T`` more queries of ``f``.
@@ -452,7 +459,7 @@ class GPThreDS:
         first = first_query_index(self.options.grid_points, self.dim)
         for i, cube in enumerate(self._cubes):
             grid, leaf = cube_grid(cube, self.options.grid_points)
-            delta = self.options.delta0
+            delta = self.options.delta
             test = self._make_test(grid, leaf, 2**self.dim, cube, first, delta)
             yield test
             leaves = sub_cubes(cube.unsqueeze(0))[0]
@@ -488,7 +495,7 @@ class GPThreDS:
         # alone when the prior UCB is below tau, and the walk then cycles for ever.
         first = int(torch.randint(grid.shape[0], (1,), generator=self._generator))
         options = self.options
-        delta = options.walk_delta if request.kind == "child" else options.delta0
+        delta = options.walk_delta if request.kind == "child" else options.delta
         group = torch.zeros(grid.shape[0], dtype=torch.long, device=grid.device)
         return self._make_test(grid, group, 1, request.box, first, delta)
 
@@ -512,7 +519,7 @@ class GPThreDS:
             threshold=self.threshold,
             tolerance=self.tol_coef * float((box[1] - box[0]).max()),
             radius=lambda n: threds_radius(n, rkhs_bound, noise_std, delta, gamma),
-            kernel=self.kernel,
+            kernel=self.covar_module,
             noise=self.noise,
             cap=self.options.cap,
             first_index=first_index,

@@ -20,7 +20,7 @@ Importing this module (``botorch_sketch.integrations.ax`` does) registers, once:
   :class:`~botorch_sketch.acquisition.thompson.ScaledPathThompsonSampling` (Ax's
   scalarization and pending points passed on: a fresh path for every arm);
   without a ``radius``, BKB-UCB's index is ``mu + sqrt(0.2) sigma``
-  (:data:`AX_UCB_SCALE`);
+  (:data:`AX_BAYES_RADIUS`);
 - the classes in Ax's JSON/SQA storage registries, so experiments and generation
   strategies that use them save and load (import this module before loading).
 """
@@ -101,26 +101,26 @@ AX_SHAPED_KERNELS = (
 #: regret on Branin (docs/ax.md).
 AX_NYSTROM_NOISE: float | None = None
 
-#: BKB-UCB's index from Ax when no ``radius`` is given: ``mu + AX_UCB_SCALE sigma``
-#: (Bayesian-scale ``sigma``), i.e. ``radius = AX_UCB_SCALE sqrt(lambda)`` for the
+#: BKB-UCB's index from Ax when no ``radius`` is given: ``mu + AX_BAYES_RADIUS sigma``
+#: (Bayesian-scale ``sigma``), i.e. ``radius = AX_BAYES_RADIUS sqrt(lambda)`` for the
 #: fitted ``lambda``. ``sqrt(0.2)``: BoTorch's ``UpperConfidenceBound`` from Ax
 #: (``beta = 0.2`` in its input constructor) scores ``mu + sqrt(0.2) sigma``. With
 #: ``mu + 2 sigma`` the 30-trial runs of docs/ax.md spent their trials on the box's
 #: boundary (unit-variance prior: ``sigma`` is near 1 away from the data), and an exact
 #: ``SingleTaskGP`` with the same index did no better on Hartmann-6.
-AX_UCB_SCALE = math.sqrt(0.2)
+AX_BAYES_RADIUS = math.sqrt(0.2)
 
 
 def default_bkb_radius(model: NystromGP) -> float:
     r"""BKB-UCB's radius from Ax when no ``radius`` is given:
-    ``radius = AX_UCB_SCALE sqrt(lambda)`` for the model's (fitted) ``lambda``, so the
-    index is ``mu + AX_UCB_SCALE sigma``.
+    ``radius = AX_BAYES_RADIUS sqrt(lambda)`` for the model's (fitted) ``lambda``, so
+    the index is ``mu + AX_BAYES_RADIUS sigma``.
 
     Example:
         >>> default_bkb_radius(NystromGP(X, Y, noise=1e-2))  # sqrt(0.2) * 0.1
         0.0447...
     """
-    return AX_UCB_SCALE * float(model.noise.detach().sqrt())
+    return AX_BAYES_RADIUS * float(model.noise.detach().sqrt())
 
 
 def ax_nystrom_kernel(d: int) -> Kernel:
@@ -366,7 +366,7 @@ def construct_inputs_bkb_ucb(
         posterior_transform: Ax's scalarization (sign of the objective).
         radius: The papers'-scale radius ``beta~ >= 0``; the index is
             ``mu + (radius / sqrt(lambda)) sigma``. None:
-            ``radius = AX_UCB_SCALE sqrt(lambda)`` for the model's (fitted)
+            ``radius = AX_BAYES_RADIUS sqrt(lambda)`` for the model's (fitted)
             ``lambda``, i.e. ``mu + sqrt(0.2) sigma`` whatever ``lambda`` is.
         maximize: Passed through.
         X_pending: ``p x d`` pending points.

@@ -103,7 +103,7 @@ class CandidateState:
     r"""DTC posterior of ``A`` fixed candidates with ``O(A m)`` in-place updates.
 
     Observations and dictionary points are candidate indices. The features may be
-    stored in a lower precision than the candidates (``feature_dtype=torch.float32``
+    stored in a lower precision than the candidates (``cache_dtype=torch.float32``
     halves the memory of the ``A x m`` cache); the ``m x m`` matrices and the
     per-candidate sums stay in the candidates' dtype. The state follows the
     candidates' device. ``flops`` counts the floating-point work done so far
@@ -122,8 +122,8 @@ class CandidateState:
         kernel: Kernel,
         noise: float,
         *,
-        feature_dtype: torch.dtype | None = None,
-        max_feature_bytes: int | None = None,
+        cache_dtype: torch.dtype | None = None,
+        memory_budget: int | None = None,
     ) -> None:
         r"""Start from the prior, with no observation and an empty dictionary.
 
@@ -132,9 +132,9 @@ class CandidateState:
             kernel: GPyTorch kernel with fixed hyperparameters (call :meth:`refresh`
                 after changing them).
             noise: The regularization ``lambda > 0``.
-            feature_dtype: dtype of the cached ``A x m`` features (default: the
+            cache_dtype: dtype of the cached ``A x m`` features (default: the
                 candidates'); ``torch.float32`` for the low-precision scoring path.
-            max_feature_bytes: Memory budget of the feature cache; growing past it
+            memory_budget: Memory budget of the feature cache; growing past it
                 raises a ``MemoryError`` naming the budget (default: no budget).
         """
         check_magnitude(
@@ -142,19 +142,19 @@ class CandidateState:
         )
         check_kernel(kernel, "kernel")
         noise = check_positive(noise, "noise")
-        if feature_dtype is not None and not (
-            isinstance(feature_dtype, torch.dtype) and feature_dtype.is_floating_point
+        if cache_dtype is not None and not (
+            isinstance(cache_dtype, torch.dtype) and cache_dtype.is_floating_point
         ):
             raise TypeError(
-                f"`feature_dtype` must be a floating dtype, got {feature_dtype!r}."
+                f"`cache_dtype` must be a floating dtype, got {cache_dtype!r}."
             )
-        if max_feature_bytes is not None:
-            check_int(max_feature_bytes, "max_feature_bytes", 1)
+        if memory_budget is not None:
+            check_int(memory_budget, "memory_budget", 1)
         self.points = points
         self.kernel = kernel
         self.noise = noise
-        self.feature_dtype = feature_dtype or points.dtype
-        self.max_feature_bytes = max_feature_bytes
+        self.cache_dtype = cache_dtype or points.dtype
+        self.memory_budget = memory_budget
         self.flops = 0.0
         num_points = points.shape[0]
         with torch.no_grad():
@@ -188,7 +188,7 @@ class CandidateState:
             indices: ``n`` observed candidate indices (repeats allowed).
             rewards: ``n`` rewards.
             dictionary: ``m >= 1`` dictionary candidate indices.
-            kwargs: ``feature_dtype``, ``max_feature_bytes``.
+            kwargs: ``cache_dtype``, ``memory_budget``.
 
         Returns:
             The state.
@@ -217,9 +217,9 @@ class CandidateState:
 
     @property
     def features(self) -> Tensor:
-        r"""``A x m`` features ``z(x)`` (``feature_dtype``), formed from the cache by
+        r"""``A x m`` features ``z(x)`` (``cache_dtype``), formed from the cache by
         one ``A x s x m`` product; :meth:`feature_rows` reads a few rows."""
-        basis = self._basis.to(self.feature_dtype)
+        basis = self._basis.to(self.cache_dtype)
         return (basis.mT @ self._raw_t[: self._stored]).mT
 
     def feature_rows(self, indices: Tensor | int) -> Tensor:
@@ -620,7 +620,7 @@ class CandidateState:
             self._compact_if_sparse(force=True)  # before growing the buffer
             s = self._stored
         self._ensure_capacity(s + k)
-        self._raw_t[s : s + k] = feature.mT.to(self.feature_dtype)
+        self._raw_t[s : s + k] = feature.mT.to(self.cache_dtype)
         m = self._basis.shape[-1]
         basis = self._basis.new_zeros(s + k, m + k)
         basis[:s, :m] = self._basis
@@ -635,7 +635,7 @@ class CandidateState:
         s, m = self._stored, self._basis.shape[-1]
         if s == m or (not force and s <= 2 * m + 32):
             return
-        basis = self._basis.to(self.feature_dtype)
+        basis = self._basis.to(self.cache_dtype)
         for start in range(0, self.num_points, _CHUNK):
             columns = slice(start, start + _CHUNK)
             self._raw_t[:m, columns] = basis.mT @ self._raw_t[:s, columns]
@@ -696,7 +696,7 @@ class CandidateState:
                 block = self.kernel(self.points[rows], self.points[dictionary])
                 self._raw_t[:m, rows] = (
                     self._factor_inverse @ block.to_dense().to(self.points).mT
-                ).to(self.feature_dtype)
+                ).to(self.cache_dtype)
         else:
             self._factor_inverse = eye
         self._stored, self._basis = m, eye
@@ -726,23 +726,23 @@ class CandidateState:
         in stored coordinates: one pass over the (transposed, contiguous) cache."""
         if self._stored == 0:
             return rhs.new_zeros(self.num_points, rhs.shape[-1])
-        product = rhs.mT.to(self.feature_dtype) @ self._raw_t[: self._stored]
+        product = rhs.mT.to(self.cache_dtype) @ self._raw_t[: self._stored]
         return product.to(self.points).mT
 
     def _allocate(self, columns: int) -> Tensor:
-        itemsize = torch.empty(0, dtype=self.feature_dtype).element_size()
+        itemsize = torch.empty(0, dtype=self.cache_dtype).element_size()
         needed = self.num_points * columns * itemsize
-        if self.max_feature_bytes is not None and needed > self.max_feature_bytes:
+        if self.memory_budget is not None and needed > self.memory_budget:
             raise MemoryError(
                 f"The feature cache needs {needed / 2**30:.2f} GiB for {columns} "
-                f"columns, over `max_feature_bytes` = "
-                f"{self.max_feature_bytes / 2**30:.2f} GiB; use "
-                "feature_dtype=torch.float32 or the stateless scoring path."
+                f"columns, over `memory_budget` = "
+                f"{self.memory_budget / 2**30:.2f} GiB; use "
+                "cache_dtype=torch.float32 or the stateless scoring path."
             )
         return torch.zeros(
             columns,
             self.num_points,
-            dtype=self.feature_dtype,
+            dtype=self.cache_dtype,
             device=self.points.device,
         )
 

@@ -254,19 +254,19 @@ class DTCState:
         return mean, covariance
 
     def mean_and_variance(
-        self, kernel: Kernel, X: Tensor, rows_per_chunk: int = SCORING_CHUNK_ROWS
+        self, kernel: Kernel, X: Tensor, chunk_size: int = SCORING_CHUNK_ROWS
     ) -> tuple[Tensor, Tensor]:
         r"""Marginal DTC predictive at ``N x d`` points: ``N x m`` kernel blocks and
         ``N x m x m`` products (:attr:`variance_factor`), no ``N x N`` matrix.
 
-        The points are scored ``rows_per_chunk`` at a time, so temporaries take
-        ``O(rows_per_chunk m)`` memory whatever ``N``.
+        The points are scored ``chunk_size`` at a time, so temporaries take
+        ``O(chunk_size m)`` memory whatever ``N``.
 
         Returns:
             ``(mean, variance)``, each ``batch x N`` (Bayesian scale, no noise).
         """
         means, variances = [], []
-        for rows in X.split(rows_per_chunk, dim=-2):
+        for rows in X.split(chunk_size, dim=-2):
             K = cross_covariance(kernel, rows, self.dictionary)
             means.append((K @ self.mean_coefficients.unsqueeze(-1)).squeeze(-1))
             explained = (K @ self.variance_factor.mT).square().sum(-1)

@@ -274,7 +274,7 @@ def hyperparameter_state(
     r"""The learned hyperparameters of a loop for its ``state_dict``: the kernel's
     state, ``lambda`` and the observations at the last fit (None: none yet)."""
     return {
-        "kernel": {k: v.clone() for k, v in kernel.state_dict().items()},
+        "covar_module": {k: v.clone() for k, v in kernel.state_dict().items()},
         "noise": noise,
         "last_fit": last_fit,
     }
@@ -305,16 +305,18 @@ def checked_hyperparameters(
                 "loop with a fixed kernel, this one learns it."
             )
         return kernel, noise, None
-    if not isinstance(saved, dict) or set(saved) != {"kernel", "noise", "last_fit"}:
+    keys = {"covar_module", "noise", "last_fit"}
+    if not isinstance(saved, dict) or set(saved) != keys:
         raise ValueError(
-            "`state['hyperparameters']` must hold 'kernel', 'noise', 'last_fit'."
+            "`state['hyperparameters']` must hold 'covar_module', 'noise', 'last_fit'."
         )
     loaded = deepcopy(kernel)
     try:
-        loaded.load_state_dict(saved["kernel"])
+        loaded.load_state_dict(saved["covar_module"])
     except (RuntimeError, TypeError, KeyError) as error:
         raise ValueError(
-            f"`state['hyperparameters']['kernel']` does not fit the kernel: {error}"
+            "`state['hyperparameters']['covar_module']` does not fit the kernel: "
+            f"{error}"
         ) from None
     noise = check_positive(saved["noise"], "state['hyperparameters']['noise']")
     last_fit = saved["last_fit"]

@@ -39,7 +39,7 @@ def problem_fingerprint(
         if learned
         else f"{type(kernel).__name__}:{tensor_digest(*kernel.state_dict().values())}"
     )
-    return {"arms": tensor_digest(arms), "kernel": kernel_digest, **options}
+    return {"arms": tensor_digest(arms), "covar_module": kernel_digest, **options}
 
 
 def check_saved_state(state: object, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -59,8 +59,8 @@ def check_fingerprint(saved: object, expected: dict[str, Any]) -> None:
     if differing := differing_entries(saved, expected, "fingerprint"):
         raise ValueError(
             "`state` was saved by a loop on another problem: its fingerprint differs "
-            f"in {differing} (other arms, kernel or options). Build the loop as the "
-            "saved one was built to resume it."
+            f"in {differing} (other arms, covar_module or options). Build the loop as "
+            "the saved one was built to resume it."
         )
 
 

@@ -364,7 +364,8 @@ def test_learned_loop_resumes_exactly():
             {**loop.state_dict(), "hyperparameters": None}
         )
     run(fixed, arms, 3, torch.Generator().manual_seed(0))
-    with pytest.raises(ValueError, match="fingerprint differs in .'kernel', 'noise'"):
+    differing = "fingerprint differs in .'covar_module', 'noise'"
+    with pytest.raises(ValueError, match=differing):
         BBKB(arms, seed=2).load_state_dict(fixed.state_dict())
 
 
@@ -418,7 +419,7 @@ def test_a_checkpoint_of_another_problem_is_rejected():
         "arms'": make_loop(torch.rand(60, 3, generator=gen, dtype=DTYPE)),
         "noise": BBKB(arms, covar_module=make_loop(arms).covar_module, noise=0.5),
         "radius": make_loop(arms, radius=0.7),
-        "kernel": BBKB(arms, covar_module=other_kernel, noise=1.0, radius=0.5),
+        "covar_module": BBKB(arms, covar_module=other_kernel, noise=1.0, radius=0.5),
     }
     for differing, other in others.items():
         before = other.state_dict()

@@ -47,7 +47,7 @@ def test_defaults():
     )
     assert bbkb.max_batch_size == DEFAULT_MAX_BATCH_SIZE and bbkb.end_fraction == 0.0
     assert not bbkb.residual_update and not bbkb.retry_failed
-    assert bbkb.feature_dtype is None
+    assert bbkb.cache_dtype is None
     sgpts = SGPTSOptions()
     assert (sgpts.num_inducing, sgpts.num_features, sgpts.alpha) == (100, 1000, 1.0)
     assert (sgpts.inducing_quality, sgpts.prior_block) == ("variance", 64)
@@ -96,7 +96,7 @@ def test_loops_use_the_defaults_of_the_options():
         (GPThreDSOptions, "noise", 0.0, ValueError),
         (GPThreDSOptions, "rkhs_bound", -1.0, ValueError),
         (GPThreDSOptions, "noise_std", -1.0, ValueError),
-        (GPThreDSOptions, "delta0", 1.0, ValueError),
+        (GPThreDSOptions, "delta", 1.0, ValueError),
         (GPThreDSOptions, "walk_delta", 0.0, ValueError),
         (GPThreDSOptions, "gamma", 3.0, TypeError),
         (GPThreDSOptions, "gamma", lambda n: math.nan, ValueError),
@@ -156,12 +156,12 @@ def test_record_is_plain():
         BBKBOptions(
             radius=TheoryRadius(noise_std=0.1, rkhs_bound=1.0, delta=0.1, noise=1.0),
             ratio_threshold=WorkerRatioThreshold(8),
-            feature_dtype=torch.float32,
+            cache_dtype=torch.float32,
         )
     )
     assert "ratio_threshold" not in record  # callables are left out
     assert record["radius"] == "TheoryRadius"
-    assert record["feature_dtype"] == "torch.float32"
+    assert record["cache_dtype"] == "torch.float32"
     record = options_record(GPThreDSOptions(f_range=F_RANGE))
     assert record["f_range"] == list(F_RANGE) and "gamma" not in record
     assert pickle.loads(pickle.dumps(record)) == record

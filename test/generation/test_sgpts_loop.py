@@ -456,7 +456,8 @@ def test_learned_loop_resumes_exactly(steps):
     assert _run_learned(twin, arms, 6) == _run_learned(loop, arms, 6)
     fixed = _loop(arms)
     _drive(fixed, arms, _script(3), seeded(1))
-    with pytest.raises(ValueError, match="fingerprint differs in .'kernel', 'noise'"):
+    differing = "fingerprint differs in .'covar_module', 'noise'"
+    with pytest.raises(ValueError, match=differing):
         _learned(arms).load_state_dict(fixed.state_dict())
     with pytest.raises(ValueError, match="rebuilt_at"):
         _learned(arms).load_state_dict(loop.state_dict() | {"rebuilt_at": 1})
@@ -516,8 +517,8 @@ def _assert_same_state(actual, expected):
             assert torch.equal(actual[key], value), key
         elif key != "hyperparameters":
             assert actual[key] == value, key
-    for key, value in expected["hyperparameters"]["kernel"].items():
-        assert torch.equal(actual["hyperparameters"]["kernel"][key], value)
+    for key, value in expected["hyperparameters"]["covar_module"].items():
+        assert torch.equal(actual["hyperparameters"]["covar_module"][key], value)
 
 
 def test_a_checkpoint_of_another_problem_is_rejected():
@@ -528,7 +529,7 @@ def test_a_checkpoint_of_another_problem_is_rejected():
     saved = loop.state_dict()
     others = {
         "arms": _loop(arms.flip(0)),
-        "kernel": _learned(arms),
+        "covar_module": _learned(arms),
         "num_inducing": SGPTS(
             arms, covar_module=_kernel(arms), noise=NOISE, num_features=NUM_FEATURES
         ),

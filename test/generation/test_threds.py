@@ -220,11 +220,11 @@ def test_default_kernel_values_are_exact():
 
 def test_custom_kernel_is_copied():
     kernel = default_threds_kernel(0.3, 2.0, dtype=torch.float32)
-    gen = GPThreDS(UNIT, f_range=(0.5, 1.2), kernel=kernel)
+    gen = GPThreDS(UNIT, f_range=(0.5, 1.2), covar_module=kernel)
     gen.run(noisy(branin, 0), 5)
-    assert gen.kernel is not kernel
-    assert float(gen.kernel.outputscale) == pytest.approx(2.0)
-    assert gen.kernel.outputscale.dtype == DTYPE
+    assert gen.covar_module is not kernel
+    assert float(gen.covar_module.outputscale) == pytest.approx(2.0)
+    assert gen.covar_module.outputscale.dtype == DTYPE
     assert kernel.outputscale.dtype == torch.float32
 
 
@@ -239,13 +239,13 @@ def test_custom_kernel_is_copied():
         ({"f_range": (1.0, 1.0)}, ValueError, "f_range"),
         ({"f_range": (0.0, math.inf)}, ValueError, "f_range"),
         ({"noise": 0.0}, ValueError, "noise"),
-        ({"delta0": 1.0}, ValueError, "delta0"),
+        ({"delta": 1.0}, ValueError, "delta"),
         ({"grid_points": 1}, ValueError, "grid_points"),
         ({"cap": 0}, ValueError, "cap"),
         ({"cap": 2.5}, TypeError, "cap"),
         ({"max_depth": -1}, ValueError, "max_depth"),
         ({"mode": "walk"}, ValueError, "mode"),
-        ({"kernel": "rbf"}, TypeError, "kernel"),
+        ({"covar_module": "rbf"}, TypeError, "covar_module"),
         ({"gamma": 3.0}, TypeError, "gamma"),
         ({"rkhs_bound": -1.0}, ValueError, "rkhs_bound"),
         ({"readmit_after": 0}, ValueError, "readmit_after"),
@@ -351,7 +351,7 @@ def test_pickle_and_deepcopy_continue_identically(copier, mode):
         twin = pickle.loads(pickle.dumps(gen))
     else:
         twin = copy.deepcopy(gen)
-    assert type(twin) is GPThreDS and twin.kernel is not gen.kernel
+    assert type(twin) is GPThreDS and twin.covar_module is not gen.covar_module
     X_twin, _ = twin.run(user_branin, 60)
     assert _same_state(gen.state_dict(), saved)  # the copy is independent
     assert torch.equal(gen.run(user_branin, 60)[0], X_twin)

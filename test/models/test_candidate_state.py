@@ -183,7 +183,7 @@ def test_refresh_equals_incremental_and_drift_stays_tiny(tkwargs):
 def test_single_precision_features_agree_with_double(device):
     arms, kernel = make_arms(device=device)
     double = CandidateState(arms, kernel, 0.5)
-    single = CandidateState(arms, kernel, 0.5, feature_dtype=torch.float32)
+    single = CandidateState(arms, kernel, 0.5, cache_dtype=torch.float32)
     for state in (double, single):
         for _ in random_walk(state, 200, seed=5):
             pass
@@ -215,10 +215,10 @@ def test_multiplicity_is_one_update_and_equals_repeated_observations(tkwargs):
 
 def test_memory_budget():
     arms, kernel = make_arms(num_arms=1000)
-    with pytest.raises(MemoryError, match="max_feature_bytes"):
-        CandidateState(arms, kernel, 1.0, max_feature_bytes=1000)
-    state = CandidateState(arms, kernel, 1.0, max_feature_bytes=1000 * 8 * 40)
-    with pytest.raises(MemoryError, match="max_feature_bytes"):
+    with pytest.raises(MemoryError, match="memory_budget"):
+        CandidateState(arms, kernel, 1.0, memory_budget=1000)
+    state = CandidateState(arms, kernel, 1.0, memory_budget=1000 * 8 * 40)
+    with pytest.raises(MemoryError, match="memory_budget"):
         state.add_to_dictionary(torch.arange(50))
 
 
@@ -290,8 +290,8 @@ def test_bad_construction():
         CandidateState(arms, kernel, 0.0)
     with pytest.raises(TypeError, match="kernel"):
         CandidateState(arms, "rbf", 1.0)
-    with pytest.raises(TypeError, match="feature_dtype"):
-        CandidateState(arms, kernel, 1.0, feature_dtype=torch.long)
+    with pytest.raises(TypeError, match="cache_dtype"):
+        CandidateState(arms, kernel, 1.0, cache_dtype=torch.long)
     with pytest.raises(ValueError, match="points"):
         CandidateState(arms[:0], kernel, 1.0)
 

@@ -52,10 +52,8 @@ def test_state_matches_dense_formulas_and_incremental_update(tkwargs, batch_shap
         assert_close(got_mean, mean)
         assert_close(got_cov, cov)
         flat_T = T_.reshape(-1, 3)
-        for rows_per_chunk in (3, 7, 2048):  # uneven, exact and single chunks
-            m2, v2 = state.mean_and_variance(
-                kernel_, flat_T, rows_per_chunk=rows_per_chunk
-            )
+        for chunk_size in (3, 7, 2048):  # uneven, exact and single chunks
+            m2, v2 = state.mean_and_variance(kernel_, flat_T, chunk_size=chunk_size)
             assert_close(m2, mean.reshape(-1))
             assert_close(v2, cov.diagonal(dim1=-2, dim2=-1).reshape(-1))
 

@@ -332,11 +332,11 @@ ENTRY_POINTS: dict[str, Callable[[], Call]] = {
         {
             "bounds": _UNIT.clone(),
             "f_range": (0.0, 2.0),
-            "kernel": _kernel(),
+            "covar_module": _kernel(),
             "noise": 0.01,
             "rkhs_bound": 0.5,
             "noise_std": 0.1,
-            "delta0": 1e-3,
+            "delta": 1e-3,
             "gamma": math.log,
             "grid_points": 5,
             "cap": 8,

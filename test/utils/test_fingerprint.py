@@ -27,9 +27,9 @@ def test_check_names_the_differing_entries():
     saved = problem_fingerprint(arms, kernel, learned=False, noise=0.1)
     check_fingerprint(dict(saved), saved)
     other = problem_fingerprint(arms, rbf_kernel(0.4, 1.0), learned=False, noise=0.2)
-    with pytest.raises(ValueError, match=r"differs in \['kernel', 'noise'\]"):
+    with pytest.raises(ValueError, match=r"differs in \['covar_module', 'noise'\]"):
         check_fingerprint(saved, other)
     learned = problem_fingerprint(arms, kernel, learned=True, noise=None)
-    assert learned["kernel"] == "learned"
+    assert learned["covar_module"] == "learned"
     with pytest.raises(ValueError, match="fingerprint"):
         check_fingerprint(None, saved)
