@@ -201,7 +201,7 @@ def build_bbkb(
         resampling=resampling,
         residual_update=residual_update,
         end_fraction=end_fraction,
-        feature_dtype=_PRECISIONS[feature_precision],
+        cache_dtype=_PRECISIONS[feature_precision],
         # None: the loop's default cap
         **({} if max_batch_size is None else {"max_batch_size": max_batch_size}),
     )

@@ -185,7 +185,7 @@ def build_gp_threds(
     extra = {
         "cap": cap,
         "max_depth": max_depth,
-        "delta0": delta0,
+        "delta": delta0,
         "gamma": gamma,
         "tol_coef": tol_coef,
         "c_coef": c_coef,
@@ -207,7 +207,7 @@ def build_gp_threds(
     return _GPThreDS(
         bounds,
         options,
-        kernel=hyper.kernel(dtype=bounds.dtype, device=bounds.device),
+        covar_module=hyper.kernel(dtype=bounds.dtype, device=bounds.device),
         seed=draw_seed(generator),
     )
 

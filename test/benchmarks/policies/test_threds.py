@@ -66,7 +66,7 @@ def test_settings_precedence():
 def test_kernel_hyperparameters_come_from_the_problem():
     problem = make_problem(hyperparameters={"lengthscale": 0.3})
     threds = build_gp_threds(problem, 10, torch.Generator(), outputscale=2.0)
-    kernel = threds.kernel
+    kernel = threds.covar_module
     assert float(kernel.base_kernel.lengthscale) == pytest.approx(0.3)
     assert float(kernel.outputscale) == pytest.approx(2.0)
     assert threds.noise == pytest.approx(0.01)  # noise_std ** 2
