@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SPEC[,SPEC]",
         help="problems replacing the preset's, e.g. levy:dim=8:arms=20000, "
         "cadata:lengthscale=3, path/to/file.csv:target=0, threds_branin "
-        "(keys: dim, arms, noise_std, lengthscale, outputscale, rescale, seed, "
+        "(keys: dim, arms, noise_std, lengthscale, outputscale, noise, rescale, seed, "
         "target, rows); repeatable",
     )
     parser.add_argument(
@@ -129,8 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size", type=int, help="shortcut for --option batch_size=B"
     )
     parser.add_argument(
-        "--radius",
-        help="shortcut for --option radius=R (Bayesian scale: index mu + R sigma)",
+        "--bayes-radius",
+        metavar="R",
+        help="shortcut for --option bayes_radius=R (Bayesian scale: index mu + R "
+        "sigma; a number, 'theory' for bbkb/bkb or 'srinivas' for the exact GP-UCBs)",
     )
     parser.add_argument("--dtype", choices=sorted(_DTYPES), help="default float64")
     parser.add_argument("--device", help="cpu (default), cuda, cuda:1, ...")
@@ -447,8 +449,8 @@ def resolve_job(args: argparse.Namespace) -> Job:
     shortcuts = []
     if args.batch_size is not None:
         shortcuts.append(f"batch_size={args.batch_size}")
-    if args.radius is not None:
-        shortcuts.append(f"radius={args.radius}")
+    if args.bayes_radius is not None:
+        shortcuts.append(f"bayes_radius={args.bayes_radius}")
     policies = apply_options(policies, shortcuts + list(args.option))
     threads = args.threads if args.threads is not None else saved.get("threads", 1)
     check_int(threads, "--threads", 0)

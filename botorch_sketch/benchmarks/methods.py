@@ -12,8 +12,8 @@ exact baselines of :mod:`.policies`. Options are ``build``'s keyword arguments.
 
 Example:
     >>> method = METHODS["exact-ucb"]
-    >>> optimizer = method(problem, 100, torch.Generator(), radius=2.0)
-    >>> key, value = parse_option("exact-ucb:radius=2")
+    >>> optimizer = method(problem, 100, torch.Generator(), bayes_radius=2.0)
+    >>> key, value = parse_option("exact-ucb:bayes_radius=2")
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from botorch_sketch.benchmarks.policies.baselines import (
     Uniform,
 )
 from botorch_sketch.benchmarks.policies.common import (
-    DEFAULT_RADIUS,
+    BENCHMARK_BAYES_RADIUS,
     KernelHyperparameters,
     check_finite,
     draw_seed,
@@ -146,7 +146,7 @@ class BenchmarkMethod:
         return self.build(problem, horizon, generator, **self.fixed, **options)
 
 
-_PRECISIONS = {"double": None, "single": torch.float32}
+_CACHE_DTYPES = {None: None, "float32": torch.float32, "float64": torch.float64}
 
 
 def build_bbkb(
@@ -154,7 +154,7 @@ def build_bbkb(
     horizon: int,
     generator: torch.Generator,
     *,
-    radius: float | str = DEFAULT_RADIUS,
+    bayes_radius: float | str = BENCHMARK_BAYES_RADIUS,
     ratio_threshold: Any = 2.0,
     rule: str = "global",
     qbar: float = DEFAULT_QBAR,
@@ -162,19 +162,19 @@ def build_bbkb(
     residual_update: bool = False,
     max_batch_size: int | None = None,
     end_fraction: float = 0.0,
-    feature_precision: str = "double",
+    cache_dtype: str | None = None,
     lengthscale: float | None = None,
     outputscale: float | None = None,
-    noise_variance: float | None = None,
+    noise: float | None = None,
     rkhs_bound: float = 1.0,
     delta: float | None = None,
 ) -> BBKB:
     r"""BBKB (:class:`~botorch_sketch.BBKB`) on the problem's fixed kernel.
 
-    ``radius`` is on the Bayesian scale, ``mu + radius * sigma`` (as the exact
-    baselines); the loop's papers'-scale radius (the papers' ``beta~``) is
-    ``radius * sqrt(lambda)``. ``radius="theory"`` uses BBKB's Theorem 2 value
-    (:class:`~botorch_sketch.TheoryRadius`) with ``rkhs_bound`` and ``delta``
+    ``bayes_radius`` is on the Bayesian scale, ``mu + bayes_radius * sigma`` (as the
+    exact baselines); the loop's ``radius`` (the papers' ``beta~``) is
+    ``bayes_radius * sqrt(lambda)``. ``bayes_radius="theory"`` uses BBKB's Theorem 2
+    value (:class:`~botorch_sketch.TheoryRadius`) with ``rkhs_bound`` and ``delta``
     (default ``1 / T``).
 
     Args:
@@ -182,17 +182,16 @@ def build_bbkb(
         rule, qbar, resampling, residual_update, end_fraction: See
             :class:`~botorch_sketch.generation.options.BBKBOptions`.
         max_batch_size: Cap on batch sizes (default: the loop's, 1,000).
-        feature_precision: ``"double"`` or ``"single"``: precision of the cached
-            ``A x m`` features (the rest stays in the arms' dtype).
+        cache_dtype: ``"float32"`` or ``"float64"``: storage dtype of the cached
+            ``A x m`` features (default: the arms' dtype; the rest stays in it).
         lengthscale, outputscale: Overrides of the problem's kernel.
-        noise_variance: The regularization ``lambda`` (default: the problem's).
+        noise: The regularization ``lambda`` (default: the problem's).
     """
-    if radius != "theory":
-        check_positive(radius, "radius")
-    if feature_precision not in _PRECISIONS:
+    if bayes_radius != "theory":
+        check_positive(bayes_radius, "bayes_radius")
+    if cache_dtype not in _CACHE_DTYPES:
         raise ValueError(
-            f"`feature_precision` must be one of {sorted(_PRECISIONS)}, got "
-            f"{feature_precision!r}."
+            f"`cache_dtype` must be 'float32', 'float64' or None, got {cache_dtype!r}."
         )
     options = BBKBOptions(
         ratio_threshold=ratio_threshold,
@@ -201,7 +200,7 @@ def build_bbkb(
         resampling=resampling,
         residual_update=residual_update,
         end_fraction=end_fraction,
-        cache_dtype=_PRECISIONS[feature_precision],
+        cache_dtype=_CACHE_DTYPES[cache_dtype],
         # None: the loop's default cap
         **({} if max_batch_size is None else {"max_batch_size": max_batch_size}),
     )
@@ -210,10 +209,10 @@ def build_bbkb(
         problem,
         lengthscale=lengthscale,
         outputscale=outputscale,
-        noise_variance=noise_variance,
+        noise=noise,
     )
-    noise = hp.noise_variance
-    if radius == "theory":
+    noise = hp.noise
+    if bayes_radius == "theory":
         papers_radius: float | TheoryRadius = TheoryRadius(
             noise_std=problem.noise_std,
             rkhs_bound=rkhs_bound,
@@ -222,7 +221,7 @@ def build_bbkb(
             ratio_threshold=options.ratio_threshold,
         )
     else:
-        papers_radius = float(radius) * math.sqrt(noise)
+        papers_radius = float(bayes_radius) * math.sqrt(noise)
     return BBKB(
         problem.arms,
         replace(options, noise=noise, radius=papers_radius),

@@ -12,13 +12,13 @@ CI. Presets:
   GP policies share the model noise
   (ridge) ``lambda = 1`` (BBKB's regime: with ``lambda = noise_std^2 = 1e-4`` the
   dictionary keeps every pulled arm and batches stay at one point) and the constant
-  radius 1 on the Bayesian scale.
+  radius 1 on the Bayesian scale (``bayes_radius = 1``: index ``mu + sigma``).
 - ``bbkb-abalone`` / ``bbkb-cadata``: Calandriello et al. (ICML 2020), Appendix D:
   regression datasets as arm sets, Gaussian kernel bandwidth 17.5 / 12.5 (taken as
   the RBF lengthscale on standardized features), ``F = 1``, ``delta = 1/T``,
   ``qbar = 2``, ``T = 10^4``, reward noise std 0.01, ``lambda = 1``. BBKB and BKB use
-  the theory radius (Theorem 2); ``bbkb-const`` is BBKB with the constant radius the
-  exact baselines use. They need ``data_dir``.
+  the theory radius (Theorem 2, ``bayes_radius="theory"``); ``bbkb-const`` is BBKB
+  with the constant radius the exact baselines use. They need ``data_dir``.
 - ``threds-branin`` / ``threds-rosenbrock``: Salgia et al. (NeurIPS 2021): GP-ThreDS
   vs IGP-UCB on the rescaled 2-d functions, noise variance 0.01, ``T = 1000``,
   10 seeds (the policies read the paper's per-problem settings from the problem name).
@@ -89,7 +89,7 @@ class Preset:
 
 
 _BBKB_OPTIONS = {
-    "radius": "theory",
+    "bayes_radius": "theory",
     "qbar": 2.0,
     "rkhs_bound": 1.0,
     "delta": ONE_OVER_T,
@@ -101,9 +101,7 @@ def _bbkb_paper(dataset: str, bandwidth: float) -> Preset:
         name=f"bbkb-{dataset}",
         description=f"BBKB paper (ICML 2020, App. D) on {dataset}: bandwidth "
         f"{bandwidth}, noise std 0.01, T = 10^4",
-        problems=(
-            f"{dataset}:lengthscale={bandwidth}:noise_std=0.01:noise_variance=1",
-        ),
+        problems=(f"{dataset}:lengthscale={bandwidth}:noise_std=0.01:noise=1",),
         policies=(
             PolicyConfig("bbkb", options=_BBKB_OPTIONS),
             PolicyConfig("bkb", options=_BBKB_OPTIONS),
@@ -168,7 +166,7 @@ PRESETS: dict[str, Preset] = {
             description="BBKB vs BKB vs exact GP-UCB (O(A t) per step) vs uniform, "
             "Rosenbrock-8 on 20,000 arms, T = 2,000, 2 seeds: long enough for the "
             "dictionary (m ~ 240) to fall well below t",
-            problems=("rosenbrock:dim=8:arms=20000:noise_variance=1",),
+            problems=("rosenbrock:dim=8:arms=20000:noise=1",),
             policies=(
                 PolicyConfig("bbkb"),
                 PolicyConfig("bkb"),

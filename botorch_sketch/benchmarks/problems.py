@@ -141,7 +141,7 @@ def _uniform(num: int, bounds: Tensor, seed: int, *, offset: int = 0) -> Tensor:
 def _suggest_noise(hyperparameters: dict[str, float], value: float | None) -> None:
     r"""Record a suggested model noise variance (None: policies use noise_std^2)."""
     if value is not None:
-        hyperparameters["noise_variance"] = check_positive(value, "noise_variance")
+        hyperparameters["noise"] = check_positive(value, "noise")
 
 
 def _check_count(value: int | None, name: str) -> None:
@@ -213,7 +213,7 @@ def make_synthetic_problem(
     rescale: bool = True,
     lengthscale: float | None = None,
     outputscale: float | None = None,
-    noise_variance: float | None = None,
+    noise: float | None = None,
     seed: int = 0,
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
@@ -237,7 +237,7 @@ def make_synthetic_problem(
             ``0.5 sqrt(d)``.
         outputscale: Suggested kernel variance; default 1 when rescaled, else the
             empirical variance of the values.
-        noise_variance: Suggested model noise variance (the ridge ``lambda``) shared
+        noise: Suggested model noise variance (the ridge ``lambda``) shared
             by the GP policies; default (None) ``noise_std ** 2``.
         seed: Seed of the arm set (and of the Monte Carlo range estimate).
         dtype: Floating dtype of all tensors.
@@ -305,7 +305,7 @@ def make_synthetic_problem(
         "lengthscale": 0.5 * math.sqrt(d) if lengthscale is None else lengthscale,
         "outputscale": default_outputscale if outputscale is None else outputscale,
     }
-    _suggest_noise(hyperparameters, noise_variance)
+    _suggest_noise(hyperparameters, noise)
     if name is None:
         stem = key if key.endswith(str(d)) else f"{key}{d}"
         name = stem + ("" if num_arms is None else f"_{num_arms}")
@@ -366,7 +366,7 @@ def make_dataset_problem(
     noise_std: float = 0.01,
     lengthscale: float | None = None,
     outputscale: float = 1.0,
-    noise_variance: float | None = None,
+    noise: float | None = None,
     max_rows: int | None = None,
     seed: int = 0,
     dtype: torch.dtype = torch.float64,
@@ -386,7 +386,7 @@ def make_dataset_problem(
         noise_std: Reward noise standard deviation.
         lengthscale: Suggested RBF lengthscale; default ``sqrt(d)``.
         outputscale: Suggested kernel variance.
-        noise_variance: Suggested model noise variance (see
+        noise: Suggested model noise variance (see
             :func:`make_synthetic_problem`).
         max_rows: Keep a seeded random subset of this many rows (None: all).
         seed: Seed of that subset.
@@ -429,7 +429,7 @@ def make_dataset_problem(
         "lengthscale": math.sqrt(d) if lengthscale is None else lengthscale,
         "outputscale": outputscale,
     }
-    _suggest_noise(hyperparameters, noise_variance)
+    _suggest_noise(hyperparameters, noise)
     return Problem(
         name=Path(path).stem if name is None else name,
         bounds=bounds,
@@ -504,7 +504,7 @@ def make_threds_problem(
         hyperparameters={
             "lengthscale": 0.2,
             "outputscale": 1.0,
-            "noise_variance": 0.01,
+            "noise": 0.01,
         },
     )
 
@@ -546,7 +546,7 @@ def make_sgpts_hartmann6(
         hyperparameters={
             "lengthscale": 0.2,
             "outputscale": float(sample.var()),
-            "noise_variance": 0.5,
+            "noise": 0.5,
         },
     )
 
@@ -557,7 +557,7 @@ _SPEC_KEYS = {
     "noise_std": float,
     "lengthscale": float,
     "outputscale": float,
-    "noise_variance": float,
+    "noise": float,
     "rescale": lambda text: _parse_bool(text, "rescale"),
     "seed": int,
     "target": lambda text: int(text) if text.lstrip("-").isdigit() else text,
@@ -578,7 +578,7 @@ def parse_problem_spec(spec: str) -> tuple[str, dict[str, object]]:
     r"""Split ``"name:key=value:..."`` into the name and typed settings.
 
     Keys: ``dim``, ``arms`` (``0`` or ``none`` for the box), ``noise_std``,
-    ``lengthscale``, ``outputscale``, ``noise_variance`` (suggested model noise),
+    ``lengthscale``, ``outputscale``, ``noise`` (suggested model noise),
     ``rescale``, ``seed``, ``target``, ``rows``.
     """
     name, *parts = spec.split(":")
@@ -658,7 +658,7 @@ def make_problem(
             "noise_std",
             "lengthscale",
             "outputscale",
-            "noise_variance",
+            "noise",
             "rescale",
             "seed",
         )
@@ -677,7 +677,7 @@ def make_problem(
             "noise_std",
             "lengthscale",
             "outputscale",
-            "noise_variance",
+            "noise",
             "target",
             "rows",
             "seed",

@@ -42,14 +42,14 @@ def test_parse_seeds():
 
 
 def test_parse_algorithms_keeps_preset_options():
-    preset = (PolicyConfig("exact-ucb", options={"radius": 3.0}),)
+    preset = (PolicyConfig("exact-ucb", options={"bayes_radius": 3.0}),)
     configs = parse_algorithms("exact-ucb,fast=exact-bucb,uniform", preset)
     assert [(c.label, c.name) for c in configs] == [
         ("exact-ucb", "exact-ucb"),
         ("fast", "exact-bucb"),
         ("uniform", "uniform"),
     ]
-    assert configs[0].options == {"radius": 3.0} and configs[1].options == {}
+    assert configs[0].options == {"bayes_radius": 3.0} and configs[1].options == {}
     with pytest.raises(ValueError, match="Unknown policy"):
         parse_algorithms("nope", ())
 
@@ -60,14 +60,14 @@ def test_apply_options_routes_by_key_and_target():
         PolicyConfig("exact-bucb", "b2"),
         PolicyConfig("uniform"),
     )
-    out = apply_options(configs, ["radius=2", "b2:batch_size=3", "batch_size=5"])
-    assert out[0].options == {"radius": 2}
-    assert out[1].options == {"radius": 2, "batch_size": 5}  # later option wins
+    out = apply_options(configs, ["bayes_radius=2", "b2:batch_size=3", "batch_size=5"])
+    assert out[0].options == {"bayes_radius": 2}
+    assert out[1].options == {"bayes_radius": 2, "batch_size": 5}  # later option wins
     assert out[2].options == {"batch_size": 5}
     with pytest.raises(ValueError, match="accepts"):
         apply_options(configs, ["typo=1"])
     with pytest.raises(ValueError, match="names no selected policy"):
-        apply_options(configs, ["bbkb:radius=1"])
+        apply_options(configs, ["bbkb:bayes_radius=1"])
 
 
 def test_list_and_entry_point(capsys):
@@ -89,7 +89,7 @@ def test_custom_run_writes_only_to_the_output_dir(
             "--algorithms", "exact-ucb,u=uniform,exact-bucb",
             "-T", "15",
             "--seeds", "0-1",
-            "--option", "exact-ucb:radius=2.0000001",
+            "--option", "exact-ucb:bayes_radius=2.0000001",
             "--batch-size", "4",
             "--dtype", "float32",
             "--threads", "2",
@@ -112,8 +112,8 @@ def test_custom_run_writes_only_to_the_output_dir(
     metadata = json.loads((out_dir / "results.json").read_text())["metadata"]
     assert metadata["matmul_gflops"] > 0 and metadata["dtype"] == "float32"
     assert metadata["torch_threads"] == 2
-    assert "exact-ucb (exact-ucb: radius=2)" in metadata["policies"]  # rounded
-    assert "policy exact-ucb (exact-ucb: radius=2)\n" in printed
+    assert "exact-ucb (exact-ucb: bayes_radius=2)" in metadata["policies"]  # rounded
+    assert "policy exact-ucb (exact-ucb: bayes_radius=2)\n" in printed
     assert "2 threads" in printed and "seeds 0, 1" in printed
     assert len(list((out_dir / "runs").glob("*.json"))) == 6
 
@@ -123,7 +123,8 @@ def test_custom_run_writes_only_to_the_output_dir(
     [
         (["--preset", "nope"], "Unknown preset"),
         (["--option", "typo=1"], "typo"),
-        (["--option", "radius=abc"], "policy bbkb: `radius`"),
+        (["--option", "bayes_radius=abc"], "policy bbkb: `bayes_radius`"),
+        (["--bayes-radius", "abc"], "policy bbkb: `bayes_radius`"),
         (["--problem", "levy:dim=x"], "levy:dim=x"),
         (["--seeds", "1", "--num-seeds", "2"], "not both"),
         (["--threads", "-1"], "--threads"),

@@ -48,7 +48,7 @@ def make_problem(num_arms=400, d=2):
         optimum=float(values.max()),
         arms=arms,
         arm_values=values,
-        hyperparameters={"lengthscale": 0.3, "outputscale": 1.0, "noise_variance": 1.0},
+        hyperparameters={"lengthscale": 0.3, "outputscale": 1.0, "noise": 1.0},
     )
 
 
@@ -105,13 +105,15 @@ def test_options_are_the_builders_keywords_less_the_fixed_ones():
     assert METHODS["exact-bucb"].options()["max_variance_ratio"] == 2.0
     assert METHODS["uniform"].options() == {"batch_size": 1}
     bkb = METHODS["bkb"].options()
-    assert "radius" in bkb and "qbar" in bkb
+    assert "bayes_radius" in bkb and "qbar" in bkb
     assert not {"ratio_threshold", "rule", "max_batch_size"} & set(bkb)
     problem = make_problem(num_arms=50)
-    bucb = build("exact-bucb", problem, 10, radius=2.0, batch_size=4)
+    bucb = build("exact-bucb", problem, 10, bayes_radius=2.0, batch_size=4)
     assert isinstance(bucb, ExactBUCB) and bucb.batch_size == 4
-    with pytest.raises(ValueError, match=r"no option\(s\) \['radius'\].*accepted"):
-        build("uniform", problem, 10, radius=1.0)
+    with pytest.raises(
+        ValueError, match=r"no option\(s\) \['bayes_radius'\].*accepted"
+    ):
+        build("uniform", problem, 10, bayes_radius=1.0)
     with pytest.raises(ValueError, match="ratio_threshold"):
         build("bkb", problem, 10, ratio_threshold=2.0)
     with pytest.raises(ValueError, match="Unknown policy"):
@@ -135,10 +137,10 @@ def test_parse_value_and_option():
     assert parse_value("true") is True and parse_value("None") is None
     assert parse_value("0.5,1.2") == (0.5, 1.2)
     assert parse_value("theory") == "theory"
-    assert parse_option("radius=2") == (None, "radius", 2)
+    assert parse_option("bayes_radius=2") == (None, "bayes_radius", 2)
     assert parse_option("bbkb:rule=local") == ("bbkb", "rule", "local")
     with pytest.raises(ValueError, match="key=value"):
-        parse_option("radius")
+        parse_option("bayes_radius")
     with pytest.raises(ValueError, match="option name"):
         parse_option("bbkb:1x=2")
 
@@ -150,8 +152,8 @@ def test_policy_config_resolves_per_horizon_values():
     assert config.label == "exact-ucb" and config.method is METHODS["exact-ucb"]
     assert config.resolved_options(200) == {"delta": 0.005}
     assert str(config.options["delta"]) == "1/T"
-    updated = config.with_options({"radius": "srinivas"})
-    assert updated.resolved_options(10) == {"delta": 0.1, "radius": "srinivas"}
+    updated = config.with_options({"bayes_radius": "srinivas"})
+    assert updated.resolved_options(10) == {"delta": 0.1, "bayes_radius": "srinivas"}
     assert config.options.keys() == {"delta"}  # unchanged
     problem = make_problem(num_arms=50)
     ucb = updated.build(problem, 10, torch.Generator())
@@ -170,14 +172,14 @@ def test_draw_seed_is_one_draw_from_the_generator():
 def test_bbkb_method_is_the_loop_built_by_hand():
     r"""The ``bbkb`` record builds the BBKB loop on the problem's kernel."""
     problem = make_problem(num_arms=200)
-    optimizer = build("bbkb", problem, 30, seed=5, radius=1.0)
+    optimizer = build("bbkb", problem, 30, seed=5, bayes_radius=1.0)
     assert isinstance(optimizer, BBKB)
     hp = KernelHyperparameters.from_problem(problem)
     loop = BBKB(
         problem.arms,
         covar_module=hp.kernel(dtype=problem.arms.dtype),
-        noise=hp.noise_variance,
-        radius=hp.noise_variance**0.5,
+        noise=hp.noise,
+        radius=hp.noise**0.5,
         seed=draw_seed(torch.Generator().manual_seed(5)),
         ratio_threshold=2.0,
     )
@@ -187,20 +189,22 @@ def test_bbkb_method_is_the_loop_built_by_hand():
 
 def test_bkb_equals_bbkb_with_ratio_one():
     problem = make_problem()
-    a = drive(build("bkb", problem, 25, radius=1.0), problem, 25)
-    b = drive(build("bbkb", problem, 25, radius=1.0, ratio_threshold=1.0), problem, 25)
+    a = drive(build("bkb", problem, 25, bayes_radius=1.0), problem, 25)
+    b = drive(
+        build("bbkb", problem, 25, bayes_radius=1.0, ratio_threshold=1.0), problem, 25
+    )
     assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("radius", [0.5, "theory"])
-def test_bbkb_pulls_exactly_the_horizon_and_learns(radius):
+@pytest.mark.parametrize("bayes_radius", [0.5, "theory"])
+def test_bbkb_pulls_exactly_the_horizon_and_learns(bayes_radius):
     problem = make_problem()
-    loop = build("bbkb", problem, 300, radius=radius, ratio_threshold=4.0)
+    loop = build("bbkb", problem, 300, bayes_radius=bayes_radius, ratio_threshold=4.0)
     pulled = drive(loop, problem, 300)
     assert pulled.shape == (300,)
     diagnostics = loop.diagnostics()
     assert diagnostics["dictionary_size"] >= 1
-    if radius == "theory":
+    if bayes_radius == "theory":
         # Theorem 2 with lambda = 1, F = 1: (1 + sqrt 2) dominates; it over-explores
         assert diagnostics["radius"] > 1 + 2**0.5
         return
@@ -223,8 +227,8 @@ def test_rejected_problem_leaves_the_generator_untouched(name):
 
 
 def test_bad_radius_fails_when_built():
-    with pytest.raises(ValueError, match="radius"):
-        build_bbkb(make_problem(num_arms=20), 10, torch.Generator(), radius=-1.0)
+    with pytest.raises(ValueError, match="bayes_radius"):
+        build_bbkb(make_problem(num_arms=20), 10, torch.Generator(), bayes_radius=-1.0)
 
 
 def test_end_fraction_reaches_the_loop():
@@ -235,7 +239,12 @@ def test_end_fraction_reaches_the_loop():
     asks = []
     for fraction in (0.0, 1.0):
         loop = build(
-            "bbkb", problem, 40, radius=0.5, ratio_threshold=4.0, end_fraction=fraction
+            "bbkb",
+            problem,
+            40,
+            bayes_radius=0.5,
+            ratio_threshold=4.0,
+            end_fraction=fraction,
         )
         drive(loop, problem, 20)
         assert loop.options.end_fraction == fraction
@@ -247,3 +256,15 @@ def test_end_fraction_reaches_the_loop():
     for bad, error in ((1.5, ValueError), ("0.1", TypeError)):
         with pytest.raises(error, match="end_fraction"):  # checked when built
             build("bbkb", problem, 20, end_fraction=bad)
+
+
+def test_bbkb_cache_dtype_option():
+    problem = make_problem(num_arms=50)
+    loop = build("bbkb", problem, 10, cache_dtype="float32")
+    assert loop.options.cache_dtype == torch.float32
+    assert build("bbkb", problem, 10, cache_dtype="float64").options.cache_dtype == (
+        torch.float64
+    )
+    assert build("bbkb", problem, 10).options.cache_dtype is None
+    with pytest.raises(ValueError, match="cache_dtype"):
+        build("bbkb", problem, 10, cache_dtype="single")

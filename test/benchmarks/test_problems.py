@@ -112,8 +112,8 @@ def test_dataset_problem_standardizes_and_rescales(tmp_path):
         by_name.arm_values, torch.tensor([0, 1 / 3, 2 / 3, 1.0], dtype=torch.float64)
     )
     assert make_dataset_problem(path).hyperparameters["lengthscale"] == math.sqrt(3)
-    suggested = make_dataset_problem(path, noise_variance=1.0).hyperparameters
-    assert suggested["noise_variance"] == 1.0
+    suggested = make_dataset_problem(path, noise=1.0).hyperparameters
+    assert suggested["noise"] == 1.0
     subset = make_dataset_problem(path, max_rows=2, seed=3)
     assert subset.arms.shape == (2, 3)
 
@@ -178,14 +178,14 @@ def test_threds_problems_match_the_spec():
     assert finite.hyperparameters == {
         "lengthscale": 0.2,
         "outputscale": 1.0,
-        "noise_variance": 0.01,
+        "noise": 0.01,
     }
 
 
 def test_sgpts_hartmann6_setup():
     problem = make_sgpts_hartmann6()
     assert problem.noise_std**2 == pytest.approx(0.5)
-    assert problem.hyperparameters["noise_variance"] == 0.5
+    assert problem.hyperparameters["noise"] == 0.5
     assert problem.optimum == pytest.approx(3.32237)
     optimizer = Hartmann(dim=6).optimizers
     assert problem.objective(optimizer).item() == pytest.approx(3.32237, abs=1e-5)
@@ -210,11 +210,11 @@ def test_spec_parsing_and_make_problem(tmp_path):
         {"arms": None},
     )
     assert parse_problem_spec("x.csv:target=price")[1] == {"target": "price"}
-    problem = make_problem("levy:dim=3:arms=40:noise_variance=0.5", arms=30)
+    problem = make_problem("levy:dim=3:arms=40:noise=0.5", arms=30)
     assert problem.arms.shape == (30, 3)  # overrides win
-    assert problem.hyperparameters["noise_variance"] == 0.5
-    with pytest.raises(ValueError, match="noise_variance"):
-        make_problem("levy:dim=3:arms=40:noise_variance=0")
+    assert problem.hyperparameters["noise"] == 0.5
+    with pytest.raises(ValueError, match="noise"):
+        make_problem("levy:dim=3:arms=40:noise=0")
     path = _write_csv(tmp_path / "toy.csv")
     assert make_problem(f"{path}:target=0").arm_values.max() == 1.0
     assert make_problem("sgpts_hartmann6:arms=20").arms.shape == (20, 6)

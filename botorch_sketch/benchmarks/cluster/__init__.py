@@ -24,7 +24,7 @@ optimizer's time per suggestion (the process's CPU time in ``ask`` + ``tell`` ov
 ``T``, with wall-clock time alongside; not charged to the simulated clock).
 
 Methods (:data:`METHODS`), all on the problem's fixed kernel with the constant radius 1
-(Bayesian scale) of the other benchmarks:
+on the Bayesian scale (``bayes_radius = 1``) of the other benchmarks:
 
 - ``bkb``: sequential BKB (:class:`~botorch_sketch.BBKB` with ``ratio_threshold=1``):
   one arm at a time, so one worker is busy;

@@ -49,13 +49,13 @@ _ALL = (
 #: ``default`` benchmark's problem and horizon), and a seconds-long smoke run.
 PRESETS = {
     "cluster-cadata": ClusterPreset(
-        "cadata:lengthscale=3:noise_variance=1", _ALL, 100, 10_000, (0,)
+        "cadata:lengthscale=3:noise=1", _ALL, 100, 10_000, (0,)
     ),
     "cluster-rosenbrock": ClusterPreset(
-        "rosenbrock:dim=8:arms=20000:noise_variance=1", _ALL, 100, 2000, (0,)
+        "rosenbrock:dim=8:arms=20000:noise=1", _ALL, 100, 2000, (0,)
     ),
     "cluster-smoke": ClusterPreset(
-        "rosenbrock:dim=8:arms=500:noise_variance=1", _ALL, 8, 60, (0,)
+        "rosenbrock:dim=8:arms=500:noise=1", _ALL, 8, 60, (0,)
     ),
 }
 

@@ -125,7 +125,7 @@ def _bbkb_sync(setup: MethodSetup) -> BBKB:
 
 def _bbkb_async(setup: MethodSetup) -> BBKB:
     hp = KernelHyperparameters.from_problem(setup.problem)
-    options = asynchronous_options(setup.workers, hp.outputscale / hp.noise_variance)
+    options = asynchronous_options(setup.workers, hp.outputscale / hp.noise)
     if setup.ratio_threshold is not None:
         options["ratio_threshold"] = setup.ratio_threshold
     return _bbkb(setup, **options)
@@ -143,7 +143,7 @@ def _thompson_loop(loop: type[SGPTS], setup: MethodSetup) -> SGPTS:
     the method's generator: both draw the same feature basis on the same seed."""
     hp = KernelHyperparameters.from_problem(setup.problem)
     arms = setup.problem.arms
-    options = SGPTSOptions(noise=hp.noise_variance, cache_dtype=torch.float32)
+    options = SGPTSOptions(noise=hp.noise, cache_dtype=torch.float32)
     return loop(
         arms,
         options,

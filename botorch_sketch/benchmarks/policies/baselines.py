@@ -37,7 +37,7 @@ from gpytorch.means import ZeroMean
 from torch import Tensor
 
 from botorch_sketch.benchmarks.policies.common import (
-    DEFAULT_RADIUS,
+    BENCHMARK_BAYES_RADIUS,
     IncrementalExactPosterior,
     KernelHyperparameters,
     check_finite,
@@ -165,11 +165,12 @@ class _ExactGP:
 
     Args:
         problem, horizon, generator: The run.
-        radius: Constant radius (Bayesian scale) or ``"srinivas"``.
+        bayes_radius: Constant radius on the Bayesian scale (``mu + bayes_radius *
+            sigma``) or ``"srinivas"``.
         delta: Confidence level of the ``"srinivas"`` schedule.
         lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
         outputscale: Override of the kernel variance.
-        noise_variance: Override of the model noise variance.
+        noise: Override of the model noise variance.
     """
 
     def __init__(
@@ -178,11 +179,11 @@ class _ExactGP:
         horizon: int,
         generator: torch.Generator,
         *,
-        radius: float | str = DEFAULT_RADIUS,
+        bayes_radius: float | str = BENCHMARK_BAYES_RADIUS,
         delta: float = 0.05,
         lengthscale: float | None = None,
         outputscale: float | None = None,
-        noise_variance: float | None = None,
+        noise: float | None = None,
     ) -> None:
         check_finite(problem, type(self).__name__)
         self.problem = problem
@@ -191,10 +192,10 @@ class _ExactGP:
             problem,
             lengthscale=lengthscale,
             outputscale=outputscale,
-            noise_variance=noise_variance,
+            noise=noise,
         )
         self.schedule = make_radius_schedule(
-            radius, num_arms=problem.arms.shape[0], delta=delta
+            bayes_radius, num_arms=problem.arms.shape[0], delta=delta
         )
 
 
@@ -207,7 +208,7 @@ class ExactUCB(_ExactGP):
     Memory: ``A x T`` numbers. Options: those of :class:`_ExactGP`.
 
     Example:
-        >>> ucb = ExactUCB(problem, 100, torch.Generator(), radius=2.0)
+        >>> ucb = ExactUCB(problem, 100, torch.Generator(), bayes_radius=2.0)
     """
 
     def __init__(
@@ -295,7 +296,7 @@ class ExactBUCB(ExactUCB):
             room = min(room, max_arms)
         limit = min(self.batch_size or self.max_batch_size or room, room)
         budget = math.log(self.max_variance_ratio)
-        noise = self.hyperparameters.noise_variance
+        noise = self.hyperparameters.noise
         radius = self.schedule(post.num_observations + 1)
         chosen: list[int] = []
         spent = 0.0
@@ -328,7 +329,7 @@ class BoTorchUCB(_ExactGP):
     step. It makes the same choices as :class:`ExactUCB`.
 
     Example:
-        >>> ucb = BoTorchUCB(problem, 100, torch.Generator(), radius=2.0)
+        >>> ucb = BoTorchUCB(problem, 100, torch.Generator(), bayes_radius=2.0)
     """
 
     def __init__(
@@ -357,7 +358,7 @@ class BoTorchUCB(_ExactGP):
         train_X = arms[self._indices]
         train_Y = torch.tensor(self._rewards, dtype=arms.dtype, device=arms.device)
         train_Y = train_Y.unsqueeze(-1)
-        noise = self.hyperparameters.noise_variance
+        noise = self.hyperparameters.noise
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # unstandardized data is intended here
             model = SingleTaskGP(

@@ -3,9 +3,9 @@ incremental exact GP posterior over a finite arm set under that fixed kernel.
 
 Every GP-based policy of the benchmark uses the *same* fixed hyperparameters, read from
 ``problem.hyperparameters`` (keys ``"lengthscale"``, ``"outputscale"`` and optionally
-``"noise_variance"``; the noise variance defaults to ``problem.noise_std ** 2``) and
-optionally overridden per policy. Confidence radii are on the *Bayesian* scale:
-``u(x) = mu(x) + radius_t * sigma(x)`` with ``sigma`` the exact (or approximate)
+``"noise"``, the ridge ``lambda`` read as the model's noise variance, which defaults
+to ``problem.noise_std ** 2``) and optionally overridden per policy. Confidence radii are on the *Bayesian* scale:
+``u(x) = mu(x) + bayes_radius_t * sigma(x)`` with ``sigma`` the exact (or approximate)
 posterior standard deviation under that noise variance.
 """
 
@@ -24,8 +24,9 @@ from botorch_sketch.models.incremental_exact import IncrementalExactGP
 from botorch_sketch.models.kernel_columns import KernelColumns
 from botorch_sketch.utils.validation import check_int, check_matrix, check_positive
 
-#: Constant confidence radius (Bayesian scale) used when a policy is given none.
-DEFAULT_RADIUS = 1.0
+#: Constant Bayesian-scale radius (``mu + bayes_radius * sigma``) used when a benchmark
+#: policy is given none; the library's own default is ``DEFAULT_BAYES_RADIUS``.
+BENCHMARK_BAYES_RADIUS = 1.0
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class KernelHyperparameters:
 
     The kernel is ``k(x, x') = outputscale * exp(-||x - x'||^2 / (2 lengthscale^2))``
     (GPyTorch's ``ScaleKernel(RBFKernel())``) and observations carry noise of
-    variance ``noise_variance``.
+    variance ``noise``.
 
     Example:
         >>> hp = KernelHyperparameters.from_problem(problem, lengthscale=0.3)
@@ -43,12 +44,12 @@ class KernelHyperparameters:
 
     lengthscale: float
     outputscale: float
-    noise_variance: float
+    noise: float
 
     def __post_init__(self) -> None:
         check_positive(self.lengthscale, "lengthscale")
         check_positive(self.outputscale, "outputscale")
-        check_positive(self.noise_variance, "noise_variance")
+        check_positive(self.noise, "noise")
 
     @classmethod
     def from_problem(
@@ -57,17 +58,17 @@ class KernelHyperparameters:
         *,
         lengthscale: float | None = None,
         outputscale: float | None = None,
-        noise_variance: float | None = None,
+        noise: float | None = None,
     ) -> KernelHyperparameters:
         r"""Read the problem's suggested settings; explicit arguments take precedence.
 
         Args:
             problem: Its ``hyperparameters`` must provide ``"lengthscale"`` unless
                 ``lengthscale`` is given; ``"outputscale"`` defaults to 1 and
-                ``"noise_variance"`` to ``problem.noise_std ** 2``.
+                ``"noise"`` to ``problem.noise_std ** 2``.
             lengthscale: Override of the RBF lengthscale.
             outputscale: Override of the kernel's prior variance.
-            noise_variance: Override of the model's noise variance (the ridge term).
+            noise: Override of the model's noise variance (the ridge term).
 
         Returns:
             The resolved hyperparameters.
@@ -82,9 +83,9 @@ class KernelHyperparameters:
             lengthscale = suggested["lengthscale"]
         if outputscale is None:
             outputscale = suggested.get("outputscale", 1.0)
-        if noise_variance is None:
-            noise_variance = suggested.get("noise_variance", problem.noise_std**2)
-        return cls(float(lengthscale), float(outputscale), float(noise_variance))
+        if noise is None:
+            noise = suggested.get("noise", problem.noise_std**2)
+        return cls(float(lengthscale), float(outputscale), float(noise))
 
     def kernel(
         self, *, dtype: torch.dtype = torch.float64, device: torch.device | None = None
@@ -100,21 +101,24 @@ class KernelHyperparameters:
 
 
 def make_radius_schedule(
-    radius: float | str = DEFAULT_RADIUS,
+    bayes_radius: float | str = BENCHMARK_BAYES_RADIUS,
     *,
     num_arms: int | None = None,
     delta: float = 0.05,
 ) -> Callable[[int], float]:
-    r"""Return ``t -> radius_t``, the confidence radius for the ``t``-th decision.
+    r"""Return ``t -> bayes_radius_t``, the Bayesian-scale confidence radius (index
+    ``mu + bayes_radius_t * sigma``) for the ``t``-th decision.
 
     Two schedules exist:
 
-    - a number ``c``: the constant radius ``radius_t = c`` (the benchmark default);
+    - a number ``c``: the constant radius ``bayes_radius_t = c`` (the benchmark
+      default);
     - ``"srinivas"``: GP-UCB's finite-arm theory value (Srinivas et al., 2010,
-      Theorem 1), ``radius_t = sqrt(2 log(A t^2 pi^2 / (6 delta)))`` with ``A`` arms.
+      Theorem 1), ``bayes_radius_t = sqrt(2 log(A t^2 pi^2 / (6 delta)))`` with ``A``
+      arms.
 
     Args:
-        radius: A positive constant or the name ``"srinivas"``.
+        bayes_radius: A positive constant or the name ``"srinivas"``.
         num_arms: ``A``, required by ``"srinivas"``.
         delta: Confidence level of ``"srinivas"``, in ``(0, 1)``.
 
@@ -125,19 +129,21 @@ def make_radius_schedule(
         >>> schedule = make_radius_schedule("srinivas", num_arms=1000, delta=0.1)
         >>> schedule(1), schedule(100)
     """
-    if isinstance(radius, str):
-        if radius != "srinivas":
+    if isinstance(bayes_radius, str):
+        if bayes_radius != "srinivas":
             raise ValueError(
-                f"`radius` must be a number or 'srinivas', got {radius!r}."
+                f"`bayes_radius` must be a number or 'srinivas', got {bayes_radius!r}."
             )
         if num_arms is None:
-            raise ValueError("`num_arms` (>= 1) is required by radius='srinivas'.")
+            raise ValueError(
+                "`num_arms` (>= 1) is required by bayes_radius='srinivas'."
+            )
         check_int(num_arms, "num_arms", 1)
         if not 0.0 < delta < 1.0:
             raise ValueError(f"`delta` must lie in (0, 1), got {delta}.")
         log_term = math.log(num_arms * math.pi**2 / (6.0 * delta))
         return lambda t: math.sqrt(2.0 * (log_term + 2.0 * math.log(max(t, 1))))
-    value = check_positive(radius, "radius")
+    value = check_positive(bayes_radius, "bayes_radius")
     return lambda t: value
 
 
@@ -152,7 +158,7 @@ class IncrementalExactPosterior(IncrementalExactGP):
 
     Example:
         >>> hp = KernelHyperparameters(lengthscale=3.0, outputscale=1.0,
-        ...                            noise_variance=1e-4)
+        ...                            noise=1e-4)
         >>> post = IncrementalExactPosterior(arms, hp, capacity=100)
         >>> post.append(7)
         >>> post.set_rewards(torch.tensor([0.3], dtype=arms.dtype))
@@ -186,7 +192,7 @@ class IncrementalExactPosterior(IncrementalExactGP):
         super().__init__(
             prior_variance,
             self.kernel_column,
-            hyperparameters.noise_variance,
+            hyperparameters.noise,
             capacity=capacity,
         )
         self.column_flops = self._columns.flops_per_column

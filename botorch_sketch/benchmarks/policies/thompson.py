@@ -91,7 +91,7 @@ class _Thompson:
             :class:`~botorch_sketch.acquisition.thompson.AlphaSchedule`).
         lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
         outputscale: Override of the kernel variance.
-        noise_variance: Override of the noise variance (default
+        noise: Override of the noise variance (default
             ``problem.noise_std ** 2``).
     """
 
@@ -107,7 +107,7 @@ class _Thompson:
         alpha: Alpha = 1.0,
         lengthscale: float | None = None,
         outputscale: float | None = None,
-        noise_variance: float | None = None,
+        noise: float | None = None,
     ) -> None:
         self.batch_size = check_int(batch_size, "batch_size", 1)
         self.num_initial = check_int(num_initial, "num_initial", 1)
@@ -123,7 +123,7 @@ class _Thompson:
             problem,
             lengthscale=lengthscale,
             outputscale=outputscale,
-            noise_variance=noise_variance,
+            noise=noise,
         )
 
     def _kernel(self, like: Tensor):
@@ -239,7 +239,7 @@ class ModelSGPTS(_ModelThompson):
             self.num_inducing,
             covar_module=self._kernel(X),
             mean_module=ZeroMean(),
-            noise=self.hyperparameters.noise_variance,
+            noise=self.hyperparameters.noise,
             randomized_selection=self.randomized_selection,
             inducing_quality=self.inducing_quality,
             generator=self.generator,
@@ -273,7 +273,7 @@ class ModelExactGPTS(_ModelThompson):
         model = SingleTaskGP(
             X,
             Y,
-            train_Yvar=torch.full_like(Y, self.hyperparameters.noise_variance),
+            train_Yvar=torch.full_like(Y, self.hyperparameters.noise),
             covar_module=self._kernel(X),
             mean_module=ZeroMean(),
             outcome_transform=None,
@@ -404,7 +404,7 @@ class CachedSGPTS(_CachedThompson):
     def _sampler(self, cache: ArmFeatureCache) -> CachedSparseThompson:
         return CachedSparseThompson(
             cache,
-            self.hyperparameters.noise_variance,
+            self.hyperparameters.noise,
             self.num_inducing,
             inducing_quality=self.inducing_quality,
             prior_block=self.prior_block,
@@ -424,5 +424,5 @@ class CachedExactGPTS(_CachedThompson):
 
     def _sampler(self, cache: ArmFeatureCache) -> IncrementalExactThompson:
         return IncrementalExactThompson(
-            cache, self.hyperparameters.noise_variance, prior_block=self.prior_block
+            cache, self.hyperparameters.noise, prior_block=self.prior_block
         )

@@ -70,7 +70,7 @@ def resolve_settings(problem: Problem, **given: Any) -> dict[str, Any]:
 
 
 def exact_posterior(
-    X: Tensor, y: Tensor, grid: Tensor, kernel: Kernel, noise_variance: float
+    X: Tensor, y: Tensor, grid: Tensor, kernel: Kernel, noise: float
 ) -> tuple[Tensor, Tensor]:
     r"""Exact zero-mean GP posterior on ``grid``, computed from scratch.
 
@@ -84,7 +84,7 @@ def exact_posterior(
         y: ``n`` observations.
         grid: ``A x d`` points to score.
         kernel: GPyTorch kernel with fixed hyperparameters.
-        noise_variance: ``s2 > 0``.
+        noise: ``s2 > 0``.
 
     Returns:
         ``(mean, variance)``, each of shape ``A``.
@@ -93,7 +93,7 @@ def exact_posterior(
         gram = kernel(X, X).to_dense()
         cross = kernel(X, grid).to_dense()
         prior_variance = kernel(grid, diag=True)
-    gram = gram + noise_variance * torch.eye(X.shape[0], dtype=X.dtype, device=X.device)
+    gram = gram + noise * torch.eye(X.shape[0], dtype=X.dtype, device=X.device)
     chol = torch.linalg.cholesky(gram)
     V = torch.linalg.solve_triangular(chol, cross, upper=False)
     a = torch.linalg.solve_triangular(chol, y.unsqueeze(-1), upper=False).squeeze(-1)
@@ -129,10 +129,10 @@ def build_gp_threds(
     grid_points: int | None = None,
     lengthscale: float | None = None,
     outputscale: float | None = None,
-    noise_variance: float | None = None,
+    noise: float | None = None,
     cap: int | None = None,
     max_depth: int | None = None,
-    delta0: float | None = None,
+    delta: float | None = None,
     gamma: Callable[[int], float] | None = None,
     tol_coef: float | None = None,
     c_coef: float | None = None,
@@ -154,8 +154,8 @@ def build_gp_threds(
         noise_std: Sub-Gaussian noise scale in the radius (default
             ``problem.noise_std``).
         grid_points: Points per dimension of a local test's grid (default 20).
-        lengthscale, outputscale, noise_variance: Overrides of the problem's kernel.
-        cap, max_depth, delta0, gamma, tol_coef, c_coef, walk_delta: See
+        lengthscale, outputscale, noise: Overrides of the problem's kernel.
+        cap, max_depth, delta, gamma, tol_coef, c_coef, walk_delta: See
             :class:`~botorch_sketch.generation.options.GPThreDSOptions`; None keeps
             its default.
         readmit_after, reuse_observations: Extensions off by default (label runs
@@ -180,12 +180,12 @@ def build_gp_threds(
         problem,
         lengthscale=lengthscale,
         outputscale=outputscale,
-        noise_variance=noise_variance,
+        noise=noise,
     )
     extra = {
         "cap": cap,
         "max_depth": max_depth,
-        "delta": delta0,
+        "delta": delta,
         "gamma": gamma,
         "tol_coef": tol_coef,
         "c_coef": c_coef,
@@ -197,7 +197,7 @@ def build_gp_threds(
     resolved = {key: s[key] for key in ("rkhs_bound", "grid_points") if key in s}
     options = GPThreDSOptions(
         f_range=s["f_range"],
-        noise=hyper.noise_variance,
+        noise=hyper.noise,
         noise_std=s["noise_std"],
         mode=mode,
         **resolved,
@@ -220,7 +220,7 @@ class IGPUCBGrid:
     and noise) is refit on all of them and the next query maximizes
     ``mu + radius_t sigma`` over the ``n_t^d`` grid, ``n_t = min(grid_start + t,
     grid_max)`` points per dimension (end points included), with the radius
-    ``radius_t = rkhs_bound + noise_std sqrt(2 (gamma(t) + 1 + log(1/delta0)))``
+    ``radius_t = rkhs_bound + noise_std sqrt(2 (gamma(t) + 1 + log(1/delta)))``
     (the paper's ``beta_t``,
     :func:`~botorch_sketch.generation.threds_local.threds_radius`); near-ties go to the
     lowest grid index (:func:`~botorch_sketch.generation.threds_local.first_argmax`),
@@ -240,28 +240,28 @@ class IGPUCBGrid:
         *,
         rkhs_bound: float | None = None,
         noise_std: float | None = None,
-        delta0: float = 1e-3,
+        delta: float = 1e-3,
         gamma: Callable[[int], float] = math.log,
         grid_start: int = 20,
         grid_max: int | None = None,
         lengthscale: float | None = None,
         outputscale: float | None = None,
-        noise_variance: float | None = None,
+        noise: float | None = None,
     ) -> None:
         r"""Args:
         rkhs_bound: RKHS-norm bound in the radius (default 0.5 or the paper's).
         noise_std: Sub-Gaussian noise scale in the radius (default
             ``problem.noise_std``).
-        delta0: Confidence parameter in ``(0, 1)``.
+        delta: Confidence parameter in ``(0, 1)``.
         gamma: ``t -> gamma(t)`` in the radius.
         grid_start: Points per dimension of the first grid (``>= 2``).
         grid_max: Largest points per dimension (default 80 or the paper's).
-        lengthscale, outputscale, noise_variance: Overrides of the problem's kernel.
+        lengthscale, outputscale, noise: Overrides of the problem's kernel.
         """
-        if not 0.0 < delta0 < 1.0:
-            raise ValueError(f"`delta0` must lie in (0, 1), got {delta0}.")
+        if not 0.0 < delta < 1.0:
+            raise ValueError(f"`delta` must lie in (0, 1), got {delta}.")
         check_int(grid_start, "grid_start", 2)
-        self.delta0, self.gamma, self.grid_start = delta0, gamma, grid_start
+        self.delta, self.gamma, self.grid_start = delta, gamma, grid_start
         check_box(problem, "igp-ucb")
         s = resolve_settings(
             problem, rkhs_bound=rkhs_bound, noise_std=noise_std, grid_max=grid_max
@@ -273,12 +273,12 @@ class IGPUCBGrid:
             problem,
             lengthscale=lengthscale,
             outputscale=outputscale,
-            noise_variance=noise_variance,
+            noise=noise,
         )
-        self.noise_variance = hyper.noise_variance
+        self.noise = hyper.noise
         self.bounds = problem.bounds
         factory = {"dtype": problem.bounds.dtype, "device": problem.bounds.device}
-        self.kernel = hyper.kernel(**factory)
+        self.covar_module = hyper.kernel(**factory)
         self._X = torch.empty(horizon, problem.dim, **factory)
         self._Y = torch.empty(horizon, 1, **factory)
         self.num_observations = 0
@@ -295,7 +295,7 @@ class IGPUCBGrid:
         grid = self._grid(self.grid_size)
         mean, variance = self._posterior(grid)
         radius = threds_radius(
-            t, self.rkhs_bound, self.noise_std, self.delta0, self.gamma
+            t, self.rkhs_bound, self.noise_std, self.delta, self.gamma
         )
         self._asked = first_argmax(mean + radius * variance.sqrt())
         return self._to_user(grid[self._asked].unsqueeze(0))
@@ -311,7 +311,7 @@ class IGPUCBGrid:
         r"""``(mean, variance)`` on ``grid`` given all observations, from scratch."""
         t = self.num_observations
         return exact_posterior(
-            self._X[:t], self._Y[:t, 0], grid, self.kernel, self.noise_variance
+            self._X[:t], self._Y[:t, 0], grid, self.covar_module, self.noise
         )
 
     def tell(self, chosen: Tensor, rewards: Tensor) -> None:
@@ -355,8 +355,8 @@ class IncrementalIGPUCBGrid(IGPUCBGrid):
             t, size = self.num_observations, grid.shape[0]
             self._gp = IncrementalExactGP.from_kernel(
                 torch.cat([grid, self._X[:t]]),
-                self.kernel,
-                self.noise_variance,
+                self.covar_module,
+                self.noise,
                 capacity=self._horizon,
             )
             for i, y in enumerate(self._Y[:t, 0].tolist()):

@@ -10,7 +10,7 @@ def test_cli_writes_table_json_and_plots(tmp_path):
     code = main(
         [
             "--problem",
-            "rosenbrock:dim=2:arms=200:noise_variance=1:lengthscale=0.5",
+            "rosenbrock:dim=2:arms=200:noise=1:lengthscale=0.5",
             "--methods",
             "bbkb-sync,sgpts-async,uniform",
             "-W",

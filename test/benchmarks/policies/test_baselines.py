@@ -67,7 +67,7 @@ def _exact_scores(problem, hp, indices, rewards, radius, hallucinated=()):
         model = SingleTaskGP(
             problem.arms[idx],
             train_Y,
-            train_Yvar=torch.full_like(train_Y, hp.noise_variance),
+            train_Yvar=torch.full_like(train_Y, hp.noise),
             covar_module=hp.kernel(dtype=torch.float64),
             mean_module=ZeroMean(),
             outcome_transform=None,
@@ -128,9 +128,9 @@ def test_epsilon_greedy_exploits_best_empirical_mean(problem, box):
 
 def test_exact_ucb_matches_brute_force(problem):
     hp = KernelHyperparameters.from_problem(problem)
-    indices = [b[0] for b in _drive(problem, partial(ExactUCB, radius=1.5), 8)]
+    indices = [b[0] for b in _drive(problem, partial(ExactUCB, bayes_radius=1.5), 8)]
     # Replay: each choice after the first is the brute-force UCB argmax.
-    policy = ExactUCB(problem, 8, _generator(), radius=1.5)
+    policy = ExactUCB(problem, 8, _generator(), bayes_radius=1.5)
     noise = _generator(100)
     seen, ys = [], []
     for t in range(8):
@@ -148,27 +148,31 @@ def test_exact_ucb_matches_brute_force(problem):
 
 
 def test_botorch_loop_makes_the_same_choices(problem):
-    smart = _drive(problem, partial(ExactUCB, radius=2.0), 15, seed=4)
-    plain = _drive(problem, partial(BoTorchUCB, radius=2.0, chunk_size=64), 15, seed=4)
+    smart = _drive(problem, partial(ExactUCB, bayes_radius=2.0), 15, seed=4)
+    plain = _drive(
+        problem, partial(BoTorchUCB, bayes_radius=2.0, chunk_size=64), 15, seed=4
+    )
     assert smart == plain
 
 
 def test_srinivas_schedule_is_used(problem):
-    batches = _drive(problem, partial(ExactUCB, radius="srinivas", delta=0.1), 6)
+    batches = _drive(problem, partial(ExactUCB, bayes_radius="srinivas", delta=0.1), 6)
     assert len(batches) == 6
-    with pytest.raises(ValueError, match="radius"):
-        ExactUCB(problem, 5, _generator(), radius=0.0)
+    with pytest.raises(ValueError, match="bayes_radius"):
+        ExactUCB(problem, 5, _generator(), bayes_radius=0.0)
 
 
 def test_bucb_batch_size_one_is_ucb(problem):
-    ucb = _drive(problem, partial(ExactUCB, radius=1.0), 20, seed=2)
-    bucb = _drive(problem, partial(ExactBUCB, radius=1.0, batch_size=1), 20, seed=2)
+    ucb = _drive(problem, partial(ExactUCB, bayes_radius=1.0), 20, seed=2)
+    bucb = _drive(
+        problem, partial(ExactBUCB, bayes_radius=1.0, batch_size=1), 20, seed=2
+    )
     assert ucb == bucb
 
 
 def test_bucb_fixed_batches_match_brute_force(problem):
     hp = KernelHyperparameters.from_problem(problem)
-    policy = ExactBUCB(problem, 9, _generator(), radius=1.0, batch_size=3)
+    policy = ExactBUCB(problem, 9, _generator(), bayes_radius=1.0, batch_size=3)
     seen, ys = [], []
     noise = _generator(7)
     for _ in range(3):
@@ -187,16 +191,16 @@ def test_bucb_fixed_batches_match_brute_force(problem):
 
 
 def test_bucb_adaptive_rule(problem):
-    hp = KernelHyperparameters.from_problem(problem, noise_variance=0.05)
+    hp = KernelHyperparameters.from_problem(problem, noise=0.05)
     ratio = 4.0
     # Replay and check the rule on every batch from scratch.
     policy = ExactBUCB(
         problem,
         60,
         _generator(),
-        radius=1.0,
+        bayes_radius=1.0,
         max_variance_ratio=ratio,
-        noise_variance=0.05,
+        noise=0.05,
     )
     noise = _generator(100)
     seen, stopped_by_rule = [], 0
@@ -205,12 +209,12 @@ def test_bucb_adaptive_rule(problem):
         info = 0.0
         for j, index in enumerate(batch):
             var = _posterior_variance(problem, hp, seen + batch[:j])[index]
-            info += math.log1p(var / hp.noise_variance)
+            info += math.log1p(var / hp.noise)
             assert j == 0 or info <= math.log(ratio) + 1e-9
         if len(seen) + len(batch) < 60:  # not cut by the horizon: the next pick
             scores = policy.posterior.mean + policy.posterior.variance.sqrt()
             var = _posterior_variance(problem, hp, seen + batch)[int(scores.argmax())]
-            assert info + math.log1p(var / hp.noise_variance) > math.log(ratio)
+            assert info + math.log1p(var / hp.noise) > math.log(ratio)
             stopped_by_rule += len(batch) > 1
         y = problem.arm_values[batch] + problem.noise_std * torch.randn(
             len(batch), generator=noise, dtype=torch.float64
@@ -232,13 +236,13 @@ def _posterior_variance(problem, hp, indices):
     if not indices:
         return prior
     X = problem.arms[indices]
-    K = k(X, X) + hp.noise_variance * torch.eye(len(indices), dtype=torch.float64)
+    K = k(X, X) + hp.noise * torch.eye(len(indices), dtype=torch.float64)
     cross = k(problem.arms, X)
     return prior - (cross * torch.linalg.solve(K, cross.T).T).sum(-1)
 
 
 def test_bucb_truncated_batch_is_forgotten(problem):
-    policy = ExactBUCB(problem, 10, _generator(), radius=1.0, batch_size=4)
+    policy = ExactBUCB(problem, 10, _generator(), bayes_radius=1.0, batch_size=4)
     first = policy.ask()
     policy.tell(first, problem.arm_values[first])
     batch = policy.ask()
@@ -264,8 +268,8 @@ def test_exact_policies_reject_box_and_bad_options(box):
         ExactBUCB(problem, 5, _generator(), batch_size=0)
     with pytest.raises(ValueError, match="chunk_size"):
         BoTorchUCB(problem, 5, _generator(), chunk_size=0)
-    with pytest.raises(ValueError, match="radius"):
-        ExactUCB(problem, 5, _generator(), radius=0.0)
+    with pytest.raises(ValueError, match="bayes_radius"):
+        ExactUCB(problem, 5, _generator(), bayes_radius=0.0)
 
 
 def test_float32_runs(problem):

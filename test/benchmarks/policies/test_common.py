@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from botorch_sketch.benchmarks.policies.common import (
-    DEFAULT_RADIUS,
+    BENCHMARK_BAYES_RADIUS,
     IncrementalExactPosterior,
     KernelHyperparameters,
     make_radius_schedule,
@@ -29,16 +29,14 @@ def _problem(**hyperparameters):
 def _exact(arms, hp, indices, rewards):
     r"""Mean and variance of all arms from a SingleTaskGP built from scratch."""
     kernel = hp.kernel(dtype=arms.dtype)
-    return zero_mean_gp_posterior(
-        arms[indices], rewards, hp.noise_variance, kernel, arms
-    )
+    return zero_mean_gp_posterior(arms[indices], rewards, hp.noise, kernel, arms)
 
 
 @pytest.fixture
 def setup():
     generator = torch.Generator().manual_seed(0)
     arms = torch.rand(60, 3, generator=generator, dtype=torch.float64)
-    hp = KernelHyperparameters(lengthscale=0.4, outputscale=1.7, noise_variance=1e-3)
+    hp = KernelHyperparameters(lengthscale=0.4, outputscale=1.7, noise=1e-3)
     indices = torch.randint(60, (25,), generator=generator)
     indices[5] = indices[3]  # a repeated arm
     rewards = torch.randn(25, generator=generator, dtype=torch.float64)
@@ -49,26 +47,24 @@ def test_hyperparameters_from_problem_precedence():
     problem = _problem(lengthscale=0.3, outputscale=2.0)
     hp = KernelHyperparameters.from_problem(problem)
     assert hp == KernelHyperparameters(0.3, 2.0, 0.1**2)
-    hp = KernelHyperparameters.from_problem(
-        problem, lengthscale=0.5, noise_variance=1.0
-    )
+    hp = KernelHyperparameters.from_problem(problem, lengthscale=0.5, noise=1.0)
     assert hp == KernelHyperparameters(0.5, 2.0, 1.0)
-    problem = _problem(lengthscale=0.3, noise_variance=0.02)
-    assert KernelHyperparameters.from_problem(problem).noise_variance == 0.02
+    problem = _problem(lengthscale=0.3, noise=0.02)
+    assert KernelHyperparameters.from_problem(problem).noise == 0.02
     assert KernelHyperparameters.from_problem(problem).outputscale == 1.0
 
 
 def test_hyperparameters_errors():
     with pytest.raises(ValueError, match="lengthscale"):
         KernelHyperparameters.from_problem(_problem())
-    with pytest.raises(ValueError, match="noise_variance"):
+    with pytest.raises(ValueError, match="noise"):
         KernelHyperparameters(1.0, 1.0, 0.0)
     with pytest.raises(ValueError, match="outputscale"):
         KernelHyperparameters(1.0, -1.0, 1.0)
 
 
 def test_kernel_is_fixed_rbf():
-    hp = KernelHyperparameters(lengthscale=0.5, outputscale=2.0, noise_variance=0.1)
+    hp = KernelHyperparameters(lengthscale=0.5, outputscale=2.0, noise=0.1)
     kernel = hp.kernel(dtype=torch.float64)
     x = torch.tensor([[0.0, 0.0], [0.3, 0.4]], dtype=torch.float64)
     value = kernel(x[:1], x[1:]).to_dense().item()
@@ -77,16 +73,16 @@ def test_kernel_is_fixed_rbf():
 
 
 def test_radius_schedules():
-    assert DEFAULT_RADIUS > 0
+    assert BENCHMARK_BAYES_RADIUS > 0
     constant = make_radius_schedule(2.5)
     assert constant(1) == constant(1000) == 2.5
     theory = make_radius_schedule("srinivas", num_arms=100, delta=0.1)
     expected = math.sqrt(2 * math.log(100 * 49 * math.pi**2 / (6 * 0.1)))
     assert theory(7) == pytest.approx(expected, rel=1e-12)
     assert theory(8) > theory(7)
-    with pytest.raises(ValueError, match="radius"):
+    with pytest.raises(ValueError, match="bayes_radius"):
         make_radius_schedule(-1.0)
-    with pytest.raises(ValueError, match="radius"):
+    with pytest.raises(ValueError, match="bayes_radius"):
         make_radius_schedule("theory")
     with pytest.raises(ValueError, match="num_arms"):
         make_radius_schedule("srinivas")

@@ -37,7 +37,7 @@ def make_problem(name="threds_rosenbrock", bounds=None, hyperparameters=None):
         noise_std=0.1,
         optimum=10.0,
         hyperparameters=hyperparameters
-        or {"lengthscale": 0.2, "outputscale": 1.0, "noise_variance": 0.01},
+        or {"lengthscale": 0.2, "outputscale": 1.0, "noise": 0.01},
     )
 
 
@@ -70,9 +70,9 @@ def test_kernel_hyperparameters_come_from_the_problem():
     assert float(kernel.base_kernel.lengthscale) == pytest.approx(0.3)
     assert float(kernel.outputscale) == pytest.approx(2.0)
     assert threds.noise == pytest.approx(0.01)  # noise_std ** 2
-    igp = IGPUCBGrid(problem, 10, torch.Generator(), noise_variance=0.02)
-    assert igp.noise_variance == 0.02
-    assert float(igp.kernel.base_kernel.lengthscale) == pytest.approx(0.3)
+    igp = IGPUCBGrid(problem, 10, torch.Generator(), noise=0.02)
+    assert igp.noise == 0.02
+    assert float(igp.covar_module.base_kernel.lengthscale) == pytest.approx(0.3)
 
 
 def test_gp_threds_policy_matches_the_generator():
@@ -179,8 +179,8 @@ def test_igp_ucb_grid_paper_settings_and_seed():
     assert policy.grid_max == PAPER_SETTINGS["threds_rosenbrock"]["grid_max"]
     assert policy.rkhs_bound == 2.0 and policy.diagnostics() == {"grid_points": 22**2}
     assert torch.equal(first, drive(IGPUCBGrid, problem, 3, seed=7)[0])
-    with pytest.raises(ValueError, match="delta0"):
-        IGPUCBGrid(problem, 3, torch.Generator(), delta0=0.0)
+    with pytest.raises(ValueError, match="delta"):
+        IGPUCBGrid(problem, 3, torch.Generator(), delta=0.0)
     with pytest.raises(ValueError, match="grid_start"):
         IGPUCBGrid(problem, 3, torch.Generator(), grid_start=1)
 
@@ -201,7 +201,7 @@ def test_incremental_igp_ucb_equals_the_refitted_one():
     Y = problem.objective(X) + 0.1 * torch.cat(draws)
     axis = torch.linspace(0, 1, 50, dtype=DTYPE)
     grid = torch.cartesian_prod(axis, axis)
-    mean, variance = exact_posterior(unit, Y, grid, incremental.kernel, 0.01)
+    mean, variance = exact_posterior(unit, Y, grid, incremental.covar_module, 0.01)
     torch.testing.assert_close(incremental._gp.mean[:2500], mean, rtol=0, atol=1e-9)
     torch.testing.assert_close(
         incremental._gp.variance[:2500], variance, rtol=0, atol=1e-9
