@@ -4,9 +4,10 @@ incremental exact GP posterior over a finite arm set under that fixed kernel.
 Every GP-based policy of the benchmark uses the *same* fixed hyperparameters, read from
 ``problem.hyperparameters`` (keys ``"lengthscale"``, ``"outputscale"`` and optionally
 ``"noise"``, the ridge ``lambda`` read as the model's noise variance, which defaults
-to ``problem.noise_std ** 2``) and optionally overridden per policy. Confidence radii are on the *Bayesian* scale:
-``u(x) = mu(x) + bayes_radius_t * sigma(x)`` with ``sigma`` the exact (or approximate)
-posterior standard deviation under that noise variance.
+to ``problem.noise_std ** 2``) and optionally overridden per policy. Confidence radii
+are on the *Bayesian* scale: ``u(x) = mu(x) + bayes_radius_t * sigma(x)`` with
+``sigma`` the exact (or approximate) posterior standard deviation under that noise
+variance.
 """
 
 from __future__ import annotations
