@@ -120,13 +120,18 @@ class RunTrace:
         ask_seconds: Selection time, booked at the first evaluation of each batch.
         tell_seconds: Update time, booked at the last evaluation of each batch.
         batch_index: Index (from 0) of the batch holding each evaluation.
-        diagnostics: Policy diagnostics after the batch holding each evaluation
-            (NaN where the policy did not report the key).
+        diagnostics: Other per-evaluation records: the policy's diagnostics after
+            the batch holding each evaluation (NaN where the policy did not report
+            the key), or a benchmark's own (the simulated cluster's
+            ``simulated_time`` and ``busy_worker_time`` at each completion).
         setup_seconds: Time of ``policy.reset`` (counted in the total time).
         peak_memory_mb: Peak memory growth during the run.
         memory_method: How it was measured (:class:`PeakMemoryMonitor`).
         environment: Where it ran, e.g. ``{"torch_threads": 1, "matmul_gflops":
             33.0}`` (times depend on it).
+        metadata: Per-run numbers a benchmark records beside these, e.g. the
+            simulated cluster's ``workers``, ``num_asks`` and ``last_start``
+            (:mod:`~botorch_sketch.benchmarks.cluster.report`).
     """
 
     problem: str
@@ -143,6 +148,7 @@ class RunTrace:
     peak_memory_mb: float = math.nan
     memory_method: str = ""
     environment: dict[str, object] = field(default_factory=dict)
+    metadata: dict[str, object] = field(default_factory=dict)
 
     @property
     def horizon(self) -> int:
@@ -206,6 +212,7 @@ class RunTrace:
             "peak_memory_mb": json_safe(self.peak_memory_mb),
             "memory_method": self.memory_method,
             "environment": json_safe(self.environment),
+            "metadata": json_safe(self.metadata),
         }
 
     @classmethod
@@ -233,6 +240,10 @@ class RunTrace:
             peak_memory_mb=math.nan if peak is None else float(peak),
             memory_method=data["memory_method"],
             environment=dict(data.get("environment") or {}),
+            metadata={
+                key: math.nan if value is None else value
+                for key, value in (data.get("metadata") or {}).items()
+            },
         )
 
     def summary(self) -> dict[str, float]:

@@ -365,6 +365,16 @@ class RunStore:
             return None, f"{path} was made with other settings"
         return trace, None
 
+    def traces(self) -> list[RunTrace]:
+        r"""Every stored run, in file-name order, whatever its settings (to report on
+        runs gathered from earlier commands)."""
+        if not self.directory.is_dir():
+            return []
+        return [
+            RunTrace.from_dict(json.loads(path.read_text())["trace"])
+            for path in sorted(self.directory.glob("*__seed*.json"))
+        ]
+
     def __len__(self) -> int:
         r"""Number of stored run files."""
         if not self.directory.is_dir():

@@ -11,7 +11,9 @@ told to the method. Run seed ``s`` gives the method ``torch.Generator().manual_s
 s)`` and the evaluation times and reward noise of the ``k``-th started evaluation
 ``manual_seed(2 s + 1)``, so all methods see common random numbers.
 
-Recorded per completed evaluation ``k = 1..T`` (in completion order): the simulated
+Recorded as a :class:`~botorch_sketch.benchmarks.results.RunTrace` (the cluster's
+records in its ``diagnostics`` and ``metadata``, see :mod:`~.report`), per completed
+evaluation ``k = 1..T`` (in completion order): the simulated
 time, the arm's noiseless value and the busy worker-time so far; per run, the measured
 time the method spent in ``ask`` and ``tell`` and the floating-point work it
 counted (BBKB, GP-BUCB). Derived: the regret ratio
@@ -51,8 +53,8 @@ Run ``python -m botorch_sketch.benchmarks.cluster --preset cluster-smoke`` (seco
 (also ``botorch-sketch-bench cluster ...``).
 
 Modules: :mod:`~.methods` (the methods and their builders), :mod:`~.simulation`
-(the run on the simulated clock), :mod:`~.trace` (a run's record), :mod:`~.report`
-(figures of merit and the table), :mod:`~.figures` (PNGs), :mod:`~.cli` (presets,
+(the run on the simulated clock), :mod:`~.report` (a run's cluster quantities,
+figures of merit and the table), :mod:`~.figures` (PNGs), :mod:`~.cli` (presets,
 command line).
 """
 
@@ -68,17 +70,17 @@ from botorch_sketch.benchmarks.cluster.methods import (
 from botorch_sketch.benchmarks.cluster.report import (
     busy_fraction,
     format_markdown,
+    makespan,
+    run_json,
+    run_summary,
     summarize,
     time_to_find,
     time_to_reach,
+    utilization,
+    utilization_until_last_start,
     value_on_grid,
 )
 from botorch_sketch.benchmarks.cluster.simulation import simulate
-from botorch_sketch.benchmarks.cluster.trace import (
-    ClusterTrace,
-    load_trace,
-    save_trace,
-)
 from botorch_sketch.generation.sgpts_loop import ExactGPTS
 
 __all__ = [
@@ -86,21 +88,23 @@ __all__ = [
     "PRESETS",
     "ClusterMethod",
     "ClusterPreset",
-    "ClusterTrace",
     "ExactGPTS",
     "MethodSetup",
     "busy_fraction",
     "format_markdown",
     "label",
-    "load_trace",
     "main",
+    "makespan",
     "method_label",
     "plot",
     "plot_tradeoff",
-    "save_trace",
+    "run_json",
+    "run_summary",
     "simulate",
     "summarize",
     "time_to_find",
     "time_to_reach",
+    "utilization",
+    "utilization_until_last_start",
     "value_on_grid",
 ]

@@ -16,11 +16,16 @@ import torch
 from botorch_sketch.benchmarks.arguments import OneLineParser
 from botorch_sketch.benchmarks.cluster.figures import plot
 from botorch_sketch.benchmarks.cluster.methods import METHODS, method_label
-from botorch_sketch.benchmarks.cluster.report import format_markdown, summarize
+from botorch_sketch.benchmarks.cluster.report import (
+    format_markdown,
+    run_json,
+    run_summary,
+    summarize,
+)
 from botorch_sketch.benchmarks.cluster.simulation import simulate
-from botorch_sketch.benchmarks.cluster.trace import ClusterTrace, load_trace, save_trace
 from botorch_sketch.benchmarks.problems import make_problem
-from botorch_sketch.benchmarks.results import expected_uniform_regret
+from botorch_sketch.benchmarks.results import RunTrace, expected_uniform_regret
+from botorch_sketch.benchmarks.runner import RunStore
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="make the table and plots from the runs saved under these output dirs",
     )
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the runs --output-dir/runs/ holds with the same settings",
+    )
+    parser.add_argument(
         "--data-dir",
         default=os.environ.get("BOTORCH_SKETCH_DATA", "data"),
         help="folder with cadata.csv (default $BOTORCH_SKETCH_DATA or ./data)",
@@ -104,8 +114,14 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _run(args: argparse.Namespace) -> tuple[list[ClusterTrace], dict[str, object]]:
-    r"""Run the preset with the command line's overrides, saving every trace."""
+def _store(output_dir: str | Path, workers: int) -> RunStore:
+    r"""Where runs on ``workers`` workers are kept: ``output_dir/runs/w<W>/``."""
+    return RunStore(Path(output_dir) / "runs" / f"w{workers}")
+
+
+def _run(args: argparse.Namespace) -> tuple[list[RunTrace], dict[str, object]]:
+    r"""Run the preset with the command line's overrides, saving every trace (with
+    ``--resume``, reusing the stored runs of the same settings)."""
     preset = PRESETS[args.preset]
     methods = tuple(args.methods.split(",")) if args.methods else preset.methods
     unknown = sorted(set(methods) - set(METHODS))
@@ -116,9 +132,32 @@ def _run(args: argparse.Namespace) -> tuple[list[ClusterTrace], dict[str, object
     horizon = args.horizon or preset.horizon
     problem = make_problem(args.problem or preset.problem, data_dir=args.data_dir)
     uniform_regret = expected_uniform_regret(problem)
+    store = _store(args.output_dir, workers)
     traces = []
     for seed in seeds:
         for method in methods:
+            fingerprint = {
+                "problem": problem.name,
+                "method": method,
+                "workers": workers,
+                "horizon": horizon,
+                "duration_mean": args.duration_mean,
+                "duration_sigma": args.duration_sigma,
+                "ratio_threshold": args.ratio_threshold,
+                "optimum": problem.optimum,
+                "uniform_regret": uniform_regret,
+            }
+            name = method_label(method, args.ratio_threshold)
+            trace, why = (
+                store.load(problem.name, name, seed, fingerprint)
+                if args.resume
+                else (None, None)
+            )
+            if why is not None:
+                print(f"note: running again: {why}", flush=True)
+            if trace is not None:
+                traces.append(trace)
+                continue
             trace = simulate(
                 problem,
                 method,
@@ -130,10 +169,10 @@ def _run(args: argparse.Namespace) -> tuple[list[ClusterTrace], dict[str, object
                 ratio_threshold=args.ratio_threshold,
                 uniform_regret=uniform_regret,
             )
-            save_trace(trace, Path(args.output_dir) / "runs")
-            summary = trace.summary()
+            store.save(trace, fingerprint)
+            summary = run_summary(trace)
             print(
-                f"{trace.method} seed {seed}: makespan {summary['makespan']:.1f}, "
+                f"{trace.policy} seed {seed}: makespan {summary['makespan']:.1f}, "
                 f"utilization {summary['utilization']:.3f} (until the last start "
                 f"{summary['utilization_until_last_start']:.3f}), regret ratio "
                 f"{summary['regret_ratio']:.4f}, "
@@ -156,16 +195,23 @@ def _run(args: argparse.Namespace) -> tuple[list[ClusterTrace], dict[str, object
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     r"""Run a preset (options override it), or with ``--collect`` gather saved runs;
     write ``cluster_results.json``, ``cluster_table.md`` and the PNGs to
-    ``--output-dir`` (traces to its ``runs/``) and print the table. Returns the exit
+    ``--output-dir`` (runs to its ``runs/w<W>/``, one :class:`~.runner.RunStore`
+    JSON file each) and print the table. Returns the exit
     status."""
     args = build_parser(prog).parse_args(argv)
     torch.set_num_threads(1)
     if args.collect:
-        paths = sorted(p for d in args.collect for p in Path(d).glob("runs/*.npz"))
-        if not paths:
+        stores = [
+            RunStore(folder)
+            for d in args.collect
+            for folder in sorted(Path(d).glob("runs/w*"))
+        ]
+        traces = [trace for store in stores for trace in store.traces()]
+        if not traces:
             raise SystemExit(f"No saved runs under {args.collect}.")
-        traces = [load_trace(path) for path in paths]
-        settings: dict[str, object] = {"collected": [str(p) for p in paths]}
+        settings: dict[str, object] = {
+            "collected": [str(store.directory) for store in stores]
+        }
     else:
         traces, settings = _run(args)
     output = Path(args.output_dir)
@@ -180,7 +226,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         "command": command,
         "settings": settings | {"torch_threads": torch.get_num_threads()},
         "rows": rows,
-        "runs": [trace.to_json() for trace in traces],
+        "runs": [run_json(trace) for trace in traces],
     }
     (output / "cluster_results.json").write_text(json.dumps(results, indent=1))
     (output / "cluster_table.md").write_text(table + "\n")

@@ -11,13 +11,20 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from botorch_sketch.benchmarks.cluster.methods import label
-from botorch_sketch.benchmarks.cluster.report import busy_fraction, value_on_grid
-from botorch_sketch.benchmarks.cluster.trace import ClusterTrace
+from botorch_sketch.benchmarks.cluster.report import (
+    busy_fraction,
+    makespan,
+    times,
+    utilization_until_last_start,
+    value_on_grid,
+    workers,
+)
+from botorch_sketch.benchmarks.results import RunTrace
 
 
-def _time_grid(traces: Sequence[ClusterTrace], points: int = 400) -> np.ndarray:
-    low = min(float(t.times[0]) for t in traces)
-    high = max(t.makespan for t in traces)
+def _time_grid(traces: Sequence[RunTrace], points: int = 400) -> np.ndarray:
+    low = min(float(times(t)[0]) for t in traces)
+    high = max(makespan(t) for t in traces)
     return np.geomspace(low, high, points)
 
 
@@ -28,7 +35,7 @@ def _save(figure: Figure, path: Path) -> Path:
 
 
 def plot(
-    traces: Sequence[ClusterTrace],
+    traces: Sequence[RunTrace],
     output_dir: str | Path,
     reference: str = "bbkb-sync",
 ) -> list[Path]:
@@ -39,16 +46,16 @@ def plot(
     (:func:`plot_tradeoff`)."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    runs: dict[tuple[str, int], list[ClusterTrace]] = {}
+    runs: dict[tuple[str, int], list[RunTrace]] = {}
     for trace in traces:
-        runs.setdefault((trace.problem, trace.workers), []).append(trace)
+        runs.setdefault((trace.problem, workers(trace)), []).append(trace)
     paths = []
-    for (problem, workers), group in runs.items():
+    for (problem, width), group in runs.items():
         grid = _time_grid(group)
         views = (
             (
                 "regret",
-                lambda t, g: value_on_grid(t, t.regret_ratio(), g),
+                lambda t, g: value_on_grid(t, t.curve("regret_ratio"), g),
                 "regret ratio R_k / (k r_unif)",
             ),
             ("utilization", busy_fraction, "fraction of workers busy"),
@@ -56,9 +63,9 @@ def plot(
         for suffix, curve, ylabel in views:
             figure = Figure(figsize=(7, 4.2))
             axes = figure.add_subplot()
-            methods = dict.fromkeys(t.method for t in group)
+            methods = dict.fromkeys(t.policy for t in group)
             for method in methods:
-                mine = [t for t in group if t.method == method]
+                mine = [t for t in group if t.policy == method]
                 curves = np.array([curve(t, grid) for t in mine])
                 started = ~np.isnan(curves).all(axis=0)
                 mean = np.full(grid.shape, np.nan)
@@ -69,13 +76,13 @@ def plot(
                 axes.set_yscale("log")
             axes.set_xlabel("simulated wall time (mean evaluation time = 1)")
             axes.set_ylabel(ylabel)
-            axes.set_title(f"{problem}, W = {workers} workers, T = {group[0].horizon}")
+            axes.set_title(f"{problem}, W = {width} workers, T = {group[0].horizon}")
             axes.grid(True, which="both", alpha=0.3)
             axes.legend(fontsize=8)
             figure.tight_layout()
-            name = f"cluster_{problem}_w{workers}_{suffix}.png"
+            name = f"cluster_{problem}_w{width}_{suffix}.png"
             paths.append(_save(figure, output_dir / name))
-        name = f"cluster_{problem}_w{workers}_tradeoff.png"
+        name = f"cluster_{problem}_w{width}_tradeoff.png"
         figure = plot_tradeoff(group, reference)
         if figure is not None:
             paths.append(_save(figure, output_dir / name))
@@ -83,21 +90,24 @@ def plot(
 
 
 def plot_tradeoff(
-    traces: Sequence[ClusterTrace], reference: str = "bbkb-sync"
+    traces: Sequence[RunTrace], reference: str = "bbkb-sync"
 ) -> Figure | None:
     r"""One point per run of one ``(problem, W)``: its utilization until the last
     start against its final regret ratio over that of the reference's run of the
     same seed (None when no other method has a reference run). Methods whose runs
     all end above twice the reference's are named in a note, not drawn, so that the
     axis resolves the rest."""
-    references = {t.seed: t for t in traces if t.method == reference}
+    references = {t.seed: t for t in traces if t.policy == reference}
     points, omitted = {}, []
-    for method in dict.fromkeys(t.method for t in traces):
-        mine = [t for t in traces if t.method == method and t.seed in references]
+    for method in dict.fromkeys(t.policy for t in traces):
+        mine = [t for t in traces if t.policy == method and t.seed in references]
         if method == reference or not mine:
             continue
-        x = [t.utilization_until_last_start() for t in mine]
-        y = [t.regret_ratio()[-1] / references[t.seed].regret_ratio()[-1] for t in mine]
+        x = [utilization_until_last_start(t) for t in mine]
+        y = [
+            t.curve("regret_ratio")[-1] / references[t.seed].curve("regret_ratio")[-1]
+            for t in mine
+        ]
         if min(y) > 2:
             omitted.append(label(method))
         else:
@@ -115,7 +125,7 @@ def plot_tradeoff(
     axes.axhline(1.0, color="grey", linestyle="--", linewidth=1)
     axes.set_xlabel("utilization until the last start")
     axes.set_ylabel(f"final regret ratio / {label(reference)}'s (same seed)")
-    axes.set_title(f"{traces[0].problem}, W = {traces[0].workers}: one point per run")
+    axes.set_title(f"{traces[0].problem}, W = {workers(traces[0])}: one point per run")
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()

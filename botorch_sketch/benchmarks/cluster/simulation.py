@@ -20,10 +20,9 @@ from botorch_sketch.benchmarks.cluster.methods import (
     method_label,
     refit_seconds,
 )
-from botorch_sketch.benchmarks.cluster.trace import ClusterTrace
 from botorch_sketch.benchmarks.methods import BenchmarkOptimizer
 from botorch_sketch.benchmarks.problems import Problem
-from botorch_sketch.benchmarks.results import expected_uniform_regret
+from botorch_sketch.benchmarks.results import RunTrace, expected_uniform_regret
 from botorch_sketch.parallel import EvaluationLog, SimulatedEngine, run_parallel
 from botorch_sketch.utils.validation import check_int
 
@@ -114,7 +113,7 @@ def simulate(
     duration_sigma: float = 1.0,
     ratio_threshold: float | None = None,
     uniform_regret: float | None = None,
-) -> ClusterTrace:
+) -> RunTrace:
     r"""Run ``method`` on ``workers`` simulated workers for ``horizon`` evaluations.
 
     :func:`~botorch_sketch.parallel.run_parallel` drives the method on a
@@ -136,11 +135,12 @@ def simulate(
         uniform_regret: Precomputed :func:`~.results.expected_uniform_regret`.
 
     Returns:
-        The :class:`ClusterTrace`.
+        The run's :class:`~botorch_sketch.benchmarks.results.RunTrace`, with the
+        cluster's records of :mod:`~botorch_sketch.benchmarks.cluster.report`.
 
     Example:
         >>> trace = simulate(problem, "sgpts-async", workers=100, horizon=10_000)
-        >>> trace.summary()["utilization"]
+        >>> run_summary(trace)["utilization"]
     """
     if not problem.is_finite:
         raise ValueError("`problem` must be finite (an arm set).")
@@ -187,11 +187,13 @@ def simulate(
         arm = optimizer.started[order]
         return float(arm_values[arm]) + float(noise[order])
 
-    times, busy = [], []
+    times, busy, asks, tells = [], [], [], []
 
     def record(log: EvaluationLog) -> None:
         times.append(engine.now)
         busy.append(engine.busy_time)
+        asks.append(optimizer.ask_seconds)
+        tells.append(optimizer.tell_seconds)
 
     log = run_parallel(
         optimizer,
@@ -202,24 +204,31 @@ def simulate(
         progress=False,
         callback=record,
     )
-    return ClusterTrace(
+    # CPU time since the previous completion, booked at each completion
+    asks[-1], tells[-1] = optimizer.ask_seconds, optimizer.tell_seconds
+    return RunTrace(
         problem=problem.name,
-        method=method_label(method, ratio_threshold),
+        policy=method_label(method, ratio_threshold),
         seed=seed,
-        workers=workers,
         optimum=problem.optimum,
         uniform_regret=uniform_regret,
-        times=np.array(times),
         values=arm_values[log.indices].numpy(),
-        busy=np.array(busy),
-        ask_seconds=optimizer.ask_seconds,
-        tell_seconds=optimizer.tell_seconds,
+        ask_seconds=np.diff(asks, prepend=0.0),
+        tell_seconds=np.diff(tells, prepend=0.0),
+        batch_index=np.arange(len(times)),
+        diagnostics={
+            "simulated_time": np.array(times),
+            "busy_worker_time": np.array(busy),
+        },
         setup_seconds=setup_seconds,
-        num_asks=optimizer.num_asks,
-        empty_asks=optimizer.empty_asks,
-        wall_seconds=optimizer.wall_seconds,
-        gflop=gflop(runner),
-        last_start=optimizer.last_start,
-        ask_p99_ms=1e3 * float(np.quantile(optimizer.ask_latencies, 0.99)),
-        refit_seconds=refit_seconds(runner),
+        metadata={
+            "workers": workers,
+            "num_asks": optimizer.num_asks,
+            "empty_asks": optimizer.empty_asks,
+            "wall_seconds": optimizer.wall_seconds,
+            "gflop": gflop(runner),
+            "last_start": optimizer.last_start,
+            "ask_p99_ms": 1e3 * float(np.quantile(optimizer.ask_latencies, 0.99)),
+            "refit_seconds": refit_seconds(runner),
+        },
     )

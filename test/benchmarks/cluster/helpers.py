@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from botorch_sketch.benchmarks.cluster.methods import METHODS, MethodSetup
-from botorch_sketch.benchmarks.cluster.trace import ClusterTrace
+from botorch_sketch.benchmarks.results import RunTrace
 
 
 def world(seed, horizon, sigma=1.0, mean=1.0):
@@ -33,12 +33,35 @@ def greedy_schedule(durations, workers):
     return np.sort(ends), start
 
 
-def make_trace(times, values, method="m", seed=0):
+def make_trace(times, values, method="m", seed=0, last_start=math.nan):
+    r"""A run on 2 workers with busy worker-time 1 at every completion (``f* = 1``,
+    ``r_unif = 0.5``)."""
     n = len(values)
-    return ClusterTrace(
-        "p", method, seed, 2, 1.0, 0.5, np.array(times, float), np.array(values),
-        np.ones(n), 0.1, 0.1, 0.0, n, 0,
-    )  # fmt: skip
+    return RunTrace(
+        problem="p",
+        policy=method,
+        seed=seed,
+        optimum=1.0,
+        uniform_regret=0.5,
+        values=np.array(values, float),
+        ask_seconds=np.full(n, 0.1 / n),
+        tell_seconds=np.full(n, 0.1 / n),
+        batch_index=np.arange(n),
+        diagnostics={
+            "simulated_time": np.array(times, float),
+            "busy_worker_time": np.ones(n),
+        },
+        metadata={
+            "workers": 2,
+            "num_asks": n,
+            "empty_asks": 0,
+            "wall_seconds": math.nan,
+            "gflop": math.nan,
+            "last_start": last_start,
+            "ask_p99_ms": math.nan,
+            "refit_seconds": math.nan,
+        },
+    )
 
 
 def heap_simulation(problem, method, workers, horizon, seed, mean=1.0, sigma=1.0):

@@ -1,7 +1,5 @@
 r"""The trade-off plot: its points by hand, what it leaves out."""
 
-import dataclasses
-
 import numpy as np
 
 from botorch_sketch.benchmarks.cluster.figures import plot_tradeoff
@@ -11,9 +9,7 @@ from .helpers import make_trace
 
 def test_tradeoff_plot_needs_a_reference_and_names_what_it_leaves_out():
     reference = make_trace([2, 4], [0.9, 0.9], method="bbkb-sync")
-    close = dataclasses.replace(
-        make_trace([1, 2], [0.9, 0.8], method="close"), last_start=1.0
-    )
+    close = make_trace([1, 2], [0.9, 0.8], method="close", last_start=1.0)
     far = make_trace([1, 2], [0.0, 0.0], method="far")  # 10x the reference's regret
     assert plot_tradeoff([close, far]) is None  # no reference
     assert plot_tradeoff([reference, far]) is None  # nothing drawn

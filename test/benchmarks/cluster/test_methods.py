@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from botorch_sketch.benchmarks.cluster import report
 from botorch_sketch.benchmarks.cluster.methods import (
     METHODS,
     ClusterMethod,
@@ -79,7 +80,7 @@ def test_bbkb_async_on_one_worker_is_sequential_bkb(problem):
         for name in ("bkb", "bbkb-async")
     ]
     np.testing.assert_array_equal(runs[0].values, runs[1].values)
-    np.testing.assert_allclose(runs[0].times, runs[1].times)
+    np.testing.assert_allclose(report.times(runs[0]), report.times(runs[1]))
 
 
 def test_bbkb_async_settings_follow_the_workers_and_flops_are_counted(problem):
@@ -95,12 +96,12 @@ def test_bbkb_async_settings_follow_the_workers_and_flops_are_counted(problem):
         name: simulate(problem, name, workers=10, horizon=60, seed=0)
         for name in ("bbkb-async", "bbkb-sync", "uniform")
     }
-    assert runs["bbkb-async"].method == "bbkb-async"  # the default: no C~ in it
+    assert runs["bbkb-async"].policy == "bbkb-async"  # the default: no C~ in it
     for name in ("bbkb-async", "bbkb-sync"):
-        assert runs[name].gflop > 0
-        assert runs[name].summary()["mflop_per_suggestion"] == pytest.approx(
-            1e3 * runs[name].gflop / 60
+        assert runs[name].metadata["gflop"] > 0
+        assert report.run_summary(runs[name])["mflop_per_suggestion"] == pytest.approx(
+            1e3 * runs[name].metadata["gflop"] / 60
         )
-    assert math.isnan(runs["uniform"].gflop)
+    assert math.isnan(runs["uniform"].metadata["gflop"])
     given = simulate(problem, "bbkb-async", workers=10, horizon=60, ratio_threshold=2)
-    assert given.method == "bbkb-async-c2"
+    assert given.policy == "bbkb-async-c2"

@@ -18,7 +18,7 @@ from .helpers import make_trace
 def test_time_to_reach_and_summary():
     # regret ratios 2 * (1 - v) averaged: 1.0, 0.6, 0.6667, 0.5
     trace = make_trace([1, 2, 3, 4], [0.5, 0.9, 0.6, 1.0])
-    np.testing.assert_allclose(trace.regret_ratio(), [1.0, 0.6, 2 / 3, 0.5])
+    np.testing.assert_allclose(trace.curve("regret_ratio"), [1.0, 0.6, 2 / 3, 0.5])
     assert time_to_reach(trace, 0.65) == 4.0  # dips at t=2, stays below from t=4
     assert time_to_reach(trace, 1.0) == 1.0
     assert time_to_reach(trace, 0.4) == math.inf
@@ -33,5 +33,6 @@ def test_time_to_reach_and_summary():
     assert mine["time_to_reference_best"] == pytest.approx(2.0 / 8.0)
     # the reference's ratio at t = 4 (its 2nd completion); NaN before its first
     assert mine["reference_at_makespan"] == pytest.approx(0.7)
-    assert math.isnan(value_on_grid(reference, reference.regret_ratio(), [1.0])[0])
+    ratio = reference.curve("regret_ratio")
+    assert math.isnan(value_on_grid(reference, ratio, [1.0])[0])
     assert mine["utilization"] == pytest.approx(1 / (2 * 4))  # busy 1 of 2 x 4

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from botorch_sketch.benchmarks.cluster import report
 from botorch_sketch.benchmarks.cluster.methods import METHODS, SynchronousBatches
 from botorch_sketch.benchmarks.cluster.report import busy_fraction
 from botorch_sketch.benchmarks.cluster.simulation import simulate
@@ -23,20 +24,20 @@ def test_never_waiting_methods_keep_all_workers_busy(problem, workers):
     durations = world(3, horizon)
     trace = simulate(problem, "uniform", workers=workers, horizon=horizon, seed=3)
     ends, last_start = greedy_schedule(durations, workers)
-    np.testing.assert_allclose(trace.times, ends)
+    np.testing.assert_allclose(report.times(trace), ends)
     # every worker is busy until the last evaluation starts
-    assert trace.last_start == pytest.approx(last_start)
-    assert trace.utilization_until_last_start() == pytest.approx(1.0)
+    assert trace.metadata["last_start"] == pytest.approx(last_start)
+    assert report.utilization_until_last_start(trace) == pytest.approx(1.0)
     # busy worker-time at the end is the sum of all durations
-    assert trace.busy[-1] == pytest.approx(durations.sum())
-    assert trace.utilization()[-1] == pytest.approx(
-        durations.sum() / (workers * trace.makespan)
+    assert report.busy(trace)[-1] == pytest.approx(durations.sum())
+    assert report.utilization(trace)[-1] == pytest.approx(
+        durations.sum() / (workers * report.makespan(trace))
     )
     # S-GP-TS never waits either: the same schedule (common random numbers)
     for method in ("sgpts-async", "gpts-async"):
         run = simulate(problem, method, workers=workers, horizon=horizon, seed=3)
-        np.testing.assert_allclose(run.times, trace.times)
-        assert run.empty_asks == 0
+        np.testing.assert_allclose(report.times(run), report.times(trace))
+        assert run.metadata["empty_asks"] == 0
 
 
 def test_uniform_values_are_its_arms_in_completion_order(problem):
@@ -55,7 +56,7 @@ def test_uniform_values_are_its_arms_in_completion_order(problem):
         now, arm = heapq.heappop(heap)
         arms.append(arm)
         ends.append(now)
-    np.testing.assert_allclose(trace.times, ends)
+    np.testing.assert_allclose(report.times(trace), ends)
     np.testing.assert_array_equal(trace.values, problem.arm_values[arms].numpy())
 
 
@@ -63,14 +64,14 @@ def test_sequential_and_fixed_batches_have_closed_form_makespans(problem, monkey
     horizon, workers = 60, 8
     durations = world(0, horizon)
     bkb = simulate(problem, "bkb", workers=workers, horizon=horizon, seed=0)
-    assert bkb.makespan == pytest.approx(durations.sum())
-    np.testing.assert_allclose(bkb.times, np.cumsum(durations))
-    assert bkb.utilization()[-1] == pytest.approx(1 / workers)
-    assert bkb.last_start == pytest.approx(durations[:-1].sum())
-    assert bkb.utilization_until_last_start() == pytest.approx(1 / workers)
-    grid = np.geomspace(0.01, 2 * bkb.makespan, 50)
+    assert report.makespan(bkb) == pytest.approx(durations.sum())
+    np.testing.assert_allclose(report.times(bkb), np.cumsum(durations))
+    assert report.utilization(bkb)[-1] == pytest.approx(1 / workers)
+    assert bkb.metadata["last_start"] == pytest.approx(durations[:-1].sum())
+    assert report.utilization_until_last_start(bkb) == pytest.approx(1 / workers)
+    grid = np.geomspace(0.01, 2 * report.makespan(bkb), 50)
     fraction = busy_fraction(bkb, grid)
-    inside = grid <= bkb.makespan
+    inside = grid <= report.makespan(bkb)
     np.testing.assert_allclose(fraction[inside], 1 / workers)
     assert np.isnan(fraction[~inside]).all() and inside.sum() > 40
 
@@ -81,11 +82,11 @@ def test_sequential_and_fixed_batches_have_closed_form_makespans(problem, monkey
     monkeypatch.setitem(METHODS, "fixed", fixed_batches)
     trace = simulate(problem, "fixed", workers=workers, horizon=horizon, seed=0)
     batch_ends = np.cumsum(durations.reshape(-1, 5).max(axis=1))
-    np.testing.assert_allclose(trace.times[4::5], batch_ends)
-    assert trace.busy[-1] == pytest.approx(durations.sum())
+    np.testing.assert_allclose(report.times(trace)[4::5], batch_ends)
+    assert report.busy(trace)[-1] == pytest.approx(durations.sum())
     # the last batch starts when the one before it ends
-    assert trace.last_start == pytest.approx(batch_ends[-2])
-    assert trace.utilization_until_last_start() == pytest.approx(
+    assert trace.metadata["last_start"] == pytest.approx(batch_ends[-2])
+    assert report.utilization_until_last_start(trace) == pytest.approx(
         durations[:-5].sum() / (workers * batch_ends[-2])
     )
     # all 5 of a batch's evaluations run from its start to their ends
@@ -95,15 +96,16 @@ def test_sequential_and_fixed_batches_have_closed_form_makespans(problem, monkey
                 for a, g in zip(np.r_[0, grid[:-1]], grid, strict=True)]  # fmt: skip
     np.testing.assert_allclose(busy_fraction(trace, grid), expected)
     # 12 batches; every other completion finds free workers and an empty answer
-    assert trace.num_asks - trace.empty_asks == 12 and trace.empty_asks == 11 * 4
+    asks, empty = trace.metadata["num_asks"], trace.metadata["empty_asks"]
+    assert asks - empty == 12 and empty == 11 * 4
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_every_method_completes_the_horizon(problem, method):
     trace = simulate(problem, method, workers=10, horizon=50, seed=0)
-    assert trace.horizon == 50 and np.all(np.diff(trace.times) >= 0)
-    assert 0 < trace.utilization()[-1] <= 1 + 1e-12
-    summary = trace.summary()
+    assert trace.horizon == 50 and np.all(np.diff(report.times(trace)) >= 0)
+    assert 0 < report.utilization(trace)[-1] <= 1 + 1e-12
+    summary = report.run_summary(trace)
     assert summary["ms_per_suggestion"] > 0 and summary["ask_p99_ms"] > 0
     if method.endswith("-learned"):  # refits ran, inside the loop's CPU time
         assert 0 < summary["refit_share"] < 1
@@ -148,11 +150,12 @@ def test_the_run_on_run_parallel_is_the_heap_loop_to_the_bit(
                 duration_sigma=sigma,
             )
         assert asked == arms
-        np.testing.assert_array_equal(trace.times, times)
+        np.testing.assert_array_equal(report.times(trace), times)
         np.testing.assert_array_equal(trace.values, values)
-        np.testing.assert_array_equal(trace.busy, busy)
-        assert (trace.num_asks, trace.empty_asks) == (num_asks, empty_asks)
-        assert trace.last_start == last_start
+        np.testing.assert_array_equal(report.busy(trace), busy)
+        asks = (trace.metadata["num_asks"], trace.metadata["empty_asks"])
+        assert asks == (num_asks, empty_asks)
+        assert trace.metadata["last_start"] == last_start
 
 
 def test_lognormal_durations_have_the_requested_mean(problem):
@@ -165,7 +168,7 @@ def test_lognormal_durations_have_the_requested_mean(problem):
         duration_sigma=0.5,
     )
     # sum of 20,000 log-normals: relative standard error 0.53 / sqrt(20,000) < 0.4%
-    assert trace.busy[-1] / 20_000 == pytest.approx(2.0, rel=0.015)
+    assert report.busy(trace)[-1] / 20_000 == pytest.approx(2.0, rel=0.015)
 
 
 def test_bad_inputs(problem, monkeypatch):
