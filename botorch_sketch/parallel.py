@@ -60,7 +60,12 @@ import torch
 from torch import Tensor
 
 from botorch_sketch.generation.ask_tell import AskTellOptimizer
-from botorch_sketch.utils.validation import check_at_least, check_int, check_positive
+from botorch_sketch.utils.validation import (
+    check_at_least,
+    check_indices,
+    check_int,
+    check_positive,
+)
 
 __all__ = [
     "DaskEngine",
@@ -526,6 +531,17 @@ def _progress_bar(progress: bool | None, total: int, initial: int) -> Any:
     return tqdm(total=total, initial=initial, file=sys.stderr, unit="eval")
 
 
+def _checked_answer(optimizer: AskTellOptimizer, max_arms: int) -> Tensor:
+    r"""``optimizer.ask(max_arms)``, checked: at most ``max_arms`` indices of its
+    arms in a 1-d LongTensor (a negative index would otherwise pick an arm from the
+    end)."""
+    name = f"optimizer.ask({max_arms})"
+    asked = check_indices(optimizer.ask(max_arms), name, optimizer.arms.shape[0])
+    if asked.numel() > max_arms:
+        raise RuntimeError(f"`{name}` returned {asked.numel()} arms.")
+    return asked
+
+
 def run_parallel(
     optimizer: AskTellOptimizer,
     objective: Callable[[Tensor], Any],
@@ -628,12 +644,7 @@ def run_parallel(
             remaining = budget - log.num_completed - len(in_flight) - len(queue)
             if free > 0 and remaining > 0:
                 with _interrupts_deferred():
-                    asked = optimizer.ask(min(free, remaining))
-                    if asked.numel() > min(free, remaining):
-                        raise RuntimeError(
-                            f"`optimizer.ask({min(free, remaining)})` returned "
-                            f"{asked.numel()} arms."
-                        )
+                    asked = _checked_answer(optimizer, min(free, remaining))
                     log.num_asked += asked.numel()
                     queue.extend(asked.tolist())
             while queue and len(in_flight) < num_workers:

@@ -753,3 +753,32 @@ def test_simulated_engine_bad_inputs():
     with pytest.raises(RuntimeError, match="durations"):
         engine.submit(reward, torch.zeros(2))
     assert as_engine(engine) is engine
+
+
+class _Answering(BBKB):
+    r"""A BBKB loop whose ``ask`` returns a fixed (bad) answer."""
+
+    answer: torch.Tensor
+
+    def ask(self, max_arms=None, wait=True):
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    "answer, exception",
+    [
+        (torch.tensor([-1]), ValueError),  # would pick the last arm
+        (torch.tensor([NUM_ARMS]), ValueError),
+        (torch.tensor([0.0]), TypeError),
+        (torch.tensor([[0]]), ValueError),
+        (torch.arange(3), RuntimeError),  # more arms than free workers
+    ],
+)
+def test_run_parallel_checks_the_answers_of_ask(answer, exception):
+    optimizer = _Answering(make_arms(), seed=0)
+    optimizer.answer = answer
+    with pytest.raises(exception, match=r"optimizer\.ask\(2\)"):
+        run_parallel(
+            optimizer, reward, SimulatedEngine([1.0] * 4), num_workers=2, budget=4
+        )
+    assert optimizer.num_observations == 0

@@ -24,25 +24,15 @@ from botorch_sketch.benchmarks.methods import BenchmarkOptimizer
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.benchmarks.results import RunTrace, expected_uniform_regret
 from botorch_sketch.parallel import EvaluationLog, SimulatedEngine, run_parallel
-from botorch_sketch.utils.validation import check_int
-
-
-def _checked_arms(chosen: object, free: int, num_arms: int, method: str) -> Tensor:
-    where = f"{method}.ask({free})"
-    if not isinstance(chosen, Tensor) or chosen.dtype != torch.long:
-        raise TypeError(f"{where} must return a LongTensor.")
-    if chosen.dim() != 1 or chosen.shape[0] > free:
-        raise ValueError(f"{where} must return at most {free} indices in a 1-d tensor.")
-    if chosen.numel() and (chosen.min() < 0 or chosen.max() >= num_arms):
-        raise ValueError(f"{where} returned indices outside [0, {num_arms}).")
-    return chosen.cpu()
+from botorch_sketch.utils.validation import check_indices, check_int
 
 
 class _Measured:
     r"""A cluster method's ask/tell object as :func:`~botorch_sketch.parallel.
-    run_parallel`'s optimizer: checks its answers and measures its ``ask`` and
-    ``tell`` (CPU and wall-clock time, asks, empty asks, the simulated time the last
-    evaluation was handed out). It cannot fail arms or save its state."""
+    run_parallel`'s optimizer: checks its answers, naming the method, and measures
+    its ``ask`` and ``tell`` (CPU and wall-clock time, asks, empty asks, the
+    simulated time the last evaluation was handed out). It cannot fail arms or save
+    its state."""
 
     def __init__(
         self,
@@ -71,7 +61,10 @@ class _Measured:
         self.ask_seconds += time.process_time() - start
         self.ask_latencies.append(time.perf_counter() - wall)
         self.wall_seconds += self.ask_latencies[-1]
-        chosen = _checked_arms(chosen, max_arms, self.arms.shape[0], self.name)
+        where = f"{self.name}.ask({max_arms})"  # errors name the method
+        chosen = check_indices(chosen, where, self.arms.shape[0])
+        if chosen.numel() > max_arms:
+            raise ValueError(f"{where} must return at most {max_arms} indices.")
         self.num_asks += 1
         self.empty_asks += chosen.numel() == 0
         if chosen.numel() == 0 and not self.running:
