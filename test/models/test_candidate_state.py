@@ -114,7 +114,7 @@ def random_walk(state: CandidateState, steps: int, seed: int, check_every: int =
 @pytest.mark.parametrize(
     "noise, lengthscale, scale32, scale64",
     [
-        (1.0, 0.2, 10.0, 1.0),
+        (1.0, 0.2, 30.0, 1.0),
         (0.05, 0.2, 30.0, 1.0),
         (1e-3, 0.2, 50.0, 1.0),
         # K_SS of ~150 close points with condition number ~1e9: the from-scratch
@@ -127,8 +127,9 @@ def test_hundreds_of_random_updates_equal_from_scratch(
     noise, lengthscale, scale32, scale64, tkwargs
 ):
     # float32: 400 updates drift up to ~10x further from the float64 posterior than
-    # a fresh float32 factorization of the same state (measured: 5x, 13x and 26x the
-    # float32 tolerance for the three cases), hence the scales
+    # a fresh float32 factorization of the same state (measured on the CPU: 5x, 13x
+    # and 26x the float32 tolerance for the three cases; on an H200, 20x in the
+    # first), hence the scales
     scale = scale32 if tkwargs["dtype"] == torch.float32 else scale64
     if scale is None:
         pytest.skip("K_SS is too ill-conditioned for float32")
@@ -270,7 +271,7 @@ def test_bad_input_raises_before_any_change(call, error, match):
 def test_kernel_columns_closed_form_equals_gpytorch(tkwargs):
     arms, kernel = make_arms(num_arms=40, d=4, **tkwargs)
     kernel.base_kernel = RBFKernel(ard_num_dims=4).to(**tkwargs)
-    kernel.base_kernel.lengthscale = torch.tensor([0.2, 0.5, 1.0, 3.0])
+    kernel.base_kernel.lengthscale = torch.tensor([0.2, 0.5, 1.0, 3.0], **tkwargs)
     columns = KernelColumns(kernel, arms)
     assert columns.flops_per_column == 13 * 40  # the closed form was taken
     indices = torch.tensor([3, 0, 17], device=arms.device)
@@ -326,7 +327,7 @@ def test_copies_add_nothing_to_the_span_and_the_posterior_stays_exact(tkwargs):
     indices = torch.randint(0, 30, (80,), generator=generator)
     indices[:6] = torch.tensor([0, 1, 2, 3, 10, 11])
     rewards = torch.randn(80, generator=generator, dtype=DTYPE)
-    state = CandidateState(arms.to(**tkwargs), kernel.to(**tkwargs), noise)
+    state = CandidateState(arms.to(**tkwargs), deepcopy(kernel).to(**tkwargs), noise)
     state.update(indices[:40], rewards[:40].to(**tkwargs), torch.tensor([0, 1, 10]))
     assert sorted(state.dictionary.tolist()) == [0, 10]
     state.add_to_dictionary(torch.tensor([2, 3, 11]))

@@ -29,15 +29,17 @@ def test_safe_cholesky_is_plain_when_it_can_be(tkwargs):
 
 @pytest.mark.parametrize("scale", [1e-6, 1.0, 1e6])
 def test_safe_cholesky_jitter_is_gpytorchs_relative_to_the_diagonal(scale, tkwargs):
-    # two identical points: K is singular; the first retry adds
-    # cholesky_jitter * mean diagonal, so the factor scales as sqrt(scale)
+    # two identical points, less a tenth of the jitter on the diagonal: K is
+    # indefinite on every device (a merely singular K passes CUDA's float32
+    # Cholesky); the first retry adds cholesky_jitter * mean diagonal, so the factor
+    # scales as sqrt(scale)
     points = torch.tensor([[0.1], [0.1], [0.7]], dtype=DTYPE)
-    K = scale * _kernel_matrix(points)
     eye = torch.eye(3, dtype=DTYPE)
     for jitter in (1e-4, 1e-2) if tkwargs["dtype"] == torch.float32 else (1e-8, 1e-4):
+        K = scale * (_kernel_matrix(points) - 0.1 * jitter * eye)
         with gpytorch.settings.cholesky_jitter(float_value=jitter, double_value=jitter):
             L = safe_cholesky(K.to(**tkwargs))
-        expected = torch.linalg.cholesky(K + jitter * scale * eye)
+        expected = torch.linalg.cholesky(K + jitter * K.diagonal().mean() * eye)
         assert L.dtype == tkwargs["dtype"] and L.device.type == tkwargs["device"].type
         assert_close(L / scale**0.5, expected / scale**0.5)
 

@@ -697,7 +697,7 @@ def test_hyperparameters_set_after_construction_are_used(tkwargs):
     model = NystromGP(
         X, Y, covar_module=make_kernel(2, **tkwargs), noise=0.1, dictionary=X
     )
-    model.covar_module.base_kernel.lengthscale = lengthscale
+    model.covar_module.base_kernel.lengthscale = lengthscale.to(**tkwargs)
     test_X = uniform(5, 1, 2, seed=2)
     reference = make_kernel(2)
     reference.base_kernel.lengthscale = lengthscale

@@ -109,10 +109,12 @@ def test_chunked_topk_equals_brute_force(name, tkwargs):
     choices = wave_points(3001, seed=12, **tkwargs)
     values, index = paths.topk(choices, k=3, chunk_size=457)
     with torch.no_grad():
-        brute_values, brute_index = paths(choices).topk(3, dim=-1)
-    assert torch.equal(index, brute_index)
+        every_value = paths(choices)
+    brute_values = every_value.topk(3, dim=-1).values
     assert values.dtype == tkwargs["dtype"] and index.device == choices.device
     assert_close(values, brute_values)
+    # the indices point at the top values (float32 near-ties may swap on CUDA)
+    assert_close(every_value.gather(-1, index), brute_values)
 
 
 def test_generator_makes_draws_reproducible(tkwargs):
