@@ -48,7 +48,7 @@ from torch import Tensor
 
 from botorch_sketch.models.dtc import titsias_q_from_statistics
 from botorch_sketch.models.inducing import conditional_variance_factor
-from botorch_sketch.models.linalg import GrowingCholesky
+from botorch_sketch.models.linalg import GrowingCholesky, solve_lower
 from botorch_sketch.sampling.arm_features import ArmFeatureCache, PriorPathBank
 from botorch_sketch.sampling.pathwise import standard_normal
 from botorch_sketch.utils.validation import (
@@ -450,9 +450,7 @@ class CachedSparseThompson(ArmThompsonSampler):
         eye = torch.eye(Z.shape[0], dtype=Z.dtype, device=Z.device)
         self._chol = psd_safe_cholesky(cache.kernel_matrix(Z, Z) + self.jitter * eye)
         self._phi_z = cache.features_at(self.inducing_arms)
-        phi = torch.linalg.solve_triangular(
-            self._chol, cache.kernel_matrix(Z, X), upper=False
-        )
+        phi = solve_lower(self._chol, cache.kernel_matrix(Z, X))
         self._gram = phi @ phi.mT
         self._projected = phi @ self.targets
         self._projected_ones = phi.sum(-1)
@@ -476,10 +474,8 @@ class CachedSparseThompson(ArmThompsonSampler):
         (BoTorch's ``ExpectedImprovementQualityFunction``), ``O(n m^2)``."""
         cache = self.cache
         X = cache.arms[self.observed]
-        phi = torch.linalg.solve_triangular(
-            self._chol,
-            cache.kernel_matrix(cache.arms[self.inducing_arms], X),
-            upper=False,
+        phi = solve_lower(
+            self._chol, cache.kernel_matrix(cache.arms[self.inducing_arms], X)
         )
         mean = phi.mT @ self._mean_w
         prior = cache.kernel(X, diag=True).detach() + self.jitter

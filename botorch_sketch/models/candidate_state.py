@@ -57,7 +57,7 @@ from torch import Tensor
 
 from botorch_sketch.models.dtc import dictionary_cholesky
 from botorch_sketch.models.kernel_columns import KernelColumns
-from botorch_sketch.models.linalg import append_pivot, safe_cholesky
+from botorch_sketch.models.linalg import append_pivot, safe_cholesky, solve_lower
 from botorch_sketch.utils.validation import (
     check_int,
     check_kernel,
@@ -710,11 +710,7 @@ class CandidateState:
         features = self._raw_t[:m].mT.to(self.points)  # the basis is the identity
         self._explained = features.square().sum(-1)
         self._means = features @ self._weights
-        self._quadratic = (
-            torch.linalg.solve_triangular(chol_gram, features.mT, upper=False)
-            .square()
-            .sum(0)
-        )
+        self._quadratic = solve_lower(chol_gram, features.mT).square().sum(0)
         A, d = self.num_points, self.points.shape[-1]
         self.flops += (
             3 * A * m * d + 2 * A * m * m + m**3 + 2 * observed.numel() * m * m
@@ -839,4 +835,4 @@ def _bordered_inverse(
 
 def _right_solve_lower_t(matrix: Tensor, lower: Tensor) -> Tensor:
     r"""``M L^{-T}`` for a lower-triangular ``L``."""
-    return torch.linalg.solve_triangular(lower, matrix.mT, upper=False).mT
+    return solve_lower(lower, matrix.mT).mT

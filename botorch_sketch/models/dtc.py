@@ -33,7 +33,7 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from botorch_sketch.models.linalg import safe_cholesky
+from botorch_sketch.models.linalg import safe_cholesky, solve_lower
 
 
 def distinct_rows(X: Tensor, y: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
@@ -235,9 +235,9 @@ class DTCState:
         ``z^T V^{-1} z' = whiten(z)^T whiten(z')``."""
         if self.chol_gram.dim() == 2:
             flat = Z.reshape(-1, Z.shape[-1])
-            out = torch.linalg.solve_triangular(self.chol_gram, flat.mT, upper=False)
+            out = solve_lower(self.chol_gram, flat.mT)
             return out.mT.reshape(Z.shape)
-        return torch.linalg.solve_triangular(self.chol_gram, Z.mT, upper=False).mT
+        return solve_lower(self.chol_gram, Z.mT).mT
 
     def mean_and_covariance(self, kernel: Kernel, X: Tensor) -> tuple[Tensor, Tensor]:
         r"""Joint DTC predictive at ``batch x q x d`` points.
@@ -440,5 +440,5 @@ def collapsed_log_likelihood(
 def _embed(kernel: Kernel, dictionary: Tensor, chol: Tensor, X: Tensor) -> Tensor:
     K = cross_covariance(kernel, X, dictionary).to(chol)
     flat = K.reshape(-1, K.shape[-1])
-    Z = torch.linalg.solve_triangular(chol, flat.mT, upper=False).mT
+    Z = solve_lower(chol, flat.mT).mT
     return Z.reshape(K.shape)

@@ -1,5 +1,6 @@
-r"""Cholesky factorizations shared by the models: a guarded factorization, the
-one-pivot step of a Cholesky factor kept in feature form, and a factor grown by rows.
+r"""Cholesky factorizations shared by the models: a guarded factorization, a
+triangular solve for very wide right-hand sides, the one-pivot step of a Cholesky
+factor kept in feature form, and a factor grown by rows.
 """
 
 from __future__ import annotations
@@ -42,6 +43,32 @@ def safe_cholesky(matrix: Tensor) -> Tensor:
         jitter = 10 * jitter
     raise NotPSDError(
         f"The matrix is not positive definite, even with a jitter of {jitter / 10}."
+    )
+
+
+#: Right-hand-side columns per CUDA triangular solve. From 524,281 columns PyTorch
+#: sends CUDA solves down a slow path that works around a cuBLAS failure
+#: (pytorch/pytorch#79191); BBKB on 10^6 arms spent seconds per step there.
+CUDA_SOLVE_COLUMNS = 2**18
+
+
+def solve_lower(lower: Tensor, rhs: Tensor, max_columns: int | None = None) -> Tensor:
+    r"""``L^{-1} B`` for a lower-triangular ``L`` (``... x n x n``) and ``B``
+    (``... x n x q``), as ``torch.linalg.solve_triangular``.
+
+    On CUDA the columns of ``B`` are solved in blocks of at most
+    :data:`CUDA_SOLVE_COLUMNS` (elsewhere in one call; ``max_columns`` overrides
+    both). Each column's solution depends on that column alone, so the blocks give
+    the same result.
+    """
+    if max_columns is None:
+        max_columns = CUDA_SOLVE_COLUMNS if rhs.is_cuda else rhs.shape[-1]
+    if rhs.shape[-1] <= max_columns:
+        return torch.linalg.solve_triangular(lower, rhs, upper=False)
+    blocks = rhs.split(max_columns, dim=-1)
+    return torch.cat(
+        [torch.linalg.solve_triangular(lower, block, upper=False) for block in blocks],
+        dim=-1,
     )
 
 

@@ -6,7 +6,12 @@ import pytest
 import torch
 from linear_operator.utils.errors import NanError, NotPSDError
 
-from botorch_sketch.models.linalg import GrowingCholesky, append_pivot, safe_cholesky
+from botorch_sketch.models.linalg import (
+    GrowingCholesky,
+    append_pivot,
+    safe_cholesky,
+    solve_lower,
+)
 
 from ..gp_helpers import assert_close
 
@@ -96,3 +101,19 @@ def test_growing_cholesky_equals_the_dense_factor_at_every_size(tkwargs):
         assert_close(
             growing.solve(rhs), torch.linalg.solve(K[:t, :t], R[:t]).to(**tkwargs)
         )
+
+
+def test_solve_lower_in_column_blocks_equals_one_solve(tkwargs):
+    gen = torch.Generator().manual_seed(1)
+    A = torch.randn(2, 5, 5, generator=gen, dtype=DTYPE)
+    L = torch.linalg.cholesky(A @ A.mT + 5 * torch.eye(5, dtype=DTYPE)).to(**tkwargs)
+    B = torch.randn(2, 5, 23, generator=gen, dtype=DTYPE).to(**tkwargs)
+    whole = solve_lower(L, B)
+    assert torch.equal(whole, torch.linalg.solve_triangular(L, B, upper=False))
+    for max_columns in (1, 7, 23):
+        blocks = solve_lower(L, B, max_columns=max_columns)
+        assert blocks.shape == B.shape and blocks.device == B.device
+        assert_close(blocks, whole)
+    assert_close(L @ solve_lower(L, B, max_columns=7), B)  # the oracle: L X = B
+    strided = B[0].mT.contiguous().mT  # column-major, as the callers' ``M.mT``
+    assert_close(solve_lower(L[0], strided, max_columns=4), whole[0])
