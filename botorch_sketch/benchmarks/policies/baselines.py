@@ -1,39 +1,18 @@
-r"""Baselines: uniform, epsilon-greedy, exact GP-UCB (twice) and GP-BUCB.
+r"""Baselines: uniform, epsilon-greedy, exact GP-UCB and GP-BUCB.
 
 Each is an ask/tell object built for one run, ``Class(problem, horizon, generator,
-**options)`` (the ``build`` of its :class:`~botorch_sketch.benchmarks.methods.
-BenchmarkMethod`): ``ask(max_arms)`` returns arm indices (or box points) and ``tell``
-receives them with their rewards.
-
-- :class:`Uniform` (``"uniform"``): uniformly random arms or points.
-- :class:`EpsilonGreedy` (``"epsilon-greedy"``): explore uniformly with
-  probability ``epsilon``, else play the best empirical mean.
-- :class:`BoTorchUCB` (``"botorch-ucb"``): the plain BoTorch loop a typical user
-  writes: a fresh ``SingleTaskGP`` (fixed kernel and noise) on all data and an analytic
-  ``UpperConfidenceBound`` over all arms at every step, ``O(t^3 + A t^2)`` per step.
-- :class:`ExactUCB` (``"exact-ucb"``): the same exact GP-UCB with the posterior of
-  every arm updated by one rank-one step per observation
-  (:class:`~.common.IncrementalExactPosterior`), ``O(A t)`` per step.
-- :class:`ExactBUCB` (``"exact-bucb"``): GP-BUCB (Desautels et al., JMLR 2014) on
-  that posterior: within a batch the mean is frozen and the variance conditions on the
-  batch's points without their rewards; batches have a fixed size or end by the
-  variance-ratio (mutual information) rule.
-
-The GP baselines share fixed hyperparameters through
-:meth:`~.common.KernelHyperparameters.from_problem` and a radius schedule from
-:func:`~.common.make_radius_schedule` (constant on the Bayesian scale by default).
+**options)``: ``ask(max_arms)`` returns arm indices (or box points) and ``tell``
+receives them with their rewards. The GP baselines use the shared fixed kernel
+(:class:`~.common.KernelHyperparameters`) and a radius schedule
+(:func:`~.common.make_radius_schedule`).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import torch
-from botorch.acquisition import UpperConfidenceBound
-from botorch.models import SingleTaskGP
-from gpytorch.means import ZeroMean
 from torch import Tensor
 
 from botorch_sketch.benchmarks.policies.common import (
@@ -87,10 +66,9 @@ class Uniform:
 class EpsilonGreedy:
     r"""Epsilon-greedy on empirical means.
 
-    With probability ``epsilon`` (independently per batch element) play a uniformly
-    random arm/point, otherwise the arm with the best empirical mean so far (box
-    problems: the observed point with the best reward). Before any observation
-    every choice is random.
+    Each batch element is uniformly random with probability ``epsilon`` (always
+    before the first observation), else the arm with the best empirical mean (box
+    problems: the observed point with the best reward).
 
     Example:
         >>> greedy = EpsilonGreedy(problem, 100, torch.Generator(), epsilon=0.05)
@@ -112,7 +90,7 @@ class EpsilonGreedy:
         self.epsilon = check_number(epsilon, "epsilon")
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"`epsilon` must lie in [0, 1], got {epsilon}.")
-        self.batch_size = _check_batch_size(batch_size, "batch_size")
+        self.batch_size = check_int(batch_size, "batch_size", 1)
         self.problem = problem
         self.generator = generator
         self._uniform = Uniform(problem, horizon, generator, batch_size=batch_size)
@@ -159,18 +137,15 @@ class EpsilonGreedy:
             self._best_point = chosen[best].clone()
 
 
-class _ExactGP:
-    r"""Problem, kernel and radius schedule of the exact GP baselines (finite arm sets
-    only).
+class ExactUCB:
+    r"""Exact GP-UCB on a finite arm set with ``O(A t)`` incremental updates.
 
-    Args:
-        problem, horizon, generator: The run.
-        bayes_radius: Constant radius on the Bayesian scale (``mu + bayes_radius *
-            sigma``) or ``"srinivas"``.
-        delta: Confidence level of the ``"srinivas"`` schedule.
-        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
-        outputscale: Override of the kernel variance.
-        noise: Override of the model noise variance.
+    Plays ``argmax mean_t + radius_t * sd_t`` over all arms, the exact posterior kept
+    by :class:`~.common.IncrementalExactPosterior` (``A x T`` numbers). The first arm
+    is uniformly random.
+
+    Example:
+        >>> ucb = ExactUCB(problem, 100, torch.Generator(), bayes_radius=2.0)
     """
 
     def __init__(
@@ -185,6 +160,11 @@ class _ExactGP:
         outputscale: float | None = None,
         noise: float | None = None,
     ) -> None:
+        r"""Args:
+        bayes_radius: Constant Bayesian-scale radius or ``"srinivas"``.
+        delta: Confidence level of the ``"srinivas"`` schedule.
+        lengthscale, outputscale, noise: Overrides of the problem's kernel.
+        """
         check_finite(problem, type(self).__name__)
         self.problem = problem
         self.generator = generator
@@ -197,28 +177,6 @@ class _ExactGP:
         self.schedule = make_radius_schedule(
             bayes_radius, num_arms=problem.arms.shape[0], delta=delta
         )
-
-
-class ExactUCB(_ExactGP):
-    r"""Exact GP-UCB with ``O(A t)`` incremental posterior updates.
-
-    Plays ``argmax_x mean_t(x) + radius_t * sd_t(x)`` over all arms, where the exact
-    posterior (fixed kernel, noise variance ``s2``) is kept by
-    :class:`~.common.IncrementalExactPosterior`. The first arm is uniformly random.
-    Memory: ``A x T`` numbers. Options: those of :class:`_ExactGP`.
-
-    Example:
-        >>> ucb = ExactUCB(problem, 100, torch.Generator(), bayes_radius=2.0)
-    """
-
-    def __init__(
-        self,
-        problem: Problem,
-        horizon: int,
-        generator: torch.Generator,
-        **settings: Any,
-    ) -> None:
-        super().__init__(problem, horizon, generator, **settings)
         self.posterior = IncrementalExactPosterior(
             problem.arms, self.hyperparameters, capacity=horizon
         )
@@ -246,18 +204,12 @@ class ExactUCB(_ExactGP):
 class ExactBUCB(ExactUCB):
     r"""Exact GP-BUCB / GP-AUCB (Desautels, Krause, Burdick, JMLR 2014).
 
-    At the start of a batch the posterior mean is frozen. Each batch element maximizes
-    ``mean_fb(x) + radius * sd_t(x)`` where ``sd_t`` conditions on the batch's earlier
-    points without their rewards (hallucination). With ``batch_size`` set, batches
-    have that size. Otherwise (GP-AUCB) the batch grows while its conditional mutual
-    information stays below ``log(max_variance_ratio) / 2``, i.e. while
-
-        sum_{s in batch} log(1 + sd_{s-1}^2(x_s) / s2) <= log(max_variance_ratio),
-
-    which bounds every arm's variance ratio ``sd_fb^2 / sd_t^2`` by
-    ``max_variance_ratio`` (the paper's Proposition with ``C = log(ratio) / 2``).
-    The candidate that would break the bound starts the next batch. A batch never
-    holds more than ``max_arms`` arms (the runner's: those the horizon has left).
+    Within a batch the mean is frozen and the variance conditions on the batch's
+    earlier arms without their rewards. Batches have ``batch_size`` arms or, when it
+    is None (GP-AUCB), grow while ``sum_{s in batch} log(1 + sd_{s-1}^2(x_s) / s2) <=
+    log(max_variance_ratio)``, which bounds every arm's variance ratio by
+    ``max_variance_ratio``; the arm that would break the bound starts the next batch.
+    A batch holds at most ``max_arms`` arms (the ask's).
 
     Example:
         >>> bucb = ExactBUCB(problem, 100, torch.Generator(), max_variance_ratio=2.0)
@@ -278,7 +230,7 @@ class ExactBUCB(ExactUCB):
         batch_size: Fixed batch size; None for the adaptive rule.
         max_variance_ratio: Bound ``C >= 1`` of the adaptive rule (1: GP-UCB).
         max_batch_size: Cap on adaptive batches (None: no cap).
-        settings: Those of :class:`_ExactGP`.
+        settings: Those of :class:`ExactUCB`.
         """
         _check_batch_size(batch_size, "batch_size")
         _check_batch_size(max_batch_size, "max_batch_size")
@@ -317,69 +269,3 @@ class ExactBUCB(ExactUCB):
     def tell(self, chosen: Tensor, rewards: Tensor) -> None:
         self.posterior.set_rewards(rewards)
         self.posterior.discard_pending()
-
-
-class BoTorchUCB(_ExactGP):
-    r"""Exact GP-UCB written as a plain BoTorch loop (the reference user code).
-
-    Every ``ask()`` builds a ``SingleTaskGP`` on all observations with the fixed
-    kernel, zero mean, fixed noise and no transforms, then evaluates the analytic
-    ``UpperConfidenceBound(beta=radius^2)`` on all arms (in chunks, as
-    ``optimize_acqf_discrete`` does) and plays the argmax: ``O(t^3 + A t^2)`` per
-    step. It makes the same choices as :class:`ExactUCB`.
-
-    Example:
-        >>> ucb = BoTorchUCB(problem, 100, torch.Generator(), bayes_radius=2.0)
-    """
-
-    def __init__(
-        self,
-        problem: Problem,
-        horizon: int,
-        generator: torch.Generator,
-        *,
-        chunk_size: int = 2048,
-        **settings: Any,
-    ) -> None:
-        r"""Args:
-        chunk_size: Arms per acquisition evaluation.
-        settings: Those of :class:`_ExactGP`.
-        """
-        self.chunk_size = _check_batch_size(chunk_size, "chunk_size")
-        super().__init__(problem, horizon, generator, **settings)
-        self._indices: list[int] = []
-        self._rewards: list[float] = []
-
-    def ask(self, max_arms: int | None = None) -> Tensor:
-        arms = self.problem.arms
-        if not self._indices:
-            index = _random_arm(arms.shape[0], self.generator)
-            return torch.tensor([index], device=arms.device)
-        train_X = arms[self._indices]
-        train_Y = torch.tensor(self._rewards, dtype=arms.dtype, device=arms.device)
-        train_Y = train_Y.unsqueeze(-1)
-        noise = self.hyperparameters.noise
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # unstandardized data is intended here
-            model = SingleTaskGP(
-                train_X,
-                train_Y,
-                train_Yvar=torch.full_like(train_Y, noise),
-                covar_module=self.hyperparameters.kernel(
-                    dtype=arms.dtype, device=arms.device
-                ),
-                mean_module=ZeroMean(),
-                outcome_transform=None,
-            )
-        model.eval()
-        radius = self.schedule(len(self._indices) + 1)
-        acqf = UpperConfidenceBound(model, beta=radius**2)
-        with torch.no_grad():
-            values = torch.cat(
-                [acqf(chunk.unsqueeze(-2)) for chunk in arms.split(self.chunk_size)]
-            )
-        return values.argmax().reshape(1)
-
-    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
-        self._indices.extend(chosen.tolist())
-        self._rewards.extend(rewards.tolist())

@@ -1,15 +1,10 @@
-r"""GP-ThreDS and its baseline IGP-UCB on a growing grid, as benchmark methods on boxes.
+r"""GP-ThreDS and its baseline IGP-UCB on a growing grid (Salgia, Vakili and Zhao,
+NeurIPS 2021), as benchmark methods on boxes.
 
-All follow the experiments of Salgia, Vakili and Zhao (NeurIPS 2021). IGP-UCB
-comes twice: :class:`IGPUCBGrid` refits the exact GP from scratch every step
-(the paper's loop), :class:`IncrementalIGPUCBGrid` makes the same choices with
-one rank-one update of every grid point's posterior per observation once the grid
-stops growing. Their settings are resolved per problem, in this order: the method's
-own options, then :data:`PAPER_SETTINGS` for the paper's problems (``f_range``,
-``rkhs_bound``, the grid sizes), then generic defaults; ``noise_std`` defaults to
-``problem.noise_std``. The fixed kernel hyperparameters are the benchmark's shared
-ones (:class:`~botorch_sketch.benchmarks.policies.common.KernelHyperparameters`). All
-work in unit-cube coordinates of ``problem.bounds``.
+Settings are resolved per problem: the method's options, then :data:`PAPER_SETTINGS`
+for the paper's problems, then generic defaults. Both use the benchmark's fixed kernel
+(:class:`~botorch_sketch.benchmarks.policies.common.KernelHyperparameters`) and work
+in unit-cube coordinates of ``problem.bounds``.
 """
 
 from __future__ import annotations
@@ -74,10 +69,8 @@ def exact_posterior(
 ) -> tuple[Tensor, Tensor]:
     r"""Exact zero-mean GP posterior on ``grid``, computed from scratch.
 
-    With ``K + s2 I = L L^T`` and ``V = L^{-1} K(X, grid)``:
-    ``mean = V^T L^{-1} y`` and ``variance = k(x, x) - colsum(V^2)``; the same values
-    as BoTorch's ``SingleTaskGP`` (zero mean, fixed kernel and noise) without its
-    ``A x A`` test covariance. Cost ``O(n^3 + A n^2)``, memory ``O(A n)``.
+    The values of BoTorch's ``SingleTaskGP`` (zero mean, fixed kernel and noise)
+    without its ``A x A`` test covariance: ``O(n^3 + A n^2)`` time, ``O(A n)`` memory.
 
     Args:
         X: ``n x d`` observed points.
@@ -212,24 +205,25 @@ def build_gp_threds(
     )
 
 
-class IGPUCBGrid:
-    r"""IGP-UCB on a growing grid: the baseline of the GP-ThreDS paper.
+class IncrementalIGPUCBGrid:
+    r"""IGP-UCB on a growing grid, the GP-ThreDS paper's baseline, with ``O(A t)``
+    incremental updates once the grid stops growing.
 
     The first query is a uniformly random point of the ``grid_start^d`` grid. After
-    ``t`` observations, an exact GP (BoTorch ``SingleTaskGP``: zero mean, fixed kernel
-    and noise) is refit on all of them and the next query maximizes
-    ``mu + radius_t sigma`` over the ``n_t^d`` grid, ``n_t = min(grid_start + t,
-    grid_max)`` points per dimension (end points included), with the radius
-    ``radius_t = rkhs_bound + noise_std sqrt(2 (gamma(t) + 1 + log(1/delta)))``
-    (the paper's ``beta_t``,
-    :func:`~botorch_sketch.generation.threds_local.threds_radius`); near-ties go to the
-    lowest grid index (:func:`~botorch_sketch.generation.threds_local.first_argmax`),
-    so the choice does not depend on rounding. Each step refactors the kernel matrix
-    and costs ``O(t^3 + n_t^d t^2)`` (:func:`exact_posterior`): the plain loop of the
-    paper; :class:`IncrementalIGPUCBGrid` is the incremental one.
+    ``t`` observations the next one maximizes ``mu + radius_t sigma`` (exact posterior,
+    fixed kernel) over the ``n_t^d`` grid, ``n_t = min(grid_start + t, grid_max)``
+    points per dimension (end points included), with the paper's radius
+    (:func:`~botorch_sketch.generation.threds_local.threds_radius`); near-ties go to the
+    lowest grid index (:func:`~botorch_sketch.generation.threds_local.first_argmax`).
+    While the grid grows, the posterior is computed from scratch
+    (:func:`exact_posterior`). On the final grid (``A = grid_max^d`` points) an
+    :class:`~botorch_sketch.models.incremental_exact.IncrementalExactGP` on the grid
+    plus the ``t0`` earlier points takes over: one rank-one update of every point's
+    mean and variance per observation, memory ``O(T (A + t0))``.
 
     Example:
-        >>> ucb = IGPUCBGrid(make_problem("threds_rosenbrock"), 1000, torch.Generator())
+        >>> ucb = IncrementalIGPUCBGrid(make_problem("threds_branin"), 1000,
+        ...                             torch.Generator())
     """
 
     def __init__(
@@ -262,7 +256,7 @@ class IGPUCBGrid:
             raise ValueError(f"`delta` must lie in (0, 1), got {delta}.")
         check_int(grid_start, "grid_start", 2)
         self.delta, self.gamma, self.grid_start = delta, gamma, grid_start
-        check_box(problem, "igp-ucb")
+        check_box(problem, "igp-ucb-incremental")
         s = resolve_settings(
             problem, rkhs_bound=rkhs_bound, noise_std=noise_std, grid_max=grid_max
         )
@@ -286,6 +280,7 @@ class IGPUCBGrid:
         self._first = first.to(**factory).unsqueeze(0) / (self.grid_start - 1)
         self.grid_size = self.grid_start
         self._horizon = horizon
+        self._gp: IncrementalExactGP | None = None
 
     def ask(self, max_arms: int | None = None) -> Tensor:
         t = self.num_observations
@@ -298,7 +293,8 @@ class IGPUCBGrid:
             t, self.rkhs_bound, self.noise_std, self.delta, self.gamma
         )
         self._asked = first_argmax(mean + radius * variance.sqrt())
-        return self._to_user(grid[self._asked].unsqueeze(0))
+        self._asked_point = grid[self._asked]
+        return self._to_user(self._asked_point.unsqueeze(0))
 
     def _grid(self, size: int) -> Tensor:
         r"""The ``size^d x d`` grid on the unit cube (end points included)."""
@@ -308,13 +304,35 @@ class IGPUCBGrid:
         )
 
     def _posterior(self, grid: Tensor) -> tuple[Tensor, Tensor]:
-        r"""``(mean, variance)`` on ``grid`` given all observations, from scratch."""
+        r"""``(mean, variance)`` on ``grid`` given all observations."""
         t = self.num_observations
-        return exact_posterior(
-            self._X[:t], self._Y[:t, 0], grid, self.covar_module, self.noise
-        )
+        if self.grid_size < self.grid_max:
+            X, y = self._X[:t], self._Y[:t, 0]
+            return exact_posterior(X, y, grid, self.covar_module, self.noise)
+        size = grid.shape[0]
+        if self._gp is None:
+            self._gp = IncrementalExactGP.from_kernel(
+                torch.cat([grid, self._X[:t]]),
+                self.covar_module,
+                self.noise,
+                capacity=self._horizon,
+            )
+            for i, y in enumerate(self._Y[:t, 0].tolist()):
+                self._gp.observe(size + i, y)
+        return self._gp.mean[:size], self._gp.variance[:size]
 
     def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        if self._gp is not None:
+            expected = self._to_user(self._asked_point)
+            width = self.bounds[1] - self.bounds[0]
+            if (
+                chosen.shape != (1, width.shape[0])
+                or not ((chosen[0] - expected).abs() <= 1e-9 * width).all()
+            ):
+                raise ValueError(
+                    "`chosen` must be the point returned by the last ask()."
+                )
+            self._gp.observe(self._asked, float(rewards.reshape(())))
         t = self.num_observations
         self._X[t] = (chosen[0] - self.bounds[0]) / (self.bounds[1] - self.bounds[0])
         self._Y[t] = rewards.reshape(())
@@ -325,55 +343,3 @@ class IGPUCBGrid:
 
     def _to_user(self, unit: Tensor) -> Tensor:
         return self.bounds[0] + unit * (self.bounds[1] - self.bounds[0])
-
-
-class IncrementalIGPUCBGrid(IGPUCBGrid):
-    r"""IGP-UCB on the same growing grid with ``O(A t)`` incremental updates.
-
-    Same choices as :class:`IGPUCBGrid`. While the grid grows (``t <
-    grid_max - grid_start``) every step scores a new grid and the posterior is
-    computed from scratch (:func:`exact_posterior`, ``t`` is small). At the first
-    step on the final grid (``A = grid_max^d`` points) an
-    :class:`~botorch_sketch.models.incremental_exact.IncrementalExactGP` is built on
-    the grid plus the ``t0`` earlier (off-grid) points and conditioned on their
-    observations; from then on each observation of a grid point is one rank-one
-    update of every point's mean and variance, ``O(A t)`` time, and memory
-    ``O(T (A + t0))`` for horizon ``T``.
-
-    Example:
-        >>> ucb = IncrementalIGPUCBGrid(make_problem("threds_branin"), 1000,
-        ...                             torch.Generator())
-    """
-
-    _gp: IncrementalExactGP | None = None
-
-    def _posterior(self, grid: Tensor) -> tuple[Tensor, Tensor]:
-        if self.grid_size < self.grid_max:
-            return super()._posterior(grid)
-        if self._gp is None:
-            self._final_grid = grid
-            t, size = self.num_observations, grid.shape[0]
-            self._gp = IncrementalExactGP.from_kernel(
-                torch.cat([grid, self._X[:t]]),
-                self.covar_module,
-                self.noise,
-                capacity=self._horizon,
-            )
-            for i, y in enumerate(self._Y[:t, 0].tolist()):
-                self._gp.observe(size + i, y)
-        size = grid.shape[0]
-        return self._gp.mean[:size], self._gp.variance[:size]
-
-    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
-        if self._gp is not None:
-            expected = self._to_user(self._final_grid[self._asked])
-            width = self.bounds[1] - self.bounds[0]
-            if (
-                chosen.shape != (1, width.shape[0])
-                or not ((chosen[0] - expected).abs() <= 1e-9 * width).all()
-            ):
-                raise ValueError(
-                    "`chosen` must be the point returned by the last ask()."
-                )
-            self._gp.observe(self._asked, float(rewards.reshape(())))
-        super().tell(chosen, rewards)
