@@ -1,21 +1,14 @@
 r"""Time BoTorch's fantasy-based and multi-objective acquisition on the package's
-models against ``SingleTaskGP`` (issue 27 item 5), on the same data and fixed
-hyperparameters, ratios in the same run.
+models against ``SingleTaskGP``, on the same data and fixed hyperparameters.
 
-Two measurements per model, each from the data onwards (a fresh model, so every
-factorization a loop pays after new data is included):
+Two measurements per model, each from the data onwards (a fresh model):
 
-- ``kg``: ``fantasize`` of ``num_points`` q-batches (``num_fantasies`` fantasies
-  each), then ``qKnowledgeGradient`` (one-shot, ``num_fantasies``) on
-  ``num_points`` candidate sets, value and gradient: one optimizer step's work;
-  single output.
-- ``nehvi``: ``qLogNoisyExpectedHypervolumeImprovement`` on one two-output model,
-  baseline the last ``num_baseline`` observations (pruned, as by default), value
-  and gradient on ``num_points`` q-batches.
+- ``kg``: ``fantasize`` of ``num_points`` q-batches, then one-shot
+  ``qKnowledgeGradient`` on ``num_points`` candidate sets, value and gradient;
+- ``nehvi``: ``qLogNoisyExpectedHypervolumeImprovement`` on a two-output model,
+  baseline the last ``num_baseline`` observations, value and gradient.
 
-:func:`~botorch_sketch.benchmarks.scoring.compare_scoring` runs it for each size in
-``acquisition_sizes`` (``python -m botorch_sketch.benchmarks scoring
---acquisition-sizes 1000 10000``); none by default.
+Run by ``python -m botorch_sketch.benchmarks scoring --acquisition-sizes ...``.
 """
 
 from __future__ import annotations
@@ -42,22 +35,21 @@ from botorch_sketch.models.variational import DecomposedSamplingSVGP
 MODELS = ("exact", "nystrom", "svgp")
 
 
-def _timed(fn: Callable[[], object], device: torch.device) -> float:
-    r"""Wall time of ``fn()``, waiting for the device's queued work."""
+def timed(fn: Callable[[], object], device: torch.device) -> tuple[object, float]:
+    r"""``fn()`` and its wall time, waiting for the device's queued work."""
     synchronize = torch.cuda.synchronize if device.type == "cuda" else lambda: None
     synchronize()
     start = time.perf_counter()
-    fn()
+    out = fn()
     synchronize()
-    return time.perf_counter() - start
+    return out, time.perf_counter() - start
 
 
 def _timed_or_nan(fn: Callable[[], object], device: torch.device, label: str) -> float:
-    r""":func:`_timed`, or NaN with a warning naming ``label`` when ``fn`` runs out
-    of memory (the exact GP's batched fantasy caches grow as ``num_points
-    num_fantasies n^2``)."""
+    r"""The wall time of ``fn()``, or NaN with a warning naming ``label`` when it
+    runs out of memory."""
     try:
-        return _timed(fn, device)
+        return timed(fn, device)[1]
     except (RuntimeError, MemoryError) as error:  # torch's allocators raise these
         if "memory" not in str(error).lower():
             raise
@@ -118,17 +110,13 @@ def time_acquisitions(
     models: tuple[str, ...] = MODELS,
     repeats: int = 2,
 ) -> dict[str, float]:
-    r"""Seconds of the ``kg`` and ``nehvi`` measurements (module docstring) for
-    each of :data:`MODELS` after ``num_train`` observations in ``[0, 1]^dim``,
-    and each package model's speed-up over the control (``exact / model``).
-
-    Each measurement is the best of ``repeats`` (TorchScript functions of GPyTorch
-    and linear_operator compile on their first calls with new shapes, seconds that a
-    loop pays once); a measurement that runs out of memory is not repeated.
+    r"""Time the ``kg`` and ``nehvi`` measurements of :data:`MODELS` after
+    ``num_train`` observations in ``[0, 1]^dim``.
 
     Args:
         models: The subset of :data:`MODELS` to time (ratios need ``exact``).
-        repeats: Runs per measurement.
+        repeats: Runs per measurement; the best counts (first calls compile), and
+            one that runs out of memory is not repeated.
 
     Returns:
         ``{f"{model}_{measurement}_s": seconds, f"{measurement}_speedup_{model}":

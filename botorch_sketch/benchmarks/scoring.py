@@ -7,8 +7,8 @@ Run ``python -m botorch_sketch.benchmarks scoring --help``.
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Sequence
 from copy import deepcopy
 
 import torch
@@ -16,21 +16,11 @@ from botorch.models import SingleTaskGP
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from gpytorch.means import ZeroMean
 
-from botorch_sketch.benchmarks.acquisition_timing import time_acquisitions
+from botorch_sketch.benchmarks.acquisition_timing import time_acquisitions, timed
 from botorch_sketch.benchmarks.arguments import OneLineParser
 from botorch_sketch.models.nystrom import NystromGP
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-def _timed(fn: Callable[[], object], device: torch.device) -> tuple[object, float]:
-    r"""``fn()`` and its wall time, waiting for the device's queued work."""
-    synchronize = torch.cuda.synchronize if device.type == "cuda" else lambda: None
-    synchronize()
-    start = time.perf_counter()
-    out = fn()
-    synchronize()
-    return out, time.perf_counter() - start
 
 
 def _mean_and_variance(
@@ -61,18 +51,11 @@ def compare_scoring(
     r"""Score ``num_candidates`` points with both models after ``num_train``
     observations; return timings (seconds), the dictionary size and accuracy.
 
-    For each size ``n`` in ``acquisition_sizes`` it also times ``fantasize`` +
-    ``qKnowledgeGradient`` and ``qLogNEHVI`` on both package models against
-    ``SingleTaskGP`` after ``n`` observations (same ``dim``, ``lengthscale``,
-    ``noise``, ``qbar``, ``seed``, dtype and device;
-    :func:`~botorch_sketch.benchmarks.acquisition_timing.time_acquisitions`), keys
-    prefixed ``n{n}_``. None by default: at ``n = 10,000`` the exact GP's
-    knowledge gradient alone takes minutes.
-
-    Both scorings include what a loop pays after new data arrives: the exact GP's
-    ``n x n`` solve on its first posterior call, the Nystrom model's ``O(n m^2)``
-    factorization on its first call. The data are drawn on the CPU (the same for
-    every device) and moved to ``device``.
+    Both timings include the first posterior call's factorization. For each size
+    ``n`` in ``acquisition_sizes`` it adds
+    :func:`~botorch_sketch.benchmarks.acquisition_timing.time_acquisitions` after
+    ``n`` observations, keys prefixed ``n{n}_``. The data are drawn on the CPU and
+    moved to ``device``.
     """
     device = torch.device(device)
     gen = torch.Generator().manual_seed(seed)
@@ -85,7 +68,7 @@ def compare_scoring(
     kernel = ScaleKernel(RBFKernel()).to(**tkwargs)
     kernel.base_kernel.lengthscale = lengthscale
 
-    sketch, build_time = _timed(
+    sketch, build_time = timed(
         lambda: NystromGP(
             X, Y, covar_module=deepcopy(kernel), noise=noise, qbar=qbar, generator=gen
         ),
@@ -100,10 +83,10 @@ def compare_scoring(
         outcome_transform=None,
     )
     with torch.no_grad():
-        (sketch_mean, sketch_var), sketch_time = _timed(
+        (sketch_mean, sketch_var), sketch_time = timed(
             lambda: _mean_and_variance(sketch, candidates, chunk_size), device
         )
-        (exact_mean, exact_var), exact_time = _timed(
+        (exact_mean, exact_var), exact_time = timed(
             lambda: _mean_and_variance(exact, candidates, chunk_size), device
         )
         ratio = sketch_var / exact_var
@@ -141,17 +124,21 @@ def _dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
+def _size(text: str) -> int:
+    value = int(text)
+    if value < 32:
+        raise argparse.ArgumentTypeError(f"sizes must be >= 32, got {value}")
+    return value
+
+
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     r"""The argument parser; flags default to :func:`compare_scoring`'s arguments."""
     parser = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--num-train", type=int, default=5000)
-    parser.add_argument("--num-candidates", type=int, default=20000)
-    parser.add_argument("--dim", type=int, default=8)
-    parser.add_argument("--lengthscale", type=float, default=1.0)
-    parser.add_argument("--noise", type=float, default=1.0)
-    parser.add_argument("--qbar", type=float, default=2.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--chunk-size", type=int, default=1000)
+    for name, parameter in inspect.signature(compare_scoring).parameters.items():
+        default = parameter.default
+        if type(default) in (int, float):
+            flag = "--" + name.replace("_", "-")
+            parser.add_argument(flag, type=type(default), default=default)
     parser.add_argument(
         "--dtype", type=_dtype, default=torch.float64, help="float32, float64 (default)"
     )
@@ -167,13 +154,6 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _size(text: str) -> int:
-    value = int(text)
-    if value < 32:
-        raise argparse.ArgumentTypeError(f"sizes must be >= 32, got {value}")
-    return value
-
-
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     r"""Parse ``argv``, run :func:`compare_scoring` and print its results."""
     parser = build_parser(prog)
@@ -185,13 +165,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     if args.device.type == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: CUDA is not available here")
     args.acquisition_sizes = tuple(args.acquisition_sizes)
-    results = compare_scoring(**vars(args))
-    for key, value in results.items():
-        print(
-            f"{key:>22}: {value:.4g}"
-            if isinstance(value, float)
-            else f"{key:>22}: {value}"
-        )
+    for key, value in compare_scoring(**vars(args)).items():
+        text = f"{value:.4g}" if isinstance(value, float) else value
+        print(f"{key:>22}: {text}")
 
 
 if __name__ == "__main__":
