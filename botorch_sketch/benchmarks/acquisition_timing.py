@@ -24,7 +24,7 @@ from botorch.acquisition.multi_objective import qLogNoisyExpectedHypervolumeImpr
 from botorch.models import SingleTaskGP
 from botorch.models.model import Model
 from botorch.sampling import SobolQMCNormalSampler
-from gpytorch.kernels import RBFKernel, ScaleKernel
+from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from gpytorch.means import ZeroMean
 from torch import Tensor
 
@@ -58,6 +58,19 @@ def _timed_or_nan(fn: Callable[[], object], device: torch.device, label: str) ->
         return float("nan")
 
 
+def exact_gp(X: Tensor, Y: Tensor, covar_module: Kernel, noise: float) -> SingleTaskGP:
+    r"""``SingleTaskGP`` on ``n x d`` ``X`` and ``n x o`` ``Y`` with zero mean, the
+    fixed kernel and noise variance, and no transforms."""
+    return SingleTaskGP(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, noise),
+        covar_module=covar_module,
+        mean_module=ZeroMean(),
+        outcome_transform=None,
+    ).eval()
+
+
 def _builder(
     name: str, X: Tensor, kernel: ScaleKernel, noise: float, qbar: float, m: int
 ) -> Callable[[Tensor], Model]:
@@ -68,14 +81,7 @@ def _builder(
         covar = ScaleKernel(RBFKernel()).to(X)
         covar.load_state_dict(kernel.state_dict())
         if name == "exact":
-            return SingleTaskGP(
-                X,
-                Y,
-                train_Yvar=torch.full_like(Y, noise),
-                covar_module=covar,
-                mean_module=ZeroMean(),
-                outcome_transform=None,
-            ).eval()
+            return exact_gp(X, Y, covar, noise)
         if name == "nystrom":
             generator = torch.Generator(device=X.device).manual_seed(0)
             return NystromGP(

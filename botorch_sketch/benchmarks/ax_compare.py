@@ -49,10 +49,8 @@ PROBLEMS: dict[str, tuple[type[SyntheticTestFunction], dict[str, int]]] = {
     "hartmann6": (Hartmann, {"dim": 6}),
     "levy4": (Levy, {"dim": 4}),
 }
-#: Strategy names, in table order: Ax's own choice, Ax's generic route with
-#: ``NystromGP`` and ``BKBUpperConfidenceBound``, the package's two strategies with
-#: their defaults, and (not run by default) BKB with the former fixed ``lambda`` and
-#: radius.
+#: Strategy names (:func:`make_strategy`), in table order; the last is not run by
+#: default.
 METHODS = ("ax-default", "generic", "bkb", "sgpts", "bkb-ridge")
 
 
@@ -67,8 +65,10 @@ def make_function(problem: str) -> SyntheticTestFunction:
 
 
 def make_strategy(method: str, seed: int) -> GenerationStrategy:
-    r"""The strategy ``method`` (see :data:`METHODS`) with its defaults and a seeded
-    Sobol initialization."""
+    r"""The strategy ``method`` with a seeded Sobol initialization: Ax's own choice,
+    Ax's generic route with ``NystromGP`` and ``BKBUpperConfidenceBound``, the
+    package's two strategies with their defaults, or BKB with the former fixed
+    ``lambda`` and radius (``bkb-ridge``)."""
     if method == "ax-default":
         struct = GenerationStrategyDispatchStruct(initialization_random_seed=seed)
         return choose_generation_strategy(struct)
@@ -137,13 +137,10 @@ def run_ax(
     r"""One Ax loop of ``num_trials`` trials, ``pending`` in flight (a new trial
     is requested whenever the oldest completes) or in batches of ``batch_size``; at
     most one of them exceeds 1."""
-    for name, value in (
-        ("seed", seed),
-        ("num_trials", num_trials),
-        ("pending", pending),
-        ("batch_size", batch_size),
-    ):
-        check_int(value, name, 0 if name == "seed" else 1)
+    check_int(seed, "seed", 0)
+    check_int(num_trials, "num_trials", 1)
+    check_int(pending, "pending", 1)
+    check_int(batch_size, "batch_size", 1)
     if pending > 1 and batch_size > 1:
         raise ValueError("Set `pending` or `batch_size` above 1, not both.")
     function = make_function(problem)

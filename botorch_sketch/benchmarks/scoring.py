@@ -14,9 +14,12 @@ from copy import deepcopy
 import torch
 from botorch.models import SingleTaskGP
 from gpytorch.kernels import RBFKernel, ScaleKernel
-from gpytorch.means import ZeroMean
 
-from botorch_sketch.benchmarks.acquisition_timing import time_acquisitions, timed
+from botorch_sketch.benchmarks.acquisition_timing import (
+    exact_gp,
+    time_acquisitions,
+    timed,
+)
 from botorch_sketch.benchmarks.arguments import OneLineParser
 from botorch_sketch.models.nystrom import NystromGP
 
@@ -74,14 +77,7 @@ def compare_scoring(
         ),
         device,
     )
-    exact = SingleTaskGP(
-        X,
-        Y,
-        train_Yvar=torch.full_like(Y, noise),
-        covar_module=deepcopy(kernel),
-        mean_module=ZeroMean(),
-        outcome_transform=None,
-    )
+    exact = exact_gp(X, Y, deepcopy(kernel), noise)
     with torch.no_grad():
         (sketch_mean, sketch_var), sketch_time = timed(
             lambda: _mean_and_variance(sketch, candidates, chunk_size), device

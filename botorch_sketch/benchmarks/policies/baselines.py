@@ -37,11 +37,7 @@ def _random_arm(num_arms: int, generator: torch.Generator) -> int:
 
 class Uniform:
     r"""Uniformly random arms (finite problems) or points (box problems), ``batch_size``
-    per ``ask()`` (None: ``max_arms``, the ask's).
-
-    Example:
-        >>> uniform = Uniform(problem, 100, torch.Generator(), batch_size=4)
-    """
+    per ``ask()`` (None: ``max_arms``, the ask's)."""
 
     def __init__(
         self,
@@ -64,15 +60,9 @@ class Uniform:
 
 
 class EpsilonGreedy:
-    r"""Epsilon-greedy on empirical means.
-
-    Each batch element is uniformly random with probability ``epsilon`` (always
-    before the first observation), else the arm with the best empirical mean (box
-    problems: the observed point with the best reward).
-
-    Example:
-        >>> greedy = EpsilonGreedy(problem, 100, torch.Generator(), epsilon=0.05)
-    """
+    r"""Epsilon-greedy: each of ``batch_size`` choices is uniformly random with
+    probability ``epsilon`` in ``[0, 1]`` (always before the first observation), else
+    the arm with the best empirical mean (box problems: the best observed point)."""
 
     def __init__(
         self,
@@ -83,10 +73,6 @@ class EpsilonGreedy:
         epsilon: float = 0.1,
         batch_size: int = 1,
     ) -> None:
-        r"""Args:
-        epsilon: Exploration probability in ``[0, 1]``.
-        batch_size: Points per ``ask()``.
-        """
         self.epsilon = check_number(epsilon, "epsilon")
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"`epsilon` must lie in [0, 1], got {epsilon}.")
@@ -143,9 +129,6 @@ class ExactUCB:
     Plays ``argmax mean_t + radius_t * sd_t`` over all arms, the exact posterior kept
     by :class:`~.common.IncrementalExactPosterior` (``A x T`` numbers). The first arm
     is uniformly random.
-
-    Example:
-        >>> ucb = ExactUCB(problem, 100, torch.Generator(), bayes_radius=2.0)
     """
 
     def __init__(
@@ -169,10 +152,7 @@ class ExactUCB:
         self.problem = problem
         self.generator = generator
         self.hyperparameters = KernelHyperparameters.from_problem(
-            problem,
-            lengthscale=lengthscale,
-            outputscale=outputscale,
-            noise=noise,
+            problem, lengthscale=lengthscale, outputscale=outputscale, noise=noise
         )
         self.schedule = make_radius_schedule(
             bayes_radius, num_arms=problem.arms.shape[0], delta=delta
@@ -210,9 +190,6 @@ class ExactBUCB(ExactUCB):
     log(max_variance_ratio)``, which bounds every arm's variance ratio by
     ``max_variance_ratio``; the arm that would break the bound starts the next batch.
     A batch holds at most ``max_arms`` arms (the ask's).
-
-    Example:
-        >>> bucb = ExactBUCB(problem, 100, torch.Generator(), max_variance_ratio=2.0)
     """
 
     def __init__(

@@ -27,12 +27,7 @@ BENCHMARK_BAYES_RADIUS = 1.0
 @dataclass(frozen=True)
 class KernelHyperparameters:
     r"""Fixed hyperparameters of ``ScaleKernel(RBFKernel())`` plus Gaussian noise of
-    variance ``noise`` (the ridge ``lambda``), shared by every GP-based policy.
-
-    Example:
-        >>> hp = KernelHyperparameters.from_problem(problem, lengthscale=0.3)
-        >>> kernel = hp.kernel(dtype=torch.float64)
-    """
+    variance ``noise`` (the ridge ``lambda``), shared by every GP-based policy."""
 
     lengthscale: float
     outputscale: float
@@ -54,16 +49,8 @@ class KernelHyperparameters:
     ) -> KernelHyperparameters:
         r"""Read ``problem.hyperparameters``; explicit arguments take precedence.
 
-        Args:
-            problem: Its ``hyperparameters`` must provide ``"lengthscale"`` unless
-                ``lengthscale`` is given; ``"outputscale"`` defaults to 1 and
-                ``"noise"`` to ``problem.noise_std ** 2``.
-            lengthscale: Override of the RBF lengthscale.
-            outputscale: Override of the kernel's prior variance.
-            noise: Override of the model's noise variance.
-
-        Returns:
-            The resolved hyperparameters.
+        ``"lengthscale"`` is required unless given, ``"outputscale"`` defaults to 1
+        and ``"noise"`` to ``problem.noise_std ** 2``.
         """
         suggested = problem.hyperparameters
         if lengthscale is None:
@@ -129,29 +116,15 @@ def make_radius_schedule(
 
 
 class IncrementalExactPosterior(IncrementalExactGP):
-    r"""Exact GP posterior of every arm under the benchmark's fixed kernel.
-
+    r"""Exact GP posterior of every arm under the benchmark's fixed kernel:
     :class:`~botorch_sketch.models.incremental_exact.IncrementalExactGP` (``O(A t)``
-    per observation, rewards possibly set later as in GP-BUCB) with kernel columns
-    computed in closed form from cached scaled arms.
-
-    Example:
-        >>> post = IncrementalExactPosterior(arms, hp, capacity=100)
-        >>> post.append(7)
-        >>> post.set_rewards(torch.tensor([0.3], dtype=arms.dtype))
-        >>> post.mean.shape, post.variance.shape  # (A,), (A,)
-    """
+    per observation) with kernel columns in closed form from cached scaled arms."""
 
     def __init__(
         self, arms: Tensor, hyperparameters: KernelHyperparameters, capacity: int
     ) -> None:
-        r"""Start from the prior.
-
-        Args:
-            arms: ``A x d`` finite arm set.
-            hyperparameters: Fixed kernel and noise variance.
-            capacity: Maximal number of observations.
-        """
+        r"""Start from the prior on ``A x d`` ``arms``, for at most ``capacity``
+        observations."""
         check_matrix(arms, "arms")
         if not isinstance(hyperparameters, KernelHyperparameters):
             raise TypeError("`hyperparameters` must be a KernelHyperparameters.")

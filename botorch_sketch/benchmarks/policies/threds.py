@@ -47,17 +47,8 @@ PAPER_SETTINGS: dict[str, dict[str, Any]] = {
 
 
 def resolve_settings(problem: Problem, **given: Any) -> dict[str, Any]:
-    r"""Merge the policy's GP-ThreDS settings (non-None win) over the problem's.
-
-    Args:
-        problem: The benchmark problem.
-        **given: Setting names (``f_range``, ``rkhs_bound``, ``noise_std``,
-            ``grid_points``, ``grid_max``) with values or None (None: not given).
-
-    Returns:
-        The settings: everything given, then :data:`PAPER_SETTINGS` for the problem,
-        then ``noise_std = problem.noise_std``.
-    """
+    r"""The settings ``given`` (None: not given) over :data:`PAPER_SETTINGS` for
+    the problem over ``noise_std = problem.noise_std``."""
     settings: dict[str, Any] = {"noise_std": problem.noise_std}
     settings.update(PAPER_SETTINGS.get(problem.name, {}))
     settings.update({key: value for key, value in given.items() if value is not None})
@@ -95,8 +86,8 @@ def exact_posterior(
 
 
 class _GPThreDS(GPThreDS):
-    r""":class:`~botorch_sketch.generation.threds.GPThreDS` as the benchmark drives
-    it: ``ask(max_arms)`` (one point, whatever ``max_arms``) and ``diagnostics()``."""
+    r"""GPThreDS with the benchmark's ``ask(max_arms)`` (one point) and
+    ``diagnostics()``."""
 
     def ask(self, max_arms: int | None = None) -> Tensor:
         return super().ask()
@@ -133,47 +124,35 @@ def build_gp_threds(
     readmit_after: int | None = None,
     reuse_observations: bool | None = None,
 ) -> GPThreDS:
-    r"""GP-ThreDS (:class:`~botorch_sketch.generation.threds.GPThreDS`) for a run.
-
-    Mode ``"cube"`` makes no random choice; mode ``"rwt"`` seeds its random first
-    queries from ``generator``.
+    r"""GP-ThreDS (:class:`~botorch_sketch.generation.threds.GPThreDS`) for a run;
+    mode ``"rwt"`` seeds its random first queries from ``generator``.
 
     Args:
-        mode: ``"cube"`` or ``"rwt"``.
         f_range: Interval believed to contain the maximum (required unless the
             problem is in :data:`PAPER_SETTINGS`).
-        rkhs_bound: RKHS-norm bound in the tests' confidence radius (default
-            0.5 or the paper's).
         noise_std: Sub-Gaussian noise scale in the radius (default
             ``problem.noise_std``).
-        grid_points: Points per dimension of a local test's grid (default 20).
         lengthscale, outputscale, noise: Overrides of the problem's kernel.
-        cap, max_depth, delta, gamma, tol_coef, c_coef, walk_delta: See
+        mode, rkhs_bound, grid_points, others: See
             :class:`~botorch_sketch.generation.options.GPThreDSOptions`; None keeps
-            its default.
-        readmit_after, reuse_observations: Extensions off by default (label runs
-            that use them as such).
-
-    Example:
-        >>> threds = build_gp_threds(make_problem("threds_branin"), 1000,
-        ...                          torch.Generator())
+            the paper's setting or the default. ``readmit_after`` and
+            ``reuse_observations`` are extensions (label runs that use them).
     """
-    if mode not in ("cube", "rwt"):
-        raise ValueError(f"`mode` must be 'cube' or 'rwt', got {mode!r}.")
     check_box(problem, "gp-threds")
-    given = {"f_range": f_range, "rkhs_bound": rkhs_bound}
-    given |= {"noise_std": noise_std, "grid_points": grid_points}
-    s = resolve_settings(problem, **given)
+    s = resolve_settings(
+        problem,
+        f_range=f_range,
+        rkhs_bound=rkhs_bound,
+        noise_std=noise_std,
+        grid_points=grid_points,
+    )
     if "f_range" not in s:
         raise ValueError(
             f"Problem `{problem.name}` has no known f_range; pass `f_range` to "
             "gp-threds (GP-ThreDS has no safe default for it)."
         )
     hyper = KernelHyperparameters.from_problem(
-        problem,
-        lengthscale=lengthscale,
-        outputscale=outputscale,
-        noise=noise,
+        problem, lengthscale=lengthscale, outputscale=outputscale, noise=noise
     )
     extra = {
         "cap": cap,
@@ -206,24 +185,14 @@ def build_gp_threds(
 
 
 class IncrementalIGPUCBGrid:
-    r"""IGP-UCB on a growing grid, the GP-ThreDS paper's baseline, with ``O(A t)``
-    incremental updates once the grid stops growing.
+    r"""IGP-UCB on a growing grid (the GP-ThreDS paper's baseline).
 
-    The first query is a uniformly random point of the ``grid_start^d`` grid. After
-    ``t`` observations the next one maximizes ``mu + radius_t sigma`` (exact posterior,
-    fixed kernel) over the ``n_t^d`` grid, ``n_t = min(grid_start + t, grid_max)``
-    points per dimension (end points included), with the paper's radius
-    (:func:`~botorch_sketch.generation.threds_local.threds_radius`); near-ties go to the
-    lowest grid index (:func:`~botorch_sketch.generation.threds_local.first_argmax`).
-    While the grid grows, the posterior is computed from scratch
-    (:func:`exact_posterior`). On the final grid (``A = grid_max^d`` points) an
-    :class:`~botorch_sketch.models.incremental_exact.IncrementalExactGP` on the grid
-    plus the ``t0`` earlier points takes over: one rank-one update of every point's
-    mean and variance per observation, memory ``O(T (A + t0))``.
-
-    Example:
-        >>> ucb = IncrementalIGPUCBGrid(make_problem("threds_branin"), 1000,
-        ...                             torch.Generator())
+    The first query is a random point of the ``grid_start^d`` grid; after ``t``
+    observations the next one maximizes ``mu + radius_t sigma`` (the paper's
+    :func:`~botorch_sketch.generation.threds_local.threds_radius`) over the
+    ``n_t^d`` grid, ``n_t = min(grid_start + t, grid_max)``, near-ties going to the
+    lowest index. Once the grid stops growing, the posterior of its points is updated
+    incrementally (``IncrementalExactGP``, ``O(A t)`` per step).
     """
 
     def __init__(
@@ -243,11 +212,8 @@ class IncrementalIGPUCBGrid:
         noise: float | None = None,
     ) -> None:
         r"""Args:
-        rkhs_bound: RKHS-norm bound in the radius (default 0.5 or the paper's).
-        noise_std: Sub-Gaussian noise scale in the radius (default
-            ``problem.noise_std``).
-        delta: Confidence parameter in ``(0, 1)``.
-        gamma: ``t -> gamma(t)`` in the radius.
+        rkhs_bound, noise_std, delta, gamma: Of the radius (defaults: the paper's
+            or 0.5, ``problem.noise_std``, 1e-3, ``log``); ``0 < delta < 1``.
         grid_start: Points per dimension of the first grid (``>= 2``).
         grid_max: Largest points per dimension (default 80 or the paper's).
         lengthscale, outputscale, noise: Overrides of the problem's kernel.
@@ -264,10 +230,7 @@ class IncrementalIGPUCBGrid:
         self.rkhs_bound = float(s.get("rkhs_bound", 0.5))
         self.noise_std = float(s["noise_std"])
         hyper = KernelHyperparameters.from_problem(
-            problem,
-            lengthscale=lengthscale,
-            outputscale=outputscale,
-            noise=noise,
+            problem, lengthscale=lengthscale, outputscale=outputscale, noise=noise
         )
         self.noise = hyper.noise
         self.bounds = problem.bounds
