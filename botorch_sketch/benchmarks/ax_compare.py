@@ -194,6 +194,8 @@ def summarize_runs(runs: Sequence[AxRun]) -> list[dict[str, float | str | int]]:
     rows = []
     for (problem, method), group in groups.items():
         final = [run.regret[-1] for run in group]
+        seconds = statistics.fmean(run.seconds_per_trial for run in group)
+        cpu_seconds = statistics.fmean(run.cpu_seconds_per_trial for run in group)
         rows.append(
             {
                 "problem": problem,
@@ -202,12 +204,8 @@ def summarize_runs(runs: Sequence[AxRun]) -> list[dict[str, float | str | int]]:
                 "regret_mean": statistics.fmean(final),
                 "regret_min": min(final),
                 "regret_max": max(final),
-                "seconds_per_trial": statistics.fmean(
-                    run.seconds_per_trial for run in group
-                ),
-                "cpu_seconds_per_trial": statistics.fmean(
-                    run.cpu_seconds_per_trial for run in group
-                ),
+                "seconds_per_trial": seconds,
+                "cpu_seconds_per_trial": cpu_seconds,
             }
         )
     return rows

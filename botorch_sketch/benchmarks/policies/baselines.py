@@ -30,11 +30,6 @@ def _check_batch_size(value: int | None, name: str) -> int | None:
     return None if value is None else check_int(value, name, 1)
 
 
-def _random_arm(num_arms: int, generator: torch.Generator) -> int:
-    r"""A uniformly random arm index (the first pick, when all scores tie)."""
-    return int(torch.randint(num_arms, (1,), generator=generator))
-
-
 class Uniform:
     r"""Uniformly random arms (finite problems) or points (box problems), ``batch_size``
     per ``ask()`` (None: ``max_arms``, the ask's)."""
@@ -161,13 +156,17 @@ class ExactUCB:
             problem.arms, self.hyperparameters, capacity=horizon
         )
 
-    def ask(self, max_arms: int | None = None) -> Tensor:
+    def _pick(self, radius: float, first: bool) -> int:
+        r"""The UCB argmax, or a uniformly random arm for the ``first`` pick."""
+        if first:
+            num_arms = self.problem.arms.shape[0]
+            return int(torch.randint(num_arms, (1,), generator=self.generator))
         post = self.posterior
-        if post.num_observations == 0:
-            index = _random_arm(self.problem.arms.shape[0], self.generator)
-        else:
-            radius = self.schedule(post.num_observations + 1)
-            index = int((post.mean + radius * post.variance.sqrt()).argmax())
+        return int((post.mean + radius * post.variance.sqrt()).argmax())
+
+    def ask(self, max_arms: int | None = None) -> Tensor:
+        t = self.posterior.num_observations
+        index = self._pick(self.schedule(t + 1), first=t == 0)
         return torch.tensor([index], device=self.problem.arms.device)
 
     def tell(self, chosen: Tensor, rewards: Tensor) -> None:
@@ -230,11 +229,7 @@ class ExactBUCB(ExactUCB):
         chosen: list[int] = []
         spent = 0.0
         while len(chosen) < limit:
-            if post.num_rewarded == 0 and not chosen:
-                index = _random_arm(self.problem.arms.shape[0], self.generator)
-            else:
-                scores = post.mean + radius * post.variance.sqrt()
-                index = int(scores.argmax())
+            index = self._pick(radius, first=post.num_rewarded == 0 and not chosen)
             if self.batch_size is None:
                 spent += math.log1p(float(post.variance[index]) / noise)
                 if chosen and spent > budget:
