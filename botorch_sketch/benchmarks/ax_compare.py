@@ -1,26 +1,10 @@
 r"""Ax's default strategy against the package's models in Ax, on test functions.
 
 Each run is one Ax ``Client`` loop on a noiseless BoTorch test function (minimized on
-its native box) with one of four strategies, all with their defaults:
-
-- ``ax-default``: Ax's own choice (center, Sobol, then a ``SingleTaskGP`` with
-  ``qLogNoisyExpectedImprovement``);
-- ``generic``: Ax's generic route with no options,
-  ``ModelConfig(botorch_model_class=NystromGP)`` and
-  ``botorch_acqf_class=BKBUpperConfidenceBound``;
-- ``bkb``: :func:`~botorch_sketch.integrations.ax.bkb_generation_strategy`;
-- ``sgpts``: :func:`~botorch_sketch.integrations.ax.sgpts_generation_strategy`;
-- ``bkb-ridge`` (not run by default): ``bkb_generation_strategy(radius=0.2,
-  noise=1e-2)``, the fixed ``lambda`` and radius that were its defaults before.
-
-Trials run either asynchronously with ``--pending k`` trials in flight (a new trial
-is requested whenever the oldest completes, so each request sees ``k - 1`` pending
-trials; ``k = 1`` is sequential) or in synchronous batches (``--batch-size b``: ``b``
-trials requested at once, then all completed). The simple regret after each trial is
-``min_{s <= t} f(x_s) - f*``; the time per trial is the time spent in
-``Client.get_next_trials`` divided by the number of trials, both as wall-clock
-seconds and as this process's CPU seconds (one thread: on a machine shared with other
-jobs the CPU seconds do not grow with their load, the wall-clock seconds do).
+its native box) with one strategy of :data:`METHODS`, trials requested with
+``--pending k`` in flight (``k = 1``: sequential) or in batches of ``--batch-size b``.
+It records the simple regret after each trial and the wall-clock and CPU seconds
+spent in ``Client.get_next_trials`` per trial. ``docs/ax.md`` describes the results.
 
 Run::
 
@@ -38,6 +22,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from itertools import product
 
 import torch
 from ax.api.client import Client
@@ -64,7 +49,8 @@ PROBLEMS: dict[str, tuple[type[SyntheticTestFunction], dict[str, int]]] = {
     "hartmann6": (Hartmann, {"dim": 6}),
     "levy4": (Levy, {"dim": 4}),
 }
-#: Strategy names, in table order (the last is not run by default).
+#: Strategy names (:func:`make_strategy`), in table order; the last is not run by
+#: default.
 METHODS = ("ax-default", "generic", "bkb", "sgpts", "bkb-ridge")
 
 
@@ -79,8 +65,10 @@ def make_function(problem: str) -> SyntheticTestFunction:
 
 
 def make_strategy(method: str, seed: int) -> GenerationStrategy:
-    r"""The strategy ``method`` (see :data:`METHODS`) with its defaults and a seeded
-    Sobol initialization."""
+    r"""The strategy ``method`` with a seeded Sobol initialization: Ax's own choice,
+    Ax's generic route with ``NystromGP`` and ``BKBUpperConfidenceBound``, the
+    package's two strategies with their defaults, or BKB with the former fixed
+    ``lambda`` and radius (``bkb-ridge``)."""
     if method == "ax-default":
         struct = GenerationStrategyDispatchStruct(initialization_random_seed=seed)
         return choose_generation_strategy(struct)
@@ -128,9 +116,13 @@ class AxRun:
     def cpu_seconds_per_trial(self) -> float:
         return self.generation_cpu_seconds / len(self.regret)
 
-
-def _point(function: SyntheticTestFunction, parameters: dict) -> list[float]:
-    return [float(parameters[f"x{i}"]) for i in range(function.dim)]
+    def record(self) -> dict:
+        r"""The fields and the seconds per trial, for JSON."""
+        return {
+            **asdict(self),
+            "seconds_per_trial": self.seconds_per_trial,
+            "cpu_seconds_per_trial": self.cpu_seconds_per_trial,
+        }
 
 
 def run_ax(
@@ -142,24 +134,15 @@ def run_ax(
     pending: int = 1,
     batch_size: int = 1,
 ) -> AxRun:
-    r"""One Ax loop of ``num_trials`` trials (see the module docstring for
-    ``pending`` and ``batch_size``; at most one of them exceeds 1).
-
-    Returns:
-        An :class:`AxRun` whose ``regret`` has ``num_trials`` entries, in completion
-        order.
-    """
-    for name, value in (
-        ("seed", seed),
-        ("num_trials", num_trials),
-        ("pending", pending),
-        ("batch_size", batch_size),
-    ):
-        check_int(value, name, 0 if name == "seed" else 1)
+    r"""One Ax loop of ``num_trials`` trials, ``pending`` in flight (a new trial
+    is requested whenever the oldest completes) or in batches of ``batch_size``; at
+    most one of them exceeds 1."""
+    check_int(seed, "seed", 0)
+    check_int(num_trials, "num_trials", 1)
+    check_int(pending, "pending", 1)
+    check_int(batch_size, "batch_size", 1)
     if pending > 1 and batch_size > 1:
         raise ValueError("Set `pending` or `batch_size` above 1, not both.")
-    if method not in METHODS:
-        raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
     function = make_function(problem)
     torch.manual_seed(seed)
     client = Client(random_seed=seed)
@@ -190,7 +173,8 @@ def run_ax(
         # Pending mode completes the oldest trial; batch mode the whole batch.
         done = sorted(running)[: 1 if pending > 1 else len(running)]
         for index in done:
-            point = _point(function, running.pop(index))
+            parameters = running.pop(index)
+            point = [float(parameters[f"x{i}"]) for i in range(function.dim)]
             value = float(function.evaluate_true(torch.tensor([point]).double()))
             client.complete_trial(index, raw_data={"f": value})
             points.append(point)
@@ -210,6 +194,8 @@ def summarize_runs(runs: Sequence[AxRun]) -> list[dict[str, float | str | int]]:
     rows = []
     for (problem, method), group in groups.items():
         final = [run.regret[-1] for run in group]
+        seconds = statistics.fmean(run.seconds_per_trial for run in group)
+        cpu_seconds = statistics.fmean(run.cpu_seconds_per_trial for run in group)
         rows.append(
             {
                 "problem": problem,
@@ -218,12 +204,8 @@ def summarize_runs(runs: Sequence[AxRun]) -> list[dict[str, float | str | int]]:
                 "regret_mean": statistics.fmean(final),
                 "regret_min": min(final),
                 "regret_max": max(final),
-                "seconds_per_trial": statistics.fmean(
-                    run.seconds_per_trial for run in group
-                ),
-                "cpu_seconds_per_trial": statistics.fmean(
-                    run.cpu_seconds_per_trial for run in group
-                ),
+                "seconds_per_trial": seconds,
+                "cpu_seconds_per_trial": cpu_seconds,
             }
         )
     return rows
@@ -251,55 +233,41 @@ def main(argv: Sequence[str] | None = None) -> list[AxRun]:
     r"""Command line: run every (problem, method, seed), print the table, optionally
     save every run as JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--problems", nargs="+", default=list(PROBLEMS))
-    parser.add_argument("--methods", nargs="+", default=list(METHODS[:4]))
+    parser.add_argument(
+        "--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS)
+    )
+    parser.add_argument(
+        "--methods", nargs="+", default=list(METHODS[:4]), choices=METHODS
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--num-trials", type=int, default=40)
     parser.add_argument("--pending", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--output", help="JSON file for every run's trace")
     args = parser.parse_args(argv)
-    for problem in args.problems:
-        if problem not in PROBLEMS:
-            parser.error(
-                f"--problems: unknown {problem!r} (choose from {list(PROBLEMS)})"
-            )
-    for method in args.methods:
-        if method not in METHODS:
-            parser.error(f"--methods: unknown {method!r} (choose from {list(METHODS)})")
     torch.set_num_threads(1)
     set_ax_logger_levels(logging.WARNING)
     warnings.filterwarnings("ignore")
     runs = []
-    for problem in args.problems:
-        for method in args.methods:
-            for seed in args.seeds:
-                run = run_ax(
-                    problem,
-                    method,
-                    seed,
-                    args.num_trials,
-                    pending=args.pending,
-                    batch_size=args.batch_size,
-                )
-                runs.append(run)
-                print(
-                    f"{problem} {method} seed {seed}: regret {run.regret[-1]:.4g}, "
-                    f"{run.seconds_per_trial:.2f} s/trial "
-                    f"({run.cpu_seconds_per_trial:.2f} CPU s/trial)",
-                    flush=True,
-                )
-                if args.output:
-                    records = [
-                        {
-                            **asdict(r),
-                            "seconds_per_trial": r.seconds_per_trial,
-                            "cpu_seconds_per_trial": r.cpu_seconds_per_trial,
-                        }
-                        for r in runs
-                    ]
-                    with open(args.output, "w") as handle:
-                        json.dump(records, handle)
+    for problem, method, seed in product(args.problems, args.methods, args.seeds):
+        run = run_ax(
+            problem,
+            method,
+            seed,
+            args.num_trials,
+            pending=args.pending,
+            batch_size=args.batch_size,
+        )
+        runs.append(run)
+        print(
+            f"{problem} {method} seed {seed}: regret {run.regret[-1]:.4g}, "
+            f"{run.seconds_per_trial:.2f} s/trial "
+            f"({run.cpu_seconds_per_trial:.2f} CPU s/trial)",
+            flush=True,
+        )
+        if args.output:  # rewritten after every run
+            with open(args.output, "w") as handle:
+                json.dump([done.record() for done in runs], handle)
     print(markdown_table(summarize_runs(runs)))
     return runs
 

@@ -29,7 +29,6 @@ from torch import Tensor
 
 from botorch_sketch.acquisition.bkb import TheoryRadius
 from botorch_sketch.benchmarks.policies.baselines import (
-    BoTorchUCB,
     EpsilonGreedy,
     ExactBUCB,
     ExactUCB,
@@ -48,7 +47,6 @@ from botorch_sketch.benchmarks.policies.thompson import (
     ModelSGPTS,
 )
 from botorch_sketch.benchmarks.policies.threds import (
-    IGPUCBGrid,
     IncrementalIGPUCBGrid,
     build_gp_threds,
 )
@@ -246,11 +244,6 @@ METHODS: dict[str, BenchmarkMethod] = {
         BenchmarkMethod("bbkb", "BBKB adaptive batches", build_bbkb),
         BenchmarkMethod("bkb", "BKB (Nystrom GP-UCB)", build_bbkb, fixed=_BKB),
         BenchmarkMethod("exact-ucb", "exact GP-UCB, O(A t) updates", ExactUCB),
-        BenchmarkMethod(
-            "botorch-ucb",
-            "exact GP-UCB as a plain BoTorch loop (refit every step)",
-            BoTorchUCB,
-        ),
         BenchmarkMethod("exact-bucb", "exact GP-BUCB / GP-AUCB batches", ExactBUCB),
         BenchmarkMethod("uniform", "uniform", Uniform, box=True),
         BenchmarkMethod("epsilon-greedy", "epsilon-greedy", EpsilonGreedy, box=True),
@@ -266,13 +259,6 @@ METHODS: dict[str, BenchmarkMethod] = {
         ),
         BenchmarkMethod(
             "gp-threds", "GP-ThreDS", build_gp_threds, finite=False, box=True
-        ),
-        BenchmarkMethod(
-            "igp-ucb",
-            "IGP-UCB on a growing grid",
-            IGPUCBGrid,
-            finite=False,
-            box=True,
         ),
         BenchmarkMethod(
             "igp-ucb-incremental",

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from botorch_sketch.benchmarks import __main__ as entry
-from botorch_sketch.benchmarks.acquisition_timing import MODELS, time_acquisitions
+from botorch_sketch.benchmarks.scoring import MODELS, time_acquisitions
 
 
 def test_every_model_and_measurement_is_timed_with_ratios():
@@ -53,7 +53,7 @@ def test_scoring_subcommand_adds_the_acquisition_timings(capsys):
 def test_out_of_memory_is_nan_with_a_warning_and_other_errors_raise():
     import torch
 
-    from botorch_sketch.benchmarks.acquisition_timing import _timed_or_nan
+    from botorch_sketch.benchmarks.scoring import _timed_or_nan
 
     def out_of_memory():
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory: 800 bytes")

@@ -81,7 +81,6 @@ def test_all_issue_names_are_registered_as_records():
         "bbkb",
         "bkb",
         "exact-ucb",
-        "botorch-ucb",
         "exact-bucb",
         "uniform",
         "epsilon-greedy",
@@ -90,7 +89,6 @@ def test_all_issue_names_are_registered_as_records():
         "sgpts-cached",
         "exact-gpts-incremental",
         "gp-threds",
-        "igp-ucb",
         "igp-ucb-incremental",
     }
     assert set(METHODS) == expected

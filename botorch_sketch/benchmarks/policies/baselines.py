@@ -1,39 +1,18 @@
-r"""Baselines: uniform, epsilon-greedy, exact GP-UCB (twice) and GP-BUCB.
+r"""Baselines: uniform, epsilon-greedy, exact GP-UCB and GP-BUCB.
 
 Each is an ask/tell object built for one run, ``Class(problem, horizon, generator,
-**options)`` (the ``build`` of its :class:`~botorch_sketch.benchmarks.methods.
-BenchmarkMethod`): ``ask(max_arms)`` returns arm indices (or box points) and ``tell``
-receives them with their rewards.
-
-- :class:`Uniform` (``"uniform"``): uniformly random arms or points.
-- :class:`EpsilonGreedy` (``"epsilon-greedy"``): explore uniformly with
-  probability ``epsilon``, else play the best empirical mean.
-- :class:`BoTorchUCB` (``"botorch-ucb"``): the plain BoTorch loop a typical user
-  writes: a fresh ``SingleTaskGP`` (fixed kernel and noise) on all data and an analytic
-  ``UpperConfidenceBound`` over all arms at every step, ``O(t^3 + A t^2)`` per step.
-- :class:`ExactUCB` (``"exact-ucb"``): the same exact GP-UCB with the posterior of
-  every arm updated by one rank-one step per observation
-  (:class:`~.common.IncrementalExactPosterior`), ``O(A t)`` per step.
-- :class:`ExactBUCB` (``"exact-bucb"``): GP-BUCB (Desautels et al., JMLR 2014) on
-  that posterior: within a batch the mean is frozen and the variance conditions on the
-  batch's points without their rewards; batches have a fixed size or end by the
-  variance-ratio (mutual information) rule.
-
-The GP baselines share fixed hyperparameters through
-:meth:`~.common.KernelHyperparameters.from_problem` and a radius schedule from
-:func:`~.common.make_radius_schedule` (constant on the Bayesian scale by default).
+**options)``: ``ask(max_arms)`` returns arm indices (or box points) and ``tell``
+receives them with their rewards. The GP baselines use the shared fixed kernel
+(:class:`~.common.KernelHyperparameters`) and a radius schedule
+(:func:`~.common.make_radius_schedule`).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import torch
-from botorch.acquisition import UpperConfidenceBound
-from botorch.models import SingleTaskGP
-from gpytorch.means import ZeroMean
 from torch import Tensor
 
 from botorch_sketch.benchmarks.policies.common import (
@@ -51,18 +30,9 @@ def _check_batch_size(value: int | None, name: str) -> int | None:
     return None if value is None else check_int(value, name, 1)
 
 
-def _random_arm(num_arms: int, generator: torch.Generator) -> int:
-    r"""A uniformly random arm index (the first pick, when all scores tie)."""
-    return int(torch.randint(num_arms, (1,), generator=generator))
-
-
 class Uniform:
     r"""Uniformly random arms (finite problems) or points (box problems), ``batch_size``
-    per ``ask()`` (None: ``max_arms``, the ask's).
-
-    Example:
-        >>> uniform = Uniform(problem, 100, torch.Generator(), batch_size=4)
-    """
+    per ``ask()`` (None: ``max_arms``, the ask's)."""
 
     def __init__(
         self,
@@ -85,16 +55,9 @@ class Uniform:
 
 
 class EpsilonGreedy:
-    r"""Epsilon-greedy on empirical means.
-
-    With probability ``epsilon`` (independently per batch element) play a uniformly
-    random arm/point, otherwise the arm with the best empirical mean so far (box
-    problems: the observed point with the best reward). Before any observation
-    every choice is random.
-
-    Example:
-        >>> greedy = EpsilonGreedy(problem, 100, torch.Generator(), epsilon=0.05)
-    """
+    r"""Epsilon-greedy: each of ``batch_size`` choices is uniformly random with
+    probability ``epsilon`` in ``[0, 1]`` (always before the first observation), else
+    the arm with the best empirical mean (box problems: the best observed point)."""
 
     def __init__(
         self,
@@ -105,14 +68,10 @@ class EpsilonGreedy:
         epsilon: float = 0.1,
         batch_size: int = 1,
     ) -> None:
-        r"""Args:
-        epsilon: Exploration probability in ``[0, 1]``.
-        batch_size: Points per ``ask()``.
-        """
         self.epsilon = check_number(epsilon, "epsilon")
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"`epsilon` must lie in [0, 1], got {epsilon}.")
-        self.batch_size = _check_batch_size(batch_size, "batch_size")
+        self.batch_size = check_int(batch_size, "batch_size", 1)
         self.problem = problem
         self.generator = generator
         self._uniform = Uniform(problem, horizon, generator, batch_size=batch_size)
@@ -159,18 +118,12 @@ class EpsilonGreedy:
             self._best_point = chosen[best].clone()
 
 
-class _ExactGP:
-    r"""Problem, kernel and radius schedule of the exact GP baselines (finite arm sets
-    only).
+class ExactUCB:
+    r"""Exact GP-UCB on a finite arm set with ``O(A t)`` incremental updates.
 
-    Args:
-        problem, horizon, generator: The run.
-        bayes_radius: Constant radius on the Bayesian scale (``mu + bayes_radius *
-            sigma``) or ``"srinivas"``.
-        delta: Confidence level of the ``"srinivas"`` schedule.
-        lengthscale: Override of ``problem.hyperparameters["lengthscale"]``.
-        outputscale: Override of the kernel variance.
-        noise: Override of the model noise variance.
+    Plays ``argmax mean_t + radius_t * sd_t`` over all arms, the exact posterior kept
+    by :class:`~.common.IncrementalExactPosterior` (``A x T`` numbers). The first arm
+    is uniformly random.
     """
 
     def __init__(
@@ -185,51 +138,35 @@ class _ExactGP:
         outputscale: float | None = None,
         noise: float | None = None,
     ) -> None:
+        r"""Args:
+        bayes_radius: Constant Bayesian-scale radius or ``"srinivas"``.
+        delta: Confidence level of the ``"srinivas"`` schedule.
+        lengthscale, outputscale, noise: Overrides of the problem's kernel.
+        """
         check_finite(problem, type(self).__name__)
         self.problem = problem
         self.generator = generator
         self.hyperparameters = KernelHyperparameters.from_problem(
-            problem,
-            lengthscale=lengthscale,
-            outputscale=outputscale,
-            noise=noise,
+            problem, lengthscale=lengthscale, outputscale=outputscale, noise=noise
         )
         self.schedule = make_radius_schedule(
             bayes_radius, num_arms=problem.arms.shape[0], delta=delta
         )
-
-
-class ExactUCB(_ExactGP):
-    r"""Exact GP-UCB with ``O(A t)`` incremental posterior updates.
-
-    Plays ``argmax_x mean_t(x) + radius_t * sd_t(x)`` over all arms, where the exact
-    posterior (fixed kernel, noise variance ``s2``) is kept by
-    :class:`~.common.IncrementalExactPosterior`. The first arm is uniformly random.
-    Memory: ``A x T`` numbers. Options: those of :class:`_ExactGP`.
-
-    Example:
-        >>> ucb = ExactUCB(problem, 100, torch.Generator(), bayes_radius=2.0)
-    """
-
-    def __init__(
-        self,
-        problem: Problem,
-        horizon: int,
-        generator: torch.Generator,
-        **settings: Any,
-    ) -> None:
-        super().__init__(problem, horizon, generator, **settings)
         self.posterior = IncrementalExactPosterior(
             problem.arms, self.hyperparameters, capacity=horizon
         )
 
-    def ask(self, max_arms: int | None = None) -> Tensor:
+    def _pick(self, radius: float, first: bool) -> int:
+        r"""The UCB argmax, or a uniformly random arm for the ``first`` pick."""
+        if first:
+            num_arms = self.problem.arms.shape[0]
+            return int(torch.randint(num_arms, (1,), generator=self.generator))
         post = self.posterior
-        if post.num_observations == 0:
-            index = _random_arm(self.problem.arms.shape[0], self.generator)
-        else:
-            radius = self.schedule(post.num_observations + 1)
-            index = int((post.mean + radius * post.variance.sqrt()).argmax())
+        return int((post.mean + radius * post.variance.sqrt()).argmax())
+
+    def ask(self, max_arms: int | None = None) -> Tensor:
+        t = self.posterior.num_observations
+        index = self._pick(self.schedule(t + 1), first=t == 0)
         return torch.tensor([index], device=self.problem.arms.device)
 
     def tell(self, chosen: Tensor, rewards: Tensor) -> None:
@@ -246,21 +183,12 @@ class ExactUCB(_ExactGP):
 class ExactBUCB(ExactUCB):
     r"""Exact GP-BUCB / GP-AUCB (Desautels, Krause, Burdick, JMLR 2014).
 
-    At the start of a batch the posterior mean is frozen. Each batch element maximizes
-    ``mean_fb(x) + radius * sd_t(x)`` where ``sd_t`` conditions on the batch's earlier
-    points without their rewards (hallucination). With ``batch_size`` set, batches
-    have that size. Otherwise (GP-AUCB) the batch grows while its conditional mutual
-    information stays below ``log(max_variance_ratio) / 2``, i.e. while
-
-        sum_{s in batch} log(1 + sd_{s-1}^2(x_s) / s2) <= log(max_variance_ratio),
-
-    which bounds every arm's variance ratio ``sd_fb^2 / sd_t^2`` by
-    ``max_variance_ratio`` (the paper's Proposition with ``C = log(ratio) / 2``).
-    The candidate that would break the bound starts the next batch. A batch never
-    holds more than ``max_arms`` arms (the runner's: those the horizon has left).
-
-    Example:
-        >>> bucb = ExactBUCB(problem, 100, torch.Generator(), max_variance_ratio=2.0)
+    Within a batch the mean is frozen and the variance conditions on the batch's
+    earlier arms without their rewards. Batches have ``batch_size`` arms or, when it
+    is None (GP-AUCB), grow while ``sum_{s in batch} log(1 + sd_{s-1}^2(x_s) / s2) <=
+    log(max_variance_ratio)``, which bounds every arm's variance ratio by
+    ``max_variance_ratio``; the arm that would break the bound starts the next batch.
+    A batch holds at most ``max_arms`` arms (the ask's).
     """
 
     def __init__(
@@ -278,7 +206,7 @@ class ExactBUCB(ExactUCB):
         batch_size: Fixed batch size; None for the adaptive rule.
         max_variance_ratio: Bound ``C >= 1`` of the adaptive rule (1: GP-UCB).
         max_batch_size: Cap on adaptive batches (None: no cap).
-        settings: Those of :class:`_ExactGP`.
+        settings: Those of :class:`ExactUCB`.
         """
         _check_batch_size(batch_size, "batch_size")
         _check_batch_size(max_batch_size, "max_batch_size")
@@ -301,11 +229,7 @@ class ExactBUCB(ExactUCB):
         chosen: list[int] = []
         spent = 0.0
         while len(chosen) < limit:
-            if post.num_rewarded == 0 and not chosen:
-                index = _random_arm(self.problem.arms.shape[0], self.generator)
-            else:
-                scores = post.mean + radius * post.variance.sqrt()
-                index = int(scores.argmax())
+            index = self._pick(radius, first=post.num_rewarded == 0 and not chosen)
             if self.batch_size is None:
                 spent += math.log1p(float(post.variance[index]) / noise)
                 if chosen and spent > budget:
@@ -317,69 +241,3 @@ class ExactBUCB(ExactUCB):
     def tell(self, chosen: Tensor, rewards: Tensor) -> None:
         self.posterior.set_rewards(rewards)
         self.posterior.discard_pending()
-
-
-class BoTorchUCB(_ExactGP):
-    r"""Exact GP-UCB written as a plain BoTorch loop (the reference user code).
-
-    Every ``ask()`` builds a ``SingleTaskGP`` on all observations with the fixed
-    kernel, zero mean, fixed noise and no transforms, then evaluates the analytic
-    ``UpperConfidenceBound(beta=radius^2)`` on all arms (in chunks, as
-    ``optimize_acqf_discrete`` does) and plays the argmax: ``O(t^3 + A t^2)`` per
-    step. It makes the same choices as :class:`ExactUCB`.
-
-    Example:
-        >>> ucb = BoTorchUCB(problem, 100, torch.Generator(), bayes_radius=2.0)
-    """
-
-    def __init__(
-        self,
-        problem: Problem,
-        horizon: int,
-        generator: torch.Generator,
-        *,
-        chunk_size: int = 2048,
-        **settings: Any,
-    ) -> None:
-        r"""Args:
-        chunk_size: Arms per acquisition evaluation.
-        settings: Those of :class:`_ExactGP`.
-        """
-        self.chunk_size = _check_batch_size(chunk_size, "chunk_size")
-        super().__init__(problem, horizon, generator, **settings)
-        self._indices: list[int] = []
-        self._rewards: list[float] = []
-
-    def ask(self, max_arms: int | None = None) -> Tensor:
-        arms = self.problem.arms
-        if not self._indices:
-            index = _random_arm(arms.shape[0], self.generator)
-            return torch.tensor([index], device=arms.device)
-        train_X = arms[self._indices]
-        train_Y = torch.tensor(self._rewards, dtype=arms.dtype, device=arms.device)
-        train_Y = train_Y.unsqueeze(-1)
-        noise = self.hyperparameters.noise
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # unstandardized data is intended here
-            model = SingleTaskGP(
-                train_X,
-                train_Y,
-                train_Yvar=torch.full_like(train_Y, noise),
-                covar_module=self.hyperparameters.kernel(
-                    dtype=arms.dtype, device=arms.device
-                ),
-                mean_module=ZeroMean(),
-                outcome_transform=None,
-            )
-        model.eval()
-        radius = self.schedule(len(self._indices) + 1)
-        acqf = UpperConfidenceBound(model, beta=radius**2)
-        with torch.no_grad():
-            values = torch.cat(
-                [acqf(chunk.unsqueeze(-2)) for chunk in arms.split(self.chunk_size)]
-            )
-        return values.argmax().reshape(1)
-
-    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
-        self._indices.extend(chosen.tolist())
-        self._rewards.extend(rewards.tolist())

@@ -1,13 +1,7 @@
-r"""Pieces shared by benchmark policies: fixed kernels, radius schedules, and the
-incremental exact GP posterior over a finite arm set under that fixed kernel.
+r"""Pieces shared by the benchmark policies: the fixed kernel hyperparameters, the
+confidence-radius schedules and the incremental exact posterior over a finite arm set.
 
-Every GP-based policy of the benchmark uses the *same* fixed hyperparameters, read from
-``problem.hyperparameters`` (keys ``"lengthscale"``, ``"outputscale"`` and optionally
-``"noise"``, the ridge ``lambda`` read as the model's noise variance, which defaults
-to ``problem.noise_std ** 2``) and optionally overridden per policy. Confidence radii
-are on the *Bayesian* scale: ``u(x) = mu(x) + bayes_radius_t * sigma(x)`` with
-``sigma`` the exact (or approximate) posterior standard deviation under that noise
-variance.
+Radii are on the Bayesian scale: the index is ``mu(x) + bayes_radius_t * sigma(x)``.
 """
 
 from __future__ import annotations
@@ -25,23 +19,15 @@ from botorch_sketch.models.incremental_exact import IncrementalExactGP
 from botorch_sketch.models.kernel_columns import KernelColumns
 from botorch_sketch.utils.validation import check_int, check_matrix, check_positive
 
-#: Constant Bayesian-scale radius (``mu + bayes_radius * sigma``) used when a benchmark
-#: policy is given none; the library's own default is ``DEFAULT_BAYES_RADIUS``.
+#: Constant Bayesian-scale radius of a benchmark policy given none (the library's
+#: own default is ``DEFAULT_BAYES_RADIUS``).
 BENCHMARK_BAYES_RADIUS = 1.0
 
 
 @dataclass(frozen=True)
 class KernelHyperparameters:
-    r"""Fixed hyperparameters of a scaled RBF kernel plus Gaussian noise.
-
-    The kernel is ``k(x, x') = outputscale * exp(-||x - x'||^2 / (2 lengthscale^2))``
-    (GPyTorch's ``ScaleKernel(RBFKernel())``) and observations carry noise of
-    variance ``noise``.
-
-    Example:
-        >>> hp = KernelHyperparameters.from_problem(problem, lengthscale=0.3)
-        >>> kernel = hp.kernel(dtype=torch.float64)
-    """
+    r"""Fixed hyperparameters of ``ScaleKernel(RBFKernel())`` plus Gaussian noise of
+    variance ``noise`` (the ridge ``lambda``), shared by every GP-based policy."""
 
     lengthscale: float
     outputscale: float
@@ -61,18 +47,10 @@ class KernelHyperparameters:
         outputscale: float | None = None,
         noise: float | None = None,
     ) -> KernelHyperparameters:
-        r"""Read the problem's suggested settings; explicit arguments take precedence.
+        r"""Read ``problem.hyperparameters``; explicit arguments take precedence.
 
-        Args:
-            problem: Its ``hyperparameters`` must provide ``"lengthscale"`` unless
-                ``lengthscale`` is given; ``"outputscale"`` defaults to 1 and
-                ``"noise"`` to ``problem.noise_std ** 2``.
-            lengthscale: Override of the RBF lengthscale.
-            outputscale: Override of the kernel's prior variance.
-            noise: Override of the model's noise variance (the ridge term).
-
-        Returns:
-            The resolved hyperparameters.
+        ``"lengthscale"`` is required unless given, ``"outputscale"`` defaults to 1
+        and ``"noise"`` to ``problem.noise_std ** 2``.
         """
         suggested = problem.hyperparameters
         if lengthscale is None:
@@ -107,28 +85,17 @@ def make_radius_schedule(
     num_arms: int | None = None,
     delta: float = 0.05,
 ) -> Callable[[int], float]:
-    r"""Return ``t -> bayes_radius_t``, the Bayesian-scale confidence radius (index
-    ``mu + bayes_radius_t * sigma``) for the ``t``-th decision.
-
-    Two schedules exist:
-
-    - a number ``c``: the constant radius ``bayes_radius_t = c`` (the benchmark
-      default);
-    - ``"srinivas"``: GP-UCB's finite-arm theory value (Srinivas et al., 2010,
-      Theorem 1), ``bayes_radius_t = sqrt(2 log(A t^2 pi^2 / (6 delta)))`` with ``A``
-      arms.
+    r"""Return ``t -> bayes_radius_t``, the radius of the ``t``-th decision.
 
     Args:
-        bayes_radius: A positive constant or the name ``"srinivas"``.
+        bayes_radius: A positive constant, or ``"srinivas"`` for GP-UCB's finite-arm
+            theory value (Srinivas et al., 2010, Theorem 1),
+            ``sqrt(2 log(A t^2 pi^2 / (6 delta)))`` with ``A`` arms.
         num_arms: ``A``, required by ``"srinivas"``.
         delta: Confidence level of ``"srinivas"``, in ``(0, 1)``.
 
     Returns:
         A callable mapping ``t >= 1`` to a positive radius.
-
-    Example:
-        >>> schedule = make_radius_schedule("srinivas", num_arms=1000, delta=0.1)
-        >>> schedule(1), schedule(100)
     """
     if isinstance(bayes_radius, str):
         if bayes_radius != "srinivas":
@@ -149,33 +116,15 @@ def make_radius_schedule(
 
 
 class IncrementalExactPosterior(IncrementalExactGP):
-    r"""Exact GP posterior of every arm under the benchmark's fixed scaled RBF kernel.
-
-    The incremental update of
+    r"""Exact GP posterior of every arm under the benchmark's fixed kernel:
     :class:`~botorch_sketch.models.incremental_exact.IncrementalExactGP` (``O(A t)``
-    per observation, rewards possibly set later as in GP-BUCB) with ``W`` preallocated
-    for ``capacity`` observations and kernel columns computed in closed form from
-    cached scaled arms (one matrix-vector product and an ``exp``, no GPyTorch call).
-
-    Example:
-        >>> hp = KernelHyperparameters(lengthscale=3.0, outputscale=1.0,
-        ...                            noise=1e-4)
-        >>> post = IncrementalExactPosterior(arms, hp, capacity=100)
-        >>> post.append(7)
-        >>> post.set_rewards(torch.tensor([0.3], dtype=arms.dtype))
-        >>> post.mean.shape, post.variance.shape  # (A,), (A,)
-    """
+    per observation) with kernel columns in closed form from cached scaled arms."""
 
     def __init__(
         self, arms: Tensor, hyperparameters: KernelHyperparameters, capacity: int
     ) -> None:
-        r"""Start from the prior.
-
-        Args:
-            arms: ``A x d`` finite arm set.
-            hyperparameters: Fixed RBF kernel and noise variance ``s2``.
-            capacity: Maximal number of observations (``W`` is ``capacity x A``).
-        """
+        r"""Start from the prior on ``A x d`` ``arms``, for at most ``capacity``
+        observations."""
         check_matrix(arms, "arms")
         if not isinstance(hyperparameters, KernelHyperparameters):
             raise TypeError("`hyperparameters` must be a KernelHyperparameters.")
@@ -184,23 +133,14 @@ class IncrementalExactPosterior(IncrementalExactGP):
         self._columns = KernelColumns(
             hyperparameters.kernel(dtype=arms.dtype, device=arms.device), arms
         )
-        prior_variance = torch.full(
-            (arms.shape[0],),
-            hyperparameters.outputscale,
-            dtype=arms.dtype,
-            device=arms.device,
-        )
+        prior_variance = arms.new_full((arms.shape[0],), hyperparameters.outputscale)
         super().__init__(
-            prior_variance,
-            self.kernel_column,
-            hyperparameters.noise,
-            capacity=capacity,
+            prior_variance, self.kernel_column, hyperparameters.noise, capacity
         )
         self.column_flops = self._columns.flops_per_column
 
     def kernel_column(self, index: int) -> Tensor:
-        r"""``K(arms, arms[index])`` (``A``), in closed form from cached scaled arms
-        (:class:`~botorch_sketch.models.kernel_columns.KernelColumns`)."""
+        r"""``K(arms, arms[index])``, of shape ``A``."""
         index = torch.tensor([index], device=self.arms.device)
         return self._columns(index).squeeze(-1)
 

@@ -1,15 +1,10 @@
-r"""GP-ThreDS and its baseline IGP-UCB on a growing grid, as benchmark methods on boxes.
+r"""GP-ThreDS and its baseline IGP-UCB on a growing grid (Salgia, Vakili and Zhao,
+NeurIPS 2021), as benchmark methods on boxes.
 
-All follow the experiments of Salgia, Vakili and Zhao (NeurIPS 2021). IGP-UCB
-comes twice: :class:`IGPUCBGrid` refits the exact GP from scratch every step
-(the paper's loop), :class:`IncrementalIGPUCBGrid` makes the same choices with
-one rank-one update of every grid point's posterior per observation once the grid
-stops growing. Their settings are resolved per problem, in this order: the method's
-own options, then :data:`PAPER_SETTINGS` for the paper's problems (``f_range``,
-``rkhs_bound``, the grid sizes), then generic defaults; ``noise_std`` defaults to
-``problem.noise_std``. The fixed kernel hyperparameters are the benchmark's shared
-ones (:class:`~botorch_sketch.benchmarks.policies.common.KernelHyperparameters`). All
-work in unit-cube coordinates of ``problem.bounds``.
+Settings are resolved per problem: the method's options, then :data:`PAPER_SETTINGS`
+for the paper's problems, then generic defaults. Both use the benchmark's fixed kernel
+(:class:`~botorch_sketch.benchmarks.policies.common.KernelHyperparameters`) and work
+in unit-cube coordinates of ``problem.bounds``.
 """
 
 from __future__ import annotations
@@ -52,17 +47,8 @@ PAPER_SETTINGS: dict[str, dict[str, Any]] = {
 
 
 def resolve_settings(problem: Problem, **given: Any) -> dict[str, Any]:
-    r"""Merge the policy's GP-ThreDS settings (non-None win) over the problem's.
-
-    Args:
-        problem: The benchmark problem.
-        **given: Setting names (``f_range``, ``rkhs_bound``, ``noise_std``,
-            ``grid_points``, ``grid_max``) with values or None (None: not given).
-
-    Returns:
-        The settings: everything given, then :data:`PAPER_SETTINGS` for the problem,
-        then ``noise_std = problem.noise_std``.
-    """
+    r"""The settings ``given`` (None: not given) over :data:`PAPER_SETTINGS` for
+    the problem over ``noise_std = problem.noise_std``."""
     settings: dict[str, Any] = {"noise_std": problem.noise_std}
     settings.update(PAPER_SETTINGS.get(problem.name, {}))
     settings.update({key: value for key, value in given.items() if value is not None})
@@ -74,10 +60,8 @@ def exact_posterior(
 ) -> tuple[Tensor, Tensor]:
     r"""Exact zero-mean GP posterior on ``grid``, computed from scratch.
 
-    With ``K + s2 I = L L^T`` and ``V = L^{-1} K(X, grid)``:
-    ``mean = V^T L^{-1} y`` and ``variance = k(x, x) - colsum(V^2)``; the same values
-    as BoTorch's ``SingleTaskGP`` (zero mean, fixed kernel and noise) without its
-    ``A x A`` test covariance. Cost ``O(n^3 + A n^2)``, memory ``O(A n)``.
+    The values of BoTorch's ``SingleTaskGP`` (zero mean, fixed kernel and noise)
+    without its ``A x A`` test covariance: ``O(n^3 + A n^2)`` time, ``O(A n)`` memory.
 
     Args:
         X: ``n x d`` observed points.
@@ -102,8 +86,8 @@ def exact_posterior(
 
 
 class _GPThreDS(GPThreDS):
-    r""":class:`~botorch_sketch.generation.threds.GPThreDS` as the benchmark drives
-    it: ``ask(max_arms)`` (one point, whatever ``max_arms``) and ``diagnostics()``."""
+    r"""GPThreDS with the benchmark's ``ask(max_arms)`` (one point) and
+    ``diagnostics()``."""
 
     def ask(self, max_arms: int | None = None) -> Tensor:
         return super().ask()
@@ -140,47 +124,35 @@ def build_gp_threds(
     readmit_after: int | None = None,
     reuse_observations: bool | None = None,
 ) -> GPThreDS:
-    r"""GP-ThreDS (:class:`~botorch_sketch.generation.threds.GPThreDS`) for a run.
-
-    Mode ``"cube"`` makes no random choice; mode ``"rwt"`` seeds its random first
-    queries from ``generator``.
+    r"""GP-ThreDS (:class:`~botorch_sketch.generation.threds.GPThreDS`) for a run;
+    mode ``"rwt"`` seeds its random first queries from ``generator``.
 
     Args:
-        mode: ``"cube"`` or ``"rwt"``.
         f_range: Interval believed to contain the maximum (required unless the
             problem is in :data:`PAPER_SETTINGS`).
-        rkhs_bound: RKHS-norm bound in the tests' confidence radius (default
-            0.5 or the paper's).
         noise_std: Sub-Gaussian noise scale in the radius (default
             ``problem.noise_std``).
-        grid_points: Points per dimension of a local test's grid (default 20).
         lengthscale, outputscale, noise: Overrides of the problem's kernel.
-        cap, max_depth, delta, gamma, tol_coef, c_coef, walk_delta: See
+        mode, rkhs_bound, grid_points, others: See
             :class:`~botorch_sketch.generation.options.GPThreDSOptions`; None keeps
-            its default.
-        readmit_after, reuse_observations: Extensions off by default (label runs
-            that use them as such).
-
-    Example:
-        >>> threds = build_gp_threds(make_problem("threds_branin"), 1000,
-        ...                          torch.Generator())
+            the paper's setting or the default. ``readmit_after`` and
+            ``reuse_observations`` are extensions (label runs that use them).
     """
-    if mode not in ("cube", "rwt"):
-        raise ValueError(f"`mode` must be 'cube' or 'rwt', got {mode!r}.")
     check_box(problem, "gp-threds")
-    given = {"f_range": f_range, "rkhs_bound": rkhs_bound}
-    given |= {"noise_std": noise_std, "grid_points": grid_points}
-    s = resolve_settings(problem, **given)
+    s = resolve_settings(
+        problem,
+        f_range=f_range,
+        rkhs_bound=rkhs_bound,
+        noise_std=noise_std,
+        grid_points=grid_points,
+    )
     if "f_range" not in s:
         raise ValueError(
             f"Problem `{problem.name}` has no known f_range; pass `f_range` to "
             "gp-threds (GP-ThreDS has no safe default for it)."
         )
     hyper = KernelHyperparameters.from_problem(
-        problem,
-        lengthscale=lengthscale,
-        outputscale=outputscale,
-        noise=noise,
+        problem, lengthscale=lengthscale, outputscale=outputscale, noise=noise
     )
     extra = {
         "cap": cap,
@@ -212,24 +184,15 @@ def build_gp_threds(
     )
 
 
-class IGPUCBGrid:
-    r"""IGP-UCB on a growing grid: the baseline of the GP-ThreDS paper.
+class IncrementalIGPUCBGrid:
+    r"""IGP-UCB on a growing grid (the GP-ThreDS paper's baseline).
 
-    The first query is a uniformly random point of the ``grid_start^d`` grid. After
-    ``t`` observations, an exact GP (BoTorch ``SingleTaskGP``: zero mean, fixed kernel
-    and noise) is refit on all of them and the next query maximizes
-    ``mu + radius_t sigma`` over the ``n_t^d`` grid, ``n_t = min(grid_start + t,
-    grid_max)`` points per dimension (end points included), with the radius
-    ``radius_t = rkhs_bound + noise_std sqrt(2 (gamma(t) + 1 + log(1/delta)))``
-    (the paper's ``beta_t``,
-    :func:`~botorch_sketch.generation.threds_local.threds_radius`); near-ties go to the
-    lowest grid index (:func:`~botorch_sketch.generation.threds_local.first_argmax`),
-    so the choice does not depend on rounding. Each step refactors the kernel matrix
-    and costs ``O(t^3 + n_t^d t^2)`` (:func:`exact_posterior`): the plain loop of the
-    paper; :class:`IncrementalIGPUCBGrid` is the incremental one.
-
-    Example:
-        >>> ucb = IGPUCBGrid(make_problem("threds_rosenbrock"), 1000, torch.Generator())
+    The first query is a random point of the ``grid_start^d`` grid; after ``t``
+    observations the next one maximizes ``mu + radius_t sigma`` (the paper's
+    :func:`~botorch_sketch.generation.threds_local.threds_radius`) over the
+    ``n_t^d`` grid, ``n_t = min(grid_start + t, grid_max)``, near-ties going to the
+    lowest index. Once the grid stops growing, the posterior of its points is updated
+    incrementally (``IncrementalExactGP``, ``O(A t)`` per step).
     """
 
     def __init__(
@@ -249,11 +212,8 @@ class IGPUCBGrid:
         noise: float | None = None,
     ) -> None:
         r"""Args:
-        rkhs_bound: RKHS-norm bound in the radius (default 0.5 or the paper's).
-        noise_std: Sub-Gaussian noise scale in the radius (default
-            ``problem.noise_std``).
-        delta: Confidence parameter in ``(0, 1)``.
-        gamma: ``t -> gamma(t)`` in the radius.
+        rkhs_bound, noise_std, delta, gamma: Of the radius (defaults: the paper's
+            or 0.5, ``problem.noise_std``, 1e-3, ``log``); ``0 < delta < 1``.
         grid_start: Points per dimension of the first grid (``>= 2``).
         grid_max: Largest points per dimension (default 80 or the paper's).
         lengthscale, outputscale, noise: Overrides of the problem's kernel.
@@ -262,7 +222,7 @@ class IGPUCBGrid:
             raise ValueError(f"`delta` must lie in (0, 1), got {delta}.")
         check_int(grid_start, "grid_start", 2)
         self.delta, self.gamma, self.grid_start = delta, gamma, grid_start
-        check_box(problem, "igp-ucb")
+        check_box(problem, "igp-ucb-incremental")
         s = resolve_settings(
             problem, rkhs_bound=rkhs_bound, noise_std=noise_std, grid_max=grid_max
         )
@@ -270,10 +230,7 @@ class IGPUCBGrid:
         self.rkhs_bound = float(s.get("rkhs_bound", 0.5))
         self.noise_std = float(s["noise_std"])
         hyper = KernelHyperparameters.from_problem(
-            problem,
-            lengthscale=lengthscale,
-            outputscale=outputscale,
-            noise=noise,
+            problem, lengthscale=lengthscale, outputscale=outputscale, noise=noise
         )
         self.noise = hyper.noise
         self.bounds = problem.bounds
@@ -286,6 +243,7 @@ class IGPUCBGrid:
         self._first = first.to(**factory).unsqueeze(0) / (self.grid_start - 1)
         self.grid_size = self.grid_start
         self._horizon = horizon
+        self._gp: IncrementalExactGP | None = None
 
     def ask(self, max_arms: int | None = None) -> Tensor:
         t = self.num_observations
@@ -298,7 +256,8 @@ class IGPUCBGrid:
             t, self.rkhs_bound, self.noise_std, self.delta, self.gamma
         )
         self._asked = first_argmax(mean + radius * variance.sqrt())
-        return self._to_user(grid[self._asked].unsqueeze(0))
+        self._asked_point = grid[self._asked]
+        return self._to_user(self._asked_point.unsqueeze(0))
 
     def _grid(self, size: int) -> Tensor:
         r"""The ``size^d x d`` grid on the unit cube (end points included)."""
@@ -308,13 +267,35 @@ class IGPUCBGrid:
         )
 
     def _posterior(self, grid: Tensor) -> tuple[Tensor, Tensor]:
-        r"""``(mean, variance)`` on ``grid`` given all observations, from scratch."""
+        r"""``(mean, variance)`` on ``grid`` given all observations."""
         t = self.num_observations
-        return exact_posterior(
-            self._X[:t], self._Y[:t, 0], grid, self.covar_module, self.noise
-        )
+        if self.grid_size < self.grid_max:
+            X, y = self._X[:t], self._Y[:t, 0]
+            return exact_posterior(X, y, grid, self.covar_module, self.noise)
+        size = grid.shape[0]
+        if self._gp is None:
+            self._gp = IncrementalExactGP.from_kernel(
+                torch.cat([grid, self._X[:t]]),
+                self.covar_module,
+                self.noise,
+                capacity=self._horizon,
+            )
+            for i, y in enumerate(self._Y[:t, 0].tolist()):
+                self._gp.observe(size + i, y)
+        return self._gp.mean[:size], self._gp.variance[:size]
 
     def tell(self, chosen: Tensor, rewards: Tensor) -> None:
+        if self._gp is not None:
+            expected = self._to_user(self._asked_point)
+            width = self.bounds[1] - self.bounds[0]
+            if (
+                chosen.shape != (1, width.shape[0])
+                or not ((chosen[0] - expected).abs() <= 1e-9 * width).all()
+            ):
+                raise ValueError(
+                    "`chosen` must be the point returned by the last ask()."
+                )
+            self._gp.observe(self._asked, float(rewards.reshape(())))
         t = self.num_observations
         self._X[t] = (chosen[0] - self.bounds[0]) / (self.bounds[1] - self.bounds[0])
         self._Y[t] = rewards.reshape(())
@@ -325,55 +306,3 @@ class IGPUCBGrid:
 
     def _to_user(self, unit: Tensor) -> Tensor:
         return self.bounds[0] + unit * (self.bounds[1] - self.bounds[0])
-
-
-class IncrementalIGPUCBGrid(IGPUCBGrid):
-    r"""IGP-UCB on the same growing grid with ``O(A t)`` incremental updates.
-
-    Same choices as :class:`IGPUCBGrid`. While the grid grows (``t <
-    grid_max - grid_start``) every step scores a new grid and the posterior is
-    computed from scratch (:func:`exact_posterior`, ``t`` is small). At the first
-    step on the final grid (``A = grid_max^d`` points) an
-    :class:`~botorch_sketch.models.incremental_exact.IncrementalExactGP` is built on
-    the grid plus the ``t0`` earlier (off-grid) points and conditioned on their
-    observations; from then on each observation of a grid point is one rank-one
-    update of every point's mean and variance, ``O(A t)`` time, and memory
-    ``O(T (A + t0))`` for horizon ``T``.
-
-    Example:
-        >>> ucb = IncrementalIGPUCBGrid(make_problem("threds_branin"), 1000,
-        ...                             torch.Generator())
-    """
-
-    _gp: IncrementalExactGP | None = None
-
-    def _posterior(self, grid: Tensor) -> tuple[Tensor, Tensor]:
-        if self.grid_size < self.grid_max:
-            return super()._posterior(grid)
-        if self._gp is None:
-            self._final_grid = grid
-            t, size = self.num_observations, grid.shape[0]
-            self._gp = IncrementalExactGP.from_kernel(
-                torch.cat([grid, self._X[:t]]),
-                self.covar_module,
-                self.noise,
-                capacity=self._horizon,
-            )
-            for i, y in enumerate(self._Y[:t, 0].tolist()):
-                self._gp.observe(size + i, y)
-        size = grid.shape[0]
-        return self._gp.mean[:size], self._gp.variance[:size]
-
-    def tell(self, chosen: Tensor, rewards: Tensor) -> None:
-        if self._gp is not None:
-            expected = self._to_user(self._final_grid[self._asked])
-            width = self.bounds[1] - self.bounds[0]
-            if (
-                chosen.shape != (1, width.shape[0])
-                or not ((chosen[0] - expected).abs() <= 1e-9 * width).all()
-            ):
-                raise ValueError(
-                    "`chosen` must be the point returned by the last ask()."
-                )
-            self._gp.observe(self._asked, float(rewards.reshape(())))
-        super().tell(chosen, rewards)

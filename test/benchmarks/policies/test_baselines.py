@@ -7,7 +7,6 @@ from botorch.models import SingleTaskGP
 from gpytorch.means import ZeroMean
 
 from botorch_sketch.benchmarks.policies.baselines import (
-    BoTorchUCB,
     EpsilonGreedy,
     ExactBUCB,
     ExactUCB,
@@ -147,14 +146,6 @@ def test_exact_ucb_matches_brute_force(problem):
     assert seen == indices
 
 
-def test_botorch_loop_makes_the_same_choices(problem):
-    smart = _drive(problem, partial(ExactUCB, bayes_radius=2.0), 15, seed=4)
-    plain = _drive(
-        problem, partial(BoTorchUCB, bayes_radius=2.0, chunk_size=64), 15, seed=4
-    )
-    assert smart == plain
-
-
 def test_srinivas_schedule_is_used(problem):
     batches = _drive(problem, partial(ExactUCB, bayes_radius="srinivas", delta=0.1), 6)
     assert len(batches) == 6
@@ -259,15 +250,13 @@ def test_bucb_truncated_batch_is_forgotten(problem):
 
 def test_exact_policies_reject_box_and_bad_options(box):
     problem = make_synthetic_problem("ackley", dim=2, num_arms=20, seed=3)
-    for cls in (ExactUCB, ExactBUCB, BoTorchUCB):
+    for cls in (ExactUCB, ExactBUCB):
         with pytest.raises(ValueError, match="finite"):
             cls(box, 5, _generator())
     with pytest.raises(ValueError, match="max_variance_ratio"):
         ExactBUCB(problem, 5, _generator(), max_variance_ratio=0.5)
     with pytest.raises(ValueError, match="batch_size"):
         ExactBUCB(problem, 5, _generator(), batch_size=0)
-    with pytest.raises(ValueError, match="chunk_size"):
-        BoTorchUCB(problem, 5, _generator(), chunk_size=0)
     with pytest.raises(ValueError, match="bayes_radius"):
         ExactUCB(problem, 5, _generator(), bayes_radius=0.0)
 
@@ -276,6 +265,6 @@ def test_float32_runs(problem):
     problem32 = make_synthetic_problem(
         "ackley", dim=3, num_arms=150, noise_std=0.05, seed=3, dtype=torch.float32
     )
-    for policy in (ExactUCB, partial(ExactBUCB, batch_size=2), BoTorchUCB):
+    for policy in (ExactUCB, partial(ExactBUCB, batch_size=2)):
         batches = _drive(problem32, policy, 8)
         assert sum(len(b) for b in batches) == 8

@@ -9,7 +9,6 @@ from gpytorch.means import ZeroMean
 from botorch_sketch.benchmarks.methods import METHODS
 from botorch_sketch.benchmarks.policies.threds import (
     PAPER_SETTINGS,
-    IGPUCBGrid,
     IncrementalIGPUCBGrid,
     build_gp_threds,
     exact_posterior,
@@ -17,7 +16,7 @@ from botorch_sketch.benchmarks.policies.threds import (
 )
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.threds import GPThreDS, default_threds_kernel
-from botorch_sketch.generation.threds_local import threds_radius
+from botorch_sketch.generation.threds_local import first_argmax, threds_radius
 
 DTYPE = torch.float64
 
@@ -70,7 +69,7 @@ def test_kernel_hyperparameters_come_from_the_problem():
     assert float(kernel.base_kernel.lengthscale) == pytest.approx(0.3)
     assert float(kernel.outputscale) == pytest.approx(2.0)
     assert threds.noise == pytest.approx(0.01)  # noise_std ** 2
-    igp = IGPUCBGrid(problem, 10, torch.Generator(), noise=0.02)
+    igp = IncrementalIGPUCBGrid(problem, 10, torch.Generator(), noise=0.02)
     assert igp.noise == 0.02
     assert float(igp.covar_module.base_kernel.lengthscale) == pytest.approx(0.3)
 
@@ -146,7 +145,8 @@ def test_exact_posterior_matches_single_task_gp():
 def test_igp_ucb_grid_steps_by_brute_force():
     bounds = torch.tensor([[-1.0, 0.0], [1.0, 3.0]], dtype=DTYPE)
     problem = make_problem(name="other", bounds=bounds)
-    build = partial(IGPUCBGrid, grid_start=4, grid_max=6, rkhs_bound=0.5)
+    # the grid stops growing at t = 2: later steps use the incremental posterior
+    build = partial(IncrementalIGPUCBGrid, grid_start=4, grid_max=6, rkhs_bound=0.5)
     X, policy = drive(build, problem, 5, seed=3)
     unit = (X - bounds[0]) / (bounds[1] - bounds[0])
     # The first query lies on the 4 x 4 grid, drawn with the runner's generator.
@@ -175,14 +175,14 @@ def test_igp_ucb_grid_steps_by_brute_force():
 
 def test_igp_ucb_grid_paper_settings_and_seed():
     problem = make_problem()
-    first, policy = drive(IGPUCBGrid, problem, 3, seed=7)
+    first, policy = drive(IncrementalIGPUCBGrid, problem, 3, seed=7)
     assert policy.grid_max == PAPER_SETTINGS["threds_rosenbrock"]["grid_max"]
     assert policy.rkhs_bound == 2.0 and policy.diagnostics() == {"grid_points": 22**2}
-    assert torch.equal(first, drive(IGPUCBGrid, problem, 3, seed=7)[0])
+    assert torch.equal(first, drive(IncrementalIGPUCBGrid, problem, 3, seed=7)[0])
     with pytest.raises(ValueError, match="delta"):
-        IGPUCBGrid(problem, 3, torch.Generator(), delta=0.0)
+        IncrementalIGPUCBGrid(problem, 3, torch.Generator(), delta=0.0)
     with pytest.raises(ValueError, match="grid_start"):
-        IGPUCBGrid(problem, 3, torch.Generator(), grid_start=1)
+        IncrementalIGPUCBGrid(problem, 3, torch.Generator(), grid_start=1)
 
 
 def test_incremental_igp_ucb_equals_the_refitted_one():
@@ -192,15 +192,22 @@ def test_incremental_igp_ucb_equals_the_refitted_one():
     problem = make_problem(bounds=bounds)
     X, incremental = drive(METHODS["igp-ucb-incremental"], problem, 45, seed=5)
     assert isinstance(incremental, IncrementalIGPUCBGrid)
-    assert torch.equal(X, drive(METHODS["igp-ucb"], problem, 45, seed=5)[0])
     assert incremental.diagnostics() == {"grid_points": 50**2}
-    # Its posterior on the final grid is the exact one, from scratch.
     unit = (X - bounds[0]) / (bounds[1] - bounds[0])
     noise = torch.Generator().manual_seed(5)
     draws = [torch.randn(1, generator=noise, dtype=DTYPE) for _ in range(45)]
     Y = problem.objective(X) + 0.1 * torch.cat(draws)
-    axis = torch.linspace(0, 1, 50, dtype=DTYPE)
-    grid = torch.cartesian_prod(axis, axis)
+    # Every query is the one of the paper's loop, refitted from scratch each step.
+    kernel = incremental.covar_module
+    for t in range(1, 45):
+        axis = torch.linspace(0, 1, min(20 + t, 50), dtype=DTYPE)
+        grid = torch.cartesian_prod(axis, axis)
+        mean, variance = exact_posterior(unit[:t], Y[:t], grid, kernel, 0.01)
+        radius = threds_radius(t, 2.0, 0.1, 1e-3)
+        torch.testing.assert_close(
+            unit[t], grid[first_argmax(mean + radius * variance.sqrt())]
+        )
+    # Its posterior on the final grid is the exact one, from scratch.
     mean, variance = exact_posterior(unit, Y, grid, incremental.covar_module, 0.01)
     torch.testing.assert_close(incremental._gp.mean[:2500], mean, rtol=0, atol=1e-9)
     torch.testing.assert_close(
