@@ -69,29 +69,12 @@ class Problem:
 
 #: Lower-case names accepted by :func:`make_synthetic_problem`.
 SYNTHETIC_FUNCTIONS: dict[str, type[SyntheticTestFunction]] = {
-    cls.__name__.lower(): cls
-    for cls in (
-        synthetic.Ackley,
-        synthetic.Beale,
-        synthetic.Branin,
-        synthetic.Bukin,
-        synthetic.Cosine8,
-        synthetic.DixonPrice,
-        synthetic.DropWave,
-        synthetic.EggHolder,
-        synthetic.Griewank,
-        synthetic.Hartmann,
-        synthetic.HolderTable,
-        synthetic.Levy,
-        synthetic.Michalewicz,
-        synthetic.Powell,
-        synthetic.Rastrigin,
-        synthetic.Rosenbrock,
-        synthetic.Shekel,
-        synthetic.SixHumpCamel,
-        synthetic.StyblinskiTang,
-        synthetic.ThreeHumpCamel,
-    )
+    name.lower(): getattr(synthetic, name)
+    for name in (
+        "Ackley Beale Branin Bukin Cosine8 DixonPrice DropWave EggHolder Griewank "
+        "Hartmann HolderTable Levy Michalewicz Powell Rastrigin Rosenbrock Shekel "
+        "SixHumpCamel StyblinskiTang ThreeHumpCamel"
+    ).split()
 }
 
 #: Dataset names resolved to ``<data_dir>/<name>.csv`` by :func:`make_problem`.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
@@ -163,25 +163,11 @@ class RunTrace:
 
     def to_dict(self) -> dict[str, object]:
         r"""Every field as strict-JSON values (arrays as lists, NaN as None)."""
-        return {
-            "problem": self.problem,
-            "policy": self.policy,
-            "seed": self.seed,
-            "optimum": self.optimum,
-            "uniform_regret": self.uniform_regret,
-            "values": finite_list(self.values),
-            "ask_seconds": self.ask_seconds.tolist(),
-            "tell_seconds": self.tell_seconds.tolist(),
-            "batch_index": self.batch_index.tolist(),
-            "diagnostics": {
-                key: finite_list(values) for key, values in self.diagnostics.items()
-            },
-            "setup_seconds": self.setup_seconds,
-            "peak_memory_mb": json_safe(self.peak_memory_mb),
-            "memory_method": self.memory_method,
-            "environment": json_safe(self.environment),
-            "metadata": json_safe(self.metadata),
-        }
+        data = {item.name: getattr(self, item.name) for item in fields(self)}
+        for key in ("values", "ask_seconds", "tell_seconds", "batch_index"):
+            data[key] = data[key].tolist()
+        data["diagnostics"] = {key: v.tolist() for key, v in self.diagnostics.items()}
+        return json_safe(data)
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> RunTrace:
@@ -388,11 +374,6 @@ def verdict(rows: Sequence[dict[str, object]], reference: str = "exact-ucb") -> 
             )
         lines.append(line + ".")
     return "\n".join(lines)
-
-
-def finite_list(values: np.ndarray) -> list[float | None]:
-    r"""``values`` as floats, with NaN/inf as None (strict JSON)."""
-    return [float(v) if math.isfinite(v) else None for v in values]
 
 
 def json_safe(value: object) -> object:
