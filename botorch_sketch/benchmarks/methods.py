@@ -123,11 +123,7 @@ class BenchmarkMethod:
         return self.finite if problem.is_finite else self.box
 
     def __call__(
-        self,
-        problem: Problem,
-        horizon: int,
-        generator: torch.Generator,
-        **options: Any,
+        self, problem: Problem, horizon: int, generator: torch.Generator, **options: Any
     ) -> BenchmarkOptimizer:
         r"""The ask/tell object of a fresh run (options checked first)."""
         self.check(options)
@@ -196,10 +192,7 @@ def build_bbkb(
     )
     check_finite(problem, "bbkb")
     hp = KernelHyperparameters.from_problem(
-        problem,
-        lengthscale=lengthscale,
-        outputscale=outputscale,
-        noise=noise,
+        problem, lengthscale=lengthscale, outputscale=outputscale, noise=noise
     )
     noise = hp.noise
     if bayes_radius == "theory":

@@ -32,11 +32,9 @@ from botorch_sketch.benchmarks.writers import safe_name
 @dataclass(frozen=True)
 class View:
     r"""One plot of a :meth:`RunTrace.curve` against ``t``, saved as
-    ``<problem>_<suffix>.png``; ``legend_value`` (``"max"``, ``"last"`` or None)
-    adds that value of the mean curve to each legend entry; ``timed``: a wall
-    time."""
+    ``<problem>_<curve>.png``; ``legend_value`` (``"max"``, ``"last"`` or None) adds
+    that value of the mean curve to each legend entry; ``timed``: a wall time."""
 
-    suffix: str
     curve: str
     ylabel: str
     log_y: bool = False
@@ -45,23 +43,16 @@ class View:
 
 
 VIEWS = (
-    View("regret_ratio", "regret_ratio", "regret ratio R_t / R_t(uniform)"),
+    View("regret_ratio", "regret ratio R_t / R_t(uniform)"),
+    View("cumulative_time", "cumulative wall time [s]", log_y=True, timed=True),
     View(
-        "cumulative_time",
-        "cumulative_time",
-        "cumulative wall time [s]",
-        log_y=True,
-        timed=True,
-    ),
-    View(
-        "time_per_evaluation",
         "time_per_evaluation",
         "wall time per evaluation [s]\n(batch time / batch size, trailing mean)",
         log_y=True,
         timed=True,
     ),
-    View("batch_size", "batch_size", "batch size", True, "max"),
-    View("dictionary_size", "dictionary_size", "dictionary size", False, "last"),
+    View("batch_size", "batch size", log_y=True, legend_value="max"),
+    View("dictionary_size", "dictionary size", legend_value="last"),
 )
 
 _LINE_STYLES = ("-", "--", "-.", ":")
@@ -206,7 +197,7 @@ def plot_problem(
                 figure,
                 axes,
                 title,
-                output_dir / f"{prefix}_{view.suffix}.png",
+                output_dir / f"{prefix}_{view.curve}.png",
                 machine if view.timed else None,
             )
         )

@@ -110,11 +110,7 @@ def _threds_paper(function: str) -> Preset:
     )
 
 
-_SGPTS_OPTIONS = {
-    "batch_size": 100,
-    "num_initial": 250,
-    "num_features": 1000,
-}
+_SGPTS_OPTIONS = {"batch_size": 100, "num_initial": 250, "num_features": 1000}
 _SGPTS_SMOKE = {
     "batch_size": 10,
     "num_initial": 10,
