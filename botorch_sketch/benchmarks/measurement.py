@@ -49,9 +49,7 @@ class PeakMemoryMonitor:
     def __init__(
         self, device: torch.device | str | None = None, interval: float = 0.005
     ):
-        self.device = (
-            torch.device(device) if device is not None else torch.device("cpu")
-        )
+        self.device = torch.device("cpu" if device is None else device)
         self.interval = interval
         self.peak_mb = math.nan
         self.method = ""

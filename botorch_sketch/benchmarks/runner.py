@@ -431,7 +431,7 @@ def environment_metadata(
     dtype: torch.dtype, device: torch.device | str | None = None
 ) -> dict[str, object]:
     r"""Versions, thread count, and the measured matmul throughput (GFLOP/s)."""
-    device = torch.device(device) if device is not None else torch.device("cpu")
+    device = torch.device("cpu" if device is None else device)
     return {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(),
