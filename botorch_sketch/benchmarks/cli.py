@@ -1,23 +1,15 @@
 r"""Command line of the benchmark suite: ``python -m botorch_sketch.benchmarks``.
 
-Without arguments it runs the ``default`` preset (BBKB vs BKB vs exact GP-UCB vs
-uniform on a 20,000-arm, 8-d problem), prints a table, and writes ``summary.csv``,
-``curves.csv``, ``results.json`` and PNG plots to ``./benchmark_results``. Flags pick
-another preset (or ``--config`` reruns a saved ``results.json``), override its
-problems, policies, horizon, seeds and policy options, and choose dtype, device,
-threads and output folder. ``--list`` shows what exists. Timings are single-threaded
-unless ``--threads`` says otherwise.
-
-Each finished (problem, policy, seed) run is written to ``OUTPUT_DIR/runs/`` at once;
-after Ctrl-C or a crash the finished runs and their summary stay on disk, and the same
-command with ``--resume`` runs only what is missing. Bad arguments end in one line on
-stderr and exit status 2.
+Runs a preset (``default`` unless ``--preset`` names another) or the problems and
+policies the flags give, prints a table and writes the results and plots to
+``--output-dir``; each finished run goes to ``OUTPUT_DIR/runs/`` at once, so that
+``--resume`` can finish an interrupted command. Bad arguments end in one line on stderr
+and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -42,7 +34,6 @@ from botorch_sketch.benchmarks.problems import (
     KNOWN_DATASETS,
     PAPER_PROBLEMS,
     SYNTHETIC_FUNCTIONS,
-    Problem,
     make_problem,
     parse_problem_spec,
 )
@@ -59,53 +50,40 @@ DEFAULT_OUTPUT_DIR = "benchmark_results"
 DATA_ENV = "BOTORCH_SKETCH_DATA"
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
+_EPILOG = """\
+Examples:
+  botorch-sketch-bench                       # built-in comparison
+  botorch-sketch-bench --preset bbkb-cadata --data-dir DATA --smoke
+  botorch-sketch-bench --problem ackley:dim=4:arms=5000 \
+--algorithms exact-ucb,exact-bucb -T 500 --option exact-bucb:batch_size=5
+  botorch-sketch-bench ... --resume         # after Ctrl-C: finish the missing runs
+Subcommands (each with its own --help):
+  botorch-sketch-bench scoring          # Nystrom vs exact GP scoring time
+  botorch-sketch-bench thompson_steps   # S-GP-TS vs exact GP-TS step time
+  botorch-sketch-bench cluster          # W workers, simulated time"""
+
 
 def build_parser() -> argparse.ArgumentParser:
-    r"""The argument parser (also documents every flag in ``--help``)."""
+    r"""The argument parser (its ``--help`` documents every flag)."""
     parser = OneLineParser(
         prog="botorch-sketch-bench",
         description="Run GP-bandit benchmarks (sketched methods vs exact baselines).",
-        epilog="Examples:\n"
-        "  botorch-sketch-bench                       # built-in comparison\n"
-        "  botorch-sketch-bench --preset bbkb-cadata --data-dir DATA --smoke\n"
-        "  botorch-sketch-bench --problem ackley:dim=4:arms=5000 "
-        "--algorithms exact-ucb,exact-bucb -T 500 --option exact-bucb:batch_size=5\n"
-        "  botorch-sketch-bench ... --resume         # after Ctrl-C: the same "
-        "command, finishing the missing runs\n"
-        "  botorch-sketch-bench --config benchmark_results/results.json\n"
-        "Subcommands (each with its own --help):\n"
-        "  botorch-sketch-bench scoring          # Nystrom vs exact GP scoring time\n"
-        "  botorch-sketch-bench thompson_steps   # S-GP-TS vs exact GP-TS step time\n"
-        "  botorch-sketch-bench cluster          # W workers, simulated time",
+        epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--preset", help=f"one of {', '.join(PRESETS)} (default: default)"
-    )
-    parser.add_argument(
-        "--smoke",
-        action="store_true",
-        help="the preset's reduced variant (small T, one seed) for quick checks",
-    )
-    parser.add_argument(
-        "--config",
-        metavar="RESULTS_JSON",
-        help="rerun the problems, policies, options, T, seeds, dtype, device and "
-        "threads saved in a results.json (instead of a preset; other flags still "
-        "override them)",
-    )
-    parser.add_argument(
+    add = parser.add_argument
+    add("--preset", help=f"one of {', '.join(PRESETS)} (default: default)")
+    add("--smoke", action="store_true", help="the preset's small, one-seed variant")
+    add(
         "--problem",
         "--problems",
         dest="problems",
         action="append",
         metavar="SPEC[,SPEC]",
         help="problems replacing the preset's, e.g. levy:dim=8:arms=20000, "
-        "cadata:lengthscale=3, path/to/file.csv:target=0, threds_branin "
-        "(keys: dim, arms, noise_std, lengthscale, outputscale, noise, rescale, seed, "
-        "target, rows); repeatable",
+        "cadata:lengthscale=3, path/to/file.csv:target=0, threds_branin; repeatable",
     )
-    parser.add_argument(
+    add(
         "--algorithms",
         "--policies",
         dest="algorithms",
@@ -113,61 +91,54 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated policies replacing the preset's; LABEL=NAME runs NAME "
         "under another label (e.g. ucb2=exact-ucb)",
     )
-    parser.add_argument("-T", "--horizon", type=int, help="evaluations per run")
-    parser.add_argument("--seeds", help="seeds, e.g. 0,1,2 or 0-4")
-    parser.add_argument("--num-seeds", type=int, help="use seeds 0..N-1")
-    parser.add_argument(
+    add("-T", "--horizon", type=int, help="evaluations per run")
+    add("--seeds", help="seeds, e.g. 0,1,2 or 0-4")
+    add("--num-seeds", type=int, help="use seeds 0..N-1")
+    add(
         "--option",
         "-o",
         action="append",
         default=[],
         metavar="[POLICY:]KEY=VALUE",
-        help="policy option; without POLICY it goes to every selected policy that "
-        "accepts KEY; repeatable",
+        help="policy option; without POLICY, for every selected policy that accepts "
+        "KEY; repeatable",
     )
-    parser.add_argument(
-        "--batch-size", type=int, help="shortcut for --option batch_size=B"
-    )
-    parser.add_argument(
+    add("--batch-size", type=int, help="shortcut for --option batch_size=B")
+    add(
         "--bayes-radius",
         metavar="R",
-        help="shortcut for --option bayes_radius=R (Bayesian scale: index mu + R "
-        "sigma; a number, 'theory' for bbkb/bkb or 'srinivas' for the exact GP-UCBs)",
+        help="shortcut for --option bayes_radius=R (index mu + R sigma; a number, "
+        "'theory' for bbkb/bkb or 'srinivas' for the exact GP-UCBs)",
     )
-    parser.add_argument("--dtype", choices=sorted(_DTYPES), help="default float64")
-    parser.add_argument("--device", help="cpu (default), cuda, cuda:1, ...")
-    parser.add_argument(
+    add("--dtype", choices=sorted(_DTYPES), default="float64", help="default float64")
+    add("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
+    add(
         "--threads",
         type=int,
-        help="torch CPU threads (default 1: single-threaded timings are comparable "
-        "across methods and robust on shared machines; 0 keeps torch's default)",
+        default=1,
+        help="torch CPU threads (default 1, for comparable timings; 0: torch's)",
     )
-    parser.add_argument(
+    add(
         "--data-dir",
-        help=f"folder with abalone.csv / cadata.csv (default ${DATA_ENV} or ./data)",
+        help=f"folder of abalone.csv / cadata.csv (default ${DATA_ENV} or ./data)",
     )
-    parser.add_argument(
+    add(
         "--output-dir",
         default=DEFAULT_OUTPUT_DIR,
-        help=f"where results and plots go (default ./{DEFAULT_OUTPUT_DIR}); "
-        "finished runs go to its runs/ folder as they complete",
+        help=f"where results and plots go (default ./{DEFAULT_OUTPUT_DIR})",
     )
-    parser.add_argument(
+    add(
         "--resume",
         action="store_true",
-        help="reuse the finished runs in OUTPUT_DIR/runs/ made with the same "
-        "settings and run only the missing ones",
+        help="reuse the finished runs in OUTPUT_DIR/runs/ made with the same settings",
     )
-    parser.add_argument("--no-plots", action="store_true", help="skip PNG plots")
-    parser.add_argument(
+    add("--no-plots", action="store_true", help="skip PNG plots")
+    add(
         "--no-progress",
         action="store_true",
-        help="no progress display (default: bars on a terminal, else a log line "
-        "per finished run and every minute)",
+        help="no progress display (default: bars on a terminal, else log lines)",
     )
-    parser.add_argument(
-        "--list", action="store_true", help="list presets, policies and problems"
-    )
+    add("--list", action="store_true", help="list presets, policies and problems")
     return parser
 
 
@@ -208,9 +179,8 @@ def apply_options(
 ) -> tuple[PolicyConfig, ...]:
     r"""Apply ``[POLICY:]KEY=VALUE`` options to the policies.
 
-    A targeted option must name a selected policy (label or registry name). An
-    untargeted one goes to every selected policy whose method accepts
-    ``KEY``; it is an error if none has.
+    A targeted option must name a selected policy (label or registry name); an
+    untargeted one goes to every selected policy that accepts ``KEY`` (at least one).
     """
     configs = list(configs)
     for text in options:
@@ -229,16 +199,18 @@ def apply_options(
 
 
 def _listing() -> str:
-    lines = ["presets:"]
-    lines += [f"  {name:18s} {preset.description}" for name, preset in PRESETS.items()]
-    lines.append("policies:")
-    for name, method in METHODS.items():
-        lines.append(f"  {name:18s} {method.description}")
-    lines.append("problems:")
-    lines.append(f"  test functions: {', '.join(sorted(SYNTHETIC_FUNCTIONS))}")
-    lines.append(f"  datasets (in --data-dir): {', '.join(KNOWN_DATASETS)}, or *.csv")
-    lines.append(f"  paper setups: {', '.join(PAPER_PROBLEMS)}")
-    return "\n".join(lines)
+    return "\n".join(
+        [
+            "presets:",
+            *(f"  {name:18s} {preset.description}" for name, preset in PRESETS.items()),
+            "policies:",
+            *(f"  {name:18s} {method.description}" for name, method in METHODS.items()),
+            "problems:",
+            f"  test functions: {', '.join(sorted(SYNTHETIC_FUNCTIONS))}",
+            f"  datasets (in --data-dir): {', '.join(KNOWN_DATASETS)}, or *.csv",
+            f"  paper setups: {', '.join(PAPER_PROBLEMS)}",
+        ]
+    )
 
 
 def _format_value(value: object, horizon: int) -> str:
@@ -275,118 +247,28 @@ def format_seeds(seeds: Sequence[int]) -> str:
 
 @dataclass(frozen=True)
 class Job:
-    r"""Everything a benchmark command runs, after presets, ``--config`` and flags.
-
-    Attributes:
-        source: The preset's name or ``config FILE``.
-        smoke: Whether the preset's smoke variant was taken.
-        problems: Problem specs.
-        problem_settings: Settings applied on top of every spec.
-        policies: Policies with their options.
-        horizon: Evaluations per run.
-        seeds: Run seeds.
-        dtype: ``"float64"`` or ``"float32"``.
-        device: A CPU or available CUDA device.
-        threads: torch CPU threads (0: torch's default).
-        data_dir: Folder of the datasets.
-    """
+    r"""What a command runs: the preset combined with the flags, checked."""
 
     source: str
-    smoke: bool
     problems: tuple[str, ...]
     problem_settings: Mapping[str, object]
     policies: tuple[PolicyConfig, ...]
     horizon: int
     seeds: tuple[int, ...]
-    dtype: str
     device: torch.device
-    threads: int
     data_dir: str
-
-    def config(self) -> dict[str, object]:
-        r"""The JSON-able settings ``--config`` reads back (options resolved for
-        ``horizon``)."""
-        return {
-            "problems": list(self.problems),
-            "problem_settings": dict(self.problem_settings),
-            "policies": [
-                {
-                    "name": c.name,
-                    "label": c.label,
-                    "options": c.resolved_options(self.horizon),
-                }
-                for c in self.policies
-            ],
-            "horizon": self.horizon,
-            "seeds": list(self.seeds),
-            "dtype": self.dtype,
-            "device": str(self.device),
-            "threads": self.threads,
-        }
-
-
-def _tuples(value: object) -> object:
-    r"""JSON lists back into tuples (option values such as ``f_range=0.5,1.2``)."""
-    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
-
-
-def load_config(path: str) -> dict[str, object]:
-    r"""The ``metadata.config`` of a saved ``results.json``, checked.
-
-    Raises:
-        ValueError: The file is missing, not JSON, or holds no valid config.
-    """
-    try:
-        payload = json.loads(Path(path).read_text())
-    except OSError as error:
-        raise ValueError(
-            f"--config {path}: cannot read it ({error.strerror})"
-        ) from None
-    except ValueError:
-        raise ValueError(f"--config {path}: not a JSON file") from None
-    metadata = payload.get("metadata") if isinstance(payload, dict) else None
-    config = metadata.get("config") if isinstance(metadata, dict) else None
-    needed = {"problems", "problem_settings", "policies", "horizon", "seeds"}
-    if not isinstance(config, dict) or not needed <= set(config):
-        raise ValueError(
-            f"--config {path}: no metadata.config with {sorted(needed)} (is it a "
-            "results.json written by this version?)"
-        )
-    try:
-        config["policies"] = tuple(
-            PolicyConfig(
-                entry["name"],
-                entry["label"],
-                {key: _tuples(value) for key, value in entry["options"].items()},
-            )
-            for entry in config["policies"]
-        )
-        config["seeds"] = tuple(int(seed) for seed in config["seeds"])
-        config["horizon"] = int(config["horizon"])
-        config["problems"] = tuple(str(spec) for spec in config["problems"])
-    except (KeyError, TypeError, AttributeError) as error:
-        raise ValueError(f"--config {path}: malformed config ({error!r})") from None
-    return config
 
 
 def _check_device(text: str) -> torch.device:
     try:
         device = torch.device(text)
     except RuntimeError:
-        raise ValueError(
-            f"--device {text!r} is not a device; use cpu, cuda or cuda:N"
-        ) from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"--device {text}: CUDA is not available (torch {torch.__version__} "
-                "finds no GPU); use --device cpu"
-            )
-        count = torch.cuda.device_count()
-        if device.index is not None and device.index >= count:
-            raise ValueError(f"--device {text}: this machine has {count} CUDA devices")
-    elif device.type != "cpu":
+        raise ValueError(f"--device {text!r}: use cpu, cuda or cuda:N") from None
+    if device.type not in ("cpu", "cuda"):
         raise ValueError(f"--device {text}: only cpu and cuda devices are supported")
+    count = torch.cuda.device_count()
+    if device.type == "cuda" and (device.index or 0) >= count:
+        raise ValueError(f"--device {text}: this machine has {count} CUDA devices")
     return device
 
 
@@ -394,46 +276,23 @@ def _check_output_dir(text: str) -> Path:
     r"""``--output-dir`` as a path, if it or its nearest existing parent is a
     writable folder."""
     path = Path(text)
-    for folder in (path, *path.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise ValueError(
-                    f"--output-dir {text}: {folder} is a file, not a folder"
-                )
-            if not os.access(folder, os.W_OK | os.X_OK):
-                raise ValueError(f"--output-dir {text}: {folder} is not writable")
-            break
+    folder = next(folder for folder in (path, *path.parents) if folder.exists())
+    if not folder.is_dir():
+        raise ValueError(f"--output-dir {text}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"--output-dir {text}: {folder} is not writable")
     return path
 
 
-def _check_datasets(specs: Sequence[str], data_dir: str) -> None:
-    for spec in specs:
-        name, _ = parse_problem_spec(spec)
-        if name in KNOWN_DATASETS and not (Path(data_dir) / f"{name}.csv").is_file():
-            raise ValueError(
-                f"problem {name!r} reads {name}.csv, which is not in the data folder "
-                f"{data_dir!r}: pass --data-dir FOLDER or set {DATA_ENV}=FOLDER"
-            )
-
-
 def resolve_job(args: argparse.Namespace) -> Job:
-    r"""Combine the preset (or ``--config``) with the flags; check every value.
+    r"""Combine the preset with the flags; check every value.
 
     Raises:
         ValueError: A bad or conflicting argument (the message names it).
     """
-    saved: dict[str, object] = {}
-    if args.config:
-        if args.preset or args.smoke:
-            raise ValueError("--config replaces --preset and --smoke; give one of them")
-        saved = load_config(args.config)
-        source, policies = f"config {args.config}", saved["policies"]
-        horizon, seeds = saved["horizon"], saved["seeds"]
-        specs, settings = saved["problems"], dict(saved["problem_settings"])
-    else:
-        preset = get_preset(args.preset or "default")
-        policies, horizon, seeds, settings = preset.variant(args.smoke)
-        source, specs = f"preset {preset.name}", preset.problems
+    preset = get_preset(args.preset or "default")
+    policies, horizon, seeds, settings = preset.variant(args.smoke)
+    specs = preset.problems
     if args.algorithms:
         policies = parse_algorithms(args.algorithms, policies)
     if args.horizon is not None:
@@ -444,44 +303,41 @@ def resolve_job(args: argparse.Namespace) -> Job:
         seeds = parse_seeds(args.seeds)
     elif args.num_seeds is not None:
         seeds = tuple(range(check_int(args.num_seeds, "--num-seeds", 1)))
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be distinct and >= 0, got {list(seeds)}")
-    shortcuts = []
-    if args.batch_size is not None:
-        shortcuts.append(f"batch_size={args.batch_size}")
-    if args.bayes_radius is not None:
-        shortcuts.append(f"bayes_radius={args.bayes_radius}")
+    shortcuts = [
+        f"{key}={value}"
+        for key, value in (
+            ("batch_size", args.batch_size),
+            ("bayes_radius", args.bayes_radius),
+        )
+        if value is not None
+    ]
     policies = apply_options(policies, shortcuts + list(args.option))
-    threads = args.threads if args.threads is not None else saved.get("threads", 1)
-    check_int(threads, "--threads", 0)
+    check_int(args.threads, "--threads", 0)
     if args.problems:
         specs = [spec for group in args.problems for spec in group.split(",")]
         settings = {}
-    dtype = args.dtype or saved.get("dtype", "float64")
-    if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
     data_dir = args.data_dir or os.environ.get(DATA_ENV) or "data"
-    _check_datasets(specs, data_dir)
+    for spec in specs:
+        name, _ = parse_problem_spec(spec)
+        if name in KNOWN_DATASETS and not (Path(data_dir) / f"{name}.csv").is_file():
+            raise ValueError(
+                f"problem {name!r} reads {name}.csv, which is not in the data folder "
+                f"{data_dir!r}: pass --data-dir FOLDER or set {DATA_ENV}=FOLDER"
+            )
     return Job(
-        source=source,
-        smoke=args.smoke,
+        source=f"preset {preset.name}",
         problems=tuple(specs),
         problem_settings=settings,
         policies=tuple(policies),
         horizon=horizon,
         seeds=tuple(seeds),
-        dtype=dtype,
-        device=_check_device(args.device or saved.get("device", "cpu")),
-        threads=threads,
+        device=_check_device(args.device),
         data_dir=data_dir,
     )
 
 
 def _save_partial(
-    traces: Sequence[RunTrace],
-    output_dir: Path,
-    metadata: dict[str, object],
-    what: str,
+    traces: Sequence[RunTrace], output_dir: Path, metadata: dict, what: str
 ) -> None:
     r"""Summarize the finished runs after an interruption or a crash (no plots)."""
     if not traces:
@@ -500,44 +356,46 @@ def _log(text: str) -> None:
     print(text, flush=True)
 
 
-def _prepare(
-    parser: argparse.ArgumentParser, args: argparse.Namespace
-) -> tuple[Job, list[Problem], Path]:
-    r"""The job, its problems and the output folder; every bad setting (problem,
-    policy option, folder) is a one-line usage error before anything runs."""
+def main(argv: Sequence[str] | None = None) -> int:
+    r"""Run the benchmark CLI; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list:
+        print(_listing())
+        return 0
+    # Every bad setting (problem, policy option, folder) is a usage error before
+    # anything runs; a throwaway build of each policy checks its option values.
     try:
         job = resolve_job(args)
         problems = [
             make_problem(
                 spec,
                 data_dir=job.data_dir,
-                dtype=_DTYPES[job.dtype],
+                dtype=_DTYPES[args.dtype],
                 device=job.device,
                 **job.problem_settings,
             )
             for spec in job.problems
         ]
-        for config in job.policies:  # bad option names and values fail here
+        for config in job.policies:
             try:
                 config.method.check(config.resolved_options(job.horizon))
-                for problem in problems:  # a throwaway build on the first it takes
-                    if config.method.supports(problem):
-                        config.build(problem, job.horizon, torch.Generator())
-                        break
+                problem = next((p for p in problems if config.method.supports(p)), None)
+                if problem is not None:
+                    config.build(problem, job.horizon, torch.Generator())
             except (ValueError, TypeError) as error:
                 raise ValueError(f"policy {config.label}: {error}") from None
-        return job, problems, _check_output_dir(args.output_dir)
+        output_dir = _check_output_dir(args.output_dir)
     except (ValueError, TypeError, RuntimeError) as error:
         parser.error(str(error))
-
-
-def _announce(job: Job, problems: Sequence[Problem], metadata: dict) -> None:
-    r"""Print what is about to run: preset, horizon, seeds, machine, problems,
-    policies with their options."""
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    metadata = environment_metadata(_DTYPES[args.dtype], job.device)
     print(
-        f"botorch-sketch benchmark: {job.source}{' (smoke)' if job.smoke else ''}, "
-        f"T = {job.horizon}, {format_seeds(job.seeds)}, {metadata['dtype']} on "
-        f"{metadata['device']}, {_plural(metadata['torch_threads'], 'thread')}, "
+        f"botorch-sketch benchmark: {job.source}{' (smoke)' if args.smoke else ''}, "
+        f"T = {job.horizon}, "
+        f"{format_seeds(job.seeds)}, {metadata['dtype']} on {metadata['device']}, "
+        f"{_plural(metadata['torch_threads'], 'thread')}, "
         f"matmul {metadata['matmul_gflops']:.1f} GFLOP/s"
     )
     for problem in problems:
@@ -547,59 +405,17 @@ def _announce(job: Job, problems: Sequence[Problem], metadata: dict) -> None:
         print(f"  problem {problem.name}: d = {problem.dim}, {kind}")
     for config in job.policies:
         print(f"  policy {_describe_options(config, job.horizon)}")
-
-
-def _report(
-    traces: Sequence[RunTrace],
-    output_dir: Path,
-    metadata: dict,
-    plots: bool,
-    store: RunStore,
-) -> None:
-    r"""Print the table and the verdict; write the results (and the plots)."""
-    print()
-    rows = summarize(traces, matmul_gflops=metadata["matmul_gflops"])
-    print(format_table(rows))
-    summary_line = verdict(rows)
-    if summary_line:
-        print()
-        print(summary_line)
-    written = write_results(traces, output_dir, metadata)
-    if plots:
-        written += plot_all(traces, output_dir)
-    print(
-        f"\nwall time {metadata['benchmark_wall_seconds']:.1f} s; wrote "
-        f"{_plural(len(written), 'file')} to {output_dir}/ (and the runs to "
-        f"{store.directory}/)"
-    )
-    for path in written:
-        print(f"  {path}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    r"""Run the benchmark CLI; returns the process exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.list:
-        print(_listing())
-        return 0
-    job, problems, output_dir = _prepare(parser, args)
-    if job.threads > 0:
-        torch.set_num_threads(job.threads)
-    metadata = environment_metadata(_DTYPES[job.dtype], job.device)
-    _announce(job, problems, metadata)
     metadata |= {
         "command": shlex.join(
             ["botorch-sketch-bench", *(sys.argv[1:] if argv is None else argv)]
         ),
         "preset": job.source,
-        "smoke": job.smoke,
+        "smoke": args.smoke,
         "horizon": job.horizon,
         "seeds": list(job.seeds),
         "problems": list(job.problems),
         "problem_settings": dict(job.problem_settings),
         "policies": [_describe_options(c, job.horizon) for c in job.policies],
-        "config": job.config(),
     }
     store = RunStore(output_dir / "runs")
     if not args.resume and len(store):
@@ -641,5 +457,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "peak_memory_method": sorted({trace.memory_method for trace in traces}),
         "benchmark_wall_seconds": time.perf_counter() - start,
     }
-    _report(traces, output_dir, metadata, not args.no_plots, store)
+    rows = summarize(traces, matmul_gflops=metadata["matmul_gflops"])
+    print(f"\n{format_table(rows)}")
+    if summary_line := verdict(rows):
+        print(f"\n{summary_line}")
+    written = write_results(traces, output_dir, metadata)
+    if not args.no_plots:
+        written += plot_all(traces, output_dir)
+    print(
+        f"\nwall time {metadata['benchmark_wall_seconds']:.1f} s; wrote "
+        f"{_plural(len(written), 'file')} to {output_dir}/ (and the runs to "
+        f"{store.directory}/)"
+    )
+    for path in written:
+        print(f"  {path}")
     return 0

@@ -1,9 +1,5 @@
-r"""Benchmark measurement: peak memory of a run and the machine's matmul throughput.
-
-:class:`PeakMemoryMonitor` measures the peak memory growth of a ``with`` block (sampled
-RSS on CPU, the allocator's peak on CUDA); :func:`measure_matmul_gflops` measures the
-throughput against which a policy's counted floating-point work is compared.
-"""
+r"""Benchmark measurement: peak memory of a run (:class:`PeakMemoryMonitor`) and the
+machine's matmul throughput (:func:`measure_matmul_gflops`)."""
 
 from __future__ import annotations
 
@@ -42,29 +38,18 @@ def _release_free_heap() -> None:
 
 
 class PeakMemoryMonitor:
-    r"""Peak memory growth of the process during a ``with`` block, in MiB.
+    r"""Peak memory growth of the process during a ``with`` block, ``peak_mb``.
 
-    CPU: a background thread samples the resident set size (``/proc/self/statm``)
-    every ``interval`` seconds; the result is the highest sample minus the RSS at
-    entry (after asking glibc to return freed heap pages). Tensors allocated before
-    the block (the problem's data) are not counted, and an allocation living shorter
-    than ``interval`` can be missed. Where ``/proc`` is unavailable the growth of
-    ``getrusage`` max RSS is used, a lower bound (it only moves past the earlier
-    process peak); ``method`` says which was used. CUDA devices: the growth of
-    ``torch.cuda.max_memory_allocated``, exact for tensors.
-
-    Example:
-        >>> with PeakMemoryMonitor() as monitor:
-        ...     x = torch.ones(10**7)
-        >>> monitor.peak_mb  # about 38
+    CPU: the highest resident set size sampled every ``interval`` seconds by a
+    thread, minus the RSS at entry (an allocation shorter than ``interval`` can be
+    missed); without ``/proc``, the growth of ``getrusage`` max RSS (a lower bound).
+    CUDA: the growth of ``torch.cuda.max_memory_allocated``. ``method`` says which.
     """
 
     def __init__(
         self, device: torch.device | str | None = None, interval: float = 0.005
     ):
-        self.device = (
-            torch.device(device) if device is not None else torch.device("cpu")
-        )
+        self.device = torch.device("cpu" if device is None else device)
         self.interval = interval
         self.peak_mb = math.nan
         self.method = ""
@@ -115,14 +100,8 @@ def matmul_flops(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> float:
-    r"""Best-of-``repeats`` throughput of ``(rows x inner) @ (inner x cols)`` products,
-    in flop/s.
-
-    Counts ``2 rows inner cols`` floating-point operations per product, measured now on
-    the given dtype and device (after one warm-up product). A step's dominant product
-    (a matrix-vector product for ``cols = 1``, bound by memory bandwidth) or a large
-    compute-bound one.
-    """
+    r"""Best-of-``repeats`` throughput of ``(rows x inner) @ (inner x cols)`` products
+    (``2 rows inner cols`` flops each, after one warm-up product), in flop/s."""
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(rows, inner, generator=generator).to(dtype=dtype, device=device)
     b = torch.randn(inner, cols, generator=generator).to(dtype=dtype, device=device)

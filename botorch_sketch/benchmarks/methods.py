@@ -1,19 +1,9 @@
-r"""Benchmark methods are data: one :class:`BenchmarkMethod` record per name in
-:data:`METHODS` (in the spirit of Ax's ``BenchmarkMethod``): its name, a line of
-description, how to build the run's ask/tell object for a problem, and which problems
-(finite arm sets, boxes) it takes.
+r"""The benchmark methods: one :class:`BenchmarkMethod` per name in :data:`METHODS`.
 
-``method.build(problem, horizon, generator, **options)`` returns an object with
-``ask(max_arms)`` (arm indices of a finite problem, ``b x d`` points of a box; the
-runner passes the evaluations the horizon has left and truncates the batch to them)
-and ``tell(chosen, rewards)``, and optionally ``diagnostics()`` (per-step quantities
-worth plotting): the library loops (:class:`~botorch_sketch.BBKB`, GP-ThreDS) or the
-exact baselines of :mod:`.policies`. Options are ``build``'s keyword arguments.
-
-Example:
-    >>> method = METHODS["exact-ucb"]
-    >>> optimizer = method(problem, 100, torch.Generator(), bayes_radius=2.0)
-    >>> key, value = parse_option("exact-ucb:bayes_radius=2")
+``method(problem, horizon, generator, **options)`` builds a run's ask/tell object
+(:class:`BenchmarkOptimizer`): a library loop (:class:`~botorch_sketch.BBKB`,
+GP-ThreDS) or an exact baseline of :mod:`.policies`. Options are the builder's
+keyword arguments; :class:`PolicyConfig` names a method with its options.
 """
 
 from __future__ import annotations
@@ -58,8 +48,9 @@ from botorch_sketch.utils.validation import check_positive
 
 
 class BenchmarkOptimizer(Protocol):
-    r"""What a :class:`BenchmarkMethod` builds for one run (``diagnostics()``, a
-    dict of floats, is optional)."""
+    r"""What a :class:`BenchmarkMethod` builds for one run: ``ask(max_arms)`` returns
+    arm indices (finite problems) or ``b x d`` points (boxes), ``tell`` takes their
+    rewards; an optional ``diagnostics()`` returns a dict of floats."""
 
     def ask(self, max_arms: int | None = None, /) -> Tensor: ...
 
@@ -130,11 +121,7 @@ class BenchmarkMethod:
         return self.finite if problem.is_finite else self.box
 
     def __call__(
-        self,
-        problem: Problem,
-        horizon: int,
-        generator: torch.Generator,
-        **options: Any,
+        self, problem: Problem, horizon: int, generator: torch.Generator, **options: Any
     ) -> BenchmarkOptimizer:
         r"""The ask/tell object of a fresh run (options checked first)."""
         self.check(options)
@@ -169,11 +156,10 @@ def build_bbkb(
 ) -> BBKB:
     r"""BBKB (:class:`~botorch_sketch.BBKB`) on the problem's fixed kernel.
 
-    ``bayes_radius`` is on the Bayesian scale, ``mu + bayes_radius * sigma`` (as the
-    exact baselines); the loop's ``radius`` (the papers' ``beta~``) is
-    ``bayes_radius * sqrt(lambda)``. ``bayes_radius="theory"`` uses BBKB's Theorem 2
-    value (:class:`~botorch_sketch.TheoryRadius`) with ``rkhs_bound`` and ``delta``
-    (default ``1 / T``).
+    ``bayes_radius`` is on the Bayesian scale (index ``mu + bayes_radius * sigma``,
+    the loop's ``radius = bayes_radius * sqrt(lambda)``), or ``"theory"``: BBKB's
+    Theorem 2 (:class:`~botorch_sketch.TheoryRadius`) with ``rkhs_bound`` and
+    ``delta`` (default ``1 / T``).
 
     Args:
         ratio_threshold: ``C~ >= 1`` of the batch rule (1: BKB).
@@ -204,10 +190,7 @@ def build_bbkb(
     )
     check_finite(problem, "bbkb")
     hp = KernelHyperparameters.from_problem(
-        problem,
-        lengthscale=lengthscale,
-        outputscale=outputscale,
-        noise=noise,
+        problem, lengthscale=lengthscale, outputscale=outputscale, noise=noise
     )
     noise = hp.noise
     if bayes_radius == "theory":
@@ -319,12 +302,8 @@ def parse_option(text: str) -> tuple[str | None, str, object]:
 
 @dataclass(frozen=True)
 class PerHorizon:
-    r"""An option value computed from the horizon ``T``, e.g. ``delta = 1/T``.
-
-    Attributes:
-        function: Maps ``T`` to the value.
-        text: How to print it (e.g. ``"1/T"``).
-    """
+    r"""An option value computed from the horizon ``T`` by ``function``, printed as
+    ``text`` (e.g. ``delta = 1/T``)."""
 
     function: Callable[[int], object]
     text: str

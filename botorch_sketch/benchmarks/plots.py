@@ -1,23 +1,10 @@
 r"""PNG plots of benchmark traces (matplotlib's Agg canvas; no global backend change).
 
-For each problem, :func:`plot_problem` draws one figure per view, a line per policy
-with the mean over seeds and, with several seeds, a shaded band (:func:`seed_band`:
-the seeds' range below five seeds or on a logarithmic axis, else a 95% t-interval
-clipped at 0):
-
-- ``<problem>_regret_ratio.png``: regret ratio ``R_t / R_t(uniform)`` vs ``t``;
-- ``<problem>_cumulative_time.png``: cumulative wall time (selection + update) vs ``t``;
-- ``<problem>_time_per_evaluation.png``: wall time per evaluation (each batch's time
-  spread over its evaluations, averaged over a trailing window) vs ``t``;
-- ``<problem>_batch_size.png``: size of the batch holding evaluation ``t``;
-- ``<problem>_dictionary_size.png``: the ``dictionary_size`` diagnostic vs ``t``
-  (only when some policy reports it);
-- ``<problem>_regret_vs_time.png``: mean cumulative regret vs mean cumulative wall
-  time, both logarithmic (no band: it would be two-dimensional).
-
-Every policy has its own color, line style and markers (placed at staggered steps),
-so lines that coincide, e.g. several policies at batch size 1, stay visible; the
-legend sits outside the axes.
+For each problem, :func:`plot_problem` draws one figure per :data:`VIEWS` entry (regret
+ratio, cumulative time, time per evaluation, batch size, dictionary size against
+``t``), a line per policy with the mean over seeds and a band (:func:`seed_band`),
+and regret against wall time. Each policy has its own color, line style and staggered
+markers, so coinciding lines stay visible.
 """
 
 from __future__ import annotations
@@ -44,19 +31,10 @@ from botorch_sketch.benchmarks.writers import safe_name
 
 @dataclass(frozen=True)
 class View:
-    r"""One plot against ``t``.
+    r"""One plot of a :meth:`RunTrace.curve` against ``t``, saved as
+    ``<problem>_<curve>.png``; ``legend_value`` (``"max"``, ``"last"`` or None) adds
+    that value of the mean curve to each legend entry; ``timed``: a wall time."""
 
-    Attributes:
-        suffix: File name suffix.
-        curve: :meth:`RunTrace.curve` name.
-        ylabel: Y axis label.
-        log_y: Logarithmic y axis.
-        legend_value: ``"max"`` or ``"last"``: add that value of the mean curve to
-            each legend entry (for sizes several policies may share), or None.
-        timed: Whether the curve is a wall time.
-    """
-
-    suffix: str
     curve: str
     ylabel: str
     log_y: bool = False
@@ -65,23 +43,16 @@ class View:
 
 
 VIEWS = (
-    View("regret_ratio", "regret_ratio", "regret ratio R_t / R_t(uniform)"),
+    View("regret_ratio", "regret ratio R_t / R_t(uniform)"),
+    View("cumulative_time", "cumulative wall time [s]", log_y=True, timed=True),
     View(
-        "cumulative_time",
-        "cumulative_time",
-        "cumulative wall time [s]",
-        log_y=True,
-        timed=True,
-    ),
-    View(
-        "time_per_evaluation",
         "time_per_evaluation",
         "wall time per evaluation [s]\n(batch time / batch size, trailing mean)",
         log_y=True,
         timed=True,
     ),
-    View("batch_size", "batch_size", "batch size", True, "max"),
-    View("dictionary_size", "dictionary_size", "dictionary size", False, "last"),
+    View("batch_size", "batch size", log_y=True, legend_value="max"),
+    View("dictionary_size", "dictionary size", legend_value="last"),
 )
 
 _LINE_STYLES = ("-", "--", "-.", ":")
@@ -226,7 +197,7 @@ def plot_problem(
                 figure,
                 axes,
                 title,
-                output_dir / f"{prefix}_{view.suffix}.png",
+                output_dir / f"{prefix}_{view.curve}.png",
                 machine if view.timed else None,
             )
         )

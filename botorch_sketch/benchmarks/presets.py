@@ -1,33 +1,11 @@
 r"""Named benchmark presets: the built-in comparison and the papers' setups.
 
-Each :class:`Preset` lists problem specs (:func:`~.problems.make_problem`), policies
-with their options, the horizon ``T`` and the seeds, plus a *smoke* variant (reduced
-``T``, one seed, smaller problems and cheaper policy options) that runs in seconds for
-CI. Presets:
-
-- ``default``: BBKB vs BKB vs exact GP-UCB vs uniform on Rosenbrock-8 (negated,
-  rescaled to ``[0, 1]``, lengthscale ``0.5 sqrt(8)`` on the unit cube) over 20,000
-  seeded random arms, ``T = 2000``, 2 seeds (at ``T = 400`` the dictionary still
-  holds ~40% of the pulls and the exact method's ``O(A t)`` step is as cheap). All
-  GP policies share the model noise
-  (ridge) ``lambda = 1`` (BBKB's regime: with ``lambda = noise_std^2 = 1e-4`` the
-  dictionary keeps every pulled arm and batches stay at one point) and the constant
-  radius 1 on the Bayesian scale (``bayes_radius = 1``: index ``mu + sigma``).
-- ``bbkb-abalone`` / ``bbkb-cadata``: Calandriello et al. (ICML 2020), Appendix D:
-  regression datasets as arm sets, Gaussian kernel bandwidth 17.5 / 12.5 (taken as
-  the RBF lengthscale on standardized features), ``F = 1``, ``delta = 1/T``,
-  ``qbar = 2``, ``T = 10^4``, reward noise std 0.01, ``lambda = 1``. BBKB and BKB use
-  the theory radius (Theorem 2, ``bayes_radius="theory"``); ``bbkb-const`` is BBKB
-  with the constant radius the exact baselines use. They need ``data_dir``.
-- ``threds-branin`` / ``threds-rosenbrock``: Salgia et al. (NeurIPS 2021): GP-ThreDS
-  vs IGP-UCB on the rescaled 2-d functions, noise variance 0.01, ``T = 1000``,
-  10 seeds (the policies read the paper's per-problem settings from the problem name).
-  IGP-UCB with ``O(A t)`` incremental updates (``igp-ucb-incremental``).
-- ``sgpts-hartmann6``: Vakili et al. (NeurIPS 2021): Hartmann-6, noise variance 0.5,
-  250 initial points then 40 batches of 100 (``T = 4250``), ``m = 100`` inducing
-  points, ``M = 1000`` random features.
-
-Policy option names follow the methods' builders (checked when a run starts).
+``default``: BBKB vs BKB vs exact GP-UCB vs uniform on Rosenbrock-8 over 20,000 arms,
+with the model noise (ridge) ``lambda = 1`` and the constant radius 1 on the Bayesian
+scale for every GP policy. ``bbkb-abalone`` / ``bbkb-cadata``: Calandriello et al.
+(ICML 2020), Appendix D. ``threds-branin`` / ``threds-rosenbrock``: Salgia et al.
+(NeurIPS 2021). ``sgpts-hartmann6``: Vakili et al. (NeurIPS 2021). Each has a *smoke*
+variant (small ``T``, one seed, smaller problems) that runs in seconds.
 """
 
 from __future__ import annotations
@@ -42,21 +20,9 @@ ONE_OVER_T = PerHorizon(lambda horizon: 1.0 / horizon, "1/T")
 
 @dataclass(frozen=True)
 class Preset:
-    r"""A reproducible benchmark configuration.
-
-    Attributes:
-        name: Preset name.
-        description: One line for ``--list``.
-        problems: Problem specs.
-        policies: Policies with their options.
-        horizon: Evaluations per run.
-        seeds: Run seeds.
-        smoke_horizon: ``T`` of the smoke variant.
-        smoke_problem_settings: Problem settings applied in the smoke variant
-            (e.g. fewer arms).
-        smoke_options: Extra policy options of the smoke variant, by policy label.
-        needs_data: Whether the problems read CSV files from ``data_dir``.
-    """
+    r"""A reproducible benchmark configuration: problem specs, policies, horizon and
+    seeds, and the smoke variant's horizon, problem settings (e.g. fewer arms) and
+    extra policy options (by label); ``description`` is its ``--list`` line."""
 
     name: str
     description: str
@@ -143,11 +109,7 @@ def _threds_paper(function: str) -> Preset:
     )
 
 
-_SGPTS_OPTIONS = {
-    "batch_size": 100,
-    "num_initial": 250,
-    "num_features": 1000,
-}
+_SGPTS_OPTIONS = {"batch_size": 100, "num_initial": 250, "num_features": 1000}
 _SGPTS_SMOKE = {
     "batch_size": 10,
     "num_initial": 10,

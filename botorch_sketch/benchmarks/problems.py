@@ -1,23 +1,7 @@
-r"""Benchmark problems: BoTorch test functions, regression datasets, paper setups.
-
-All problems are *maximization* problems (:class:`Problem`):
-
-- :func:`make_synthetic_problem`: a ``botorch.test_functions`` function, negated when it
-  is a minimization problem, on the unit cube ``[0, 1]^d`` (mapped affinely to the
-  function's native box), either on a seeded random finite arm set or on the box.
-  By default values are rescaled affinely to ``[0, 1]`` (over the arms, or over the box
-  with its known optimum and a Monte Carlo minimum) so that one noise level and kernel
-  scale fit every function.
-- :func:`make_dataset_problem`: a regression CSV, one arm per row, standardized
-  features, target rescaled to ``[0, 1]``, Gaussian noise (std 0.01 by default, as in
-  Calandriello et al., ICML 2020).
-- :func:`make_threds_problem`: GP-ThreDS's rescaled Branin / Rosenbrock on ``[0, 1]^2``
-  (Salgia et al., NeurIPS 2021), noise variance 0.01.
-- :func:`make_sgpts_hartmann6`: S-GP-TS's Hartmann-6 (Vakili et al., NeurIPS 2021),
-  noise variance 0.5.
-
-:func:`make_problem` builds any of them from a short text spec such as
-``"levy:dim=8:arms=20000"`` (used by the CLI and the presets).
+r"""Benchmark problems (maximization): BoTorch test functions on ``[0, 1]^d``, on a
+seeded arm set or the box; regression datasets (one arm per row); the GP-ThreDS and
+S-GP-TS papers' setups. :func:`make_problem` builds any of them from a text spec such
+as ``"levy:dim=8:arms=20000"``.
 """
 
 from __future__ import annotations
@@ -72,9 +56,7 @@ class Problem:
 
     def uniform_points(self, num: int, generator: torch.Generator) -> Tensor:
         r"""``num x d`` uniform points in ``bounds`` (drawn on the CPU, then moved)."""
-        unit = torch.rand(num, self.dim, generator=generator).to(self.bounds)
-        low, high = self.bounds
-        return low + unit * (high - low)
+        return _uniform(num, self.bounds, generator)
 
     def uniform_choices(self, num: int, generator: torch.Generator) -> Tensor:
         r"""``num`` uniformly random choices: arm indices (a LongTensor on the arms'
@@ -87,29 +69,12 @@ class Problem:
 
 #: Lower-case names accepted by :func:`make_synthetic_problem`.
 SYNTHETIC_FUNCTIONS: dict[str, type[SyntheticTestFunction]] = {
-    cls.__name__.lower(): cls
-    for cls in (
-        synthetic.Ackley,
-        synthetic.Beale,
-        synthetic.Branin,
-        synthetic.Bukin,
-        synthetic.Cosine8,
-        synthetic.DixonPrice,
-        synthetic.DropWave,
-        synthetic.EggHolder,
-        synthetic.Griewank,
-        synthetic.Hartmann,
-        synthetic.HolderTable,
-        synthetic.Levy,
-        synthetic.Michalewicz,
-        synthetic.Powell,
-        synthetic.Rastrigin,
-        synthetic.Rosenbrock,
-        synthetic.Shekel,
-        synthetic.SixHumpCamel,
-        synthetic.StyblinskiTang,
-        synthetic.ThreeHumpCamel,
-    )
+    name.lower(): getattr(synthetic, name)
+    for name in (
+        "Ackley Beale Branin Bukin Cosine8 DixonPrice DropWave EggHolder Griewank "
+        "Hartmann HolderTable Levy Michalewicz Powell Rastrigin Rosenbrock Shekel "
+        "SixHumpCamel StyblinskiTang ThreeHumpCamel"
+    ).split()
 }
 
 #: Dataset names resolved to ``<data_dir>/<name>.csv`` by :func:`make_problem`.
@@ -121,67 +86,54 @@ PAPER_PROBLEMS = ("threds_branin", "threds_rosenbrock", "sgpts_hartmann6")
 _MC_SAMPLES = 2**14
 
 
-def _generator(seed: int) -> torch.Generator:
+def _seeded(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(seed))
 
 
-def _unit_cube(dim: int, dtype: torch.dtype, device: torch.device | None) -> Tensor:
-    bounds = torch.zeros(2, dim, dtype=dtype, device=device)
-    bounds[1] = 1.0
-    return bounds
+def _unit_cube(
+    dim: int, dtype: torch.dtype, device: torch.device | str | None
+) -> Tensor:
+    return torch.stack([torch.zeros(dim), torch.ones(dim)]).to(device, dtype)
 
 
-def _uniform(num: int, bounds: Tensor, seed: int, *, offset: int = 0) -> Tensor:
-    r"""``num`` seeded uniform points in ``bounds`` (drawn on the CPU, then moved)."""
-    unit = torch.rand(num, bounds.shape[-1], generator=_generator(seed + offset))
-    unit = unit.to(bounds)
+def _uniform(num: int, bounds: Tensor, generator: torch.Generator) -> Tensor:
+    r"""``num`` uniform points in ``bounds`` (drawn on the CPU, then moved)."""
+    unit = torch.rand(num, bounds.shape[-1], generator=generator).to(bounds)
     return bounds[0] + unit * (bounds[1] - bounds[0])
 
 
-def _suggest_noise(hyperparameters: dict[str, float], value: float | None) -> None:
-    r"""Record a suggested model noise variance (None: policies use noise_std^2)."""
-    if value is not None:
-        hyperparameters["noise"] = check_positive(value, "noise")
+def _arms(num_arms: int | None, bounds: Tensor, seed: int) -> Tensor | None:
+    r"""``num_arms`` seeded uniform arms in ``bounds`` (None: the box problem)."""
+    if num_arms is None:
+        return None
+    check_int(num_arms, "num_arms", 1)
+    return _uniform(num_arms, bounds, _seeded(seed))
 
 
-def _check_count(value: int | None, name: str) -> None:
-    if value is not None:
-        check_int(value, name, 1)
-
-
-def _finalize(
-    *,
+def _problem(
     name: str,
     bounds: Tensor,
     objective: Callable[[Tensor], Tensor],
     noise_std: float,
     box_optimum: float | None,
-    num_arms: int | None,
-    seed: int,
+    arms: Tensor | None,
     hyperparameters: dict[str, float],
+    noise: float | None = None,
 ) -> Problem:
-    r"""Build the finite (``num_arms`` seeded uniform arms) or box version."""
-    if num_arms is None:
-        if box_optimum is None:
-            raise ValueError(
-                f"`{name}` has no known optimum on the box; pass `num_arms`."
-            )
-        return Problem(
-            name=name,
-            bounds=bounds,
-            objective=objective,
-            noise_std=noise_std,
-            optimum=float(box_optimum),
-            hyperparameters=hyperparameters,
-        )
-    arms = _uniform(num_arms, bounds, seed)
-    values = objective(arms)
+    r"""The problem on ``arms`` (optimum: the best arm's value) or, for None, on the
+    box (optimum ``box_optimum``); ``noise``: a suggested model noise variance (None:
+    policies use ``noise_std^2``)."""
+    if noise is not None:
+        hyperparameters["noise"] = check_positive(noise, "noise")
+    if arms is None and box_optimum is None:
+        raise ValueError(f"`{name}` has no known optimum on the box; pass num_arms.")
+    values = None if arms is None else objective(arms)
     return Problem(
         name=name,
         bounds=bounds,
         objective=objective,
         noise_std=noise_std,
-        optimum=float(values.max()),
+        optimum=float(box_optimum if values is None else values.max()),
         arms=arms,
         arm_values=values,
         hyperparameters=hyperparameters,
@@ -189,11 +141,9 @@ def _finalize(
 
 
 def _on_unit_cube(test_function: SyntheticTestFunction) -> Callable[[Tensor], Tensor]:
-    r"""``x in [0, 1]^d -> f(lb + x (ub - lb))``, noiseless and with ``negate``.
-
-    Points are clamped to the native box first, so points within rounding error of
-    the unit cube (which the runner accepts) do not fail BoTorch's bounds check.
-    """
+    r"""``x in [0, 1]^d -> f(lb + x (ub - lb))``, noiseless and with ``negate``
+    (clamped to the native box, so points within rounding error of the unit cube
+    pass BoTorch's bounds check)."""
     native = test_function.bounds
 
     def objective(X: Tensor) -> Tensor:
@@ -219,39 +169,30 @@ def make_synthetic_problem(
     device: torch.device | str | None = None,
     name: str | None = None,
 ) -> Problem:
-    r"""A BoTorch test function as a maximization problem on ``[0, 1]^d``.
+    r"""A BoTorch test function (negated if it is minimized) on ``[0, 1]^d``.
 
-    Points ``x`` in the unit cube map to ``lb + x (ub - lb)`` in the function's native
-    box. With ``rescale``, values ``v`` become ``(v - lo) / (hi - lo)`` where
-    ``[lo, hi]`` is the range over the arms (finite) or ``[MC minimum, optimum]``
-    over the box, so arm values lie in ``[0, 1]``.
+    Points ``x`` map to ``lb + x (ub - lb)`` in the function's native box. With
+    ``rescale``, values ``v`` become ``(v - lo) / (hi - lo)``, ``[lo, hi]`` being the
+    range over the arms, or ``[Monte Carlo minimum, optimum]`` over the box.
 
     Args:
         function: A key of :data:`SYNTHETIC_FUNCTIONS` (e.g. ``"levy"``).
-        dim: Input dimension for functions of any dimension (default: the
-            function's own default).
+        dim: Input dimension for functions of any dimension (default: theirs).
         num_arms: Size ``A`` of a seeded uniform arm set; None for the box.
         noise_std: Reward noise standard deviation (on the rescaled scale).
         rescale: Rescale values to ``[0, 1]`` (see above).
-        lengthscale: Suggested RBF lengthscale (unit-cube coordinates); default
-            ``0.5 sqrt(d)``.
+        lengthscale: Suggested RBF lengthscale; default ``0.5 sqrt(d)``.
         outputscale: Suggested kernel variance; default 1 when rescaled, else the
             empirical variance of the values.
-        noise: Suggested model noise variance (the ridge ``lambda``) shared
-            by the GP policies; default (None) ``noise_std ** 2``.
+        noise: Suggested model noise variance (the ridge ``lambda``) of the GP
+            policies; default (None) ``noise_std ** 2``.
         seed: Seed of the arm set (and of the Monte Carlo range estimate).
         dtype: Floating dtype of all tensors.
         device: Device of all tensors.
         name: Name in tables; default e.g. ``"levy8_20000"``.
 
     Returns:
-        The problem (``hyperparameters`` holds the suggested ``lengthscale`` and
-        ``outputscale``).
-
-    Example:
-        >>> problem = make_synthetic_problem("levy", dim=8, num_arms=20_000)
-        >>> problem.arms.shape
-        torch.Size([20000, 8])
+        The problem.
     """
     key = function.lower()
     if key not in SYNTHETIC_FUNCTIONS:
@@ -259,32 +200,32 @@ def make_synthetic_problem(
             f"`function` must be one of {sorted(SYNTHETIC_FUNCTIONS)}, "
             f"got {function!r}."
         )
-    _check_count(num_arms, "num_arms")
-    _check_count(dim, "dim")
+    if dim is not None:
+        check_int(dim, "dim", 1)
     check_positive(noise_std, "noise_std")
     cls = SYNTHETIC_FUNCTIONS[key]
     kwargs: dict[str, object] = {"negate": cls._is_minimization_by_default}
     if dim is not None:
-        if "dim" not in inspect.signature(cls.__init__).parameters:
-            if dim != cls.dim:
-                raise ValueError(f"`{function}` is {cls.dim}-dimensional, got {dim=}.")
-        else:
+        if "dim" in inspect.signature(cls.__init__).parameters:
             kwargs["dim"] = dim
+        elif dim != cls.dim:
+            raise ValueError(f"`{function}` is {cls.dim}-dimensional, got {dim=}.")
     test_function = cls(**kwargs).to(dtype=dtype, device=device)
     d = test_function.bounds.shape[-1]
     bounds = _unit_cube(d, dtype, test_function.bounds.device)
+    arms = _arms(num_arms, bounds, seed)
     raw = _on_unit_cube(test_function)
-
     try:
         box_optimum: float | None = float(test_function.optimal_value)
     except (NotImplementedError, TypeError):
         box_optimum = None
-    if num_arms is not None:
-        sample = raw(_uniform(num_arms, bounds, seed))
+    if arms is not None:
+        sample = raw(arms)
+        high = float(sample.max())
     else:
-        sample = raw(_uniform(_MC_SAMPLES, bounds, seed, offset=1))
+        sample = raw(_uniform(_MC_SAMPLES, bounds, _seeded(seed + 1)))
+        high = box_optimum
     low = float(sample.min())
-    high = float(sample.max()) if num_arms is not None else box_optimum
     if rescale and high is None:
         raise ValueError(
             f"`{function}` has no known optimum on the box; pass num_arms."
@@ -301,23 +242,15 @@ def make_synthetic_problem(
     else:
         objective = raw
         default_outputscale = float(sample.var())
+    if name is None:
+        stem = key if key.endswith(str(d)) else f"{key}{d}"
+        name = stem + ("" if num_arms is None else f"_{num_arms}")
     hyperparameters = {
         "lengthscale": 0.5 * math.sqrt(d) if lengthscale is None else lengthscale,
         "outputscale": default_outputscale if outputscale is None else outputscale,
     }
-    _suggest_noise(hyperparameters, noise)
-    if name is None:
-        stem = key if key.endswith(str(d)) else f"{key}{d}"
-        name = stem + ("" if num_arms is None else f"_{num_arms}")
-    return _finalize(
-        name=name,
-        bounds=bounds,
-        objective=objective,
-        noise_std=noise_std,
-        box_optimum=box_optimum,
-        num_arms=num_arms,
-        seed=seed,
-        hyperparameters=hyperparameters,
+    return _problem(
+        name, bounds, objective, noise_std, box_optimum, arms, hyperparameters, noise
     )
 
 
@@ -375,10 +308,9 @@ def make_dataset_problem(
 ) -> Problem:
     r"""A regression dataset as a finite bandit (Calandriello et al., ICML 2020).
 
-    Each row is an arm. Features are standardized (zero mean, unit standard
-    deviation per column; constant columns become 0) and the target is rescaled to
-    ``[0, 1]``, so arm values lie in ``[0, 1]``; rewards add ``N(0, noise_std^2)``.
-    ``objective`` maps points to the value of the nearest arm.
+    Each row is an arm: standardized features (constant columns become 0), the
+    target rescaled to ``[0, 1]``; ``objective`` maps points to the nearest arm's
+    value.
 
     Args:
         path: CSV file (numbers only, optional header row).
@@ -386,8 +318,7 @@ def make_dataset_problem(
         noise_std: Reward noise standard deviation.
         lengthscale: Suggested RBF lengthscale; default ``sqrt(d)``.
         outputscale: Suggested kernel variance.
-        noise: Suggested model noise variance (see
-            :func:`make_synthetic_problem`).
+        noise: Suggested model noise variance (default ``noise_std ** 2``).
         max_rows: Keep a seeded random subset of this many rows (None: all).
         seed: Seed of that subset.
         dtype: Floating dtype of all tensors.
@@ -396,16 +327,14 @@ def make_dataset_problem(
 
     Returns:
         The problem.
-
-    Example:
-        >>> problem = make_dataset_problem("cadata.csv", lengthscale=3.0)
     """
     check_positive(noise_std, "noise_std")
     check_positive(outputscale, "outputscale")
-    _check_count(max_rows, "max_rows")
+    if max_rows is not None:
+        check_int(max_rows, "max_rows", 1)
     features, values = load_csv(path, target)
     if max_rows is not None and max_rows < features.shape[0]:
-        keep = torch.randperm(features.shape[0], generator=_generator(seed))[:max_rows]
+        keep = torch.randperm(features.shape[0], generator=_seeded(seed))[:max_rows]
         features, values = features[keep], values[keep]
     spread = values.max() - values.min()
     if not spread > 0:
@@ -429,7 +358,8 @@ def make_dataset_problem(
         "lengthscale": math.sqrt(d) if lengthscale is None else lengthscale,
         "outputscale": outputscale,
     }
-    _suggest_noise(hyperparameters, noise)
+    if noise is not None:
+        hyperparameters["noise"] = check_positive(noise, "noise")
     return Problem(
         name=Path(path).stem if name is None else name,
         bounds=bounds,
@@ -472,40 +402,25 @@ def make_threds_problem(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> Problem:
-    r"""GP-ThreDS's benchmark (Salgia et al., NeurIPS 2021, experiments).
-
-    Branin or Rosenbrock rescaled to ``[0, 1]^2`` (exact formulas of the spec),
-    reward noise variance 0.01, SE kernel lengthscale 0.2, outputscale 1.
-
-    Args:
-        function: ``"branin"`` or ``"rosenbrock"``.
-        num_arms: Seeded uniform arm set size, or None for the box (the paper's).
-        seed: Seed of the arm set.
-        dtype: Floating dtype.
-        device: Device.
-
-    Returns:
-        The problem, named ``"threds_<function>"``.
-    """
+    r"""GP-ThreDS's ``"branin"`` or ``"rosenbrock"`` (Salgia et al., NeurIPS 2021),
+    ``threds_<function>``: rescaled to ``[0, 1]^2``, reward noise variance 0.01, SE
+    kernel lengthscale 0.2 and outputscale 1; on the box (the paper's) or on
+    ``num_arms`` arms drawn with ``seed``."""
     if function not in _THREDS:
         raise ValueError(
             f"`function` must be 'branin' or 'rosenbrock', got {function!r}."
         )
-    _check_count(num_arms, "num_arms")
     objective, optimum = _THREDS[function]
-    return _finalize(
-        name=f"threds_{function}",
-        bounds=_unit_cube(2, dtype, torch.device(device) if device else None),
-        objective=objective,
-        noise_std=0.1,
-        box_optimum=optimum,
-        num_arms=num_arms,
-        seed=seed,
-        hyperparameters={
-            "lengthscale": 0.2,
-            "outputscale": 1.0,
-            "noise": 0.01,
-        },
+    bounds = _unit_cube(2, dtype, device)
+    return _problem(
+        f"threds_{function}",
+        bounds,
+        objective,
+        0.1,
+        optimum,
+        _arms(num_arms, bounds, seed),
+        {"lengthscale": 0.2, "outputscale": 1.0},
+        noise=0.01,
     )
 
 
@@ -516,38 +431,23 @@ def make_sgpts_hartmann6(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> Problem:
-    r"""S-GP-TS's Hartmann-6 (Vakili et al., NeurIPS 2021, experiments).
-
-    Negated Hartmann-6 on ``[0, 1]^6`` (max 3.32237), noise variance 0.5, SE kernel
-    with lengthscale 0.2 and variance ``Var(f)`` over a seeded uniform sample.
-
-    Args:
-        num_arms: Seeded uniform arm set size, or None for the box (the paper's).
-        seed: Seed of the arm set and of the variance estimate.
-        dtype: Floating dtype.
-        device: Device.
-
-    Returns:
-        The problem, named ``"sgpts_hartmann6"``.
-    """
-    _check_count(num_arms, "num_arms")
+    r"""S-GP-TS's Hartmann-6 (Vakili et al., NeurIPS 2021), ``sgpts_hartmann6``:
+    negated, on ``[0, 1]^6`` (max 3.32237), noise variance 0.5, SE kernel with
+    lengthscale 0.2 and variance ``Var(f)`` over a sample drawn with ``seed``; on the
+    box (the paper's) or on ``num_arms`` arms drawn with ``seed``."""
     hartmann = synthetic.Hartmann(dim=6, negate=True).to(dtype=dtype, device=device)
-    bounds = _unit_cube(6, dtype, torch.device(device) if device else None)
+    bounds = _unit_cube(6, dtype, device)
     objective = _on_unit_cube(hartmann)
-    sample = objective(_uniform(_MC_SAMPLES, bounds, seed, offset=1))
-    return _finalize(
-        name="sgpts_hartmann6",
-        bounds=bounds,
-        objective=objective,
-        noise_std=math.sqrt(0.5),
-        box_optimum=float(hartmann.optimal_value),
-        num_arms=num_arms,
-        seed=seed,
-        hyperparameters={
-            "lengthscale": 0.2,
-            "outputscale": float(sample.var()),
-            "noise": 0.5,
-        },
+    sample = objective(_uniform(_MC_SAMPLES, bounds, _seeded(seed + 1)))
+    return _problem(
+        "sgpts_hartmann6",
+        bounds,
+        objective,
+        math.sqrt(0.5),
+        float(hartmann.optimal_value),
+        _arms(num_arms, bounds, seed),
+        {"lengthscale": 0.2, "outputscale": float(sample.var())},
+        noise=0.5,
     )
 
 
@@ -577,9 +477,9 @@ def _parse_bool(text: str, name: str) -> bool:
 def parse_problem_spec(spec: str) -> tuple[str, dict[str, object]]:
     r"""Split ``"name:key=value:..."`` into the name and typed settings.
 
-    Keys: ``dim``, ``arms`` (``0`` or ``none`` for the box), ``noise_std``,
-    ``lengthscale``, ``outputscale``, ``noise`` (suggested model noise),
-    ``rescale``, ``seed``, ``target``, ``rows``.
+    Keys: ``dim``, ``arms`` (``0`` or ``none``: the box), ``noise_std``,
+    ``lengthscale``, ``outputscale``, ``noise`` (suggested model noise), ``rescale``,
+    ``seed``, ``target``, ``rows``.
     """
     name, *parts = spec.split(":")
     if not name:
@@ -614,10 +514,9 @@ def make_problem(
 ) -> Problem:
     r"""Build a problem from a spec string (see :func:`parse_problem_spec`).
 
-    Names: a key of :data:`SYNTHETIC_FUNCTIONS` (finite when ``arms`` is given;
-    a trailing number sets the dimension, e.g. ``hartmann6``),
-    ``abalone`` / ``cadata`` (read from ``data_dir``), any path ending in ``.csv``,
-    ``threds_branin``, ``threds_rosenbrock``, ``sgpts_hartmann6``.
+    Names: a key of :data:`SYNTHETIC_FUNCTIONS` (a trailing number sets the
+    dimension, e.g. ``hartmann6``), ``abalone`` / ``cadata`` (read from ``data_dir``),
+    a path ending in ``.csv``, or one of :data:`PAPER_PROBLEMS`.
 
     Args:
         spec: E.g. ``"levy:dim=8:arms=20000"`` or ``"cadata:lengthscale=12.5"``.
@@ -625,26 +524,21 @@ def make_problem(
         dtype: Floating dtype.
         device: Device.
         overrides: Settings applied on top of the spec (same keys).
-
-    Returns:
-        The problem.
-
-    Example:
-        >>> make_problem("threds_branin").optimum
-        1.0473...
     """
     name, settings = parse_problem_spec(spec)
     unknown = set(overrides) - set(_SPEC_KEYS)
     if unknown:
         raise ValueError(f"Unknown problem settings {sorted(unknown)}.")
     settings.update(overrides)
-    common = {"dtype": dtype, "device": device}
 
-    def take(*allowed: str) -> dict[str, object]:
-        extra = set(settings) - set(allowed)
+    def take(allowed: str) -> dict[str, object]:
+        r"""The builder's keyword arguments, if every setting is ``allowed``."""
+        extra = set(settings) - set(allowed.split())
         if extra:
             raise ValueError(f"Problem {name!r} does not accept {sorted(extra)}.")
-        return settings
+        renames = {"arms": "num_arms", "rows": "max_rows"}
+        arguments = {renames.get(key, key): value for key, value in settings.items()}
+        return arguments | {"dtype": dtype, "device": device}
 
     stem = name.lower().rstrip("0123456789")
     if name.lower() not in SYNTHETIC_FUNCTIONS and stem in SYNTHETIC_FUNCTIONS:
@@ -652,17 +546,8 @@ def make_problem(
         settings.setdefault("dim", int(name[len(stem) :]))
         name = stem
     if name.lower() in SYNTHETIC_FUNCTIONS:
-        s = take(
-            "dim",
-            "arms",
-            "noise_std",
-            "lengthscale",
-            "outputscale",
-            "noise",
-            "rescale",
-            "seed",
-        )
-        return make_synthetic_problem(name, num_arms=s.pop("arms", None), **s, **common)
+        keys = "dim arms noise_std lengthscale outputscale noise rescale seed"
+        return make_synthetic_problem(name, **take(keys))
     if name in KNOWN_DATASETS or name.endswith(".csv"):
         path = Path(name)
         if name in KNOWN_DATASETS:
@@ -673,30 +558,14 @@ def make_problem(
             path = Path(data_dir) / f"{name}.csv"
         if not path.is_file():
             raise ValueError(f"Dataset file {str(path)!r} not found.")
-        s = take(
-            "noise_std",
-            "lengthscale",
-            "outputscale",
-            "noise",
-            "target",
-            "rows",
-            "seed",
-        )
+        keys = "noise_std lengthscale outputscale noise target rows seed"
         return make_dataset_problem(
-            path,
-            max_rows=s.pop("rows", None),
-            name=name if name in KNOWN_DATASETS else None,
-            **s,
-            **common,
+            path, name=name if name in KNOWN_DATASETS else None, **take(keys)
         )
     if name in ("threds_branin", "threds_rosenbrock"):
-        s = take("arms", "seed")
-        return make_threds_problem(
-            name.removeprefix("threds_"), num_arms=s.pop("arms", None), **s, **common
-        )
+        return make_threds_problem(name.removeprefix("threds_"), **take("arms seed"))
     if name == "sgpts_hartmann6":
-        s = take("arms", "seed")
-        return make_sgpts_hartmann6(num_arms=s.pop("arms", None), **s, **common)
+        return make_sgpts_hartmann6(**take("arms seed"))
     raise ValueError(
         f"Unknown problem {name!r}: use one of {sorted(SYNTHETIC_FUNCTIONS)}, "
         f"{list(KNOWN_DATASETS)}, a .csv path, or {list(PAPER_PROBLEMS)}."

@@ -1,31 +1,11 @@
-r"""Benchmark results: per-run traces, their curves, seed aggregation, summaries.
-
-A :class:`RunTrace` stores what one run of one policy produced, per evaluation
-``t = 1..T``: the noiseless value of the evaluated point, the time spent in ``ask()``
-(selection; booked at the batch's first evaluation) and ``tell()`` (model update; booked
-at the batch's last evaluation), the batch each evaluation belongs to, and the
-policy's diagnostics after each batch. Derived curves:
-
-- cumulative regret ``R_t = sum_{s<=t} (f* - f(x_s))``;
-- regret ratio ``R_t / (t r_unif)`` (Calandriello et al., ICML 2020), with ``r_unif``
-  the expected per-step regret of uniform sampling (:func:`expected_uniform_regret`);
-- simple regret ``f* - max_{s<=t} f(x_s)`` (best point evaluated so far);
-- cumulative selection / update / total wall time (the total includes the policy's
-  ``reset``), batch size, diagnostics.
-
-Across seeds, curves and final values are summarized by their mean and a band
-(:func:`seed_band`): the range ``[min, max]`` of the seeds when there are fewer than
-:data:`MIN_SEEDS_FOR_INTERVAL`, else a Student-t 95% interval clipped at the
-quantity's lower bound (0 for regrets, times, sizes and memory); one seed has no band.
-Output files are written by :mod:`~botorch_sketch.benchmarks.writers`, memory and
-throughput measured by :mod:`~botorch_sketch.benchmarks.measurement`.
-"""
+r"""Benchmark results: per-run traces (:class:`RunTrace`), their curves, seed bands
+(:func:`seed_band`) and summaries (:func:`summarize`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
@@ -67,39 +47,25 @@ _SUMMARY_KEYS = (
 )
 
 #: Curves, final values and diagnostics that cannot be negative (bands stop at 0).
-NONNEGATIVE = frozenset(
-    {
-        *CURVES,
-        *_SUMMARY_KEYS,
-        "dictionary_size",
-        "dictionary_churn",
-        "gflop",
-        "num_inducing",
-        "reselections",
-        "grid_points",
-        "num_cubes",
-        "epoch",
-        "cube_level",
-    }
-)
+NONNEGATIVE = frozenset(CURVES + _SUMMARY_KEYS) | {
+    "dictionary_size",
+    "dictionary_churn",
+    "gflop",
+    "num_inducing",
+    "reselections",
+    "grid_points",
+    "num_cubes",
+    "epoch",
+    "cube_level",
+}
 
 
 def expected_uniform_regret(
     problem: Problem, num_samples: int = 2**16, seed: int = 0
 ) -> float:
-    r"""Expected per-step regret of uniform sampling.
-
-    Finite problems: the closed form ``f* - mean(arm_values)``. Box problems: a Monte
-    Carlo estimate ``f* - mean f(U)`` over ``num_samples`` seeded uniform points.
-
-    Args:
-        problem: The problem.
-        num_samples: Monte Carlo sample size (box problems).
-        seed: Monte Carlo seed (box problems).
-
-    Returns:
-        The expected regret per evaluation (positive unless ``f`` is constant).
-    """
+    r"""Expected per-step regret of uniform sampling: ``f* - mean(arm_values)``, or
+    on a box ``f* - mean f(U)`` over ``num_samples`` uniform points drawn with
+    ``seed``."""
     if problem.is_finite:
         return problem.optimum - float(problem.arm_values.double().mean())
     points = problem.uniform_points(num_samples, torch.Generator().manual_seed(seed))
@@ -109,6 +75,10 @@ def expected_uniform_regret(
 @dataclass
 class RunTrace:
     r"""Everything one run recorded, per evaluation (arrays of length ``T``).
+
+    Curves (:meth:`curve`): cumulative regret ``R_t``, regret ratio
+    ``R_t / (t r_unif)`` (Calandriello et al., ICML 2020), simple regret, cumulative
+    selection / update / total time, time per evaluation, batch size, diagnostics.
 
     Attributes:
         problem: Problem name.
@@ -121,17 +91,15 @@ class RunTrace:
         tell_seconds: Update time, booked at the last evaluation of each batch.
         batch_index: Index (from 0) of the batch holding each evaluation.
         diagnostics: Other per-evaluation records: the policy's diagnostics after
-            the batch holding each evaluation (NaN where the policy did not report
-            the key), or a benchmark's own (the simulated cluster's
-            ``simulated_time`` and ``busy_worker_time`` at each completion).
+            the batch holding each evaluation (NaN where not reported), or a
+            benchmark's own (e.g. the simulated cluster's ``simulated_time``).
         setup_seconds: Time of ``policy.reset`` (counted in the total time).
         peak_memory_mb: Peak memory growth during the run.
         memory_method: How it was measured (:class:`PeakMemoryMonitor`).
         environment: Where it ran, e.g. ``{"torch_threads": 1, "matmul_gflops":
-            33.0}`` (times depend on it).
-        metadata: Per-run numbers a benchmark records beside these, e.g. the
-            simulated cluster's ``workers``, ``num_asks`` and ``last_start``
-            (:mod:`~botorch_sketch.benchmarks.cluster.report`).
+            33.0}``.
+        metadata: Per-run numbers a benchmark records beside these (e.g. the
+            simulated cluster's ``workers``).
     """
 
     problem: str
@@ -195,25 +163,11 @@ class RunTrace:
 
     def to_dict(self) -> dict[str, object]:
         r"""Every field as strict-JSON values (arrays as lists, NaN as None)."""
-        return {
-            "problem": self.problem,
-            "policy": self.policy,
-            "seed": self.seed,
-            "optimum": self.optimum,
-            "uniform_regret": self.uniform_regret,
-            "values": finite_list(self.values),
-            "ask_seconds": self.ask_seconds.tolist(),
-            "tell_seconds": self.tell_seconds.tolist(),
-            "batch_index": self.batch_index.tolist(),
-            "diagnostics": {
-                key: finite_list(values) for key, values in self.diagnostics.items()
-            },
-            "setup_seconds": self.setup_seconds,
-            "peak_memory_mb": json_safe(self.peak_memory_mb),
-            "memory_method": self.memory_method,
-            "environment": json_safe(self.environment),
-            "metadata": json_safe(self.metadata),
-        }
+        data = {item.name: getattr(self, item.name) for item in fields(self)}
+        for key in ("values", "ask_seconds", "tell_seconds", "batch_index"):
+            data[key] = data[key].tolist()
+        data["diagnostics"] = {key: v.tolist() for key, v in self.diagnostics.items()}
+        return json_safe(data)
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> RunTrace:
@@ -268,15 +222,8 @@ class RunTrace:
 
 
 def mean_interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, ...]:
-    r"""Mean and Student-t confidence interval over the first axis (the seeds).
-
-    Args:
-        samples: ``n x ...`` values, one row per seed.
-        level: Coverage of the interval.
-
-    Returns:
-        ``(mean, low, high)``; with one seed the interval collapses to the mean.
-    """
+    r"""Mean and Student-t ``level`` interval over the first axis (the seeds) of
+    ``samples``; with one seed the interval collapses to the mean."""
     samples = np.asarray(samples, dtype=float)
     n = samples.shape[0]
     mean = samples.mean(axis=0)
@@ -295,10 +242,8 @@ def seed_band(
 ) -> tuple[np.ndarray, ...]:
     r"""Mean and band over the first axis (the seeds), never below ``lower``.
 
-    Fewer than :data:`MIN_SEEDS_FOR_INTERVAL` seeds: the band is the seeds' range
-    ``[min, max]`` (a t-interval from 2-4 seeds is too wide to mean anything); more:
-    the Student-t interval of :func:`mean_interval`, clipped at ``lower``. One seed:
-    the band collapses to the value.
+    The band is the seeds' range ``[min, max]`` below :data:`MIN_SEEDS_FOR_INTERVAL`
+    seeds, else the Student-t interval of :func:`mean_interval` clipped at ``lower``.
 
     Args:
         samples: ``n x ...`` values, one row per seed.
@@ -357,18 +302,13 @@ def summarize(
     reference: str = "exact-ucb",
     matmul_gflops: float | None = None,
 ) -> list[dict[str, object]]:
-    r"""One row per ``(problem, policy)``: mean and band of the final values.
+    r"""One row per ``(problem, policy)``: mean and :func:`seed_band` (``KEY_low``,
+    ``KEY_high``; ``band`` in words) of the final values.
 
-    ``KEY_low`` / ``KEY_high`` hold the :func:`seed_band` of each value (the seeds'
-    range below :data:`MIN_SEEDS_FOR_INTERVAL` seeds, else a 95% t-interval clipped at
-    0 for non-negative quantities) and ``band`` says which in words.
-
-    When the policy labelled ``reference`` ran on the same problem, each row also
-    gets ``time_vs_reference`` and ``regret_vs_reference``: the ratios of mean total
-    wall time and mean cumulative regret to the reference's, from the same run. With
-    the measured ``matmul_gflops``, rows whose policy counts its floating-point work
-    (diagnostic ``gflop``) get ``time_vs_flops``: total time over the time the
-    counted flops take at that throughput.
+    Rows of a problem on which ``reference`` ran get ``time_vs_reference`` and
+    ``regret_vs_reference`` (mean total time and cumulative regret over the
+    reference's); with ``matmul_gflops``, rows with a ``gflop`` diagnostic get
+    ``time_vs_flops`` (total time over the time those flops take at that rate).
     """
     rows = []
     for (problem, policy), group in group_traces(traces).items():
@@ -413,9 +353,8 @@ def _ratio(value: float, base: float) -> float:
 
 
 def verdict(rows: Sequence[dict[str, object]], reference: str = "exact-ucb") -> str:
-    r"""One line per problem on BBKB (and BKB) against ``reference`` from
-    :func:`summarize` rows: speed-up and regret ratio, and why BKB is slower when it
-    is (empty when neither ran beside the reference)."""
+    r"""One line per BBKB (or BKB) row of :func:`summarize` beside ``reference``:
+    its speed-up and regret ratio (empty when there is none)."""
     lines = []
     for row in rows:
         policy = str(row["policy"])
@@ -435,11 +374,6 @@ def verdict(rows: Sequence[dict[str, object]], reference: str = "exact-ucb") -> 
             )
         lines.append(line + ".")
     return "\n".join(lines)
-
-
-def finite_list(values: np.ndarray) -> list[float | None]:
-    r"""``values`` as floats, with NaN/inf as None (strict JSON)."""
-    return [float(v) if math.isfinite(v) else None for v in values]
 
 
 def json_safe(value: object) -> object:

@@ -1,30 +1,21 @@
-r"""Run benchmark methods on problems for a horizon of exactly ``T`` evaluations.
+r"""Run benchmark methods on problems for exactly ``T`` evaluations each.
 
-:func:`run_policy` builds a method's ask/tell object
-(:class:`~botorch_sketch.benchmarks.methods.BenchmarkMethod`) and drives it: it asks
-for at most the evaluations the horizon has left, validates each batch, truncates the
-last one so that exactly ``T`` rewards are observed, draws the Gaussian reward noise,
-times ``ask()`` and ``tell()`` separately (synchronizing CUDA first), records the
-object's diagnostics and measures peak memory. :func:`run_benchmark` runs every
-(problem, method, seed) combination, skipping methods that do not take a problem with
-a note; with a :class:`RunStore` it writes each run to its own JSON file as soon as it
-finishes and, when resuming, reuses the files of runs made with the same settings.
-
-Seeds: run seed ``s`` builds the method with ``torch.Generator().manual_seed(2 s)``
-and draws the reward noise from ``manual_seed(2 s + 1)``, both CPU generators (methods
-on other devices draw on the CPU and move the result). The noise sequence depends only
-on the seed, so methods see common random numbers.
+Run seed ``s`` builds the method with ``torch.Generator().manual_seed(2 s)`` and draws
+the Gaussian reward noise from ``manual_seed(2 s + 1)`` (CPU generators), so every
+method sees the same noise sequence. :class:`RunStore` keeps each finished run in a
+JSON file, for ``--resume``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -48,6 +39,8 @@ from botorch_sketch.utils.validation import check_int
 #: Progress display modes: tqdm bars, periodic log lines, nothing.
 PROGRESS_MODES = ("bar", "log", "off")
 
+Timer = Callable[..., tuple[object, float]]
+
 
 def _progress_mode(progress: bool | str) -> str:
     if isinstance(progress, bool):
@@ -55,6 +48,22 @@ def _progress_mode(progress: bool | str) -> str:
     if progress not in PROGRESS_MODES:
         raise ValueError(f"`progress` must be a bool or one of {PROGRESS_MODES}.")
     return progress
+
+
+def _timer(device: torch.device) -> Timer:
+    r"""``timed(call, *args) -> (result, seconds)``, synchronizing CUDA around it."""
+    cuda = device.type == "cuda"
+
+    def timed(call: Callable[..., object], *args: object) -> tuple[object, float]:
+        if cuda:
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        result = call(*args)
+        if cuda:
+            torch.cuda.synchronize(device)
+        return result, time.perf_counter() - start
+
+    return timed
 
 
 def _validated_batch(
@@ -88,6 +97,45 @@ def _validated_batch(
     return chosen
 
 
+def _batches(
+    problem: Problem,
+    optimizer: BenchmarkOptimizer,
+    horizon: int,
+    noise_generator: torch.Generator,
+    timed: Timer,
+) -> Iterator[tuple[int, Tensor, float, float]]:
+    r"""Ask, evaluate (adding the reward noise) and tell until ``horizon``
+    evaluations, truncating the last batch; yields ``(t, true values, ask seconds,
+    tell seconds)`` per batch, ``t`` counting the evaluations before it."""
+    t = 0
+    while t < horizon:
+        chosen, ask_seconds = timed(optimizer.ask, horizon - t)
+        chosen = _validated_batch(problem, chosen, optimizer)[: horizon - t]
+        if problem.is_finite:
+            true = problem.arm_values[chosen]
+        else:
+            true = problem.objective(chosen)
+        noise = torch.randn(
+            chosen.shape[0], generator=noise_generator, dtype=torch.float64
+        )
+        rewards = true + problem.noise_std * noise.to(true)
+        _, tell_seconds = timed(optimizer.tell, chosen, rewards)
+        yield t, true, ask_seconds, tell_seconds
+        t += chosen.shape[0]
+
+
+def _warm_up(
+    problem: Problem, config: PolicyConfig, horizon: int, steps: int, timed: Timer
+) -> None:
+    r"""Ask/tell rounds of a throwaway build, so one-time costs (lazy imports,
+    TorchScript compilation) are charged to no run's time or memory."""
+    optimizer = config.build(problem, horizon, torch.Generator().manual_seed(0))
+    noise_generator = torch.Generator().manual_seed(1)
+    rounds = _batches(problem, optimizer, horizon, noise_generator, timed)
+    for _ in itertools.islice(rounds, steps):
+        pass
+
+
 def run_policy(
     problem: Problem,
     config: PolicyConfig | str,
@@ -103,10 +151,11 @@ def run_policy(
 ) -> RunTrace:
     r"""Run a method on ``problem`` for exactly ``horizon`` noisy evaluations.
 
-    Unless ``warm_up_steps=0``, a few untimed ask/tell rounds of a throwaway build
-    come first, so the first method of a process is not charged for one-time costs
-    (lazy imports, TorchScript compilation); the measured run then builds the method
-    afresh with the run's own generators, making the same choices as without.
+    ``ask()`` and ``tell()`` are timed separately; the method's ``diagnostics()`` are
+    recorded after each batch, and the peak memory over the run. Unless
+    ``warm_up_steps=0``, untimed ask/tell rounds of a throwaway build come first, so
+    no method is charged for one-time costs (lazy imports, TorchScript compilation);
+    they do not change the measured run's choices.
 
     Args:
         problem: The problem.
@@ -123,10 +172,6 @@ def run_policy(
 
     Returns:
         The run's :class:`RunTrace`.
-
-    Example:
-        >>> trace = run_policy(problem, "uniform", horizon=100, seed=0)
-        >>> trace.curve("regret_ratio")[-1]
     """
     check_int(horizon, "horizon", 1)
     mode = _progress_mode(progress)
@@ -141,49 +186,44 @@ def run_policy(
         uniform_regret = expected_uniform_regret(problem)
     label = label or config.label
     device = problem.bounds.device
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
-    clock = _Clock(sync)
+    timed = _timer(device)
     values = np.empty(horizon)
     ask_seconds = np.zeros(horizon)
     tell_seconds = np.zeros(horizon)
     batch_index = np.empty(horizon, dtype=np.int64)
     diagnostics: dict[str, np.ndarray] = {}
-    noise_generator = torch.Generator().manual_seed(2 * seed + 1)
     description = f"{label} | {problem.name} | seed {seed}"
-    if mode == "log":
-        bar = _LogProgress(horizon, description, log, log_every)
-    else:
-        bar = tqdm(
-            total=horizon,
-            desc=description,
-            disable=mode == "off",
-            leave=False,
-            dynamic_ncols=True,
-        )
+    start = last_log = time.perf_counter()
+    bar = tqdm(
+        total=horizon,
+        desc=description,
+        disable=mode != "bar",
+        leave=False,
+        dynamic_ncols=True,
+    )
     if warm_up_steps:
-        _warm_up(problem, config, horizon, warm_up_steps)
+        _warm_up(problem, config, horizon, warm_up_steps, timed)
     with PeakMemoryMonitor(device) as memory, bar:
-        optimizer, setup_seconds = clock.time(
+        optimizer, setup_seconds = timed(
             config.build, problem, horizon, torch.Generator().manual_seed(2 * seed)
         )
         diagnostics_of = getattr(optimizer, "diagnostics", dict)
-        t = 0
-        batch = 0
-        while t < horizon:
-            chosen, seconds = clock.time(optimizer.ask, horizon - t)
-            chosen = _validated_batch(problem, chosen, optimizer)[: horizon - t]
-            size = chosen.shape[0]
-            true, rewards = _evaluate(problem, chosen, noise_generator)
-            ask_seconds[t] = seconds
-            tell_seconds[t + size - 1] = clock.time(optimizer.tell, chosen, rewards)[1]
+        noise_generator = torch.Generator().manual_seed(2 * seed + 1)
+        batches = _batches(problem, optimizer, horizon, noise_generator, timed)
+        for batch, (t, true, ask, tell) in enumerate(batches):
+            size = true.shape[0]
+            ask_seconds[t] = ask
+            tell_seconds[t + size - 1] = tell
             values[t : t + size] = true.detach().double().cpu().numpy()
             batch_index[t : t + size] = batch
             for key, value in diagnostics_of().items():
                 series = diagnostics.setdefault(key, np.full(horizon, math.nan))
                 series[t : t + size] = float(value)
-            t += size
-            batch += 1
             bar.update(size)
+            now = time.perf_counter()
+            if mode == "log" and now - last_log >= log_every and t + size < horizon:
+                last_log = now
+                log(f"  {description}: t = {t + size}/{horizon} ({now - start:.0f} s)")
     return RunTrace(
         problem=problem.name,
         policy=label,
@@ -201,138 +241,44 @@ def run_policy(
     )
 
 
-def _evaluate(
-    problem: Problem, chosen: Tensor, noise_generator: torch.Generator
-) -> tuple[Tensor, Tensor]:
-    r"""True values and noisy rewards of a validated batch ``chosen``."""
-    if problem.is_finite:
-        true = problem.arm_values[chosen]
-    else:
-        true = problem.objective(chosen)
-    noise = torch.randn(chosen.shape[0], generator=noise_generator, dtype=torch.float64)
-    return true, true + problem.noise_std * noise.to(true)
-
-
-def _warm_up(problem: Problem, config: PolicyConfig, horizon: int, steps: int) -> None:
-    r"""Untimed ask/tell rounds of a build on throwaway generators (the measured run
-    builds the method again), so one-time costs such as lazy imports and TorchScript
-    compilation are charged to no method's time or memory."""
-    optimizer = config.build(problem, horizon, torch.Generator().manual_seed(0))
-    noise_generator = torch.Generator().manual_seed(1)
-    t = 0
-    for _ in range(steps):
-        if t >= horizon:
-            break
-        chosen = optimizer.ask(horizon - t)
-        chosen = _validated_batch(problem, chosen, optimizer)[: horizon - t]
-        optimizer.tell(chosen, _evaluate(problem, chosen, noise_generator)[1])
-        t += chosen.shape[0]
-
-
-class _LogProgress:
-    r"""A progress "bar" that logs ``description: t = .../T (... s)`` at most every
-    ``every`` seconds (for logs and pipes, where tqdm's redraws are noise)."""
-
-    def __init__(
-        self, total: int, description: str, log: Callable[[str], None], every: float
-    ) -> None:
-        self.total, self.description, self.log, self.every = (
-            total,
-            description,
-            log,
-            every,
-        )
-        self.done = 0
-        self.start = self.last = time.perf_counter()
-
-    def update(self, count: int) -> None:
-        self.done += count
-        now = time.perf_counter()
-        if now - self.last >= self.every and self.done < self.total:
-            self.last = now
-            self.log(
-                f"  {self.description}: t = {self.done}/{self.total} "
-                f"({now - self.start:.0f} s)"
-            )
-
-    def __enter__(self) -> _LogProgress:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-
-class _Clock:
-    r"""Wall-clock timing of a call, synchronizing the device before reading."""
-
-    def __init__(self, sync: Callable[[], None] | None) -> None:
-        self.sync = sync
-
-    def time(self, call: Callable[..., object], *args: object) -> tuple[object, float]:
-        if self.sync:
-            self.sync()
-        start = time.perf_counter()
-        result = call(*args)
-        if self.sync:
-            self.sync()
-        return result, time.perf_counter() - start
-
-
-def _json_normal(value: object) -> object:
-    r"""``value`` as it reads back from JSON (tuples as lists, other objects as
-    their repr)."""
-    return json.loads(json.dumps(value, default=repr))
-
-
 def run_fingerprint(
     problem: Problem, config: PolicyConfig, horizon: int, uniform_regret: float
 ) -> dict[str, object]:
     r"""What makes two runs of the same seed interchangeable: the problem (name,
     settings, a SHA-256 of its bounds, arms and arm values, dtype, device), the policy
-    (registry name, options resolved for ``horizon``) and ``horizon``."""
+    (registry name, options resolved for ``horizon``) and ``horizon``; as it reads
+    back from JSON."""
     digest = hashlib.sha256()
     for tensor in (problem.bounds, problem.arms, problem.arm_values):
         if tensor is not None:
             digest.update(tensor.detach().double().cpu().contiguous().numpy().tobytes())
-    return _json_normal(
-        {
-            "problem": problem.name,
-            "dtype": str(problem.bounds.dtype).removeprefix("torch."),
-            "device": str(problem.bounds.device),
-            "noise_std": problem.noise_std,
-            "optimum": problem.optimum,
-            "uniform_regret": uniform_regret,
-            "hyperparameters": problem.hyperparameters,
-            "data_sha256": digest.hexdigest(),
-            "policy": config.name,
-            "options": config.resolved_options(horizon),
-            "horizon": horizon,
-        }
-    )
+    fingerprint = {
+        "problem": problem.name,
+        "dtype": str(problem.bounds.dtype).removeprefix("torch."),
+        "device": str(problem.bounds.device),
+        "noise_std": problem.noise_std,
+        "optimum": problem.optimum,
+        "uniform_regret": uniform_regret,
+        "hyperparameters": problem.hyperparameters,
+        "data_sha256": digest.hexdigest(),
+        "policy": config.name,
+        "options": config.resolved_options(horizon),
+        "horizon": horizon,
+    }
+    return json.loads(json.dumps(fingerprint, default=repr))
 
 
 class RunStore:
-    r"""Finished runs, one JSON file each,
-    ``directory/<problem>__<label>__seed<s>.json``, holding
-    ``{"fingerprint": ..., "trace": RunTrace.to_dict()}``.
-
-    Files are written atomically (a temporary file renamed into place), so an
-    interrupted write never leaves a half file under the final name.
-
-    Example:
-        >>> store = RunStore("benchmark_results/runs")
-        >>> store.save(trace, fingerprint)
-        >>> store.load("cadata", "bbkb", 0, fingerprint)  # the trace, or None
-    """
+    r"""Finished runs, one JSON file each: ``<problem>__<label>__seed<s>.json`` in
+    ``directory`` holds ``{"fingerprint": ..., "trace": RunTrace.to_dict()}``
+    (written to a temporary file, then renamed: no half file has the final name)."""
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
 
     def path(self, problem: str, label: str, seed: int) -> Path:
-        return (
-            self.directory
-            / f"{safe_name(problem)}__{safe_name(label)}__seed{seed}.json"
-        )
+        name = f"{safe_name(problem)}__{safe_name(label)}__seed{seed}.json"
+        return self.directory / name
 
     def save(self, trace: RunTrace, fingerprint: dict[str, object]) -> Path:
         r"""Write ``trace`` with its ``fingerprint`` (:func:`run_fingerprint`)."""
@@ -358,28 +304,23 @@ class RunStore:
         except (OSError, ValueError, KeyError, TypeError) as error:
             return None, f"{path} is unreadable ({error})"
         if payload.get("fingerprint") != fingerprint or (
-            trace.problem,
-            trace.policy,
-            trace.seed,
-        ) != (problem, label, seed):
+            (trace.problem, trace.policy, trace.seed) != (problem, label, seed)
+        ):
             return None, f"{path} was made with other settings"
         return trace, None
 
+    def _files(self) -> list[Path]:
+        return sorted(self.directory.glob("*__seed*.json"))
+
     def traces(self) -> list[RunTrace]:
-        r"""Every stored run, in file-name order, whatever its settings (to report on
-        runs gathered from earlier commands)."""
-        if not self.directory.is_dir():
-            return []
+        r"""Every stored run, in file-name order, whatever its settings."""
         return [
             RunTrace.from_dict(json.loads(path.read_text())["trace"])
-            for path in sorted(self.directory.glob("*__seed*.json"))
+            for path in self._files()
         ]
 
     def __len__(self) -> int:
-        r"""Number of stored run files."""
-        if not self.directory.is_dir():
-            return 0
-        return sum(1 for _ in self.directory.glob("*__seed*.json"))
+        return len(self._files())
 
 
 def run_benchmark(
@@ -397,9 +338,8 @@ def run_benchmark(
 ) -> tuple[list[RunTrace], list[str]]:
     r"""Run every method on every problem for every seed.
 
-    Option names are checked first, so unknown ones fail before any run. Methods that
-    do not take a problem's kind (finite / box) are skipped on it with a note passed
-    to ``log``.
+    Option names are checked before any run; a method that does not take a problem's
+    kind (finite / box) is skipped on it with a note.
 
     Args:
         problems: Problems to run.
@@ -455,18 +395,12 @@ def run_benchmark(
                 plan.append(
                     (problem, config, seed, uniform_regret, fingerprint, stored)
                 )
-    reused = sum(stored is not None for *_, stored in plan)
     if resume:
+        reused = sum(run[-1] is not None for run in plan)
         note(f"resuming: {reused} of {len(plan)} runs already done")
     traces = []
-    for number, (
-        problem,
-        config,
-        seed,
-        uniform_regret,
-        fingerprint,
-        trace,
-    ) in enumerate(plan, 1):
+    for number, run in enumerate(plan, 1):
+        problem, config, seed, uniform_regret, fingerprint, trace = run
         if trace is None:
             start = time.perf_counter()
             trace = run_policy(
@@ -497,7 +431,7 @@ def environment_metadata(
     dtype: torch.dtype, device: torch.device | str | None = None
 ) -> dict[str, object]:
     r"""Versions, thread count, and the measured matmul throughput (GFLOP/s)."""
-    device = torch.device(device) if device is not None else torch.device("cpu")
+    device = torch.device("cpu" if device is None else device)
     return {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(),

@@ -1,9 +1,5 @@
-r"""Benchmark output: the summary table for the terminal and the result files.
-
-:func:`format_table` renders :func:`~botorch_sketch.benchmarks.results.summarize` rows
-as fixed-width text; :func:`write_results` writes ``summary.csv``, ``curves.csv`` and
-``results.json``; :func:`safe_name` turns labels into file names.
-"""
+r"""Benchmark output: :func:`format_table` for the terminal, :func:`write_results` for
+``summary.csv``, ``curves.csv`` and ``results.json``."""
 
 from __future__ import annotations
 
@@ -19,7 +15,6 @@ import numpy as np
 from botorch_sketch.benchmarks.results import (
     RunTrace,
     band_description,
-    finite_list,
     json_safe,
     summarize,
 )
@@ -149,7 +144,7 @@ def write_results(
                     "memory_method": trace.memory_method,
                     "summary": trace.summary(),
                     "curves": {"t": steps.tolist()}
-                    | {name: finite_list(curves[name]) for name in names},
+                    | {name: curves[name].tolist() for name in names},
                 }
             )
     results_path = output_dir / "results.json"

@@ -131,8 +131,6 @@ def test_custom_run_writes_only_to_the_output_dir(
         (["-T", "0"], "--horizon"),
         (["--device", "cuda:99"], "--device cuda:99"),
         (["--device", "tpu"], "--device"),
-        (["--config", "missing.json"], "--config missing.json"),
-        (["--config", "x.json", "--preset", "default"], "--config replaces"),
         (["--problem", "cadata", "--data-dir", "nowhere"], "--data-dir"),
         (["--threads", "two"], "--threads"),
     ],
@@ -143,36 +141,6 @@ def test_bad_arguments_end_in_one_line_and_exit_2(argv, message, tmp_path, capsy
     assert exit_info.value.code == 2 and not (tmp_path / "x").exists()
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
-
-
-def test_bad_configs_end_in_one_line(tmp_path, capsys):
-    config = {
-        "problems": ["levy:dim=2:arms=60"],
-        "problem_settings": {},
-        "policies": [{"name": "uniform", "label": "u", "options": {}}],
-        "horizon": 5,
-        "seeds": [0],
-        "dtype": "float16",
-    }
-    cases = {
-        "dtype": {"metadata": {"config": config}},
-        "no metadata.config": {"metadata": {}},
-        "malformed": {"metadata": {"config": config | {"policies": [{"x": 1}]}}},
-        "Unknown policy": {
-            "metadata": {
-                "config": config
-                | {"policies": [{"name": "nope", "label": "u", "options": {}}]}
-            }
-        },
-    }
-    for message, payload in cases.items():
-        path = tmp_path / "results.json"
-        path.write_text(json.dumps(payload))
-        with pytest.raises(SystemExit) as exit_info:
-            main(["--config", str(path), "--output-dir", str(tmp_path / "x")])
-        err = capsys.readouterr().err
-        assert exit_info.value.code == 2 and len(err.splitlines()) == 1
-        assert message in err and not (tmp_path / "x").exists()
 
 
 def test_missing_dataset_names_the_flag_and_variable(tmp_path, capsys, monkeypatch):
@@ -261,12 +229,6 @@ def test_interrupt_then_resume_equals_an_uninterrupted_run(
     assert "resuming: 3 of 4 runs already done" in capsys.readouterr().out
     whole = _deterministic_summaries(tmp_path / "whole")
     assert _deterministic_summaries(out) == whole
-    # The saved results.json reruns the same command.
-    rerun = tmp_path / "rerun"
-    saved = str(out / "results.json")
-    assert main(["--config", saved, "--output-dir", str(rerun), "--no-plots"]) == 0
-    assert _deterministic_summaries(rerun) == whole
-    assert "config " + saved in capsys.readouterr().out
 
 
 def test_sigint_keeps_finished_runs_and_resume_completes(
