@@ -3,16 +3,25 @@ r"""One batch of S-GP-TS and exact GP-TS on the continuous Hartmann-6
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from functools import partial
 
 import torch
+from torch import Tensor
 
 from botorch_sketch.benchmarks.policies.thompson import ModelExactGPTS, ModelSGPTS
-from botorch_sketch.benchmarks.problems import make_sgpts_hartmann6
-from botorch_sketch.benchmarks.thompson_steps.steps import METHODS, check_ts
+from botorch_sketch.benchmarks.problems import Problem, make_sgpts_hartmann6
+from botorch_sketch.benchmarks.thompson_steps.steps import check_ts, timed_round
 from botorch_sketch.utils.validation import check_int
+
+#: Method keys of :func:`time_box_batches` with their table labels.
+BOX_METHODS = {"sgpts": "S-GP-TS", "exact-gpts": "exact GP-TS"}
+
+
+def _noisy_values(problem: Problem, X: Tensor, generator: torch.Generator) -> Tensor:
+    r"""Noisy rewards ``f(x) + noise_std * eps`` of the points ``X`` (``n x d``)."""
+    noise = torch.randn(X.shape[0], generator=generator, dtype=X.dtype)
+    return problem.objective(X) + problem.noise_std * noise
 
 
 def time_box_batches(
@@ -28,10 +37,11 @@ def time_box_batches(
 ) -> dict[str, dict[int, dict[str, float]]]:
     r"""Time one batch of S-GP-TS and exact GP-TS on S-GP-TS's continuous Hartmann-6.
 
-    At each ``t`` both policies are told the same ``t`` uniform points with noisy
-    rewards (untimed), then ``ask()`` one batch of ``batch_size`` points (one path
-    each, maximized over the box by ``raw_samples`` Sobol points and ``num_restarts``
-    L-BFGS-B starts per path, the same budget for both) and ``tell()`` its rewards.
+    At each ``t`` both policies (:class:`ModelSGPTS`, :class:`ModelExactGPTS`) are
+    told the same ``t`` uniform points with noisy rewards (untimed), then ``ask()``
+    one batch of ``batch_size`` points (one path each, maximized over the box by
+    ``raw_samples`` Sobol points and ``num_restarts`` L-BFGS-B starts per path, the
+    same budget for both) and ``tell()`` its rewards.
 
     Returns:
         Method key (``"sgpts"``, ``"exact-gpts"``) -> ``t`` -> ``{"select",
@@ -66,18 +76,12 @@ def time_box_batches(
                 problem, t + batch_size, torch.Generator().manual_seed(policy_seed)
             )
             policy.tell(X, problem.objective(X) + problem.noise_std * noise)
-            start = time.perf_counter()
-            batch = policy.ask()
-            middle = time.perf_counter()
-            noise = torch.randn(batch.shape[0], generator=base, dtype=X.dtype)
-            rewards = problem.objective(batch) + problem.noise_std * noise
-            between = time.perf_counter()
-            policy.tell(batch, rewards)
-            end = time.perf_counter()
+            rewards_of = partial(_noisy_values, problem, generator=base)
+            _, select, update = timed_round(policy, rewards_of)
             results[name][t] = {
-                "select": middle - start,
-                "update": end - between,
-                "batch": middle - start + end - between,
+                "select": select,
+                "update": update,
+                "batch": select + update,
             }
     return results
 
@@ -91,7 +95,7 @@ def format_box_report(results: dict[str, dict[int, dict[str, float]]]) -> str:
     for name, by_t in results.items():
         for t, run in by_t.items():
             lines.append(
-                f"{METHODS[name]:<28}{t:>6}{run['select']:>10.2f}"
+                f"{BOX_METHODS[name]:<28}{t:>6}{run['select']:>10.2f}"
                 f"{run['update']:>10.2f}{run['batch']:>10.2f}"
             )
     for t, run in results["exact-gpts"].items():

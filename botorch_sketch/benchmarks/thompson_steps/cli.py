@@ -80,7 +80,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--memory-budget",
         type=float,
         default=8.0,
-        help="GiB of cached features and columns per cached method (8)",
+        help="GiB of cached features and columns per method (8)",
     )
     parser.add_argument(
         "--cache-dtype", choices=("float32", "float64"), help="cache storage dtype"
@@ -136,8 +136,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         plot_step_times(loaded, args.plot)
         print(f"wrote {args.plot}")
         return
-    if args.box_batch:
-        try:
+    try:
+        if args.box_batch:
             box = time_box_batches(
                 args.box_batch,
                 args.batch_size,
@@ -146,13 +146,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
                 inducing_quality=args.quality,
                 seed=args.seed,
             )
-        except (ValueError, TypeError) as error:
-            parser.error(str(error))
-        print(format_box_report(box))
-        return
-    results = []
-    for num_arms in arms:
-        try:
+            print(format_box_report(box))
+            return
+        results = []
+        for num_arms in arms:
             result = measure_thompson_steps(
                 sizes["inducing"],
                 sizes["features"],
@@ -169,10 +166,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
                 cache_dtype=args.cache_dtype,
                 progress=not args.no_progress,
             )
-        except (ValueError, TypeError) as error:
-            parser.error(str(error))
-        print(format_report(result), flush=True)
-        results.append(result)
+            print(format_report(result), flush=True)
+            results.append(result)
+    except (ValueError, TypeError) as error:
+        parser.error(str(error))
     if args.json:
         save_results(results, args.json)
     if args.plot:

@@ -7,13 +7,7 @@ from collections.abc import Sequence
 from botorch_sketch.benchmarks.thompson_steps.steps import METHODS
 
 #: Line style and marker of each method in :func:`plot_step_times`.
-_METHOD_STYLES = {
-    "sgpts-cached": ("-", "o"),
-    "exact-gpts-incremental": ("--", "s"),
-    "sgpts": ("-.", "^"),
-    "exact-gpts": (":", "D"),
-    "exact-gpts-botorch": (":", "v"),
-}
+_METHOD_STYLES = {"sgpts-cached": ("-", "o"), "exact-gpts-incremental": ("--", "s")}
 
 
 def plot_step_times(results: Sequence[dict[str, object]], path: str) -> None:
