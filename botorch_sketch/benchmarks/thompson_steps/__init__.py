@@ -11,20 +11,17 @@ continuous box. The S-GP-TS section of ``docs/benchmarks.md`` lists the measured
 figures. Run ``python -m botorch_sketch.benchmarks thompson_steps --help``.
 """
 
-from botorch_sketch.benchmarks.thompson_steps.box import (
-    format_box_report,
-    time_box_batches,
-)
 from botorch_sketch.benchmarks.thompson_steps.cli import (
     FULL_SIZES,
     SMOKE_SIZES,
     build_parser,
     main,
 )
-from botorch_sketch.benchmarks.thompson_steps.figures import plot_step_times
 from botorch_sketch.benchmarks.thompson_steps.report import (
+    format_box_report,
     format_report,
     load_results,
+    plot_step_times,
     save_results,
 )
 from botorch_sketch.benchmarks.thompson_steps.steps import (
@@ -33,6 +30,7 @@ from botorch_sketch.benchmarks.thompson_steps.steps import (
     StepTimings,
     measure_thompson_steps,
     step_flops,
+    time_box_batches,
     time_thompson_steps,
 )
 

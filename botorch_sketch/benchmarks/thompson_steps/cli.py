@@ -9,19 +9,17 @@ from collections.abc import Sequence
 import torch
 
 from botorch_sketch.benchmarks.arguments import OneLineParser
-from botorch_sketch.benchmarks.thompson_steps.box import (
-    format_box_report,
-    time_box_batches,
-)
-from botorch_sketch.benchmarks.thompson_steps.figures import plot_step_times
 from botorch_sketch.benchmarks.thompson_steps.report import (
+    format_box_report,
     format_report,
     load_results,
+    plot_step_times,
     save_results,
 )
 from botorch_sketch.benchmarks.thompson_steps.steps import (
     METHODS,
     measure_thompson_steps,
+    time_box_batches,
 )
 
 DESCRIPTION = (

@@ -1,5 +1,6 @@
-r"""Timing Thompson steps after ``t`` observations (:func:`measure_thompson_steps`)
-and counting their flops (:func:`step_flops`)."""
+r"""Timing Thompson steps after ``t`` observations on the Hartmann-6 arms
+(:func:`measure_thompson_steps`), counting their flops (:func:`step_flops`), and
+timing one batch on the continuous Hartmann-6 (:func:`time_box_batches`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from botorch_sketch.benchmarks.policies.thompson import (
     CACHE_DTYPES,
     CachedExactGPTS,
     CachedSGPTS,
+    ModelExactGPTS,
+    ModelSGPTS,
 )
 from botorch_sketch.benchmarks.problems import Problem, make_sgpts_hartmann6
 from botorch_sketch.utils.validation import check_int
@@ -107,11 +110,22 @@ def timed_round(
     return chosen, middle - start, end - between
 
 
-def _rewards(problem: Problem, indices: Tensor, generator: torch.Generator) -> Tensor:
-    r"""Noisy rewards ``f(arm) + noise_std * eps`` of arm ``indices``."""
-    noise = torch.randn(indices.shape[0], generator=generator, dtype=torch.float64)
-    values = problem.arm_values[indices]
-    return values + problem.noise_std * noise.to(values)
+def _noisy(values: Tensor, noise_std: float, generator: torch.Generator) -> Tensor:
+    r"""Noisy rewards ``values + noise_std * eps`` of objective ``values`` (``n``)."""
+    noise = torch.randn(values.shape[0], generator=generator, dtype=torch.float64)
+    return values + noise_std * noise.to(values)
+
+
+def _arm_rewards(
+    problem: Problem, indices: Tensor, generator: torch.Generator
+) -> Tensor:
+    r"""Noisy rewards of the arms ``indices``."""
+    return _noisy(problem.arm_values[indices], problem.noise_std, generator)
+
+
+def _point_rewards(problem: Problem, X: Tensor, generator: torch.Generator) -> Tensor:
+    r"""Noisy rewards of the points ``X`` (``n x d``)."""
+    return _noisy(problem.objective(X), problem.noise_std, generator)
 
 
 def step_flops(policy: CachedSGPTS | CachedExactGPTS, q: int = 1) -> float | None:
@@ -174,13 +188,13 @@ def time_thompson_steps(
     """
     base = torch.Generator().manual_seed(seed)
     initial = torch.randint(problem.arms.shape[0], (t - warmup,), generator=base)
-    initial_rewards = _rewards(problem, initial, base)
+    initial_rewards = _arm_rewards(problem, initial, base)
     policy_seed = int(torch.randint(2**62, (1,), generator=base))
     policy = BUILDS[method](
         problem, t + steps, torch.Generator().manual_seed(policy_seed), **options
     )
     policy.tell(initial, initial_rewards)
-    rewards_of = partial(_rewards, problem, generator=base)
+    rewards_of = partial(_arm_rewards, problem, generator=base)
     select, update, observations, chosen = [], [], [], []
     label = f"{method} t={t}"
     reselections = None
@@ -349,3 +363,65 @@ def measure_thompson_steps(
         "growth": growth,
         "speedup": speedup,
     }
+
+
+def time_box_batches(
+    ts: Sequence[int] = (250, 4150),
+    batch_size: int = 100,
+    *,
+    num_inducing: int = 100,
+    num_features: int = 1000,
+    inducing_quality: str = "variance",
+    raw_samples: int | None = None,
+    num_restarts: int = 10,
+    seed: int = 0,
+) -> dict[str, dict[int, dict[str, float]]]:
+    r"""Time one batch of S-GP-TS and exact GP-TS on S-GP-TS's continuous Hartmann-6.
+
+    At each ``t`` both policies (:class:`ModelSGPTS`, :class:`ModelExactGPTS`) are
+    told the same ``t`` uniform points with noisy rewards (untimed), then ``ask()``
+    one batch of ``batch_size`` points (one path each, maximized over the box by
+    ``raw_samples`` Sobol points and ``num_restarts`` L-BFGS-B starts per path, the
+    same budget for both) and ``tell()`` its rewards.
+
+    Returns:
+        Method key (``"sgpts"``, ``"exact-gpts"``) -> ``t`` -> ``{"select",
+        "update", "batch"}`` seconds.
+
+    Example:
+        >>> time_box_batches(ts=(4150,))["exact-gpts"][4150]["batch"]
+    """
+    ts = check_ts(ts, 0)
+    check_int(batch_size, "batch_size", 1)
+    problem = make_sgpts_hartmann6(seed=seed)
+    options = {
+        "batch_size": batch_size,
+        "num_features": num_features,
+        "raw_samples": raw_samples,
+        "num_restarts": num_restarts,
+    }
+    sparse = {"num_inducing": num_inducing, "inducing_quality": inducing_quality}
+    builders = {
+        "sgpts": partial(ModelSGPTS, **sparse, **options),
+        "exact-gpts": partial(ModelExactGPTS, **options),
+    }
+    results: dict[str, dict[int, dict[str, float]]] = {}
+    for name, build in builders.items():
+        results[name] = {}
+        for t in ts:
+            base = torch.Generator().manual_seed(seed)
+            X = problem.uniform_points(t, base)
+            rewards = _point_rewards(problem, X, base)
+            policy_seed = int(torch.randint(2**62, (1,), generator=base))
+            policy = build(
+                problem, t + batch_size, torch.Generator().manual_seed(policy_seed)
+            )
+            policy.tell(X, rewards)
+            rewards_of = partial(_point_rewards, problem, generator=base)
+            _, select, update = timed_round(policy, rewards_of)
+            results[name][t] = {
+                "select": select,
+                "update": update,
+                "batch": select + update,
+            }
+    return results
