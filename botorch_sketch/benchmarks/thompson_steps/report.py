@@ -83,17 +83,13 @@ def save_results(results: Sequence[dict[str, object]], path: str) -> None:
         {
             **result,
             "timings": {
-                name: {str(t): asdict(run) for t, run in runs.items()}
+                name: {t: asdict(run) for t, run in runs.items()}
                 for name, runs in result["timings"].items()
-            },
-            "speedup": {
-                name: {str(t): ratio for t, ratio in by_t.items()}
-                for name, by_t in result["speedup"].items()
             },
         }
         for result in results
     ]
-    with open(path, "w") as file:
+    with open(path, "w") as file:  # json writes the int keys t as strings
         json.dump(data, file, indent=1)
 
 
