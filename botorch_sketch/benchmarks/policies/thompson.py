@@ -357,8 +357,14 @@ class CachedExactGPTS(_CachedThompson):
     r"""Exact GP-TS on a finite problem with cached work
     (:class:`IncrementalExactThompson`): ``O(N (M + t) + t^2)`` per step."""
 
-    def __init__(self, *args: Any, **settings: Any) -> None:
-        super().__init__(*args, **settings)
+    def __init__(
+        self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        **settings: Any,
+    ) -> None:
+        super().__init__(problem, horizon, generator, **settings)
         self.sampler = IncrementalExactThompson(
             self.cache, self.hyperparameters.noise, prior_block=self.prior_block
         )
