@@ -1,38 +1,18 @@
 r"""Thompson-sampling baselines: S-GP-TS and exact GP-TS.
 
 Each is an ask/tell object built for one run, ``Class(problem, horizon, generator,
-**options)`` (the ``build`` of its :class:`~botorch_sketch.benchmarks.methods.
-BenchmarkMethod`).
+**options)``. All use the fixed kernel and noise of
+:meth:`~.common.KernelHyperparameters.from_problem`, a zero prior mean, one scaled
+sample path per batch element with ``M`` random Fourier features, and ``num_initial``
+uniformly random first points.
 
-- :class:`ModelSGPTS` (``"sgpts"``): S-GP-TS (Vakili et al., NeurIPS 2021) with a
-  :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP` (``m`` inducing
-  points re-selected at every update, closed-form ``q(u)``), updated with one call per
-  batch, ``O(n m^2)``.
-- :class:`ModelExactGPTS` (``"exact-gpts"``): GP-TS on an exact BoTorch
-  ``SingleTaskGP`` rebuilt on all data after every batch (the plain BoTorch loop),
-  ``O(n^3)`` per batch for the pathwise update; :class:`BoTorchPathGPTS`
-  (``"exact-gpts-botorch"``) draws its paths with BoTorch's own sampler.
-
-Both draw one scaled sample path per batch element with ``M`` random Fourier features
-and maximize it with :func:`~botorch_sketch.generation.thompson.gen_thompson_candidates`
-(in chunks over the arms of a finite problem, by multi-start L-BFGS-B on a box), so
-they differ only in the model.
-
-For finite problems, two keep their work between steps
-(:mod:`botorch_sketch.generation.thompson_arms`; one random-feature basis per run,
-drawn when built):
-
-- :class:`CachedSGPTS` (``"sgpts-cached"``): S-GP-TS with the prior features of
-  all arms computed once, kernel columns of the inducing arms cached, the inducing set
-  kept while greedy selection keeps it and ``q(u)`` updated by rank-one statistics;
-- :class:`CachedExactGPTS` (``"exact-gpts-incremental"``): exact GP-TS with
-  the same prior features, one cached kernel column per observed arm and a Cholesky
-  factor grown by rows, ``O(N (M + t) + t^2)`` per step.
-
-All use the fixed kernel and noise of
-:meth:`~.common.KernelHyperparameters.from_problem` on the problem's coordinates and a
-zero prior mean (as the other GP baselines). The first ``num_initial`` points are
-uniformly random.
+- :class:`ModelSGPTS` (``"sgpts"``) and :class:`ModelExactGPTS` (``"exact-gpts"``):
+  a :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP` or a
+  ``SingleTaskGP`` updated after every batch; paths maximized over the arms or the box
+  by :func:`~botorch_sketch.generation.thompson.gen_thompson_candidates`.
+- :class:`CachedSGPTS` (``"sgpts-cached"``) and :class:`CachedExactGPTS`
+  (``"exact-gpts-incremental"``): finite problems only, keeping their work between
+  steps (:mod:`botorch_sketch.generation.thompson_arms`).
 """
 
 from __future__ import annotations
@@ -40,14 +20,12 @@ from __future__ import annotations
 import warnings
 from abc import abstractmethod
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import torch
 from botorch.exceptions.warnings import InputDataWarning
 from botorch.models import SingleTaskGP
 from botorch.models.model import Model
-from botorch.sampling.pathwise import draw_kernel_feature_paths, draw_matheron_paths
 from gpytorch.means import ZeroMean
 from torch import Tensor
 
@@ -59,7 +37,6 @@ from botorch_sketch.benchmarks.policies.common import (
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.thompson import gen_thompson_candidates
 from botorch_sketch.generation.thompson_arms import (
-    ArmThompsonSampler,
     CachedSparseThompson,
     IncrementalExactThompson,
 )
@@ -68,6 +45,9 @@ from botorch_sketch.sampling.arm_features import ArmFeatureCache
 from botorch_sketch.utils.validation import check_at_least, check_int, check_positive
 
 Alpha = float | Callable[[int], float]
+
+#: The ``cache_dtype`` options of the cached samplers (None: the arms' dtype).
+CACHE_DTYPES = {None: None, "float32": torch.float32, "float64": torch.float64}
 
 
 def _check_quality(value: str) -> str:
@@ -134,7 +114,7 @@ class _Thompson:
 
 
 class _ModelThompson(_Thompson):
-    r"""Shared ask/tell loop of the model-based Thompson samplers (finite or box).
+    r"""Ask/tell loop of the model-based Thompson samplers (finite or box).
 
     Args:
         raw_samples: Box problems: Sobol points scored per path (default ``1000 d``).
@@ -194,13 +174,11 @@ class _ModelThompson(_Thompson):
 
 
 class ModelSGPTS(_ModelThompson):
-    r"""S-GP-TS: Thompson sampling on a decomposed-sampling SVGP.
+    r"""S-GP-TS (Vakili et al., NeurIPS 2021) on a decomposed-sampling SVGP.
 
-    After every batch the model is updated in one call: the inducing points (at most
-    ``num_inducing``) are re-selected from all observed points and ``q(u)`` is set to
-    Titsias' optimum, ``O(n m^2)``; sampling and maximizing a path over ``N`` arms
-    costs ``O((m + M) N)``. The paper's setting is ``num_inducing=100``,
-    ``num_features=1000``, ``alpha=1``.
+    After every batch the inducing points (at most ``num_inducing``) are re-selected
+    from all observations and ``q(u)`` is set to Titsias' optimum, ``O(n m^2)``. The
+    paper's setting is ``num_inducing=100``, ``num_features=1000``, ``alpha=1``.
 
     Args:
         num_inducing: Maximal number ``m`` of inducing points.
@@ -252,12 +230,9 @@ class ModelSGPTS(_ModelThompson):
 
 
 class ModelExactGPTS(_ModelThompson):
-    r"""Exact GP-TS as a plain BoTorch loop: ``SingleTaskGP`` + pathwise sampling.
-
-    After every batch a ``SingleTaskGP`` with the fixed kernel, zero mean and fixed
-    noise is built on all observations; paths use the exact pathwise update (a
-    Cholesky factorization of the ``n x n`` kernel matrix, ``O(n^3)``) and the same
-    random Fourier feature prior and maximization as :class:`ModelSGPTS`.
+    r"""Exact GP-TS as a plain BoTorch loop: a ``SingleTaskGP`` (fixed kernel, zero
+    mean, fixed noise) rebuilt on all observations after every batch, paths by the
+    exact pathwise update (``O(n^3)``).
 
     Example:
         >>> ts = ModelExactGPTS(problem, 100, torch.Generator(), num_features=1000)
@@ -281,43 +256,13 @@ class ModelExactGPTS(_ModelThompson):
         return model.eval()
 
 
-class BoTorchPathGPTS(ModelExactGPTS):
-    r"""Exact GP-TS choosing arms with BoTorch's own pathwise sampler.
-
-    ``ask()`` draws one path with ``draw_matheron_paths`` (``num_features`` random
-    Fourier features, BoTorch's default update), evaluates it on the arms in chunks
-    and returns the argmax; BoTorch's sampler reads the global random state, so it
-    runs under ``torch.random.fork_rng`` seeded from the run's generator.
-    """
-
-    def ask(self, max_arms: int | None = None) -> Tensor:
-        if self.model is None or not self.problem.is_finite:
-            return super().ask()
-        seed = int(torch.randint(2**62, (1,), generator=self.generator))
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(seed)
-            path = draw_matheron_paths(
-                self.model,
-                sample_shape=torch.Size([1]),
-                prior_sampler=partial(
-                    draw_kernel_feature_paths, num_features=self.num_features
-                ),
-            )
-            values = torch.cat(
-                [path(chunk) for chunk in self.problem.arms.split(self.chunk_size, 0)],
-                dim=-1,
-            )
-        return values.argmax(dim=-1)
-
-
 class _CachedThompson(_Thompson):
     r"""Ask/tell loop of the finite-arm Thompson samplers with cached work.
 
     Args:
         memory_budget_gib: GiB the cached features and kernel columns may take
             (past it they are recomputed in chunks at every draw).
-        cache_dtype: ``"float32"`` or ``"float64"`` storage of the cache (default
-            the arms' dtype).
+        cache_dtype: A key of :data:`CACHE_DTYPES`: the cache's storage dtype.
         prior_block: Prior weights drawn ahead for batches smaller than this
             (:class:`~botorch_sketch.sampling.arm_features.PriorPathBank`).
         settings: Those of :class:`_Thompson`.
@@ -335,8 +280,7 @@ class _CachedThompson(_Thompson):
         **settings: Any,
     ) -> None:
         check_positive(memory_budget_gib, "memory_budget_gib")
-        dtypes = {None: None, "float32": torch.float32, "float64": torch.float64}
-        if cache_dtype not in dtypes:
+        if cache_dtype not in CACHE_DTYPES:
             raise ValueError(
                 "`cache_dtype` must be 'float32', 'float64' or None, got "
                 f"{cache_dtype!r}."
@@ -344,19 +288,14 @@ class _CachedThompson(_Thompson):
         self.prior_block = check_int(prior_block, "prior_block", 1)
         check_finite(problem, type(self).__name__)
         super().__init__(problem, horizon, generator, **settings)
-        cache = ArmFeatureCache(
+        self.cache = ArmFeatureCache(
             problem.arms,
             self._kernel(problem.arms),
             self.num_features,
             generator=generator,
             memory_budget=memory_budget_gib * 2**30,
-            cache_dtype=dtypes[cache_dtype],
+            cache_dtype=CACHE_DTYPES[cache_dtype],
         )
-        self.sampler = self._sampler(cache)
-
-    @abstractmethod
-    def _sampler(self, cache: ArmFeatureCache) -> ArmThompsonSampler:
-        r"""The sampler on ``cache`` (no observations yet)."""
 
     def ask(self, max_arms: int | None = None) -> Tensor:
         sampler = self.sampler
@@ -375,11 +314,9 @@ class _CachedThompson(_Thompson):
 class CachedSGPTS(_CachedThompson):
     r"""S-GP-TS on a finite problem with cached work (:class:`CachedSparseThompson`).
 
-    Same model as :class:`ModelSGPTS` (greedy conditional-variance or
-    improvement-weighted inducing points, Titsias' ``q(u)``) with the prior features
-    of all arms computed once per run; a step costs ``O(N (M + m) q + m^3)`` while
-    the inducing set is unchanged (the variance selection keeps it unless a new point
-    beats a pivot), ``O(n m^2)`` more when it changes.
+    The model of :class:`ModelSGPTS` with the prior features of all arms computed once
+    per run: ``O(N (M + m) q + m^3)`` per step while the inducing set is unchanged,
+    ``O(n m^2)`` more when it changes.
 
     Args:
         num_inducing: Maximal number ``m`` of inducing points.
@@ -400,10 +337,8 @@ class CachedSGPTS(_CachedThompson):
         self.num_inducing = check_int(num_inducing, "num_inducing", 1)
         self.inducing_quality = _check_quality(inducing_quality)
         super().__init__(problem, horizon, generator, **settings)
-
-    def _sampler(self, cache: ArmFeatureCache) -> CachedSparseThompson:
-        return CachedSparseThompson(
-            cache,
+        self.sampler = CachedSparseThompson(
+            self.cache,
             self.hyperparameters.noise,
             self.num_inducing,
             inducing_quality=self.inducing_quality,
@@ -422,7 +357,14 @@ class CachedExactGPTS(_CachedThompson):
     r"""Exact GP-TS on a finite problem with cached work
     (:class:`IncrementalExactThompson`): ``O(N (M + t) + t^2)`` per step."""
 
-    def _sampler(self, cache: ArmFeatureCache) -> IncrementalExactThompson:
-        return IncrementalExactThompson(
-            cache, self.hyperparameters.noise, prior_block=self.prior_block
+    def __init__(
+        self,
+        problem: Problem,
+        horizon: int,
+        generator: torch.Generator,
+        **settings: Any,
+    ) -> None:
+        super().__init__(problem, horizon, generator, **settings)
+        self.sampler = IncrementalExactThompson(
+            self.cache, self.hyperparameters.noise, prior_block=self.prior_block
         )

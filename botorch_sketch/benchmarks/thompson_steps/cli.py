@@ -9,19 +9,17 @@ from collections.abc import Sequence
 import torch
 
 from botorch_sketch.benchmarks.arguments import OneLineParser
-from botorch_sketch.benchmarks.thompson_steps.box import (
-    format_box_report,
-    time_box_batches,
-)
-from botorch_sketch.benchmarks.thompson_steps.figures import plot_step_times
 from botorch_sketch.benchmarks.thompson_steps.report import (
+    format_box_report,
     format_report,
     load_results,
+    plot_step_times,
     save_results,
 )
 from botorch_sketch.benchmarks.thompson_steps.steps import (
     METHODS,
     measure_thompson_steps,
+    time_box_batches,
 )
 
 DESCRIPTION = (
@@ -80,7 +78,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--memory-budget",
         type=float,
         default=8.0,
-        help="GiB of cached features and columns per cached method (8)",
+        help="GiB of cached features and columns per method (8)",
     )
     parser.add_argument(
         "--cache-dtype", choices=("float32", "float64"), help="cache storage dtype"
@@ -136,8 +134,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         plot_step_times(loaded, args.plot)
         print(f"wrote {args.plot}")
         return
-    if args.box_batch:
-        try:
+    try:
+        if args.box_batch:
             box = time_box_batches(
                 args.box_batch,
                 args.batch_size,
@@ -146,13 +144,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
                 inducing_quality=args.quality,
                 seed=args.seed,
             )
-        except (ValueError, TypeError) as error:
-            parser.error(str(error))
-        print(format_box_report(box))
-        return
-    results = []
-    for num_arms in arms:
-        try:
+            print(format_box_report(box))
+            return
+        results = []
+        for num_arms in arms:
             result = measure_thompson_steps(
                 sizes["inducing"],
                 sizes["features"],
@@ -169,10 +164,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
                 cache_dtype=args.cache_dtype,
                 progress=not args.no_progress,
             )
-        except (ValueError, TypeError) as error:
-            parser.error(str(error))
-        print(format_report(result), flush=True)
-        results.append(result)
+            print(format_report(result), flush=True)
+            results.append(result)
+    except (ValueError, TypeError) as error:
+        parser.error(str(error))
     if args.json:
         save_results(results, args.json)
     if args.plot:

@@ -1,4 +1,4 @@
-r"""The step-time table and the results' JSON file."""
+r"""The step-time and box tables, the results' JSON file and the step-time PNG."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from botorch_sketch.benchmarks.thompson_steps.steps import METHODS, StepTimings
+
+#: Method keys of :func:`time_box_batches` with their table labels.
+BOX_METHODS = {"sgpts": "S-GP-TS", "exact-gpts": "exact GP-TS"}
+#: Line style and marker of each method in :func:`plot_step_times`.
+_METHOD_STYLES = {"sgpts-cached": ("-", "o"), "exact-gpts-incremental": ("--", "s")}
 
 
 def _span(values: list[int]) -> str:
@@ -78,17 +83,13 @@ def save_results(results: Sequence[dict[str, object]], path: str) -> None:
         {
             **result,
             "timings": {
-                name: {str(t): asdict(run) for t, run in runs.items()}
+                name: {t: asdict(run) for t, run in runs.items()}
                 for name, runs in result["timings"].items()
-            },
-            "speedup": {
-                name: {str(t): ratio for t, ratio in by_t.items()}
-                for name, by_t in result["speedup"].items()
             },
         }
         for result in results
     ]
-    with open(path, "w") as file:
+    with open(path, "w") as file:  # json writes the int keys t as strings
         json.dump(data, file, indent=1)
 
 
@@ -106,3 +107,81 @@ def load_results(path: str) -> list[dict[str, object]]:
             for name, by_t in result["speedup"].items()
         }
     return data
+
+
+def format_box_report(results: dict[str, dict[int, dict[str, float]]]) -> str:
+    r"""The results of :func:`time_box_batches` as a table with the speed-up."""
+    lines = [
+        "continuous Hartmann-6, one batch (seconds):",
+        f"{'method':<28}{'t':>6}{'select s':>10}{'update s':>10}{'batch s':>10}",
+    ]
+    for name, by_t in results.items():
+        for t, run in by_t.items():
+            lines.append(
+                f"{BOX_METHODS[name]:<28}{t:>6}{run['select']:>10.2f}"
+                f"{run['update']:>10.2f}{run['batch']:>10.2f}"
+            )
+    for t, run in results["exact-gpts"].items():
+        ratio = run["batch"] / results["sgpts"][t]["batch"]
+        lines.append(f"exact GP-TS / S-GP-TS batch time at t={t}: {ratio:.1f}x")
+    return "\n".join(lines)
+
+
+def plot_step_times(results: Sequence[dict[str, object]], path: str) -> None:
+    r"""Write a PNG of median step time against ``t`` (left, one line per method and
+    ``N``) and against ``N`` (right, one line per method and ``t``) from runs of
+    :func:`measure_thompson_steps` at one or more ``N``.
+
+    The color is ``N`` (left) or ``t`` (right), the line style and marker the
+    method, so lines that coincide stay visible; legends sit below the axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(11, 5.6), layout="constrained")
+    FigureCanvasAgg(figure)
+    by_t, by_n = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
+    points: dict[tuple[str, int], dict[int, float]] = {}
+    sizes = sorted({result["settings"]["num_arms"] for result in results})
+    for result in results:
+        N = result["settings"]["num_arms"]
+        for name, runs in result["timings"].items():
+            ts = sorted(runs)
+            style, marker = _METHOD_STYLES[name]
+            by_t.plot(
+                ts,
+                [runs[t].median_ms for t in ts],
+                linestyle=style,
+                marker=marker,
+                color=f"C{sizes.index(N) % 10}",
+                label=f"{METHODS[name]}, N = {N:,}",
+            )
+            for t in ts:
+                points.setdefault((name, t), {})[N] = runs[t].median_ms
+    ts_all = sorted({t for _, t in points})
+    for (name, t), by_size in sorted(points.items()):
+        if len(by_size) > 1:
+            arms = sorted(by_size)
+            style, marker = _METHOD_STYLES[name]
+            by_n.plot(
+                arms,
+                [by_size[n] for n in arms],
+                linestyle=style,
+                marker=marker,
+                color=f"C{ts_all.index(t) % 10}",
+                label=f"{METHODS[name]}, t = {t:,}",
+            )
+    for axes, xlabel in ((by_t, "observations t"), (by_n, "arms N")):
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.set_xlabel(xlabel)
+        axes.set_ylabel("median step time [ms]")
+        axes.grid(True, which="both", alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(
+                fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2
+            )
+    figure.suptitle(
+        "Thompson step time (q = 1), Hartmann-6 arms, one thread; "
+        "solid: S-GP-TS, cached; dashed: exact GP-TS, incremental"
+    )
+    figure.savefig(path, dpi=120)

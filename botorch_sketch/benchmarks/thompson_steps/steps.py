@@ -1,21 +1,22 @@
-r"""Timing Thompson steps after ``t`` observations (:func:`measure_thompson_steps`)
-and counting their flops (:func:`step_flops`)."""
+r"""Timing Thompson steps after ``t`` observations on the Hartmann-6 arms
+(:func:`measure_thompson_steps`), counting their flops (:func:`step_flops`), and
+timing one batch on the continuous Hartmann-6 (:func:`time_box_batches`)."""
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
-from botorch.sampling.pathwise.utils import get_train_inputs
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from botorch_sketch.benchmarks.measurement import matmul_flops, max_rss_bytes
 from botorch_sketch.benchmarks.policies.thompson import (
-    BoTorchPathGPTS,
+    CACHE_DTYPES,
     CachedExactGPTS,
     CachedSGPTS,
     ModelExactGPTS,
@@ -28,27 +29,14 @@ from botorch_sketch.utils.validation import check_int
 METHODS = {
     "sgpts-cached": "S-GP-TS, cached",
     "exact-gpts-incremental": "exact GP-TS, incremental",
-    "sgpts": "S-GP-TS",
-    "exact-gpts": "exact GP-TS, chunked paths",
-    "exact-gpts-botorch": "exact GP-TS, BoTorch paths",
 }
 
 #: Method key -> the class it builds (:mod:`~botorch_sketch.benchmarks.policies.
 #: thompson`).
-BUILDS = {
-    "sgpts-cached": CachedSGPTS,
-    "exact-gpts-incremental": CachedExactGPTS,
-    "sgpts": ModelSGPTS,
-    "exact-gpts": ModelExactGPTS,
-    "exact-gpts-botorch": BoTorchPathGPTS,
-}
+BUILDS = {"sgpts-cached": CachedSGPTS, "exact-gpts-incremental": CachedExactGPTS}
 
 #: The S-GP-TS method each exact method is compared with.
-BASELINE_OF = {
-    "exact-gpts-incremental": "sgpts-cached",
-    "exact-gpts": "sgpts",
-    "exact-gpts-botorch": "sgpts",
-}
+BASELINE_OF = {"exact-gpts-incremental": "sgpts-cached"}
 
 
 @dataclass(frozen=True)
@@ -63,8 +51,8 @@ class StepTimings:
         observations: Observations the model held before each step's ``ask()``.
         chosen: Arm index chosen at each step.
         num_inducing: Inducing points ``m_t`` after the last step (S-GP-TS only).
-        memory_gib: GiB the sampler holds after the last step (cached methods only).
-        flops: Flops of the last timed step (cached methods only, :func:`step_flops`).
+        memory_gib: GiB the sampler holds after the last step.
+        flops: Flops of the last timed step (:func:`step_flops`).
         reselections: Inducing re-selections during the timed steps (``sgpts-cached``).
     """
 
@@ -107,26 +95,42 @@ def check_ts(ts: Sequence[int], warmup: int) -> list[int]:
     return sorted(ts)
 
 
-def _rewards(problem: Problem, indices: Tensor, generator: torch.Generator) -> Tensor:
-    r"""Noisy rewards ``f(arm) + noise_std * eps`` of arm ``indices``."""
-    noise = torch.randn(indices.shape[0], generator=generator, dtype=torch.float64)
-    values = problem.arm_values[indices]
-    return values + problem.noise_std * noise.to(values)
+def timed_round(
+    policy, rewards_of: Callable[[Tensor], Tensor]
+) -> tuple[Tensor, float, float]:
+    r"""One ``ask()`` and ``tell()`` of ``policy``, rewards by ``rewards_of(chosen)``
+    (untimed). Returns the chosen arms or points and the ask and tell seconds."""
+    start = time.perf_counter()
+    chosen = policy.ask()
+    middle = time.perf_counter()
+    rewards = rewards_of(chosen)
+    between = time.perf_counter()
+    policy.tell(chosen, rewards)
+    end = time.perf_counter()
+    return chosen, middle - start, end - between
 
 
-Timed = ModelSGPTS | ModelExactGPTS | CachedSGPTS | CachedExactGPTS
+def _noisy(values: Tensor, noise_std: float, generator: torch.Generator) -> Tensor:
+    r"""Noisy rewards ``values + noise_std * eps`` of objective ``values`` (``n``)."""
+    noise = torch.randn(values.shape[0], generator=generator, dtype=torch.float64)
+    return values + noise_std * noise.to(values)
 
 
-def _num_observations(policy: Timed) -> int:
-    sampler = getattr(policy, "sampler", None)
-    if sampler is not None:
-        return sampler.num_observations
-    (train_X,) = get_train_inputs(policy.model, transformed=False)
-    return train_X.shape[-2]
+def _arm_rewards(
+    problem: Problem, indices: Tensor, generator: torch.Generator
+) -> Tensor:
+    r"""Noisy rewards of the arms ``indices``."""
+    return _noisy(problem.arm_values[indices], problem.noise_std, generator)
 
 
-def step_flops(policy: Timed, q: int = 1) -> float | None:
-    r"""Flops of one step of a cached policy in its current state (None otherwise).
+def _point_rewards(problem: Problem, X: Tensor, generator: torch.Generator) -> Tensor:
+    r"""Noisy rewards of the points ``X`` (``n x d``)."""
+    return _noisy(problem.objective(X), problem.noise_std, generator)
+
+
+def step_flops(policy: CachedSGPTS | CachedExactGPTS, q: int = 1) -> float | None:
+    r"""Flops of one step of a cached policy in its current state (None before its
+    first observation).
 
     Counted (2 per multiply-add): the path values ``Phi_A W^T + K_AU V`` over the
     ``N`` arms with the ``c`` kernel columns actually multiplied (``2 N (M + c) q``;
@@ -137,8 +141,8 @@ def step_flops(policy: Timed, q: int = 1) -> float | None:
     Kernel and feature evaluations of single points, argmax and Python overhead are
     left out.
     """
-    sampler = getattr(policy, "sampler", None)
-    if sampler is None or sampler.num_observations == 0:
+    sampler = policy.sampler
+    if sampler.num_observations == 0:
         return None
     cache = sampler.cache
     N, M, d = cache.num_arms, cache.num_features, cache.arms.shape[-1]
@@ -184,12 +188,13 @@ def time_thompson_steps(
     """
     base = torch.Generator().manual_seed(seed)
     initial = torch.randint(problem.arms.shape[0], (t - warmup,), generator=base)
-    initial_rewards = _rewards(problem, initial, base)
+    initial_rewards = _arm_rewards(problem, initial, base)
     policy_seed = int(torch.randint(2**62, (1,), generator=base))
     policy = BUILDS[method](
         problem, t + steps, torch.Generator().manual_seed(policy_seed), **options
     )
     policy.tell(initial, initial_rewards)
+    rewards_of = partial(_arm_rewards, problem, generator=base)
     select, update, observations, chosen = [], [], [], []
     label = f"{method} t={t}"
     reselections = None
@@ -198,17 +203,11 @@ def time_thompson_steps(
     ):
         if step == warmup:
             reselections = policy.diagnostics().get("reselections")
-        held = _num_observations(policy)
-        start = time.perf_counter()
-        index = policy.ask()
-        middle = time.perf_counter()
-        rewards = _rewards(problem, index, base)
-        between = time.perf_counter()
-        policy.tell(index, rewards)
-        end = time.perf_counter()
+        held = policy.sampler.num_observations
+        index, ask_seconds, tell_seconds = timed_round(policy, rewards_of)
         if step >= warmup:
-            select.append(middle - start)
-            update.append(end - between)
+            select.append(ask_seconds)
+            update.append(tell_seconds)
             observations.append(held)
             chosen.append(int(index[0]))
     diagnostics = policy.diagnostics()
@@ -237,9 +236,6 @@ def _ratios(numerator: StepTimings, denominator: StepTimings) -> dict[str, float
     }
 
 
-_DTYPES = {None: None, "float32": torch.float32, "float64": torch.float64}
-
-
 def measure_thompson_steps(
     num_inducing: int = 100,
     num_features: int = 1000,
@@ -265,29 +261,27 @@ def measure_thompson_steps(
         num_arms: Candidate arms ``N`` (seeded uniform points of ``[0, 1]^6``).
         ts: Observation counts ``t`` (distinct, each ``> warmup``).
         steps: Timed S-GP-TS steps per ``t``.
-        exact_steps: Timed steps per ``t`` of each exact method.
+        exact_steps: Timed exact GP-TS steps per ``t``.
         warmup: Untimed steps before the timed ones.
         inducing_quality: S-GP-TS inducing selection, ``"variance"`` or
             ``"improvement"``.
         seed: Seed of the arms, the data, the paths and the reward noise.
-        skip_exact: Time the S-GP-TS methods only.
+        skip_exact: Time S-GP-TS only.
         methods: Keys of :data:`METHODS` to time (default all).
-        memory_budget_gib: Cache budget of the cached methods (GiB).
-        cache_dtype: Their cache storage, ``"float32"``, ``"float64"`` or None (the
+        memory_budget_gib: Cache budget of each method (GiB).
+        cache_dtype: Cache storage, ``"float32"``, ``"float64"`` or None (the
             arms' dtype, float64).
         progress: Show tqdm progress bars.
 
     Returns:
-        A dict with ``"settings"`` (the arguments, the measured matrix-vector
-        throughput ``"gemv_flops"`` for ``N x (M + m)`` products in the cache dtype,
-        that of a ``1024^3`` product ``"gemm_flops"`` and the process's peak
-        resident memory ``"peak_rss_gib"`` before these throughput measurements),
-        ``"timings"``
-        (method key -> ``t`` -> :class:`StepTimings`), ``"growth"`` (S-GP-TS method
-        -> its step time at the largest ``t`` over that at the smallest,
-        ``{"median", "min"}``; empty for one ``t``) and ``"speedup"`` (exact method
-        -> ``t`` -> exact over S-GP-TS step time of :data:`BASELINE_OF`,
-        ``{"median", "min"}``).
+        A dict with ``"settings"`` (the arguments; ``"gemv_flops"``, the measured
+        throughput of ``N x (M + m)`` matrix-vector products in the cache dtype;
+        ``"gemm_flops"``, that of a ``1024^3`` product; ``"peak_rss_gib"``, the peak
+        resident memory before these measurements), ``"timings"`` (method key ->
+        ``t`` -> :class:`StepTimings`), ``"growth"`` (S-GP-TS method -> its step time
+        at the largest ``t`` over that at the smallest, ``{"median", "min"}``; empty
+        for one ``t``) and ``"speedup"`` (exact method -> ``t`` -> its step time over
+        that of its :data:`BASELINE_OF`, ``{"median", "min"}``).
 
     Example:
         >>> results = measure_thompson_steps(ts=(500, 5000), steps=20)
@@ -304,27 +298,18 @@ def measure_thompson_steps(
         raise ValueError(f"`methods` must be distinct keys of {list(METHODS)}.")
     if skip_exact:
         methods = [m for m in methods if m not in BASELINE_OF]
-    if cache_dtype not in _DTYPES:
-        raise ValueError(f"`cache_dtype` must be one of {list(_DTYPES)}.")
-    sgpts = {
-        "num_inducing": num_inducing,
-        "num_features": num_features,
-        "inducing_quality": inducing_quality,
-    }
+    if cache_dtype not in CACHE_DTYPES:
+        raise ValueError(f"`cache_dtype` must be one of {list(CACHE_DTYPES)}.")
     # prior_block=1: every timed step computes its own prior part, else the median
     # step would be one of the 63 in 64 that a prior bank spares that product
-    cached = {
+    exact = {
+        "num_features": num_features,
         "memory_budget_gib": memory_budget_gib,
         "cache_dtype": cache_dtype,
         "prior_block": 1,
     }
-    options = {
-        "sgpts-cached": sgpts | cached,
-        "exact-gpts-incremental": {"num_features": num_features} | cached,
-        "sgpts": sgpts,
-        "exact-gpts": {"num_features": num_features},
-        "exact-gpts-botorch": {"num_features": num_features},
-    }
+    sparse = {"num_inducing": num_inducing, "inducing_quality": inducing_quality}
+    options = {"sgpts-cached": exact | sparse, "exact-gpts-incremental": exact}
     problem = make_sgpts_hartmann6(num_arms=num_arms, seed=seed)
     timings: dict[str, dict[int, StepTimings]] = {}
     for method in methods:
@@ -353,7 +338,7 @@ def measure_thompson_steps(
         if name in BASELINE_OF and BASELINE_OF[name] in timings
     }
     peak_rss_gib = max_rss_bytes() / 2**30
-    dtype = _DTYPES[cache_dtype] or torch.float64
+    dtype = CACHE_DTYPES[cache_dtype] or torch.float64
     return {
         "settings": {
             "num_inducing": num_inducing,
@@ -378,3 +363,65 @@ def measure_thompson_steps(
         "growth": growth,
         "speedup": speedup,
     }
+
+
+def time_box_batches(
+    ts: Sequence[int] = (250, 4150),
+    batch_size: int = 100,
+    *,
+    num_inducing: int = 100,
+    num_features: int = 1000,
+    inducing_quality: str = "variance",
+    raw_samples: int | None = None,
+    num_restarts: int = 10,
+    seed: int = 0,
+) -> dict[str, dict[int, dict[str, float]]]:
+    r"""Time one batch of S-GP-TS and exact GP-TS on S-GP-TS's continuous Hartmann-6.
+
+    At each ``t`` both policies (:class:`ModelSGPTS`, :class:`ModelExactGPTS`) are
+    told the same ``t`` uniform points with noisy rewards (untimed), then ``ask()``
+    one batch of ``batch_size`` points (one path each, maximized over the box by
+    ``raw_samples`` Sobol points and ``num_restarts`` L-BFGS-B starts per path, the
+    same budget for both) and ``tell()`` its rewards.
+
+    Returns:
+        Method key (``"sgpts"``, ``"exact-gpts"``) -> ``t`` -> ``{"select",
+        "update", "batch"}`` seconds.
+
+    Example:
+        >>> time_box_batches(ts=(4150,))["exact-gpts"][4150]["batch"]
+    """
+    ts = check_ts(ts, 0)
+    check_int(batch_size, "batch_size", 1)
+    problem = make_sgpts_hartmann6(seed=seed)
+    options = {
+        "batch_size": batch_size,
+        "num_features": num_features,
+        "raw_samples": raw_samples,
+        "num_restarts": num_restarts,
+    }
+    sparse = {"num_inducing": num_inducing, "inducing_quality": inducing_quality}
+    builders = {
+        "sgpts": partial(ModelSGPTS, **sparse, **options),
+        "exact-gpts": partial(ModelExactGPTS, **options),
+    }
+    results: dict[str, dict[int, dict[str, float]]] = {}
+    for name, build in builders.items():
+        results[name] = {}
+        for t in ts:
+            base = torch.Generator().manual_seed(seed)
+            X = problem.uniform_points(t, base)
+            rewards = _point_rewards(problem, X, base)
+            policy_seed = int(torch.randint(2**62, (1,), generator=base))
+            policy = build(
+                problem, t + batch_size, torch.Generator().manual_seed(policy_seed)
+            )
+            policy.tell(X, rewards)
+            rewards_of = partial(_point_rewards, problem, generator=base)
+            _, select, update = timed_round(policy, rewards_of)
+            results[name][t] = {
+                "select": select,
+                "update": update,
+                "batch": select + update,
+            }
+    return results

@@ -2,17 +2,15 @@ from functools import partial
 
 import pytest
 import torch
-from botorch.sampling.pathwise import draw_kernel_feature_paths, draw_matheron_paths
 
 from botorch_sketch.acquisition.thompson import AlphaSchedule
 from botorch_sketch.benchmarks.policies.thompson import (
-    BoTorchPathGPTS,
     CachedExactGPTS,
     CachedSGPTS,
     ModelExactGPTS,
     ModelSGPTS,
 )
-from botorch_sketch.benchmarks.problems import Problem, make_sgpts_hartmann6
+from botorch_sketch.benchmarks.problems import Problem
 
 DTYPE = torch.float64
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
@@ -187,27 +185,3 @@ def test_bad_arguments_raise():
     problem.hyperparameters = {}
     with pytest.raises(ValueError, match="lengthscale"):
         ModelSGPTS(problem, 10, torch.Generator())
-
-
-def test_botorch_path_policy_returns_the_argmax_of_its_path():
-    problem = make_sgpts_hartmann6(num_arms=50, seed=1)
-    policy = BoTorchPathGPTS(
-        problem, 10, torch.Generator().manual_seed(3), num_features=32, chunk_size=7
-    )
-    policy.tell(torch.arange(8), problem.arm_values[:8])
-    twin = torch.Generator()
-    twin.set_state(policy.generator.get_state())
-    seed = int(torch.randint(2**62, (1,), generator=twin))
-    chosen = policy.ask()
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
-        torch.manual_seed(seed)
-        path = draw_matheron_paths(
-            policy.model,
-            sample_shape=torch.Size([1]),
-            prior_sampler=lambda model, sample_shape: draw_kernel_feature_paths(
-                model, sample_shape, num_features=32
-            ),
-        )
-        values = path(problem.arms)  # all arms at once, no chunks
-    assert chosen.dtype == torch.long and chosen.shape == (1,)
-    assert int(chosen) == int(values.argmax())

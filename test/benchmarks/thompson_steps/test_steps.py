@@ -43,12 +43,12 @@ def test_result_structure_and_settings(results):
     assert results["settings"]["ts"] == [30, 60]  # sorted
     assert list(results["timings"]) == list(METHODS)
     assert set(results["speedup"]) == set(BASELINE_OF)
-    assert set(results["growth"]) == {"sgpts", "sgpts-cached"}
+    assert set(results["growth"]) == {"sgpts-cached"}
     assert results["settings"]["gemv_flops"] > 0
     assert results["settings"]["peak_rss_gib"] > 0
     for ratios in [
         *results["growth"].values(),
-        *results["speedup"]["exact-gpts"].values(),
+        *results["speedup"]["exact-gpts-incremental"].values(),
     ]:
         assert set(ratios) == {"median", "min"}
         assert all(math.isfinite(v) and v > 0 for v in ratios.values())
@@ -67,27 +67,24 @@ def test_each_step_starts_at_t_observations_and_picks_a_valid_arm(results):
             seconds = run.select_seconds + run.update_seconds
             assert len(seconds) == 2 * steps and all(s > 0 for s in seconds)
             assert run.min_ms <= run.median_ms
-    for name in ("sgpts", "sgpts-cached"):
-        for run in results["timings"][name].values():
-            assert 1 <= run.num_inducing <= TINY["num_inducing"]
-    assert results["timings"]["exact-gpts"][30].num_inducing is None
-    for name in ("sgpts-cached", "exact-gpts-incremental"):
+    for run in results["timings"]["sgpts-cached"].values():
+        assert 1 <= run.num_inducing <= TINY["num_inducing"]
+    assert results["timings"]["exact-gpts-incremental"][30].num_inducing is None
+    for name in METHODS:
         for run in results["timings"][name].values():
             assert run.memory_gib > 0 and run.flops > 0
-    assert results["timings"]["sgpts"][30].flops is None
     assert results["timings"]["sgpts-cached"][60].reselections >= 0
 
 
 def test_ratios_are_the_quotients_of_the_timings(results):
     timings = results["timings"]
-    sgpts, exact = timings["sgpts"], timings["exact-gpts-botorch"]
-    assert results["growth"]["sgpts"]["median"] == pytest.approx(
-        sgpts[60].median_ms / sgpts[30].median_ms
-    )
-    assert results["speedup"]["exact-gpts-botorch"][30]["min"] == pytest.approx(
-        exact[30].min_ms / sgpts[30].min_ms
-    )
     cached, incremental = timings["sgpts-cached"], timings["exact-gpts-incremental"]
+    assert results["growth"]["sgpts-cached"]["median"] == pytest.approx(
+        cached[60].median_ms / cached[30].median_ms
+    )
+    assert results["speedup"]["exact-gpts-incremental"][30]["min"] == pytest.approx(
+        incremental[30].min_ms / cached[30].min_ms
+    )
     assert results["speedup"]["exact-gpts-incremental"][60]["median"] == (
         pytest.approx(incremental[60].median_ms / cached[60].median_ms)
     )
@@ -122,7 +119,8 @@ def test_seeded_choices_repeat_and_report_lists_every_run(results):
         ({"num_inducing": 0}, "`num_inducing`"),
         ({"inducing_quality": "best"}, "`inducing_quality`"),
         ({"num_arms": 0}, "`num_arms`"),
-        ({"methods": ["sgpts", "ucb"]}, "`methods`"),
+        ({"methods": ["sgpts-cached", "ucb"]}, "`methods`"),
+        ({"methods": ["exact-gpts"]}, "`methods`"),  # removed from-scratch reference
         ({"methods": []}, "`methods`"),
         ({"cache_dtype": "half"}, "`cache_dtype`"),
         ({"memory_budget_gib": 0}, "`memory_budget_gib`"),
