@@ -117,18 +117,20 @@ def _run(args: argparse.Namespace) -> tuple[list[RunTrace], dict[str, object]]:
     if unknown:
         raise SystemExit(f"Unknown methods {unknown}; known: {sorted(METHODS)}.")
     seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else preset.seeds
+    workers = args.workers or preset.workers
+    horizon = args.horizon or preset.horizon
     problem = make_problem(args.problem or preset.problem, data_dir=args.data_dir)
     uniform_regret = expected_uniform_regret(problem)
     settings = {
         "problem": problem.name,
-        "workers": args.workers or preset.workers,
-        "horizon": args.horizon or preset.horizon,
+        "workers": workers,
+        "horizon": horizon,
         "seeds": list(seeds),
         "duration_mean": args.duration_mean,
         "duration_sigma": args.duration_sigma,
         "ratio_threshold": args.ratio_threshold,
     }
-    store = RunStore(Path(args.output_dir) / "runs" / f"w{settings['workers']}")
+    store = RunStore(Path(args.output_dir) / "runs" / f"w{workers}")
     traces = []
     for seed in seeds:
         for method in methods:
@@ -148,8 +150,8 @@ def _run(args: argparse.Namespace) -> tuple[list[RunTrace], dict[str, object]]:
             trace = simulate(
                 problem,
                 method,
-                workers=settings["workers"],
-                horizon=settings["horizon"],
+                workers=workers,
+                horizon=horizon,
                 seed=seed,
                 duration_mean=args.duration_mean,
                 duration_sigma=args.duration_sigma,
