@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 
 from botorch_sketch.benchmarks.arguments import OneLineParser
-from botorch_sketch.benchmarks.cluster.figures import plot
 from botorch_sketch.benchmarks.cluster.methods import METHODS, method_label
 from botorch_sketch.benchmarks.cluster.report import (
     format_markdown,
+    plot,
     run_json,
     run_summary,
     summarize,
@@ -39,15 +39,8 @@ class ClusterPreset:
     seeds: tuple[int, ...]
 
 
-_ALL = (
-    "bkb",
-    "bbkb-sync",
-    "bbkb-async",
-    "gp-bucb",
-    "sgpts-async",
-    "gpts-async",
-    "uniform",
-)
+#: The methods with the problem's fixed kernel.
+_ALL = tuple(name for name in METHODS if not name.endswith("-learned"))
 
 #: Presets, all with ``W = 100`` but the smoke run: cadata with ``T = 10^4``
 #: (needs ``--data-dir``), Rosenbrock-8 on 20,000 arms with ``T = 2,000`` (the
@@ -114,14 +107,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _store(output_dir: str | Path, workers: int) -> RunStore:
-    r"""Where runs on ``workers`` workers are kept: ``output_dir/runs/w<W>/``."""
-    return RunStore(Path(output_dir) / "runs" / f"w{workers}")
-
-
 def _run(args: argparse.Namespace) -> tuple[list[RunTrace], dict[str, object]]:
-    r"""Run the preset with the command line's overrides, saving every trace (with
-    ``--resume``, reusing the stored runs of the same settings)."""
+    r"""Run the preset with the command line's overrides, saving every trace to
+    ``--output-dir/runs/w<W>/`` (with ``--resume``, reusing the stored runs of the
+    same settings); returns the traces and the settings."""
     preset = PRESETS[args.preset]
     methods = tuple(args.methods.split(",")) if args.methods else preset.methods
     unknown = sorted(set(methods) - set(METHODS))
@@ -132,32 +121,32 @@ def _run(args: argparse.Namespace) -> tuple[list[RunTrace], dict[str, object]]:
     horizon = args.horizon or preset.horizon
     problem = make_problem(args.problem or preset.problem, data_dir=args.data_dir)
     uniform_regret = expected_uniform_regret(problem)
-    store = _store(args.output_dir, workers)
+    settings = {
+        "problem": problem.name,
+        "workers": workers,
+        "horizon": horizon,
+        "seeds": list(seeds),
+        "duration_mean": args.duration_mean,
+        "duration_sigma": args.duration_sigma,
+        "ratio_threshold": args.ratio_threshold,
+    }
+    store = RunStore(Path(args.output_dir) / "runs" / f"w{workers}")
     traces = []
     for seed in seeds:
         for method in methods:
-            fingerprint = {
-                "problem": problem.name,
+            fingerprint = {k: v for k, v in settings.items() if k != "seeds"} | {
                 "method": method,
-                "workers": workers,
-                "horizon": horizon,
-                "duration_mean": args.duration_mean,
-                "duration_sigma": args.duration_sigma,
-                "ratio_threshold": args.ratio_threshold,
                 "optimum": problem.optimum,
                 "uniform_regret": uniform_regret,
             }
             name = method_label(method, args.ratio_threshold)
-            trace, why = (
-                store.load(problem.name, name, seed, fingerprint)
-                if args.resume
-                else (None, None)
-            )
-            if why is not None:
-                print(f"note: running again: {why}", flush=True)
-            if trace is not None:
-                traces.append(trace)
-                continue
+            if args.resume:
+                trace, why = store.load(problem.name, name, seed, fingerprint)
+                if why is not None:
+                    print(f"note: running again: {why}", flush=True)
+                if trace is not None:
+                    traces.append(trace)
+                    continue
             trace = simulate(
                 problem,
                 method,
@@ -180,24 +169,13 @@ def _run(args: argparse.Namespace) -> tuple[list[RunTrace], dict[str, object]]:
                 flush=True,
             )
             traces.append(trace)
-    settings = {
-        "problem": problem.name,
-        "workers": workers,
-        "horizon": horizon,
-        "seeds": list(seeds),
-        "duration_mean": args.duration_mean,
-        "duration_sigma": args.duration_sigma,
-        "ratio_threshold": args.ratio_threshold,
-    }
     return traces, settings
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     r"""Run a preset (options override it), or with ``--collect`` gather saved runs;
     write ``cluster_results.json``, ``cluster_table.md`` and the PNGs to
-    ``--output-dir`` (runs to its ``runs/w<W>/``, one :class:`~.runner.RunStore`
-    JSON file each) and print the table. Returns the exit
-    status."""
+    ``--output-dir`` and print the table. Returns the exit status."""
     args = build_parser(prog).parse_args(argv)
     torch.set_num_threads(1)
     if args.collect:

@@ -1,6 +1,6 @@
-r"""The methods of the simulated cluster as data: one :class:`ClusterMethod` record
-per name in :data:`METHODS` (how to build its ask/tell object for a run, and whether
-the simulation drives it in synchronous batches or asynchronously)."""
+r"""The methods of the simulated cluster: one :class:`ClusterMethod` record per name
+in :data:`METHODS` (how to build its ask/tell object, and whether it runs in
+synchronous batches or asynchronously), and their labels."""
 
 from __future__ import annotations
 
@@ -27,8 +27,7 @@ from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
 @dataclass(frozen=True)
 class MethodSetup:
     r"""What a method builder gets: the problem, ``W``, ``T``, the method's generator
-    and BBKB's ratio threshold ``C~`` (sync and async BBKB; None: their defaults,
-    2 and :func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options`)."""
+    and BBKB's ``C~`` for ``bbkb-sync`` and ``bbkb-async`` (None: their defaults)."""
 
     problem: Problem
     workers: int
@@ -42,15 +41,13 @@ class ClusterMethod:
     r"""A method of the simulated cluster.
 
     Attributes:
-        name: Registry name (``--methods``; traces carry it).
+        name: Registry name (``--methods``).
         label: Name in tables and legends.
-        build: ``build(setup)``: the run's ask/tell object (``ask(max_arms)``,
-            ``tell(indices, rewards)``).
-        synchronous: Driven in synchronous batches (:class:`SynchronousBatches`):
-            a batch is asked when nothing runs and told once all of it is back;
-            otherwise ``ask(free workers)`` after every completion.
+        build: ``build(setup)``: the run's ask/tell object.
+        synchronous: Driven in :class:`SynchronousBatches`, else asked for the free
+            workers after every completion.
         uses_ratio: Takes BBKB's ``C~`` (``--ratio-threshold``; the trace's method
-            gets ``-c<C~>``).
+            then gets ``-c<C~>``).
     """
 
     name: str
@@ -87,11 +84,11 @@ class SynchronousBatches:
         for arm, reward in zip(indices.tolist(), rewards.tolist(), strict=True):
             slot = next(
                 i
-                for i, (a, r) in enumerate(zip(self._batch, self._rewards, strict=True))
-                if a == arm and r is None
+                for i, asked in enumerate(self._batch)
+                if asked == arm and self._rewards[i] is None
             )
             self._rewards[slot] = reward
-        if all(r is not None for r in self._rewards):
+        if None not in self._rewards:
             batch = torch.tensor(self._batch, dtype=torch.long)
             rewards = torch.tensor(self._rewards, dtype=torch.float64)
             self.optimizer.tell(batch, rewards)
@@ -131,16 +128,9 @@ def _bbkb_async(setup: MethodSetup) -> BBKB:
     return _bbkb(setup, **options)
 
 
-def _bbkb_async_learned(setup: MethodSetup) -> BBKB:
-    r"""Asynchronous BBKB with its defaults for ``W`` workers: no kernel given, so
-    it learns the kernel, ``lambda`` and the rewards' scale."""
-    options = BBKBOptions(**asynchronous_options(setup.workers))
-    return BBKB(setup.problem.arms, options, seed=draw_seed(setup.generator))
-
-
 def _thompson_loop(loop: type[SGPTS], setup: MethodSetup) -> SGPTS:
-    r"""``loop`` (S-GP-TS or its exact baseline) on the problem's kernel, seeded from
-    the method's generator: both draw the same feature basis on the same seed."""
+    r"""``loop`` (S-GP-TS or its exact baseline) on the problem's kernel; both draw
+    the same feature basis on the same seed."""
     hp = KernelHyperparameters.from_problem(setup.problem)
     arms = setup.problem.arms
     options = SGPTSOptions(noise=hp.noise, cache_dtype=torch.float32)
@@ -152,24 +142,8 @@ def _thompson_loop(loop: type[SGPTS], setup: MethodSetup) -> SGPTS:
     )
 
 
-def _sgpts_async_learned(setup: MethodSetup) -> SGPTS:
-    r"""Asynchronous S-GP-TS with its defaults (learned kernel, ``lambda`` and
-    scale), single-precision feature cache as ``sgpts-async``."""
-    options = SGPTSOptions(cache_dtype=torch.float32)
-    return SGPTS(setup.problem.arms, options, seed=draw_seed(setup.generator))
-
-
-def _exact_bucb(setup: MethodSetup) -> ExactBUCB:
-    problem, generator = setup.problem, setup.generator
-    return ExactBUCB(problem, setup.horizon, generator, batch_size=setup.workers)
-
-
-def _uniform(setup: MethodSetup) -> Uniform:
-    r"""Uniformly random arms on every free worker."""
-    return Uniform(setup.problem, setup.horizon, setup.generator, batch_size=None)
-
-
-#: All cluster methods, by name, in table order.
+#: All cluster methods, by name, in table order. The ``-learned`` ones are the loops
+#: with their defaults (learned kernel, ``lambda`` and scale).
 METHODS: dict[str, ClusterMethod] = {
     method.name: method
     for method in (
@@ -192,10 +166,19 @@ METHODS: dict[str, ClusterMethod] = {
         ClusterMethod(
             "bbkb-async-learned",
             "asynchronous BBKB, learned kernel",
-            _bbkb_async_learned,
+            lambda setup: BBKB(
+                setup.problem.arms,
+                BBKBOptions(**asynchronous_options(setup.workers)),
+                seed=draw_seed(setup.generator),
+            ),
         ),
         ClusterMethod(
-            "gp-bucb", "GP-BUCB, batches of W", _exact_bucb, synchronous=True
+            "gp-bucb",
+            "GP-BUCB, batches of W",
+            lambda setup: ExactBUCB(
+                setup.problem, setup.horizon, setup.generator, batch_size=setup.workers
+            ),
+            synchronous=True,
         ),
         ClusterMethod(
             "sgpts-async",
@@ -205,20 +188,37 @@ METHODS: dict[str, ClusterMethod] = {
         ClusterMethod(
             "sgpts-async-learned",
             "asynchronous S-GP-TS, learned kernel",
-            _sgpts_async_learned,
+            lambda setup: SGPTS(
+                setup.problem.arms,
+                SGPTSOptions(cache_dtype=torch.float32),
+                seed=draw_seed(setup.generator),
+            ),
         ),
         ClusterMethod(
             "gpts-async",
             "asynchronous exact GP-TS",
             lambda setup: _thompson_loop(ExactGPTS, setup),
         ),
-        ClusterMethod("uniform", "uniform", _uniform),
+        ClusterMethod(
+            "uniform",
+            "uniform",
+            lambda setup: Uniform(
+                setup.problem, setup.horizon, setup.generator, batch_size=None
+            ),
+        ),
     )
 }
 
 
 def _uses_ratio(name: str) -> bool:
     return getattr(METHODS.get(name), "uses_ratio", False)
+
+
+def _split(method: str) -> tuple[str, str | None]:
+    r"""A trace's method as ``(name, C~)``: its ``-c<C~>`` suffix split off (None
+    without one)."""
+    name, sep, threshold = method.rpartition("-c")
+    return (name, threshold) if sep and _uses_ratio(name) else (method, None)
 
 
 def method_label(method: str, ratio_threshold: float | None) -> str:
@@ -231,13 +231,11 @@ def method_label(method: str, ratio_threshold: float | None) -> str:
 
 def base_method(method: str) -> str:
     r"""A trace's method without its ``-c<C~>`` suffix."""
-    name, sep, _ = method.rpartition("-c")
-    return name if sep and _uses_ratio(name) else method
+    return _split(method)[0]
 
 
 def label(method: str) -> str:
     r"""Table and legend name of a trace's method (``-c<C~>``: BBKB's threshold)."""
-    name, sep, threshold = method.rpartition("-c")
-    if sep and _uses_ratio(name):
-        return f"{METHODS[name].label}, C~ = {threshold}"
-    return getattr(METHODS.get(method), "label", method)
+    name, threshold = _split(method)
+    text = getattr(METHODS.get(name), "label", name)
+    return text if threshold is None else f"{text}, C~ = {threshold}"

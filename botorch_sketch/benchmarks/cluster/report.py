@@ -1,25 +1,21 @@
-r"""Figures of merit of simulated runs: a run's cluster quantities, curves on a time
-grid, times to reach a reference, the per-method summary table.
+r"""Figures of merit of simulated runs, the per-method table and the PNGs.
 
-A simulated run is a :class:`~botorch_sketch.benchmarks.results.RunTrace` (``policy``
-the method's label, ``ask_seconds`` / ``tell_seconds`` the CPU time in ``ask`` /
-``tell`` since the previous completion, each completion its own step) with
-``diagnostics["simulated_time"]`` (completion times, increasing) and
-``diagnostics["busy_worker_time"]`` (busy worker-time up to each completion), and in
-``metadata``: ``workers`` (``W``); ``num_asks`` ``ask`` calls, ``empty_asks`` of them
-with no arm; ``wall_seconds`` in ``ask`` and ``tell``; ``gflop``, the floating-point
-work the method counted (NaN if it counts none); ``last_start``, the simulated time
-``t_s`` the ``T``-th evaluation started; ``ask_p99_ms``, the 99th percentile of the
-wall-clock time of one ``ask``; ``refit_seconds``, the CPU time spent refitting
-hyperparameters (NaN for fixed ones), included in the ``ask`` and ``tell`` times.
+A simulated run is a :class:`~botorch_sketch.benchmarks.results.RunTrace`, one step
+per completion, with ``diagnostics`` ``simulated_time`` and ``busy_worker_time`` (at
+each completion) and ``metadata`` ``workers``, ``num_asks``, ``empty_asks``,
+``wall_seconds``, ``gflop``, ``last_start`` (when the ``T``-th evaluation started),
+``ask_p99_ms`` and ``refit_seconds`` (:func:`~.simulation.simulate`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from botorch_sketch.benchmarks.cluster.methods import METHODS, base_method, label
 from botorch_sketch.benchmarks.results import RunTrace
@@ -53,8 +49,7 @@ def utilization(trace: RunTrace) -> np.ndarray:
 
 def utilization_until_last_start(trace: RunTrace) -> float:
     r"""Busy worker-time over ``W t_s`` up to ``t_s``, the time the ``T``-th
-    evaluation started: the share of the workers a method kept busy while it had
-    evaluations left to hand out (1 when all started at time 0)."""
+    evaluation started (1 when all started at time 0; NaN if not recorded)."""
     last_start = trace.metadata.get("last_start", math.nan)
     if last_start == 0:
         return 1.0
@@ -132,8 +127,7 @@ def busy_fraction(trace: RunTrace, grid: np.ndarray) -> np.ndarray:
 def time_to_reach(trace: RunTrace, target: float) -> float:
     r"""The first simulated time after which the regret ratio stays ``<= target``
     (inf if it ends above)."""
-    ratio = trace.curve("regret_ratio")
-    above = np.nonzero(ratio > target)[0]
+    above = np.nonzero(trace.curve("regret_ratio") > target)[0]
     if above.size == 0:
         return float(times(trace)[0])
     if above[-1] == trace.horizon - 1:
@@ -142,8 +136,8 @@ def time_to_reach(trace: RunTrace, target: float) -> float:
 
 
 def time_to_find(trace: RunTrace, target: float) -> float:
-    r"""The first simulated time at which the simple regret (the best value found
-    so far) is ``<= target`` (inf if never)."""
+    r"""The first simulated time at which the simple regret is ``<= target`` (inf
+    if never)."""
     found = np.nonzero(trace.curve("simple_regret") <= target)[0]
     return float(times(trace)[found[0]]) if found.size else math.inf
 
@@ -152,18 +146,17 @@ def summarize(
     traces: Sequence[RunTrace], reference: str = "bbkb-sync"
 ) -> list[dict[str, object]]:
     r"""One row per ``(problem, workers, method)``: means over seeds of
-    :func:`run_summary`, plus, against the reference method's run of the same
-    seed, ``time_to_reference``: the time to reach (and stay at or below) its final
-    regret ratio over its makespan, ``time_to_reference_best``: the time to find an
-    arm as good as its best over its makespan, and ``reference_at_makespan``: its
-    regret ratio when this method finished (its last value if it finished
-    earlier)."""
+    :func:`run_summary`, and against the reference method's run of the same seed,
+    over its makespan: ``time_to_reference`` (to reach and stay at or below its final
+    regret ratio), ``time_to_reference_best`` (to find an arm as good as its best);
+    ``reference_at_makespan``: its regret ratio when this method finished."""
     groups: dict[tuple[str, int, str], list[RunTrace]] = {}
     for trace in traces:
         key = (trace.problem, workers(trace), trace.policy)
         groups.setdefault(key, []).append(trace)
     rows = []
     for (problem, width, method), group in groups.items():
+        finals = [run_summary(trace) for trace in group]
         row: dict[str, object] = {
             "problem": problem,
             "workers": width,
@@ -171,24 +164,25 @@ def summarize(
             "seeds": len(group),
             "horizon": group[0].horizon,
         }
-        finals = [run_summary(trace) for trace in group]
-        for key in finals[0]:
-            row[key] = float(np.mean([final[key] for final in finals]))
-        fractions, best_fractions, at_makespan = [], [], []
+        row |= {
+            key: float(np.mean([final[key] for final in finals])) for key in finals[0]
+        }
+        # the reference's run of each seed (its first, if collected twice)
+        bases = groups.get((problem, width, reference), [])
+        base_of = {base.seed: base for base in reversed(bases)}
+        reach, find, at_makespan = [], [], []
         for trace in group:
-            base = groups.get((problem, width, reference), [])
-            base = [b for b in base if b.seed == trace.seed]
-            if base:
-                ratio = base[0].curve("regret_ratio")
-                span = makespan(base[0])
-                fractions.append(time_to_reach(trace, ratio[-1]) / span)
-                best = base[0].curve("simple_regret")[-1]
-                best_fractions.append(time_to_find(trace, best) / span)
-                grid = np.array([min(makespan(trace), span)])
-                at_makespan.append(value_on_grid(base[0], ratio, grid)[0])
-        if fractions:
-            row["time_to_reference"] = float(np.mean(fractions))
-            row["time_to_reference_best"] = float(np.mean(best_fractions))
+            base = base_of.get(trace.seed)
+            if base is None:
+                continue
+            ratio, span = base.curve("regret_ratio"), makespan(base)
+            reach.append(time_to_reach(trace, ratio[-1]) / span)
+            find.append(time_to_find(trace, base.curve("simple_regret")[-1]) / span)
+            grid = np.array([min(makespan(trace), span)])
+            at_makespan.append(value_on_grid(base, ratio, grid)[0])
+        if reach:
+            row["time_to_reference"] = float(np.mean(reach))
+            row["time_to_reference_best"] = float(np.mean(find))
             row["reference_at_makespan"] = float(np.mean(at_makespan))
         rows.append(row)
     order = {name: k for k, name in enumerate(METHODS)}
@@ -228,3 +222,102 @@ def format_markdown(rows: Sequence[dict[str, object]], reference: str) -> str:
             f"{row['empty_asks']:.0f} / {row['num_asks']:.0f} |"
         )
     return "\n".join(lines)
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    FigureCanvasAgg(figure)
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def plot(
+    traces: Sequence[RunTrace], output_dir: str | Path, reference: str = "bbkb-sync"
+) -> list[Path]:
+    r"""For each ``(problem, W)``: ``cluster_<problem>_w<W>_regret.png`` (regret
+    ratio vs simulated time, mean over seeds, each line ending at its makespan),
+    ``..._utilization.png`` (:func:`busy_fraction` over log-spaced windows) and,
+    when the reference method ran, ``..._tradeoff.png`` (:func:`plot_tradeoff`)."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    runs: dict[tuple[str, int], list[RunTrace]] = {}
+    for trace in traces:
+        runs.setdefault((trace.problem, workers(trace)), []).append(trace)
+    views = (
+        (
+            "regret",
+            lambda t, g: value_on_grid(t, t.curve("regret_ratio"), g),
+            "regret ratio R_k / (k r_unif)",
+        ),
+        ("utilization", busy_fraction, "fraction of workers busy"),
+    )
+    paths = []
+    for (problem, width), group in runs.items():
+        low = min(float(times(t)[0]) for t in group)
+        grid = np.geomspace(low, max(makespan(t) for t in group), 400)
+        name = f"cluster_{problem}_w{width}"
+        for suffix, curve, ylabel in views:
+            figure = Figure(figsize=(7, 4.2))
+            axes = figure.add_subplot()
+            for method in dict.fromkeys(t.policy for t in group):
+                curves = np.array([curve(t, grid) for t in group if t.policy == method])
+                started = ~np.isnan(curves).all(axis=0)
+                mean = np.full(grid.shape, np.nan)
+                mean[started] = np.nanmean(curves[:, started], axis=0)
+                axes.plot(grid, mean, label=label(method))
+            axes.set_xscale("log")
+            if suffix == "regret":
+                axes.set_yscale("log")
+            axes.set_xlabel("simulated wall time (mean evaluation time = 1)")
+            axes.set_ylabel(ylabel)
+            axes.set_title(f"{problem}, W = {width} workers, T = {group[0].horizon}")
+            axes.grid(True, which="both", alpha=0.3)
+            axes.legend(fontsize=8)
+            figure.tight_layout()
+            paths.append(_save(figure, output_dir / f"{name}_{suffix}.png"))
+        figure = plot_tradeoff(group, reference)
+        if figure is not None:
+            paths.append(_save(figure, output_dir / f"{name}_tradeoff.png"))
+    return paths
+
+
+def plot_tradeoff(
+    traces: Sequence[RunTrace], reference: str = "bbkb-sync"
+) -> Figure | None:
+    r"""One point per run of one ``(problem, W)``: its utilization until the last
+    start against its final regret ratio over that of the reference's run of the
+    same seed (None when no other method has a reference run). Methods whose runs
+    all end above twice the reference's are named in a note, not drawn, so that the
+    axis resolves the rest."""
+    references = {t.seed: t for t in traces if t.policy == reference}
+    points, omitted = {}, []
+    for method in dict.fromkeys(t.policy for t in traces):
+        mine = [t for t in traces if t.policy == method and t.seed in references]
+        if method == reference or not mine:
+            continue
+        x = [utilization_until_last_start(t) for t in mine]
+        y = [
+            t.curve("regret_ratio")[-1] / references[t.seed].curve("regret_ratio")[-1]
+            for t in mine
+        ]
+        if min(y) > 2:
+            omitted.append(label(method))
+        else:
+            points[label(method)] = (x, y)
+    if not points:
+        return None
+    figure = Figure(figsize=(7, 4.2))
+    axes = figure.add_subplot()
+    for name, (x, y) in points.items():
+        axes.scatter(x, y, label=name, s=24)
+    if omitted:
+        note = "not drawn (above 2): " + ", ".join(omitted)
+        axes.annotate(note, (0.01, 0.01), xycoords="axes fraction", fontsize=8)
+    axes.axvline(0.9, color="grey", linestyle="--", linewidth=1)
+    axes.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    axes.set_xlabel("utilization until the last start")
+    axes.set_ylabel(f"final regret ratio / {label(reference)}'s (same seed)")
+    axes.set_title(f"{traces[0].problem}, W = {workers(traces[0])}: one point per run")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    return figure

@@ -1,13 +1,13 @@
-r"""The simulated cluster (:func:`simulate`): a method driven by
+r"""One run of a cluster method (:func:`simulate`), driven by
 :func:`~botorch_sketch.parallel.run_parallel` on a
-:class:`~botorch_sketch.parallel.SimulatedEngine`."""
+:class:`~botorch_sketch.parallel.SimulatedEngine` with log-normal evaluation times."""
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections import Counter
+from typing import NoReturn
 
 import numpy as np
 import torch
@@ -24,15 +24,19 @@ from botorch_sketch.benchmarks.methods import BenchmarkOptimizer
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.benchmarks.results import RunTrace, expected_uniform_regret
 from botorch_sketch.parallel import EvaluationLog, SimulatedEngine, run_parallel
-from botorch_sketch.utils.validation import check_indices, check_int
+from botorch_sketch.utils.validation import (
+    check_at_least,
+    check_indices,
+    check_int,
+    check_positive,
+)
 
 
 class _Measured:
-    r"""A cluster method's ask/tell object as :func:`~botorch_sketch.parallel.
-    run_parallel`'s optimizer: checks its answers, naming the method, and measures
-    its ``ask`` and ``tell`` (CPU and wall-clock time, asks, empty asks, the
-    simulated time the last evaluation was handed out). It cannot fail arms or save
-    its state."""
+    r"""A cluster method as :func:`~botorch_sketch.parallel.run_parallel`'s optimizer:
+    checks its answers (errors name the method) and measures its ``ask`` and ``tell``
+    (CPU and wall-clock time, asks, empty asks, the simulated time the last
+    evaluation was handed out). It cannot fail arms or be checkpointed."""
 
     def __init__(
         self,
@@ -80,19 +84,12 @@ class _Measured:
         self.method.tell(indices, rewards)
         self.tell_seconds += time.process_time() - start
         self.wall_seconds += time.perf_counter() - wall
-        for arm in indices.tolist():
-            self.running[arm] -= 1
-            if not self.running[arm]:
-                del self.running[arm]
+        self.running -= Counter(indices.tolist())
 
-    def fail(self, indices: Tensor) -> None:
-        raise NotImplementedError("Simulated evaluations do not fail.")
+    def _unsupported(self, *args: object) -> NoReturn:
+        raise NotImplementedError("A simulated run has no failures or checkpoints.")
 
-    def state_dict(self) -> dict[str, object]:
-        raise NotImplementedError("A simulated run is not checkpointed.")
-
-    def load_state_dict(self, state: dict[str, object]) -> None:
-        raise NotImplementedError("A simulated run is not checkpointed.")
+    fail = state_dict = load_state_dict = _unsupported
 
 
 def simulate(
@@ -109,31 +106,25 @@ def simulate(
 ) -> RunTrace:
     r"""Run ``method`` on ``workers`` simulated workers for ``horizon`` evaluations.
 
-    :func:`~botorch_sketch.parallel.run_parallel` drives the method on a
-    :class:`~botorch_sketch.parallel.SimulatedEngine` with log-normal evaluation
-    times: one completion per round, then an ask for the free workers.
+    Run seed ``s`` gives the method ``torch.Generator().manual_seed(2 s)``, and the
+    evaluation times, then the reward noise, of the ``k``-th started evaluation
+    ``manual_seed(2 s + 1)``: all methods see common random numbers.
 
     Args:
         problem: A finite problem.
-        method: A key of :data:`METHODS`.
+        method: A key of :data:`~.methods.METHODS`.
         workers: ``W`` in ``[1, 1000]``.
         horizon: ``T >= 1`` evaluations.
-        seed: Run seed (see the module docstring).
+        seed: Run seed.
         duration_mean: Mean evaluation time (simulated seconds).
         duration_sigma: Log-standard deviation of the evaluation times (0: constant).
         ratio_threshold: BBKB's ``C~`` of ``bbkb-sync`` / ``bbkb-async`` (the label
-            gets ``-c<C~>``); None: 2 for ``bbkb-sync`` and ``1 + 0.07 W v`` for
-            ``bbkb-async`` (:func:`~botorch_sketch.generation.bbkb_loop.
-            asynchronous_options`).
+            gets ``-c<C~>``); None: the methods' defaults.
         uniform_regret: Precomputed :func:`~.results.expected_uniform_regret`.
 
     Returns:
-        The run's :class:`~botorch_sketch.benchmarks.results.RunTrace`, with the
-        cluster's records of :mod:`~botorch_sketch.benchmarks.cluster.report`.
-
-    Example:
-        >>> trace = simulate(problem, "sgpts-async", workers=100, horizon=10_000)
-        >>> run_summary(trace)["utilization"]
+        The run's :class:`~botorch_sketch.benchmarks.results.RunTrace` (its cluster
+        records: :mod:`~botorch_sketch.benchmarks.cluster.report`).
     """
     if not problem.is_finite:
         raise ValueError("`problem` must be finite (an arm set).")
@@ -142,43 +133,33 @@ def simulate(
     check_int(workers, "workers", 1, 1000)
     check_int(horizon, "horizon", 1)
     check_int(seed, "seed", 0)
-    if not (duration_mean > 0 and math.isfinite(duration_mean)):
-        raise ValueError(f"`duration_mean` must be > 0, got {duration_mean}.")
-    if not (duration_sigma >= 0 and math.isfinite(duration_sigma)):
-        raise ValueError(f"`duration_sigma` must be >= 0, got {duration_sigma}.")
+    duration_mean = check_positive(duration_mean, "duration_mean")
+    duration_sigma = check_at_least(duration_sigma, "duration_sigma", 0.0)
     if uniform_regret is None:
         uniform_regret = expected_uniform_regret(problem)
     # the times, then the reward noise, of the k-th started evaluation
     world = torch.Generator().manual_seed(2 * seed + 1)
     engine = SimulatedEngine.lognormal(
-        horizon, float(duration_mean), float(duration_sigma), generator=world
+        horizon, duration_mean, duration_sigma, generator=world
     )
     noise = problem.noise_std * torch.randn(
         horizon, generator=world, dtype=torch.float64
     )
     arm_values = problem.arm_values.detach().double().cpu()
 
+    generator = torch.Generator().manual_seed(2 * seed)
     start = time.process_time()
     runner = METHODS[method](
-        MethodSetup(
-            problem,
-            workers,
-            horizon,
-            torch.Generator().manual_seed(2 * seed),
-            ratio_threshold,
-        )
+        MethodSetup(problem, workers, horizon, generator, ratio_threshold)
     )
     setup_seconds = time.process_time() - start
     optimizer = _Measured(runner, method, problem.arms, horizon, engine)
 
-    calls = itertools.count()
-
     def objective(x: Tensor) -> float:
         r"""The noisy reward of the ``k``-th started evaluation (``x`` is its arm):
         the engine evaluates at submission, in the order the arms were asked."""
-        order = next(calls)
-        arm = optimizer.started[order]
-        return float(arm_values[arm]) + float(noise[order])
+        order = engine.num_submitted
+        return float(arm_values[optimizer.started[order]]) + float(noise[order])
 
     times, busy, asks, tells = [], [], [], []
 

@@ -1,13 +1,6 @@
-r"""``python -m botorch_sketch.benchmarks.tuning``: run a tuning preset, write its
-results, tables and plots.
-
-Writes to ``--output-dir``: ``summary.csv``, ``curves.csv`` and ``results.json`` (the
-benchmark package's writers), ``regret.csv`` and ``tables.md`` (simple regret and
-optimizer time per trial at the preset's budgets, :mod:`.report`; with the preset's
-windows, the median time per trial in each, and for runs stopped by a time cap the
-fit of their time per trial extrapolated to the largest budget), and three PNG
-plots per problem label (:func:`.report.plot_problem`).
-"""
+r"""``python -m botorch_sketch.benchmarks.tuning``: run a tuning preset; write
+``summary.csv``, ``curves.csv``, ``results.json``, ``traces.json``, ``regret.csv``,
+``tables.md`` (:mod:`.report`) and three PNG plots per problem label."""
 
 from __future__ import annotations
 
@@ -25,8 +18,14 @@ import torch
 from botorch_sketch.benchmarks.arguments import OneLineParser
 from botorch_sketch.benchmarks.cli import DATA_ENV
 from botorch_sketch.benchmarks.results import RunTrace
+from botorch_sketch.benchmarks.tuning.driver import (
+    arm_set_floor,
+    load_problems,
+    run_preset,
+    to_traces,
+)
 from botorch_sketch.benchmarks.tuning.presets import PRESETS, TuningPreset
-from botorch_sketch.benchmarks.tuning.problems import TuningProblem, make_tuning_problem
+from botorch_sketch.benchmarks.tuning.problems import make_tuning_problem
 from botorch_sketch.benchmarks.tuning.report import (
     growth_notes,
     markdown_tables,
@@ -34,12 +33,6 @@ from botorch_sketch.benchmarks.tuning.report import (
     regret_rows,
     window_rows,
     window_tables,
-)
-from botorch_sketch.benchmarks.tuning.run import (
-    arm_set_floor,
-    load_problems,
-    run_preset,
-    to_traces,
 )
 from botorch_sketch.benchmarks.writers import write_results
 
@@ -72,12 +65,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def make_problems(traces: Sequence[RunTrace]) -> dict[str, TuningProblem]:
-    r"""The problems of ``traces`` that need no data, by name."""
-    names = dict.fromkeys(trace.problem.split(",")[0] for trace in traces)
-    return {name: make_tuning_problem(name) for name in names if name != "hgb-cadata"}
-
-
 def write_outputs(
     preset: TuningPreset,
     traces: Sequence[RunTrace],
@@ -107,13 +94,13 @@ def write_outputs(
         if growth:
             tables += "\n" + "\n".join(f"- {note}" for note in growth)
     seeds = tuple(sorted({trace.seed for trace in traces}))
-    searchers = any(trace.policy in ("bbkb", "sgpts") for trace in traces)
-    floors = [
-        f"{name}: {arm_set_floor(problem, seeds):.3g}"
-        for name, problem in make_problems(traces).items()
-        if problem.optimum is not None and searchers
-    ]
-    if floors:
+    names = dict.fromkeys(trace.problem.split(",")[0] for trace in traces)
+    names.pop("hgb-cadata", None)  # needs data, and its minimum is unknown
+    if any(trace.policy in ("bbkb", "sgpts") for trace in traces) and names:
+        floors = [
+            f"{name}: {arm_set_floor(make_tuning_problem(name), seeds):.3g}"
+            for name in names
+        ]
         tables += (
             "\n\nThe searchers' initial arm set (2,048 Sobol configurations, before "
             "the refined ones are added): the smallest regret among its "

@@ -1,30 +1,6 @@
-r"""The tuning benchmark's methods, each behind one ask/tell interface.
-
-:func:`method_factory` builds :class:`Method` objects with the libraries' default
-options:
-
-- ``bbkb`` / ``sgpts``: ``BBKBSearch(seed=s)`` / ``SGPTSSearch(seed=s)`` driven as
-  Ray Tune drives a searcher: ``set_search_properties("loss", "min", space)``,
-  ``set_max_concurrency(k)`` (Tune's ``max_concurrent_trials``), ``suggest`` (None:
-  wait) and ``on_trial_complete``;
-- ``tpe`` / ``gp``: an Optuna study with ``TPESampler(seed=s)`` /
-  ``GPSampler(seed=s)``, through ``study.ask(distributions)`` and ``study.tell``;
-  with ``k`` trials in flight the ``k - 1`` others stay ``RUNNING`` in the study,
-  which is how a sampler sees the running trials of other workers;
-- ``bbkb-optuna`` / ``sgpts-optuna``: the package's Optuna samplers in the same
-  study setup, ``BBKBSampler(seed=s, num_workers=k)`` / ``SGPTSSampler(seed=s)``
-  (``num_workers`` is the concurrency, as Tune's ``max_concurrent_trials`` is the
-  searchers'; with its default ``max_wait=0`` a trial that finds BBKB's batch rule
-  full takes the in-batch UCB arm past the rule);
-- ``cmaes`` / ``random-optuna``: Optuna's ``CmaEsSampler(seed=s)`` /
-  ``RandomSampler(seed=s)`` in the same study setup (``CmaEsSampler`` draws
-  categorical parameters with its independent ``RandomSampler``; its log line
-  about that, once per trial, is turned off);
-- ``random``: configurations drawn uniformly (log-uniformly for log-scaled floats);
-- ``ax``: Ax's ``Client(random_seed=s)`` with its default generation strategy.
-
-Each optional library is imported by the method that needs it.
-"""
+r"""The tuning benchmark's methods behind one ask/tell interface, each with its
+library's default options (docs/benchmarks.md, "Hyperparameter tuning with default
+options" and "Optuna samplers against Optuna's own")."""
 
 from __future__ import annotations
 
@@ -70,7 +46,8 @@ class Method(Protocol):
 
 
 class SearcherMethod:
-    r"""A Ray Tune ``Searcher`` (the package's searchers) minimizing ``"loss"``."""
+    r"""A Ray Tune ``Searcher`` minimizing ``"loss"``, driven as Tune drives it
+    (``max_concurrent_trials`` is ``in_flight``; ``suggest`` may answer None)."""
 
     def __init__(self, searcher: Any, space: Space, in_flight: int) -> None:
         searcher.set_search_properties("loss", "min", to_tune(space))
@@ -90,7 +67,8 @@ class SearcherMethod:
 
 
 class OptunaMethod:
-    r"""An Optuna study with ``sampler`` (open trials stay asked, not told)."""
+    r"""An Optuna study with ``sampler``; trials in flight stay asked, not told
+    (``RUNNING``), as other workers' trials do."""
 
     def __init__(self, sampler: Any, space: Space) -> None:
         import optuna
@@ -168,11 +146,10 @@ def method_factory(name: str) -> Factory:
     if name == "bbkb-optuna":
         from botorch_sketch.integrations.optuna import BBKBSampler
 
-        def bbkb(space: Space, seed: int, k: int) -> Method:
-            sampler = BBKBSampler(seed=seed, num_workers=k)
-            return OptunaMethod(sampler, space)
-
-        return bbkb
+        # num_workers: the concurrency, as Tune's max_concurrent_trials
+        return lambda space, seed, k: OptunaMethod(
+            BBKBSampler(seed=seed, num_workers=k), space
+        )
     if name == "sgpts-optuna":
         from botorch_sketch.integrations.optuna import SGPTSSampler
 

@@ -1,36 +1,13 @@
-r"""Presets of the tuning benchmark: blocks of runs and the budgets to report.
-
-A :class:`Block` runs every method on every problem for every seed, with ``budget``
-trials and ``in_flight`` of them running at once. No method is told the budget, so
-the figures at a smaller budget are read off the same runs (the first ``b`` told
-trials).
-
-- ``sequential``: the five problems, 1 in flight, 200 trials, seeds 0-4, every method
-  but Ax; Ax's default strategy at 50 trials only (its time per trial grows fast);
-- ``parallel``: the four problems without data, 8 in flight, 200 trials, seeds 0-4,
-  every method but Ax;
-- ``long``: Branin and the mixed space, 1 in flight, 1,000 trials, seeds 0-4;
-  Optuna's ``GPSampler`` for seed 0 only, stopped once its own time passes 300 s;
-- ``smoke``: Branin and the mixed space, 8 trials, 1 and 2 in flight, seeds 0-1,
-  every method but Ax (seconds; for CI);
-- ``optuna`` / ``optuna-parallel``: the four problems without data, 500 trials,
-  1 / 4 in flight, seeds 0-4: the package's Optuna samplers against Optuna's TPE,
-  CMA-ES and random samplers in the same study setup; ``GPSampler`` at 100 trials
-  only (its time per trial grows with the trials), stopped earlier should its own
-  time pass :data:`GP_SECONDS_SMALL`;
-- ``optuna-large``: Branin and the mixed space, 5,000 trials, 1 in flight, seeds
-  0-2 (``GPSampler``: seed 0, stopped once its own time passes
-  :data:`GP_SECONDS_LARGE`); the tables add the median time per trial in windows
-  of trials;
-- ``optuna-smoke``: Branin and the mixed space, 8 trials, 1 and 2 in flight, seeds
-  0-1, every Optuna method (seconds; for CI).
-"""
+r"""Presets of the tuning benchmark: blocks of runs and the budgets to report
+(docs/benchmarks.md lists what each ran). No method is told the budget, so the
+figures at a smaller budget are read off the same runs (their first ``b`` trials)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 ALL_PROBLEMS = ("branin", "hartmann6", "levy10", "mixed", "hgb-cadata")
+BRANIN_MIXED = ("branin", "mixed")
 OURS_AND_BASELINES = ("bbkb", "sgpts", "tpe", "gp", "random")
 SEEDS = (0, 1, 2, 3, 4)
 #: The package's Optuna samplers and Optuna's own (``gp`` is timed separately).
@@ -89,14 +66,8 @@ PRESETS = {
             "long",
             "Branin and mixed, 1 in flight, 1,000 trials, 5 seeds (GPSampler 1)",
             (
-                Block(
-                    ("branin", "mixed"),
-                    ("bbkb", "sgpts", "tpe", "random"),
-                    1000,
-                    1,
-                    SEEDS,
-                ),
-                Block(("branin", "mixed"), ("gp",), 1000, 1, (0,), 300.0),
+                Block(BRANIN_MIXED, ("bbkb", "sgpts", "tpe", "random"), 1000, 1, SEEDS),
+                Block(BRANIN_MIXED, ("gp",), 1000, 1, (0,), 300.0),
             ),
             (50, 200, 1000),
         ),
@@ -104,8 +75,7 @@ PRESETS = {
             "smoke",
             "Branin and mixed, 8 trials, 1 and 2 in flight, 2 seeds (seconds)",
             tuple(
-                Block(("branin", "mixed"), OURS_AND_BASELINES, 8, k, (0, 1))
-                for k in (1, 2)
+                Block(BRANIN_MIXED, OURS_AND_BASELINES, 8, k, (0, 1)) for k in (1, 2)
             ),
             (4, 8),
         ),
@@ -127,8 +97,8 @@ PRESETS = {
             "Branin and mixed, Optuna samplers, 5,000 trials, 1 in flight, 3 seeds "
             f"(GPSampler 1, capped at {GP_SECONDS_LARGE:g} s)",
             (
-                Block(("branin", "mixed"), OPTUNA_METHODS, 5000, 1, SEEDS[:3]),
-                Block(("branin", "mixed"), ("gp",), 5000, 1, (0,), GP_SECONDS_LARGE),
+                Block(BRANIN_MIXED, OPTUNA_METHODS, 5000, 1, SEEDS[:3]),
+                Block(BRANIN_MIXED, ("gp",), 5000, 1, (0,), GP_SECONDS_LARGE),
             ),
             (100, 500, 1000, 5000),
             ((1, 100), (401, 500), (901, 1000), (1001, 2000), (4001, 5000)),
@@ -137,7 +107,7 @@ PRESETS = {
             "optuna-smoke",
             "Branin and mixed, Optuna samplers, 8 trials, 1 and 2 in flight, 2 seeds",
             tuple(
-                Block(("branin", "mixed"), (*OPTUNA_METHODS, "gp"), 8, k, (0, 1))
+                Block(BRANIN_MIXED, (*OPTUNA_METHODS, "gp"), 8, k, (0, 1))
                 for k in (1, 2)
             ),
             (4, 8),

@@ -1,14 +1,5 @@
-r"""Problems of the tuning benchmark: a search space, a loss to minimize, its minimum.
-
-- ``branin``, ``hartmann6``, ``levy10``: BoTorch's test functions on their native
-  boxes (``x0..x{d-1}``), noiseless, with their known minima;
-- ``mixed``: a synthetic validation loss over two log-scaled floats, an integer, a
-  choice of three and a float (:func:`mixed_loss`); its minimum is exact (below);
-- ``hgb-cadata``: the 3-fold cross-validated RMSE (in units of 100,000) of
-  scikit-learn's ``HistGradientBoostingRegressor`` on a fixed random subsample of the
-  cadata rows; the minimum is unknown (``optimum`` None), so regret is measured
-  against the best loss any run of the same benchmark command found.
-"""
+r"""Problems of the tuning benchmark: a search space, a loss to minimize and its
+minimum (docs/benchmarks.md, "Hyperparameter tuning with default options")."""
 
 from __future__ import annotations
 
@@ -42,8 +33,11 @@ class MissingDataError(FileNotFoundError):
     r"""A problem's data file is not in the data folder."""
 
 
-def _test_function(name: str, function_class: type, **options: int) -> TuningProblem:
-    function = function_class(**options).to(torch.float64)
+def _test_function(name: str, class_name: str, **options: int) -> TuningProblem:
+    r"""BoTorch's test function ``class_name`` on its native box, noiseless."""
+    from botorch import test_functions
+
+    function = getattr(test_functions, class_name)(**options).to(torch.float64)
     names = [f"x{i}" for i in range(function.dim)]
     space = tuple(
         Param(n, "float", float(lo), float(hi))
@@ -147,29 +141,11 @@ def make_tuning_problem(name: str, data_dir: str | Path = "data") -> TuningProbl
     return PROBLEMS[name](data_dir)
 
 
-def _branin(_: object) -> TuningProblem:
-    from botorch.test_functions import Branin
-
-    return _test_function("branin", Branin)
-
-
-def _hartmann6(_: object) -> TuningProblem:
-    from botorch.test_functions import Hartmann
-
-    return _test_function("hartmann6", Hartmann, dim=6)
-
-
-def _levy10(_: object) -> TuningProblem:
-    from botorch.test_functions import Levy
-
-    return _test_function("levy10", Levy, dim=10)
-
-
 #: Problem name -> factory of the data folder.
 PROBLEMS: dict[str, Callable[[str | Path], TuningProblem]] = {
-    "branin": _branin,
-    "hartmann6": _hartmann6,
-    "levy10": _levy10,
+    "branin": lambda _: _test_function("branin", "Branin"),
+    "hartmann6": lambda _: _test_function("hartmann6", "Hartmann", dim=6),
+    "levy10": lambda _: _test_function("levy10", "Levy", dim=10),
     "mixed": lambda _: TuningProblem("mixed", MIXED_SPACE, mixed_loss, mixed_optimum()),
     "hgb-cadata": hgb_cadata,
 }

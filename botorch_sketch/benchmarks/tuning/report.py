@@ -1,15 +1,6 @@
-r"""Tables and plots of the tuning benchmark, from its traces.
-
-:func:`regret_rows` gives, per problem label, method and budget ``b``, the simple
-regret after ``b`` told trials over the seeds that reached ``b`` (mean, standard
-deviation, min, max) and the optimizer's own time per trial (its construction,
-``ask`` and ``tell`` over the first ``b`` trials, divided by ``b``; and over the
-last tenth of them only). :func:`window_rows` gives the median time per trial in
-windows of trials, and :func:`time_growth` fits the time per trial of a run that
-stopped early, to extrapolate it. :func:`plot_problem` draws simple regret against
-trials and against cumulative optimizer time, and the time per trial against
-trials.
-"""
+r"""Tables and plots of the tuning benchmark, from its traces: simple regret and the
+optimizer's own time per trial at the preset's budgets, the median time per trial in
+windows of trials, and the fit of the time per trial of a run stopped early."""
 
 from __future__ import annotations
 
@@ -39,7 +30,7 @@ def regret_rows(
             if not reached:
                 continue
             regret = np.array([t.curve("simple_regret")[budget - 1] for t in reached])
-            seconds = np.array([t.ask_seconds + t.tell_seconds for t in reached])
+            seconds = np.array([_trial_seconds(t) for t in reached])
             setup = np.array([t.setup_seconds for t in reached])
             tail = max(1, budget // 10)
             rows.append(
@@ -109,23 +100,34 @@ def time_growth(trace: RunTrace, at: int) -> tuple[float, float]:
     return float(slope), float(math.exp(intercept + slope * math.log(at)))
 
 
+def _table(
+    rows: Sequence[dict[str, object]],
+    line: str,
+    column: str,
+    cell: Callable[[dict[str, object]], str],
+) -> list[str]:
+    r"""A Markdown table of ``rows``: a line per value of ``row[line]``, a column per
+    value of ``row[column]`` (in order of appearance), ``cell(row)`` at each."""
+    columns = list(dict.fromkeys(row[column] for row in rows))
+    cells = {(row[line], row[column]): cell(row) for row in rows}
+    lines = [
+        f"| {line} | " + " | ".join(columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    for name in dict.fromkeys(row[line] for row in rows):
+        values = [cells.get((name, key), "-") for key in columns]
+        lines.append(f"| {name} | " + " | ".join(values) + " |")
+    return lines
+
+
 def _pivot(
     rows: Sequence[dict[str, object]],
     budget: int,
     cell: Callable[[dict[str, object]], str],
 ) -> list[str]:
-    r"""A Markdown table at ``budget``: a line per problem, a column per method."""
+    r"""A table at ``budget``: a line per problem, a column per method."""
     at = [row for row in rows if row["budget"] == budget and not row["stopped"]]
-    methods = list(dict.fromkeys(row["method"] for row in at))
-    cells = {(row["problem"], row["method"]): cell(row) for row in at}
-    lines = [
-        "| problem | " + " | ".join(methods) + " |",
-        "|---|" + "---:|" * len(methods),
-    ]
-    for problem in dict.fromkeys(row["problem"] for row in at):
-        values = [cells.get((problem, method), "-") for method in methods]
-        lines.append(f"| {problem} | " + " | ".join(values) + " |")
-    return lines
+    return _table(at, "problem", "method", cell)
 
 
 def _regret_cell(row: dict[str, object]) -> str:
@@ -145,21 +147,14 @@ def window_tables(rows: Sequence[dict[str, object]]) -> str:
     lines = []
     for problem in dict.fromkeys(row["problem"] for row in rows):
         at = [row for row in rows if row["problem"] == problem]
-        windows = list(dict.fromkeys(row["window"] for row in at))
-        cells = {
-            (row["method"], row["window"]): f"{1e3 * row['median_seconds']:.3g}"
-            for row in at
-        }
         lines += [
             f"Median optimizer time per trial [ms] in windows of trials, {problem}:",
             "",
-            "| method | " + " | ".join(windows) + " |",
-            "|---|" + "---:|" * len(windows),
+            *_table(
+                at, "method", "window", lambda r: f"{1e3 * r['median_seconds']:.3g}"
+            ),
+            "",
         ]
-        for method in dict.fromkeys(row["method"] for row in at):
-            values = [cells.get((method, w), "-") for w in windows]
-            lines.append(f"| {method} | " + " | ".join(values) + " |")
-        lines.append("")
     return "\n".join(lines)
 
 

@@ -1,11 +1,5 @@
-r"""Search spaces in one neutral form, with converters to Ray Tune, Optuna and Ax.
-
-A :data:`Space` is a tuple of :class:`Param`: a name, a kind (``"float"``,
-``"log-float"``, ``"int"`` or ``"choice"``) and bounds (both included) or choices.
-Each method of the tuning benchmark reads the same space through its converter
-(:func:`to_tune`, :func:`to_optuna`, :func:`to_ax`); random search samples it with
-:func:`sample`, and :func:`contains` checks a configuration against it.
-"""
+r"""Search spaces in one neutral form (a :data:`Space` is a tuple of :class:`Param`),
+with converters to Ray Tune, Optuna and Ax and a uniform sampler."""
 
 from __future__ import annotations
 
@@ -104,20 +98,3 @@ def sample(space: Space, rng: np.random.Generator) -> dict[str, Any]:
         "choice": lambda p: p.choices[int(rng.integers(len(p.choices)))],
     }
     return {p.name: draws[p.kind](p) for p in space}
-
-
-def contains(space: Space, config: dict[str, Any]) -> bool:
-    r"""Whether ``config`` has exactly the space's names, each value in its range
-    (integers integral, choices among the choices)."""
-    if set(config) != {p.name for p in space}:
-        return False
-    for p in space:
-        value = config[p.name]
-        if p.kind == "choice":
-            if value not in p.choices:
-                return False
-        elif p.kind == "int" and value != int(value):
-            return False
-        elif not p.low <= value <= p.high:
-            return False
-    return True

@@ -1,4 +1,5 @@
-r"""Regret ratios, times to reach a reference and the summary rows, by hand."""
+r"""Regret ratios, times to reach a reference and the summary rows, by hand; the
+trade-off plot's points and what it leaves out."""
 
 import math
 
@@ -6,6 +7,7 @@ import numpy as np
 import pytest
 
 from botorch_sketch.benchmarks.cluster.report import (
+    plot_tradeoff,
     summarize,
     time_to_find,
     time_to_reach,
@@ -36,3 +38,17 @@ def test_time_to_reach_and_summary():
     ratio = reference.curve("regret_ratio")
     assert math.isnan(value_on_grid(reference, ratio, [1.0])[0])
     assert mine["utilization"] == pytest.approx(1 / (2 * 4))  # busy 1 of 2 x 4
+
+
+def test_tradeoff_plot_needs_a_reference_and_names_what_it_leaves_out():
+    reference = make_trace([2, 4], [0.9, 0.9], method="bbkb-sync")
+    close = make_trace([1, 2], [0.9, 0.8], method="close", last_start=1.0)
+    far = make_trace([1, 2], [0.0, 0.0], method="far")  # 10x the reference's regret
+    assert plot_tradeoff([close, far]) is None  # no reference
+    assert plot_tradeoff([reference, far]) is None  # nothing drawn
+    figure = plot_tradeoff([reference, close, far])
+    texts = [text.get_text() for text in figure.axes[0].texts]
+    assert texts == ["not drawn (above 2): far"]
+    (points,) = figure.axes[0].collections
+    # busy 1 of 2 workers until t = 1; regret ratios 0.3 / 0.2
+    np.testing.assert_allclose(points.get_offsets(), [[0.5, 1.5]])

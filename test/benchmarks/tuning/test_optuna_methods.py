@@ -12,7 +12,7 @@ pytest.importorskip("matplotlib")
 from optuna.trial import TrialState
 
 from botorch_sketch.benchmarks.tuning import cli
-from botorch_sketch.benchmarks.tuning.driver import TrialLog, run_trials
+from botorch_sketch.benchmarks.tuning.driver import TrialLog, run_trials, to_traces
 from botorch_sketch.benchmarks.tuning.methods import METHODS, method_factory
 from botorch_sketch.benchmarks.tuning.presets import OPTUNA_METHODS, PRESETS
 from botorch_sketch.benchmarks.tuning.problems import make_tuning_problem
@@ -22,9 +22,9 @@ from botorch_sketch.benchmarks.tuning.report import (
     window_rows,
     window_tables,
 )
-from botorch_sketch.benchmarks.tuning.run import to_traces
-from botorch_sketch.benchmarks.tuning.space import contains
 from botorch_sketch.integrations.optuna import ASK_KEY
+
+from .helpers import contains
 
 SMOKE = PRESETS["optuna-smoke"]
 

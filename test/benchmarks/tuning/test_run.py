@@ -11,16 +11,17 @@ pytest.importorskip("ray.tune")
 pytest.importorskip("matplotlib")
 
 from botorch_sketch.benchmarks.tuning import cli
-from botorch_sketch.benchmarks.tuning.presets import PRESETS, Block, TuningPreset
-from botorch_sketch.benchmarks.tuning.report import regret_rows
-from botorch_sketch.benchmarks.tuning.run import (
+from botorch_sketch.benchmarks.tuning.driver import (
     arm_set_floor,
     load_problems,
     optima,
     run_preset,
     to_traces,
 )
-from botorch_sketch.benchmarks.tuning.space import contains
+from botorch_sketch.benchmarks.tuning.presets import PRESETS, Block, TuningPreset
+from botorch_sketch.benchmarks.tuning.report import regret_rows
+
+from .helpers import contains
 
 METHODS = ("bbkb", "sgpts", "tpe", "gp", "random")
 TINY = TuningPreset(

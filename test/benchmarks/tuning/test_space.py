@@ -7,13 +7,9 @@ pytest.importorskip("optuna")
 pytest.importorskip("ray.tune")
 
 from botorch_sketch.benchmarks.tuning.problems import HGB_SPACE, MIXED_SPACE
-from botorch_sketch.benchmarks.tuning.space import (
-    Param,
-    contains,
-    sample,
-    to_optuna,
-    to_tune,
-)
+from botorch_sketch.benchmarks.tuning.space import Param, sample, to_optuna, to_tune
+
+from .helpers import contains
 
 
 @pytest.mark.parametrize("space", [MIXED_SPACE, HGB_SPACE], ids=["mixed", "hgb"])
