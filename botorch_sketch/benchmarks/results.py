@@ -173,16 +173,18 @@ class RunTrace:
     def from_dict(cls, data: dict[str, object]) -> RunTrace:
         r"""Inverse of :meth:`to_dict` (None becomes NaN)."""
 
-        def floats(values: object) -> np.ndarray:
-            return np.array([math.nan if v is None else v for v in values], dtype=float)
+        def number(value: object) -> float:
+            return math.nan if value is None else float(value)
 
-        peak = data["peak_memory_mb"]
+        def floats(values: object) -> np.ndarray:
+            return np.array([number(v) for v in values], dtype=float)
+
         return cls(
             problem=data["problem"],
             policy=data["policy"],
             seed=int(data["seed"]),
-            optimum=float(data["optimum"]),
-            uniform_regret=float(data["uniform_regret"]),
+            optimum=number(data["optimum"]),
+            uniform_regret=number(data["uniform_regret"]),
             values=floats(data["values"]),
             ask_seconds=floats(data["ask_seconds"]),
             tell_seconds=floats(data["tell_seconds"]),
@@ -190,8 +192,8 @@ class RunTrace:
             diagnostics={
                 key: floats(values) for key, values in data["diagnostics"].items()
             },
-            setup_seconds=float(data["setup_seconds"]),
-            peak_memory_mb=math.nan if peak is None else float(peak),
+            setup_seconds=number(data["setup_seconds"]),
+            peak_memory_mb=number(data["peak_memory_mb"]),
             memory_method=data["memory_method"],
             environment=dict(data.get("environment") or {}),
             metadata={

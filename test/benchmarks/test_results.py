@@ -174,6 +174,7 @@ def test_trace_round_trips_through_json():
     trace = make_trace(
         diagnostics={"dictionary_size": np.array([2.0, np.nan, 3.0, 3.0])},
         peak_memory_mb=float("nan"),
+        uniform_regret=float("nan"),  # the tuning benchmark's traces have none
         memory_method="sampled",
         environment={"torch_threads": 1, "matmul_gflops": 33.0},
     )
@@ -185,6 +186,7 @@ def test_trace_round_trips_through_json():
         back.diagnostics["dictionary_size"], trace.diagnostics["dictionary_size"]
     )
     assert back.batch_index.dtype == np.int64 and math.isnan(back.peak_memory_mb)
+    assert math.isnan(back.uniform_regret)
     for key in ("problem", "policy", "seed", "optimum", "setup_seconds", "environment"):
         assert getattr(back, key) == getattr(trace, key)
     assert back.summary()["cumulative_regret"] == trace.summary()["cumulative_regret"]
