@@ -1,5 +1,6 @@
-r"""Benchmark output: :func:`format_table` for the terminal, :func:`write_results` for
-``summary.csv``, ``curves.csv`` and ``results.json``."""
+r"""Benchmark output shared by every benchmark tool: :func:`text_table` and
+:func:`markdown_table`; :func:`format_table` for the terminal, :func:`write_results`
+for ``summary.csv``, ``curves.csv`` and ``results.json``."""
 
 from __future__ import annotations
 
@@ -26,33 +27,62 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
+def text_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], labels: int = 1
+) -> str:
+    r"""An aligned text table: the first ``labels`` columns left-justified, the
+    others right-justified, two spaces apart, a rule of dashes under the header."""
+    widths = [max(map(len, column)) for column in zip(header, *rows, strict=True)]
+
+    def render(cells: Sequence[str]) -> str:
+        return "  ".join(
+            cell.ljust(width) if i < labels else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    rule = ["-" * width for width in widths]
+    return "\n".join(render(line) for line in [header, rule, *rows])
+
+
+def markdown_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], labels: int = 1
+) -> str:
+    r"""A Markdown table: the first ``labels`` columns left-aligned, the others
+    right-aligned."""
+    align = ["---"] * labels + ["---:"] * (len(header) - labels)
+    return "\n".join("| " + " | ".join(line) + " |" for line in [header, align, *rows])
+
+
+#: The columns of :func:`format_table`: summary key, header, format.
+TABLE_COLUMNS = (
+    ("problem", "problem", "{}"),
+    ("policy", "policy", "{}"),
+    ("horizon", "T", "{}"),
+    ("seeds", "seeds", "{}"),
+    ("cumulative_regret", "cum. regret", "{:.4g}"),
+    ("regret_ratio", "regret ratio", "{:.4f}"),
+    ("simple_regret", "simple regret", "{:.4f}"),
+    ("ask_seconds", "select s", "{:.2f}"),
+    ("tell_seconds", "update s", "{:.2f}"),
+    ("total_seconds", "total s", "{:.2f}"),
+    ("time_vs_reference", "time/exact", "{:.3g}"),
+    ("time_vs_flops", "time/flops", "{:.3g}"),
+    ("max_batch_size", "max batch", "{:.0f}"),
+    ("dictionary_size", "dict size", "{:.0f}"),
+    ("dictionary_churn", "churn", "{:.1f}"),
+    ("peak_memory_mb", "peak MiB", "{:.0f}"),
+)
+
+
 def format_table(rows: Sequence[dict[str, object]]) -> str:
-    r"""A fixed-width text table of :func:`summarize` rows: means, with the band of
-    the regret ratio and the total time in brackets when there are several seeds, and
-    a last line saying what the band is."""
-    columns = [
-        ("problem", "problem", "{}"),
-        ("policy", "policy", "{}"),
-        ("horizon", "T", "{}"),
-        ("seeds", "seeds", "{}"),
-        ("cumulative_regret", "cum. regret", "{:.4g}"),
-        ("regret_ratio", "regret ratio", "{:.4f}"),
-        ("simple_regret", "simple regret", "{:.4f}"),
-        ("ask_seconds", "select s", "{:.2f}"),
-        ("tell_seconds", "update s", "{:.2f}"),
-        ("total_seconds", "total s", "{:.2f}"),
-        ("time_vs_reference", "time/exact", "{:.3g}"),
-        ("time_vs_flops", "time/flops", "{:.3g}"),
-        ("max_batch_size", "max batch", "{:.0f}"),
-        ("dictionary_size", "dict size", "{:.0f}"),
-        ("dictionary_churn", "churn", "{:.1f}"),
-        ("peak_memory_mb", "peak MiB", "{:.0f}"),
-    ]
+    r"""A :func:`text_table` of :func:`summarize` rows: means, with the band of the
+    regret ratio and the total time in brackets when there are several seeds, and a
+    last line saying what the band is."""
     interval_keys = {"regret_ratio", "total_seconds"}  # cum. regret: as the ratio
     cells = []
     for row in rows:
         line = []
-        for key, _, fmt in columns:
+        for key, _, fmt in TABLE_COLUMNS:
             value = row.get(key)
             if value is None or (isinstance(value, float) and math.isnan(value)):
                 line.append("-")
@@ -63,25 +93,15 @@ def format_table(rows: Sequence[dict[str, object]]) -> str:
                 text += f" [{fmt.format(low)}, {fmt.format(high)}]"
             line.append(text)
         cells.append(line)
-    headers = [header for _, header, _ in columns]
-    widths = [
-        max(len(headers[i]), *(len(line[i]) for line in cells)) if cells else len(h)
-        for i, h in enumerate(headers)
-    ]
-
-    def render(line: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True))
-
-    rule = "  ".join("-" * w for w in widths)
-    lines = [render(headers), rule, *(render(line) for line in cells)]
+    table = text_table([header for _, header, _ in TABLE_COLUMNS], cells, labels=2)
     bands = dict.fromkeys(
         band_description(row["seeds"]).removeprefix("mean and ")
         for row in rows
         if row["seeds"] > 1
     )
     if bands:
-        lines.append(f"means; in brackets the {'; '.join(bands)}")
-    return "\n".join(lines)
+        table += f"\nmeans; in brackets the {'; '.join(bands)}"
+    return table
 
 
 def checkpoints(horizon: int, max_points: int = 500) -> np.ndarray:
