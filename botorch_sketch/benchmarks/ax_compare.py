@@ -220,7 +220,7 @@ def markdown_table(rows: Sequence[dict]) -> str:
         [
             row["problem"],
             row["method"],
-            str(row["seeds"]),
+            row["seeds"],
             f"{row['regret_mean']:.3g} [{row['regret_min']:.3g}, "
             f"{row['regret_max']:.3g}]",
             f"{row['seconds_per_trial']:.2f}",

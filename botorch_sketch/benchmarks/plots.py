@@ -111,10 +111,6 @@ def machine_line(traces: Sequence[RunTrace]) -> str | None:
     )
 
 
-def _label(policy: str, group: list[RunTrace], mixed: bool) -> str:
-    return f"{policy} ({len(group)} seeds)" if mixed else policy
-
-
 def new_figure(
     figsize: tuple[float, float] = (8.0, 4.2), ncols: int = 1
 ) -> tuple[Figure, Axes | np.ndarray]:
@@ -149,6 +145,24 @@ def finish(
     return save_figure(figure, path)
 
 
+def plot_against_time(
+    groups: dict[str, list[RunTrace]],
+    curve: str,
+    labels: dict[str, str],
+    styles: dict[str, dict[str, object]],
+) -> tuple[Figure, Axes]:
+    r"""A :func:`new_figure` of each group's mean ``curve`` against its mean
+    ``cumulative_time``, both axes logarithmic."""
+    figure, axes = new_figure()
+    for key, group in groups.items():
+        _, seconds, _, _ = aggregate_curve(group, "cumulative_time")
+        _, mean, _, _ = aggregate_curve(group, curve)
+        axes.plot(seconds, mean, label=labels[key], **styles[key])
+    axes.set_xscale("log")
+    axes.set_yscale("log", nonpositive="mask")
+    return figure, axes
+
+
 def plot_problem(
     traces: Sequence[RunTrace], output_dir: str | Path, problem: str
 ) -> list[Path]:
@@ -177,6 +191,7 @@ def plot_problem(
     mixed = len({len(group) for group in groups.values()}) > 1
     horizon = min(trace.horizon for group in groups.values() for trace in group)
     styles = dict(zip(groups, line_styles(len(groups), horizon), strict=True))
+    labels = {p: f"{p} ({len(g)} seeds)" if mixed else p for p, g in groups.items()}
     prefix = safe_name(problem)
     written = []
     for view in VIEWS:
@@ -191,7 +206,7 @@ def plot_problem(
             continue
         figure, axes = new_figure()
         for policy, (steps, mean, low, high) in curves.items():
-            label = _label(policy, groups[policy], mixed)
+            label = labels[policy]
             if view.legend_value is not None:
                 value = np.nanmax(mean) if view.legend_value == "max" else mean[-1]
                 label += f": {view.legend_value} {value:.0f}"
@@ -210,13 +225,7 @@ def plot_problem(
         written.append(
             finish(figure, axes, path, title, "evaluations t", view.ylabel, timed)
         )
-    figure, axes = new_figure()
-    for policy, group in groups.items():
-        _, seconds, _, _ = aggregate_curve(group, "cumulative_time")
-        _, regret, _, _ = aggregate_curve(group, "cumulative_regret")
-        axes.plot(seconds, regret, label=_label(policy, group, mixed), **styles[policy])
-    axes.set_xscale("log")
-    axes.set_yscale("log", nonpositive="mask")
+    figure, axes = plot_against_time(groups, "cumulative_regret", labels, styles)
     counts = {len(group) for group in groups.values()}
     title = plot_title(problem, groups)
     if mixed:  # no band here: the title says "mean" only

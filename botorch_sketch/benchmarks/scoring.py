@@ -334,7 +334,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     args.acquisition_sizes = tuple(args.acquisition_sizes)
     results = compare_scoring(**vars(args))
     rows = [
-        [key, f"{value:.4g}" if isinstance(value, float) else str(value)]
+        [key, f"{value:.4g}" if isinstance(value, float) else value]
         for key, value in results.items()
     ]
     print(text_table(["result", "value"], rows))

@@ -27,11 +27,20 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
+def format_cell(value: object, spec: str = "") -> str:
+    r"""``format(value, spec)``, or ``"-"`` (an empty cell) for None and NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, spec)
+
+
 def text_table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], labels: int = 1
+    header: Sequence[str], rows: Sequence[Sequence[object]], labels: int = 1
 ) -> str:
-    r"""An aligned text table: the first ``labels`` columns left-justified, the
-    others right-justified, two spaces apart, a rule of dashes under the header."""
+    r"""An aligned text table, cells as :func:`format_cell`: the first ``labels``
+    columns left-justified, the others right-justified, two spaces apart, a rule of
+    dashes under the header."""
+    rows = [[format_cell(cell) for cell in row] for row in rows]
     widths = [max(map(len, column)) for column in zip(header, *rows, strict=True)]
 
     def render(cells: Sequence[str]) -> str:
@@ -45,32 +54,33 @@ def text_table(
 
 
 def markdown_table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], labels: int = 1
+    header: Sequence[str], rows: Sequence[Sequence[object]], labels: int = 1
 ) -> str:
-    r"""A Markdown table: the first ``labels`` columns left-aligned, the others
-    right-aligned."""
+    r"""A Markdown table, cells as :func:`format_cell`: the first ``labels`` columns
+    left-aligned, the others right-aligned."""
+    rows = [[format_cell(cell) for cell in row] for row in rows]
     align = ["---"] * labels + ["---:"] * (len(header) - labels)
     return "\n".join("| " + " | ".join(line) + " |" for line in [header, align, *rows])
 
 
 #: The columns of :func:`format_table`: summary key, header, format.
 TABLE_COLUMNS = (
-    ("problem", "problem", "{}"),
-    ("policy", "policy", "{}"),
-    ("horizon", "T", "{}"),
-    ("seeds", "seeds", "{}"),
-    ("cumulative_regret", "cum. regret", "{:.4g}"),
-    ("regret_ratio", "regret ratio", "{:.4f}"),
-    ("simple_regret", "simple regret", "{:.4f}"),
-    ("ask_seconds", "select s", "{:.2f}"),
-    ("tell_seconds", "update s", "{:.2f}"),
-    ("total_seconds", "total s", "{:.2f}"),
-    ("time_vs_reference", "time/exact", "{:.3g}"),
-    ("time_vs_flops", "time/flops", "{:.3g}"),
-    ("max_batch_size", "max batch", "{:.0f}"),
-    ("dictionary_size", "dict size", "{:.0f}"),
-    ("dictionary_churn", "churn", "{:.1f}"),
-    ("peak_memory_mb", "peak MiB", "{:.0f}"),
+    ("problem", "problem", ""),
+    ("policy", "policy", ""),
+    ("horizon", "T", ""),
+    ("seeds", "seeds", ""),
+    ("cumulative_regret", "cum. regret", ".4g"),
+    ("regret_ratio", "regret ratio", ".4f"),
+    ("simple_regret", "simple regret", ".4f"),
+    ("ask_seconds", "select s", ".2f"),
+    ("tell_seconds", "update s", ".2f"),
+    ("total_seconds", "total s", ".2f"),
+    ("time_vs_reference", "time/exact", ".3g"),
+    ("time_vs_flops", "time/flops", ".3g"),
+    ("max_batch_size", "max batch", ".0f"),
+    ("dictionary_size", "dict size", ".0f"),
+    ("dictionary_churn", "churn", ".1f"),
+    ("peak_memory_mb", "peak MiB", ".0f"),
 )
 
 
@@ -82,15 +92,11 @@ def format_table(rows: Sequence[dict[str, object]]) -> str:
     cells = []
     for row in rows:
         line = []
-        for key, _, fmt in TABLE_COLUMNS:
-            value = row.get(key)
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                line.append("-")
-                continue
-            text = fmt.format(value)
-            if key in interval_keys and row["seeds"] > 1:
+        for key, _, spec in TABLE_COLUMNS:
+            text = format_cell(row.get(key), spec)
+            if key in interval_keys and row["seeds"] > 1 and text != "-":
                 low, high = row[f"{key}_low"], row[f"{key}_high"]
-                text += f" [{fmt.format(low)}, {fmt.format(high)}]"
+                text += f" [{low:{spec}}, {high:{spec}}]"
             line.append(text)
         cells.append(line)
     table = text_table([header for _, header, _ in TABLE_COLUMNS], cells, labels=2)

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from botorch_sketch.benchmarks.cluster.methods import METHODS, base_method, label
 from botorch_sketch.benchmarks.plots import finish, line_styles, new_figure, save_figure
 from botorch_sketch.benchmarks.results import RunTrace
-from botorch_sketch.benchmarks.writers import checkpoints, markdown_table
+from botorch_sketch.benchmarks.writers import checkpoints, format_cell, markdown_table
 
 
 def times(trace: RunTrace) -> np.ndarray:
@@ -206,19 +206,19 @@ def format_markdown(rows: Sequence[dict[str, object]], reference: str) -> str:
     ).split("|")
     cells = [
         [
-            str(row["problem"]),
-            str(row["workers"]),
+            row["problem"],
+            row["workers"],
             label(row["method"]),
-            str(row["horizon"]),
-            str(row["seeds"]),
+            row["horizon"],
+            row["seeds"],
             f"{row['makespan']:,.0f}",
             f"{row['utilization']:.1%}",
             f"{row['utilization_until_last_start']:.1%}",
             f"{row['regret_ratio']:.4f}",
             f"{row['simple_regret']:.4f}",
-            f"{row.get('time_to_reference', math.nan):.3g}",
-            f"{row.get('time_to_reference_best', math.nan):.3g}",
-            f"{row.get('reference_at_makespan', math.nan):.4f}",
+            format_cell(row.get("time_to_reference"), ".3g"),
+            format_cell(row.get("time_to_reference_best"), ".3g"),
+            format_cell(row.get("reference_at_makespan"), ".4f"),
             f"{row['ms_per_suggestion']:.2f} ({row['wall_ms_per_suggestion']:.2f})",
             f"{row['mflop_per_suggestion']:.3g} ({row['gflop_per_cpu_second']:.2g})",
             f"{row['empty_asks']:.0f} / {row['num_asks']:.0f}",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from botorch_sketch.benchmarks.thompson_steps.steps import METHODS, StepTimings
-from botorch_sketch.benchmarks.writers import text_table
+from botorch_sketch.benchmarks.writers import format_cell, text_table
 
 #: Method keys of :func:`time_box_batches` with their table labels.
 BOX_METHODS = {"sgpts": "S-GP-TS", "exact-gpts": "exact GP-TS"}
@@ -19,10 +19,6 @@ _METHOD_STYLES = {"sgpts-cached": ("-", "o"), "exact-gpts-incremental": ("--", "
 
 def _span(values: list[int]) -> str:
     return f"{values[0]}-{values[-1]}" if values[-1] != values[0] else str(values[0])
-
-
-def _optional(value: float | int | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def format_report(results: dict[str, object]) -> str:
@@ -52,17 +48,17 @@ def format_report(results: dict[str, object]) -> str:
             rows.append(
                 [
                     METHODS[name],
-                    str(t),
-                    str(len(run.chosen)),
+                    t,
+                    len(run.chosen),
                     _span(run.observations),
-                    _optional(run.num_inducing, "d"),
+                    run.num_inducing,
                     f"{select:.1f}",
                     f"{update:.1f}",
                     f"{run.median_ms:.1f}",
                     f"{run.min_ms:.1f}",
-                    _optional(run.memory_gib, ".2f"),
-                    _optional(flop_x, ".2f"),
-                    _optional(run.reselections, "d"),
+                    format_cell(run.memory_gib, ".2f"),
+                    format_cell(flop_x, ".2f"),
+                    run.reselections,
                 ]
             )
     header = (
@@ -77,7 +73,7 @@ def format_report(results: dict[str, object]) -> str:
         )
     if results["speedup"]:
         rows = [
-            [METHODS[name], str(t), f"{ratio['median']:.1f}x", f"{ratio['min']:.1f}x"]
+            [METHODS[name], t, f"{ratio['median']:.1f}x", f"{ratio['min']:.1f}x"]
             for name, by_t in results["speedup"].items()
             for t, ratio in by_t.items()
         ]
@@ -123,7 +119,7 @@ def load_results(path: str) -> list[dict[str, object]]:
 def format_box_report(results: dict[str, dict[int, dict[str, float]]]) -> str:
     r"""The results of :func:`time_box_batches` as a table with the speed-up."""
     rows = [
-        [BOX_METHODS[name], str(t)]
+        [BOX_METHODS[name], t]
         + [f"{run[key]:.2f}" for key in ("select", "update", "batch")]
         for name, by_t in results.items()
         for t, run in by_t.items()

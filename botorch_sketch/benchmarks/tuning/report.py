@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from botorch_sketch.benchmarks.plots import finish, line_styles, new_figure
+from botorch_sketch.benchmarks import plots
 from botorch_sketch.benchmarks.results import RunTrace, aggregate_curve, group_traces
 from botorch_sketch.benchmarks.writers import markdown_table, safe_name
 
@@ -213,11 +213,11 @@ def plot_problem(
         if name == problem
     }
     horizon = max(t.horizon for group in groups.values() for t in group)
-    styles = dict(zip(groups, line_styles(len(groups), horizon), strict=True))
+    styles = dict(zip(groups, plots.line_styles(len(groups), horizon), strict=True))
     labels = {m: f"{m} ({len(g)} seed{'s' * (len(g) > 1)})" for m, g in groups.items()}
     prefix = safe_name(problem)
     written = []
-    figure, axes = new_figure()
+    figure, axes = plots.new_figure()
     for method, group in groups.items():
         steps, mean, low, high = aggregate_curve(group, "simple_regret", "range")
         axes.plot(steps, mean, label=labels[method], **styles[method])
@@ -225,19 +225,15 @@ def plot_problem(
     axes.set_yscale("log", nonpositive="mask")
     path = output_dir / f"{prefix}_regret.png"
     title = f"{problem}: mean and range over seeds"
-    written.append(finish(figure, axes, path, title, "told trials", "simple regret"))
-    figure, axes = new_figure()
-    for method, group in groups.items():
-        _, seconds, _, _ = aggregate_curve(group, "cumulative_time")
-        _, mean, _, _ = aggregate_curve(group, "simple_regret")
-        axes.plot(seconds, mean, label=labels[method], **styles[method])
-    axes.set_xscale("log")
-    axes.set_yscale("log", nonpositive="mask")
+    written.append(
+        plots.finish(figure, axes, path, title, "told trials", "simple regret")
+    )
+    figure, axes = plots.plot_against_time(groups, "simple_regret", labels, styles)
     path = output_dir / f"{prefix}_regret_vs_time.png"
     xlabel = "cumulative optimizer time [s] (objective excluded)"
     title = f"{problem}: mean over seeds"
-    written.append(finish(figure, axes, path, title, xlabel, "simple regret"))
-    figure, axes = new_figure()
+    written.append(plots.finish(figure, axes, path, title, xlabel, "simple regret"))
+    figure, axes = plots.new_figure()
     for method, group in groups.items():
         trials, seconds = _binned_median_seconds(group)
         axes.plot(trials, seconds, label=labels[method], **styles[method])
@@ -246,7 +242,7 @@ def plot_problem(
     path = output_dir / f"{prefix}_time_per_trial.png"
     title = f"{problem}: median over seeds and bins of trials"
     ylabel = "optimizer time per trial [s]"
-    written.append(finish(figure, axes, path, title, "told trials", ylabel))
+    written.append(plots.finish(figure, axes, path, title, "told trials", ylabel))
     return written
 
 
