@@ -36,6 +36,7 @@ from botorch.test_functions import Branin, Hartmann, Levy
 from botorch.test_functions.synthetic import SyntheticTestFunction
 
 from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
+from botorch_sketch.benchmarks import writers
 from botorch_sketch.integrations.ax import (
     bkb_generation_strategy,
     sgpts_generation_strategy,
@@ -212,21 +213,22 @@ def summarize_runs(runs: Sequence[AxRun]) -> list[dict[str, float | str | int]]:
 
 
 def markdown_table(rows: Sequence[dict]) -> str:
-    r"""The rows as a Markdown table (regret: mean [min, max] over seeds; seconds
-    per trial: wall-clock and CPU)."""
-    lines = [
-        "| function | strategy | seeds | simple regret: mean [min, max] "
-        "| s / trial | CPU s / trial |",
-        "|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        lines.append(
-            f"| {row['problem']} | {row['method']} | {row['seeds']} | "
+    r"""The rows as a :func:`~.writers.markdown_table` (regret: mean [min, max] over
+    seeds; seconds per trial: wall-clock and CPU)."""
+    header = ["function", "strategy", "seeds", "simple regret: mean [min, max]"]
+    cells = [
+        [
+            row["problem"],
+            row["method"],
+            row["seeds"],
             f"{row['regret_mean']:.3g} [{row['regret_min']:.3g}, "
-            f"{row['regret_max']:.3g}] | {row['seconds_per_trial']:.2f} | "
-            f"{row['cpu_seconds_per_trial']:.2f} |"
-        )
-    return "\n".join(lines)
+            f"{row['regret_max']:.3g}]",
+            f"{row['seconds_per_trial']:.2f}",
+            f"{row['cpu_seconds_per_trial']:.2f}",
+        ]
+        for row in rows
+    ]
+    return writers.markdown_table([*header, "s / trial", "CPU s / trial"], cells, 2)
 
 
 def main(argv: Sequence[str] | None = None) -> list[AxRun]:

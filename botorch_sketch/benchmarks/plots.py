@@ -1,11 +1,7 @@
-r"""PNG plots of benchmark traces (matplotlib's Agg canvas; no global backend change).
-
-For each problem, :func:`plot_problem` draws one figure per :data:`VIEWS` entry (regret
-ratio, cumulative time, time per evaluation, batch size, dictionary size against
-``t``), a line per policy with the mean over seeds and a band (:func:`seed_band`),
-and regret against wall time. Each policy has its own color, line style and staggered
-markers, so coinciding lines stay visible.
-"""
+r"""PNG figures of every benchmark tool: :func:`new_figure`, :func:`line_styles`,
+:func:`finish` and :func:`save_figure` (matplotlib's Agg canvas; no global backend
+change), and the main benchmark's :func:`plot_problem`: a figure per :data:`VIEWS`
+entry and regret against wall time, a line per policy (mean and band over seeds)."""
 
 from __future__ import annotations
 
@@ -60,9 +56,10 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 _NUM_MARKERS = 8
 
 
-def _styles(num_policies: int, num_steps: int) -> list[dict[str, object]]:
-    r"""Line style, marker and staggered ``markevery`` of each policy, so that
-    coinciding lines show every policy's markers at different steps."""
+def line_styles(num_lines: int, num_steps: int) -> list[dict[str, object]]:
+    r"""Keyword arguments of ``Axes.plot`` for each of ``num_lines`` lines of
+    ``num_steps`` points: color, line style, marker and staggered ``markevery``, so
+    that coinciding lines show every line's markers at different steps."""
     every = max(1, num_steps // _NUM_MARKERS)
     styles = itertools.cycle(_LINE_STYLES)
     markers = itertools.cycle(_MARKERS)
@@ -70,12 +67,12 @@ def _styles(num_policies: int, num_steps: int) -> list[dict[str, object]]:
         {
             "linestyle": next(styles),
             "marker": next(markers),
-            "markevery": (min(i * every // num_policies, num_steps - 1), every),
+            "markevery": (min(i * every // num_lines, num_steps - 1), every),
             "markersize": 5,
             "linewidth": 1.4,
             "color": f"C{i % 10}",
         }
-        for i in range(num_policies)
+        for i in range(num_lines)
     ]
 
 
@@ -114,24 +111,56 @@ def machine_line(traces: Sequence[RunTrace]) -> str | None:
     )
 
 
-def _label(policy: str, group: list[RunTrace], mixed: bool) -> str:
-    return f"{policy} ({len(group)} seeds)" if mixed else policy
+def new_figure(
+    figsize: tuple[float, float] = (8.0, 4.2), ncols: int = 1
+) -> tuple[Figure, Axes | np.ndarray]:
+    r"""A figure with constrained layout and its axes (an array of ``ncols`` when
+    ``ncols > 1``)."""
+    figure = Figure(figsize=figsize, layout="constrained")
+    return figure, figure.subplots(1, ncols)
 
 
-def _finish(
-    figure: Figure, axes: Axes, title: str, path: Path, machine: str | None
+def save_figure(figure: Figure, path: str | Path) -> Path:
+    r"""Write ``figure`` to the PNG file ``path`` at 110 dpi; return the path."""
+    FigureCanvasAgg(figure)
+    figure.savefig(path, dpi=110)
+    return Path(path)
+
+
+def finish(
+    figure: Figure,
+    axes: Axes,
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    machine: str | None = None,
 ) -> Path:
+    r"""Label the axes, title them (a second line ``machine``, if given), add a grid
+    and the legend right of the axes, and :func:`save_figure`."""
+    axes.set(xlabel=xlabel, ylabel=ylabel)
     axes.set_title(title if machine is None else f"{title}\n{machine}", fontsize=10)
     axes.grid(True, which="major", alpha=0.3)
     figure.legend(loc="outside right upper", fontsize=8)
-    FigureCanvasAgg(figure)
-    figure.savefig(path, dpi=110)
-    return path
+    return save_figure(figure, path)
 
 
-def _new_figure() -> tuple[Figure, Axes]:
-    figure = Figure(figsize=(8.0, 4.2), layout="constrained")
-    return figure, figure.add_subplot()
+def plot_against_time(
+    groups: dict[str, list[RunTrace]],
+    curve: str,
+    labels: dict[str, str],
+    styles: dict[str, dict[str, object]],
+) -> tuple[Figure, Axes]:
+    r"""A :func:`new_figure` of each group's mean ``curve`` against its mean
+    ``cumulative_time``, both axes logarithmic."""
+    figure, axes = new_figure()
+    for key, group in groups.items():
+        _, seconds, _, _ = aggregate_curve(group, "cumulative_time")
+        _, mean, _, _ = aggregate_curve(group, curve)
+        axes.plot(seconds, mean, label=labels[key], **styles[key])
+    axes.set_xscale("log")
+    axes.set_yscale("log", nonpositive="mask")
+    return figure, axes
 
 
 def plot_problem(
@@ -161,7 +190,8 @@ def plot_problem(
     machine = machine_line([trace for group in groups.values() for trace in group])
     mixed = len({len(group) for group in groups.values()}) > 1
     horizon = min(trace.horizon for group in groups.values() for trace in group)
-    styles = dict(zip(groups, _styles(len(groups), horizon), strict=True))
+    styles = dict(zip(groups, line_styles(len(groups), horizon), strict=True))
+    labels = {p: f"{p} ({len(g)} seeds)" if mixed else p for p, g in groups.items()}
     prefix = safe_name(problem)
     written = []
     for view in VIEWS:
@@ -174,9 +204,9 @@ def plot_problem(
         }
         if not curves:
             continue
-        figure, axes = _new_figure()
+        figure, axes = new_figure()
         for policy, (steps, mean, low, high) in curves.items():
-            label = _label(policy, groups[policy], mixed)
+            label = labels[policy]
             if view.legend_value is not None:
                 value = np.nanmax(mean) if view.legend_value == "max" else mean[-1]
                 label += f": {view.legend_value} {value:.0f}"
@@ -190,37 +220,21 @@ def plot_problem(
         if view.legend_value is not None:  # sizes: plain numbers on the axis
             axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             axes.yaxis.set_minor_formatter(NullFormatter())
-        axes.set_xlabel("evaluations t")
-        axes.set_ylabel(view.ylabel)
+        path = output_dir / f"{prefix}_{view.curve}.png"
+        timed = machine if view.timed else None
         written.append(
-            _finish(
-                figure,
-                axes,
-                title,
-                output_dir / f"{prefix}_{view.curve}.png",
-                machine if view.timed else None,
-            )
+            finish(figure, axes, path, title, "evaluations t", view.ylabel, timed)
         )
-    figure, axes = _new_figure()
-    for policy, group in groups.items():
-        _, seconds, _, _ = aggregate_curve(group, "cumulative_time")
-        _, regret, _, _ = aggregate_curve(group, "cumulative_regret")
-        axes.plot(seconds, regret, label=_label(policy, group, mixed), **styles[policy])
-    axes.set_xscale("log")
-    axes.set_yscale("log", nonpositive="mask")
-    axes.set_xlabel("cumulative wall time [s]")
-    axes.set_ylabel("cumulative regret")
+    figure, axes = plot_against_time(groups, "cumulative_regret", labels, styles)
     counts = {len(group) for group in groups.values()}
     title = plot_title(problem, groups)
     if mixed:  # no band here: the title says "mean" only
         title = f"{problem}: mean over the seeds in the legend"
     elif counts != {1}:
         title = f"{problem}: mean of {counts.pop()} seeds"
-    written.append(
-        _finish(
-            figure, axes, title, output_dir / f"{prefix}_regret_vs_time.png", machine
-        )
-    )
+    path = output_dir / f"{prefix}_regret_vs_time.png"
+    xlabel, ylabel = "cumulative wall time [s]", "cumulative regret"
+    written.append(finish(figure, axes, path, title, xlabel, ylabel, machine))
     return written
 
 

@@ -34,6 +34,7 @@ from gpytorch.means import ZeroMean
 from torch import Tensor
 
 from botorch_sketch.benchmarks.arguments import OneLineParser
+from botorch_sketch.benchmarks.writers import text_table
 from botorch_sketch.models.nystrom import NystromGP
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
 
@@ -331,9 +332,12 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     if args.device.type == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: CUDA is not available here")
     args.acquisition_sizes = tuple(args.acquisition_sizes)
-    for key, value in compare_scoring(**vars(args)).items():
-        text = f"{value:.4g}" if isinstance(value, float) else value
-        print(f"{key:>22}: {text}")
+    results = compare_scoring(**vars(args))
+    rows = [
+        [key, f"{value:.4g}" if isinstance(value, float) else value]
+        for key, value in results.items()
+    ]
+    print(text_table(["result", "value"], rows))
 
 
 if __name__ == "__main__":

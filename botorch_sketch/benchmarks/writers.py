@@ -1,5 +1,6 @@
-r"""Benchmark output: :func:`format_table` for the terminal, :func:`write_results` for
-``summary.csv``, ``curves.csv`` and ``results.json``."""
+r"""Benchmark output shared by every benchmark tool: :func:`text_table` and
+:func:`markdown_table`; :func:`format_table` for the terminal, :func:`write_results`
+for ``summary.csv``, ``curves.csv`` and ``results.json``."""
 
 from __future__ import annotations
 
@@ -26,62 +27,87 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
+def format_cell(value: object, spec: str = "") -> str:
+    r"""``format(value, spec)``, or ``"-"`` (an empty cell) for None and NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, spec)
+
+
+def text_table(
+    header: Sequence[str], rows: Sequence[Sequence[object]], labels: int = 1
+) -> str:
+    r"""An aligned text table, cells as :func:`format_cell`: the first ``labels``
+    columns left-justified, the others right-justified, two spaces apart, a rule of
+    dashes under the header."""
+    rows = [[format_cell(cell) for cell in row] for row in rows]
+    widths = [max(map(len, column)) for column in zip(header, *rows, strict=True)]
+
+    def render(cells: Sequence[str]) -> str:
+        return "  ".join(
+            cell.ljust(width) if i < labels else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    rule = ["-" * width for width in widths]
+    return "\n".join(render(line) for line in [header, rule, *rows])
+
+
+def markdown_table(
+    header: Sequence[str], rows: Sequence[Sequence[object]], labels: int = 1
+) -> str:
+    r"""A Markdown table, cells as :func:`format_cell`: the first ``labels`` columns
+    left-aligned, the others right-aligned."""
+    rows = [[format_cell(cell) for cell in row] for row in rows]
+    align = ["---"] * labels + ["---:"] * (len(header) - labels)
+    return "\n".join("| " + " | ".join(line) + " |" for line in [header, align, *rows])
+
+
+#: The columns of :func:`format_table`: summary key, header, format.
+TABLE_COLUMNS = (
+    ("problem", "problem", ""),
+    ("policy", "policy", ""),
+    ("horizon", "T", ""),
+    ("seeds", "seeds", ""),
+    ("cumulative_regret", "cum. regret", ".4g"),
+    ("regret_ratio", "regret ratio", ".4f"),
+    ("simple_regret", "simple regret", ".4f"),
+    ("ask_seconds", "select s", ".2f"),
+    ("tell_seconds", "update s", ".2f"),
+    ("total_seconds", "total s", ".2f"),
+    ("time_vs_reference", "time/exact", ".3g"),
+    ("time_vs_flops", "time/flops", ".3g"),
+    ("max_batch_size", "max batch", ".0f"),
+    ("dictionary_size", "dict size", ".0f"),
+    ("dictionary_churn", "churn", ".1f"),
+    ("peak_memory_mb", "peak MiB", ".0f"),
+)
+
+
 def format_table(rows: Sequence[dict[str, object]]) -> str:
-    r"""A fixed-width text table of :func:`summarize` rows: means, with the band of
-    the regret ratio and the total time in brackets when there are several seeds, and
-    a last line saying what the band is."""
-    columns = [
-        ("problem", "problem", "{}"),
-        ("policy", "policy", "{}"),
-        ("horizon", "T", "{}"),
-        ("seeds", "seeds", "{}"),
-        ("cumulative_regret", "cum. regret", "{:.4g}"),
-        ("regret_ratio", "regret ratio", "{:.4f}"),
-        ("simple_regret", "simple regret", "{:.4f}"),
-        ("ask_seconds", "select s", "{:.2f}"),
-        ("tell_seconds", "update s", "{:.2f}"),
-        ("total_seconds", "total s", "{:.2f}"),
-        ("time_vs_reference", "time/exact", "{:.3g}"),
-        ("time_vs_flops", "time/flops", "{:.3g}"),
-        ("max_batch_size", "max batch", "{:.0f}"),
-        ("dictionary_size", "dict size", "{:.0f}"),
-        ("dictionary_churn", "churn", "{:.1f}"),
-        ("peak_memory_mb", "peak MiB", "{:.0f}"),
-    ]
+    r"""A :func:`text_table` of :func:`summarize` rows: means, with the band of the
+    regret ratio and the total time in brackets when there are several seeds, and a
+    last line saying what the band is."""
     interval_keys = {"regret_ratio", "total_seconds"}  # cum. regret: as the ratio
     cells = []
     for row in rows:
         line = []
-        for key, _, fmt in columns:
-            value = row.get(key)
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                line.append("-")
-                continue
-            text = fmt.format(value)
-            if key in interval_keys and row["seeds"] > 1:
+        for key, _, spec in TABLE_COLUMNS:
+            text = format_cell(row.get(key), spec)
+            if key in interval_keys and row["seeds"] > 1 and text != "-":
                 low, high = row[f"{key}_low"], row[f"{key}_high"]
-                text += f" [{fmt.format(low)}, {fmt.format(high)}]"
+                text += f" [{low:{spec}}, {high:{spec}}]"
             line.append(text)
         cells.append(line)
-    headers = [header for _, header, _ in columns]
-    widths = [
-        max(len(headers[i]), *(len(line[i]) for line in cells)) if cells else len(h)
-        for i, h in enumerate(headers)
-    ]
-
-    def render(line: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True))
-
-    rule = "  ".join("-" * w for w in widths)
-    lines = [render(headers), rule, *(render(line) for line in cells)]
+    table = text_table([header for _, header, _ in TABLE_COLUMNS], cells, labels=2)
     bands = dict.fromkeys(
         band_description(row["seeds"]).removeprefix("mean and ")
         for row in rows
         if row["seeds"] > 1
     )
     if bands:
-        lines.append(f"means; in brackets the {'; '.join(bands)}")
-    return "\n".join(lines)
+        table += f"\nmeans; in brackets the {'; '.join(bands)}"
+    return table
 
 
 def checkpoints(horizon: int, max_points: int = 500) -> np.ndarray:

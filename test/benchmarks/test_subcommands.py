@@ -26,9 +26,8 @@ def test_scoring_parser_defaults_are_compare_scorings_and_flags_parse():
 def test_scoring_on_float32_and_bad_devices(capsys):
     argv = ["scoring", "--num-train", "30", "--num-candidates", "40", "--dim", "2"]
     assert entry.main([*argv, "--dtype", "float32"]) == 0
-    lines = dict(
-        line.strip().split(": ") for line in capsys.readouterr().out.splitlines()
-    )
+    rows = capsys.readouterr().out.splitlines()[2:]  # below the header and rule
+    lines = dict(line.split() for line in rows)
     assert float(lines["max_abs_mean_error"]) < 1e-2  # m = n, in single precision
     bad = ["--device", "nonsense"]
     if not torch.cuda.is_available():
@@ -66,9 +65,8 @@ def test_subcommand_help_and_one_line_errors_name_the_subcommand(command, capsys
 def test_scoring_subcommand_runs_a_small_comparison(capsys):
     argv = ["scoring", "--num-train", "30", "--num-candidates", "40", "--dim", "2"]
     assert entry.main(argv) == 0
-    lines = dict(
-        line.strip().split(": ") for line in capsys.readouterr().out.splitlines()
-    )
+    rows = capsys.readouterr().out.splitlines()[2:]  # below the header and rule
+    lines = dict(line.split() for line in rows)
     assert lines["num_train"] == "30" and lines["num_candidates"] == "40"
     assert float(lines["max_abs_mean_error"]) < 1e-6  # m = n: the exact posterior
 

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from botorch_sketch.benchmarks.cluster.methods import METHODS, base_method, label
+from botorch_sketch.benchmarks.plots import finish, line_styles, new_figure, save_figure
 from botorch_sketch.benchmarks.results import RunTrace
-from botorch_sketch.benchmarks.writers import checkpoints
+from botorch_sketch.benchmarks.writers import checkpoints, format_cell, markdown_table
 
 
 def times(trace: RunTrace) -> np.ndarray:
@@ -195,39 +195,37 @@ def summarize(
 
 
 def format_markdown(rows: Sequence[dict[str, object]], reference: str) -> str:
-    r"""A markdown table of :func:`summarize` rows."""
-    head = (
-        "| problem | W | method | T | seeds | makespan | utilization | utilization "
-        "until the last start | regret ratio | "
-        f"simple regret | time to {label(reference)}'s final regret "
-        f"ratio (/ its makespan) | time to its best arm's value (/ its makespan) | "
-        f"{label(reference)}'s regret ratio at this "
-        "makespan | optimizer CPU ms / suggestion (wall) | counted MFLOP / "
-        "suggestion (GFLOP per CPU second) | empty asks |"
-    )
-    lines = [head, "|" + "---|" * 16]
-    for row in rows:
-        reach = row.get("time_to_reference", math.nan)
-        find = row.get("time_to_reference_best", math.nan)
-        base = row.get("reference_at_makespan", math.nan)
-        lines.append(
-            f"| {row['problem']} | {row['workers']} | "
-            f"{label(row['method'])} | {row['horizon']} | "
-            f"{row['seeds']} | {row['makespan']:,.0f} | {row['utilization']:.1%} | "
-            f"{row['utilization_until_last_start']:.1%} | "
-            f"{row['regret_ratio']:.4f} | {row['simple_regret']:.4f} | "
-            f"{reach:.3g} | {find:.3g} | {base:.4f} | {row['ms_per_suggestion']:.2f} "
-            f"({row['wall_ms_per_suggestion']:.2f}) | "
-            f"{row['mflop_per_suggestion']:.3g} ({row['gflop_per_cpu_second']:.2g}) | "
-            f"{row['empty_asks']:.0f} / {row['num_asks']:.0f} |"
-        )
-    return "\n".join(lines)
-
-
-def _save(figure: Figure, path: Path) -> Path:
-    FigureCanvasAgg(figure)
-    figure.savefig(path, dpi=110)
-    return path
+    r"""A :func:`markdown_table` of :func:`summarize` rows."""
+    name = label(reference)
+    header = (
+        "problem|W|method|T|seeds|makespan|utilization|utilization until the last "
+        f"start|regret ratio|simple regret|time to {name}'s final regret ratio (/ its "
+        "makespan)|time to its best arm's value (/ its makespan)|"
+        f"{name}'s regret ratio at this makespan|optimizer CPU ms / suggestion "
+        "(wall)|counted MFLOP / suggestion (GFLOP per CPU second)|empty asks"
+    ).split("|")
+    cells = [
+        [
+            row["problem"],
+            row["workers"],
+            label(row["method"]),
+            row["horizon"],
+            row["seeds"],
+            f"{row['makespan']:,.0f}",
+            f"{row['utilization']:.1%}",
+            f"{row['utilization_until_last_start']:.1%}",
+            f"{row['regret_ratio']:.4f}",
+            f"{row['simple_regret']:.4f}",
+            format_cell(row.get("time_to_reference"), ".3g"),
+            format_cell(row.get("time_to_reference_best"), ".3g"),
+            format_cell(row.get("reference_at_makespan"), ".4f"),
+            f"{row['ms_per_suggestion']:.2f} ({row['wall_ms_per_suggestion']:.2f})",
+            f"{row['mflop_per_suggestion']:.3g} ({row['gflop_per_cpu_second']:.2g})",
+            f"{row['empty_asks']:.0f} / {row['num_asks']:.0f}",
+        ]
+        for row in rows
+    ]
+    return markdown_table(header, cells, labels=3)
 
 
 def plot(
@@ -250,33 +248,31 @@ def plot(
         ),
         ("utilization", busy_fraction, "fraction of workers busy"),
     )
+    xlabel = "simulated wall time (mean evaluation time = 1)"
     paths = []
     for (problem, width), group in runs.items():
         low = min(float(times(t)[0]) for t in group)
         grid = np.geomspace(low, max(makespan(t) for t in group), 400)
         name = f"cluster_{problem}_w{width}"
+        title = f"{problem}, W = {width} workers, T = {group[0].horizon}"
+        methods = list(dict.fromkeys(t.policy for t in group))
+        styles = line_styles(len(methods), len(grid))
         for suffix, curve, ylabel in views:
-            figure = Figure(figsize=(7, 4.2))
-            axes = figure.add_subplot()
-            for method in dict.fromkeys(t.policy for t in group):
+            figure, axes = new_figure()
+            for method, style in zip(methods, styles, strict=True):
                 curves = np.array([curve(t, grid) for t in group if t.policy == method])
                 started = ~np.isnan(curves).all(axis=0)
                 mean = np.full(grid.shape, np.nan)
                 mean[started] = np.nanmean(curves[:, started], axis=0)
-                axes.plot(grid, mean, label=label(method))
+                axes.plot(grid, mean, label=label(method), **style)
             axes.set_xscale("log")
             if suffix == "regret":
                 axes.set_yscale("log")
-            axes.set_xlabel("simulated wall time (mean evaluation time = 1)")
-            axes.set_ylabel(ylabel)
-            axes.set_title(f"{problem}, W = {width} workers, T = {group[0].horizon}")
-            axes.grid(True, which="both", alpha=0.3)
-            axes.legend(fontsize=8)
-            figure.tight_layout()
-            paths.append(_save(figure, output_dir / f"{name}_{suffix}.png"))
+            path = output_dir / f"{name}_{suffix}.png"
+            paths.append(finish(figure, axes, path, title, xlabel, ylabel))
         figure = plot_tradeoff(group, reference)
         if figure is not None:
-            paths.append(_save(figure, output_dir / f"{name}_tradeoff.png"))
+            paths.append(save_figure(figure, output_dir / f"{name}_tradeoff.png"))
     return paths
 
 
@@ -305,8 +301,7 @@ def plot_tradeoff(
             points[label(method)] = (x, y)
     if not points:
         return None
-    figure = Figure(figsize=(7, 4.2))
-    axes = figure.add_subplot()
+    figure, axes = new_figure()
     for name, (x, y) in points.items():
         axes.scatter(x, y, label=name, s=24)
     if omitted:
@@ -314,10 +309,13 @@ def plot_tradeoff(
         axes.annotate(note, (0.01, 0.01), xycoords="axes fraction", fontsize=8)
     axes.axvline(0.9, color="grey", linestyle="--", linewidth=1)
     axes.axhline(1.0, color="grey", linestyle="--", linewidth=1)
-    axes.set_xlabel("utilization until the last start")
-    axes.set_ylabel(f"final regret ratio / {label(reference)}'s (same seed)")
-    axes.set_title(f"{traces[0].problem}, W = {workers(traces[0])}: one point per run")
+    axes.set(
+        xlabel="utilization until the last start",
+        ylabel=f"final regret ratio / {label(reference)}'s (same seed)",
+    )
+    axes.set_title(
+        f"{traces[0].problem}, W = {workers(traces[0])}: one point per run", fontsize=10
+    )
     axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
+    figure.legend(loc="outside right upper", fontsize=8)
     return figure

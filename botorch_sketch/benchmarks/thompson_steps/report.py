@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from botorch_sketch.benchmarks.thompson_steps.steps import METHODS, StepTimings
+from botorch_sketch.benchmarks.writers import format_cell, text_table
 
 #: Method keys of :func:`time_box_batches` with their table labels.
 BOX_METHODS = {"sgpts": "S-GP-TS", "exact-gpts": "exact GP-TS"}
@@ -18,10 +19,6 @@ _METHOD_STYLES = {"sgpts-cached": ("-", "o"), "exact-gpts-incremental": ("--", "
 
 def _span(values: list[int]) -> str:
     return f"{values[0]}-{values[-1]}" if values[-1] != values[0] else str(values[0])
-
-
-def _optional(value: float | int | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def format_report(results: dict[str, object]) -> str:
@@ -39,10 +36,8 @@ def format_report(results: dict[str, object]) -> str:
         f"throughput {s['gemv_flops'] / 1e9:.2f} GFlop/s (1024^3 matrix product "
         f"{s.get('gemm_flops', math.nan) / 1e9:.2f}), peak RSS "
         f"{s['peak_rss_gib']:.2f} GiB",
-        f"{'method':<28}{'t':>6}{'steps':>6}{'n':>12}{'m_t':>5}"
-        f"{'select ms':>11}{'update ms':>11}{'median ms':>11}{'min ms':>9}"
-        f"{'GiB':>7}{'flop x':>8}{'resel':>6}",
     ]
+    rows = []
     for name, runs in results["timings"].items():
         for t, run in runs.items():
             select = 1e3 * statistics.median(run.select_seconds)
@@ -50,13 +45,26 @@ def format_report(results: dict[str, object]) -> str:
             flop_x = None
             if run.flops is not None:
                 flop_x = run.median_ms / (1e3 * run.flops / s["gemv_flops"])
-            lines.append(
-                f"{METHODS[name]:<28}{t:>6}{len(run.chosen):>6}"
-                f"{_span(run.observations):>12}{_optional(run.num_inducing, 'd'):>5}"
-                f"{select:>11.1f}{update:>11.1f}{run.median_ms:>11.1f}"
-                f"{run.min_ms:>9.1f}{_optional(run.memory_gib, '.2f'):>7}"
-                f"{_optional(flop_x, '.2f'):>8}{_optional(run.reselections, 'd'):>6}"
+            rows.append(
+                [
+                    METHODS[name],
+                    t,
+                    len(run.chosen),
+                    _span(run.observations),
+                    run.num_inducing,
+                    f"{select:.1f}",
+                    f"{update:.1f}",
+                    f"{run.median_ms:.1f}",
+                    f"{run.min_ms:.1f}",
+                    format_cell(run.memory_gib, ".2f"),
+                    format_cell(flop_x, ".2f"),
+                    run.reselections,
+                ]
             )
+    header = (
+        "method,t,steps,n,m_t,select ms,update ms,median ms,min ms,GiB,flop x,resel"
+    ).split(",")
+    lines.append(text_table(header, rows))
     ts = s["ts"]
     for name, g in results["growth"].items():
         lines.append(
@@ -64,16 +72,15 @@ def format_report(results: dict[str, object]) -> str:
             f"{g['median']:.2f}, min {g['min']:.2f}"
         )
     if results["speedup"]:
+        rows = [
+            [METHODS[name], t, f"{ratio['median']:.1f}x", f"{ratio['min']:.1f}x"]
+            for name, by_t in results["speedup"].items()
+            for t, ratio in by_t.items()
+        ]
         lines += [
             "speed-up of S-GP-TS, exact over S-GP-TS step time:",
-            f"{'versus':<28}{'t':>6}{'median':>9}{'min':>9}",
+            text_table(["versus", "t", "median", "min"], rows),
         ]
-    for name, by_t in results["speedup"].items():
-        for t, ratio in by_t.items():
-            lines.append(
-                f"{METHODS[name]:<28}{t:>6}{ratio['median']:>8.1f}x"
-                f"{ratio['min']:>8.1f}x"
-            )
     return "\n".join(lines)
 
 
@@ -111,16 +118,14 @@ def load_results(path: str) -> list[dict[str, object]]:
 
 def format_box_report(results: dict[str, dict[int, dict[str, float]]]) -> str:
     r"""The results of :func:`time_box_batches` as a table with the speed-up."""
-    lines = [
-        "continuous Hartmann-6, one batch (seconds):",
-        f"{'method':<28}{'t':>6}{'select s':>10}{'update s':>10}{'batch s':>10}",
+    rows = [
+        [BOX_METHODS[name], t]
+        + [f"{run[key]:.2f}" for key in ("select", "update", "batch")]
+        for name, by_t in results.items()
+        for t, run in by_t.items()
     ]
-    for name, by_t in results.items():
-        for t, run in by_t.items():
-            lines.append(
-                f"{BOX_METHODS[name]:<28}{t:>6}{run['select']:>10.2f}"
-                f"{run['update']:>10.2f}{run['batch']:>10.2f}"
-            )
+    header = ["method", "t", "select s", "update s", "batch s"]
+    lines = ["continuous Hartmann-6, one batch (seconds):", text_table(header, rows)]
     for t, run in results["exact-gpts"].items():
         ratio = run["batch"] / results["sgpts"][t]["batch"]
         lines.append(f"exact GP-TS / S-GP-TS batch time at t={t}: {ratio:.1f}x")
@@ -134,12 +139,9 @@ def plot_step_times(results: Sequence[dict[str, object]], path: str) -> None:
 
     The color is ``N`` (left) or ``t`` (right), the line style and marker the
     method, so lines that coincide stay visible; legends sit below the axes."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from botorch_sketch.benchmarks.plots import new_figure, save_figure
 
-    figure = Figure(figsize=(11, 5.6), layout="constrained")
-    FigureCanvasAgg(figure)
-    by_t, by_n = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
+    figure, (by_t, by_n) = new_figure((11, 5.6), ncols=2)
     points: dict[tuple[str, int], dict[int, float]] = {}
     sizes = sorted({result["settings"]["num_arms"] for result in results})
     for result in results:
@@ -171,9 +173,7 @@ def plot_step_times(results: Sequence[dict[str, object]], path: str) -> None:
                 label=f"{METHODS[name]}, t = {t:,}",
             )
     for axes, xlabel in ((by_t, "observations t"), (by_n, "arms N")):
-        axes.set_xscale("log")
-        axes.set_yscale("log")
-        axes.set_xlabel(xlabel)
+        axes.set(xscale="log", yscale="log", xlabel=xlabel)
         axes.set_ylabel("median step time [ms]")
         axes.grid(True, which="both", alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
@@ -184,4 +184,4 @@ def plot_step_times(results: Sequence[dict[str, object]], path: str) -> None:
         "Thompson step time (q = 1), Hartmann-6 arms, one thread; "
         "solid: S-GP-TS, cached; dashed: exact GP-TS, incremental"
     )
-    figure.savefig(path, dpi=120)
+    save_figure(figure, path)

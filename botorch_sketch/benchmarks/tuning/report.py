@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from botorch_sketch.benchmarks.plots import _finish, _new_figure, _styles
+from botorch_sketch.benchmarks import plots
 from botorch_sketch.benchmarks.results import RunTrace, aggregate_curve, group_traces
-from botorch_sketch.benchmarks.writers import safe_name
+from botorch_sketch.benchmarks.writers import markdown_table, safe_name
 
 
 def regret_rows(
@@ -105,26 +105,24 @@ def _table(
     line: str,
     column: str,
     cell: Callable[[dict[str, object]], str],
-) -> list[str]:
-    r"""A Markdown table of ``rows``: a line per value of ``row[line]``, a column per
-    value of ``row[column]`` (in order of appearance), ``cell(row)`` at each."""
+) -> str:
+    r"""A :func:`markdown_table` of ``rows``: a line per value of ``row[line]``, a
+    column per value of ``row[column]`` (in order of appearance), ``cell(row)`` at
+    each."""
     columns = list(dict.fromkeys(row[column] for row in rows))
     cells = {(row[line], row[column]): cell(row) for row in rows}
-    lines = [
-        f"| {line} | " + " | ".join(columns) + " |",
-        "|---|" + "---:|" * len(columns),
+    body = [
+        [name, *(cells.get((name, key), "-") for key in columns)]
+        for name in dict.fromkeys(row[line] for row in rows)
     ]
-    for name in dict.fromkeys(row[line] for row in rows):
-        values = [cells.get((name, key), "-") for key in columns]
-        lines.append(f"| {name} | " + " | ".join(values) + " |")
-    return lines
+    return markdown_table([line, *columns], body)
 
 
 def _pivot(
     rows: Sequence[dict[str, object]],
     budget: int,
     cell: Callable[[dict[str, object]], str],
-) -> list[str]:
+) -> str:
     r"""A table at ``budget``: a line per problem, a column per method."""
     at = [row for row in rows if row["budget"] == budget and not row["stopped"]]
     return _table(at, "problem", "method", cell)
@@ -150,7 +148,7 @@ def window_tables(rows: Sequence[dict[str, object]]) -> str:
         lines += [
             f"Median optimizer time per trial [ms] in windows of trials, {problem}:",
             "",
-            *_table(
+            _table(
                 at, "method", "window", lambda r: f"{1e3 * r['median_seconds']:.3g}"
             ),
             "",
@@ -181,13 +179,13 @@ def markdown_tables(rows: Sequence[dict[str, object]], budgets: Sequence[int]) -
     lines = []
     for budget in budgets:
         lines += [f"Simple regret after {budget} trials:", ""]
-        lines += [*_pivot(rows, budget, _regret_cell), ""]
+        lines += [_pivot(rows, budget, _regret_cell), ""]
     budget = budgets[-1]
     lines += [
         f"Optimizer time per trial [ms] over {budget} trials (in brackets: over "
         "the last tenth of them):",
         "",
-        *_pivot(rows, budget, _time_cell),
+        _pivot(rows, budget, _time_cell),
     ]
     for row in rows:
         if row["stopped"]:
@@ -215,44 +213,36 @@ def plot_problem(
         if name == problem
     }
     horizon = max(t.horizon for group in groups.values() for t in group)
-    styles = dict(zip(groups, _styles(len(groups), horizon), strict=True))
+    styles = dict(zip(groups, plots.line_styles(len(groups), horizon), strict=True))
     labels = {m: f"{m} ({len(g)} seed{'s' * (len(g) > 1)})" for m, g in groups.items()}
     prefix = safe_name(problem)
     written = []
-    figure, axes = _new_figure()
+    figure, axes = plots.new_figure()
     for method, group in groups.items():
         steps, mean, low, high = aggregate_curve(group, "simple_regret", "range")
         axes.plot(steps, mean, label=labels[method], **styles[method])
         axes.fill_between(steps, low, high, color=styles[method]["color"], alpha=0.12)
     axes.set_yscale("log", nonpositive="mask")
-    axes.set_xlabel("told trials")
-    axes.set_ylabel("simple regret")
+    path = output_dir / f"{prefix}_regret.png"
     title = f"{problem}: mean and range over seeds"
     written.append(
-        _finish(figure, axes, title, output_dir / f"{prefix}_regret.png", None)
+        plots.finish(figure, axes, path, title, "told trials", "simple regret")
     )
-    figure, axes = _new_figure()
-    for method, group in groups.items():
-        _, seconds, _, _ = aggregate_curve(group, "cumulative_time")
-        _, mean, _, _ = aggregate_curve(group, "simple_regret")
-        axes.plot(seconds, mean, label=labels[method], **styles[method])
-    axes.set_xscale("log")
-    axes.set_yscale("log", nonpositive="mask")
-    axes.set_xlabel("cumulative optimizer time [s] (objective excluded)")
-    axes.set_ylabel("simple regret")
+    figure, axes = plots.plot_against_time(groups, "simple_regret", labels, styles)
     path = output_dir / f"{prefix}_regret_vs_time.png"
-    written.append(_finish(figure, axes, f"{problem}: mean over seeds", path, None))
-    figure, axes = _new_figure()
+    xlabel = "cumulative optimizer time [s] (objective excluded)"
+    title = f"{problem}: mean over seeds"
+    written.append(plots.finish(figure, axes, path, title, xlabel, "simple regret"))
+    figure, axes = plots.new_figure()
     for method, group in groups.items():
         trials, seconds = _binned_median_seconds(group)
         axes.plot(trials, seconds, label=labels[method], **styles[method])
     axes.set_xscale("log")
     axes.set_yscale("log", nonpositive="mask")
-    axes.set_xlabel("told trials")
-    axes.set_ylabel("optimizer time per trial [s]")
     path = output_dir / f"{prefix}_time_per_trial.png"
     title = f"{problem}: median over seeds and bins of trials"
-    written.append(_finish(figure, axes, title, path, None))
+    ylabel = "optimizer time per trial [s]"
+    written.append(plots.finish(figure, axes, path, title, "told trials", ylabel))
     return written
 
 
