@@ -39,10 +39,7 @@ from botorch.test_functions.synthetic import SyntheticTestFunction
 from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
 from botorch_sketch.benchmarks.arguments import (
     OneLineParser,
-    add_horizon,
-    add_methods,
-    add_output_dir,
-    add_seeds,
+    add_options,
     name_list,
 )
 from botorch_sketch.integrations.ax import (
@@ -247,16 +244,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--problem",
         type=name_list(PROBLEMS),
-        default=tuple(PROBLEMS),
+        default=",".join(PROBLEMS),
         metavar="LIST",
-        help=f"comma-separated test functions (default {','.join(PROBLEMS)})",
+        help="comma-separated test functions (default %(default)s)",
     )
-    add_methods(parser, METHODS, ",".join(METHODS[:4]))
-    add_seeds(parser, "0-2")
-    add_horizon(parser, 40)
+    add_options(
+        parser,
+        *("methods", "seeds", "horizon"),
+        methods={"type": name_list(METHODS), "default": ",".join(METHODS[:4])},
+        seeds={"default": "0-2"},
+        horizon={"default": 40},
+    )
     parser.add_argument("--pending", type=int, default=1, help="trials in flight")
     parser.add_argument("--batch-size", type=int, default=1, help="trials per batch")
-    add_output_dir(parser, "ax_compare_results", plots=False)
+    add_options(parser, "output_dir", output_dir={"default": "ax_compare_results"})
     return parser
 
 
@@ -269,9 +270,8 @@ def main(argv: Sequence[str] | None = None) -> list[AxRun]:
     warnings.filterwarnings("ignore")
     output = Path(args.output_dir) / "runs.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    methods = args.methods or METHODS[:4]
     runs = []
-    for problem, method, seed in product(args.problem, methods, args.seeds):
+    for problem, method, seed in product(args.problem, args.methods, args.seeds):
         run = run_ax(
             problem,
             method,

@@ -24,14 +24,7 @@ from botorch_sketch.benchmarks.arguments import (
     DATA_ENV,
     DTYPES,
     OneLineParser,
-    add_data_dir,
-    add_horizon,
-    add_machine,
-    add_no_progress,
-    add_output_dir,
-    add_preset,
-    add_resume,
-    add_seeds,
+    add_options,
     resolve_data_dir,
     set_threads,
 )
@@ -83,7 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_preset(parser, PRESETS, "default", "presets, methods and problems")
+    add_options(
+        parser,
+        "preset",
+        "list",
+        preset={"choices": list(PRESETS), "default": "default"},
+        list={"help": "list presets, methods and problems"},
+    )
     parser.add_argument(
         "--smoke", action="store_true", help="the preset's small, one-seed variant"
     )
@@ -93,18 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="problems replacing the preset's, e.g. levy:dim=8:arms=20000, "
         "cadata:lengthscale=3, path/to/file.csv:target=0, threds_branin",
     )
-    parser.add_argument(
-        "--methods",
-        metavar="LIST",
-        help="comma-separated methods replacing the preset's; LABEL=NAME runs NAME "
-        "under another label (e.g. ucb2=exact-ucb)",
+    help = "comma-separated methods replacing the preset's; LABEL=NAME runs NAME "
+    add_options(
+        parser,
+        "methods",
+        "horizon",
+        "seeds",
+        methods={"help": help + "under another label (e.g. ucb2=exact-ucb)"},
     )
-    add_horizon(parser)
-    add_seeds(parser)
-    parser.add_argument("--num-seeds", type=int, metavar="N", help="use seeds 0..N-1")
     parser.add_argument(
         "--option",
-        "-o",
         action="append",
         default=[],
         metavar="[METHOD:]KEY=VALUE",
@@ -120,11 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="shortcut for --option bayes_radius=R (index mu + R sigma; a number, "
         "'theory' for bbkb/bkb or 'srinivas' for the exact GP-UCBs)",
     )
-    add_machine(parser)
-    add_data_dir(parser, "abalone.csv / cadata.csv")
-    add_output_dir(parser, DEFAULT_OUTPUT_DIR)
-    add_resume(parser)
-    add_no_progress(parser)
+    add_options(
+        parser,
+        *("dtype", "device", "threads", "data_dir", "output_dir", "plot_dir"),
+        *("no_plots", "resume", "no_progress"),
+        output_dir={"default": DEFAULT_OUTPUT_DIR},
+    )
     return parser
 
 
@@ -257,12 +255,7 @@ def resolve_job(args: argparse.Namespace) -> Job:
         policies = parse_algorithms(args.methods, policies)
     if args.horizon is not None:
         horizon = check_int(args.horizon, "-T/--horizon", 1)
-    if args.seeds and args.num_seeds is not None:
-        raise ValueError("give --seeds or --num-seeds, not both")
-    if args.seeds:
-        seeds = args.seeds
-    elif args.num_seeds is not None:
-        seeds = tuple(range(check_int(args.num_seeds, "--num-seeds", 1)))
+    seeds = args.seeds or seeds
     shortcuts = [
         f"{key}={value}"
         for key, value in (

@@ -33,7 +33,11 @@ from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from gpytorch.means import ZeroMean
 from torch import Tensor
 
-from botorch_sketch.benchmarks.arguments import DTYPES, OneLineParser, add_machine
+from botorch_sketch.benchmarks.arguments import (
+    DTYPES,
+    OneLineParser,
+    add_options,
+)
 from botorch_sketch.models.nystrom import NystromGP
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
 
@@ -298,7 +302,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         if type(default) in (int, float):
             flag = "--" + name.replace("_", "-")
             parser.add_argument(flag, type=type(default), default=default)
-    add_machine(parser, threads=False)
+    add_options(parser, "dtype", "device")
     parser.add_argument(
         "--acquisition-sizes",
         type=_size,

@@ -1,3 +1,4 @@
+import argparse
 import csv
 import json
 import signal
@@ -11,6 +12,7 @@ import torch
 
 from botorch_sketch.benchmarks import __main__ as entry
 from botorch_sketch.benchmarks import methods
+from botorch_sketch.benchmarks.arguments import parse_seeds
 from botorch_sketch.benchmarks.cli import (
     apply_options,
     format_seeds,
@@ -30,6 +32,14 @@ def restore_threads():
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
+
+
+def test_parse_seeds():
+    assert parse_seeds("0,1,5") == (0, 1, 5)
+    assert parse_seeds("0-3,7") == (0, 1, 2, 3, 7)
+    for bad in ("", "a", "1-", "1,1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="[Ss]eed"):
+            parse_seeds(bad)
 
 
 def test_parse_algorithms_keeps_preset_options():
@@ -119,7 +129,6 @@ def test_custom_run_writes_only_to_the_output_dir(
         (["--option", "bayes_radius=abc"], "policy bbkb: `bayes_radius`"),
         (["--bayes-radius", "abc"], "policy bbkb: `bayes_radius`"),
         (["--problem", "levy:dim=x"], "levy:dim=x"),
-        (["--seeds", "1", "--num-seeds", "2"], "not both"),
         (["--threads", "-1"], "--threads"),
         (["-T", "0"], "--horizon"),
         (["--device", "cuda:99"], "argument --device: cuda:99"),

@@ -14,14 +14,8 @@ import torch
 
 from botorch_sketch.benchmarks.arguments import (
     OneLineParser,
-    add_collect,
-    add_data_dir,
-    add_horizon,
-    add_methods,
-    add_output_dir,
-    add_preset,
-    add_resume,
-    add_seeds,
+    add_options,
+    name_list,
     resolve_data_dir,
 )
 from botorch_sketch.benchmarks.cluster.methods import METHODS, method_label
@@ -75,12 +69,20 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         description="Bandits on a simulated cluster of W workers with log-normal "
         "evaluation times: regret vs simulated time, utilization, optimizer time.",
     )
-    add_preset(parser, PRESETS, "cluster-smoke")
+    add_options(
+        parser,
+        "preset",
+        "list",
+        preset={"choices": list(PRESETS), "default": "cluster-smoke"},
+    )
     parser.add_argument("--problem", help="problem spec (overrides the preset's)")
-    add_methods(parser, METHODS, "the preset's")
+    add_options(
+        parser,
+        "methods",
+        methods={"type": name_list(METHODS), "help": f"any of {','.join(METHODS)}"},
+    )
     parser.add_argument("--workers", "-W", type=int, help="workers W (1 to 1000)")
-    add_horizon(parser)
-    add_seeds(parser)
+    add_options(parser, "horizon", "seeds")
     parser.add_argument("--duration-mean", type=float, default=1.0)
     parser.add_argument("--duration-sigma", type=float, default=1.0)
     parser.add_argument(
@@ -94,10 +96,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="method label of the time-to-reference column (default bbkb-sync, "
         "with -c<C~> for --ratio-threshold C~)",
     )
-    add_collect(parser)
-    add_resume(parser)
-    add_data_dir(parser, "cadata.csv")
-    add_output_dir(parser, "cluster_results")
+    add_options(
+        parser,
+        *("collect", "resume", "data_dir", "output_dir", "plot_dir", "no_plots"),
+        output_dir={"default": "cluster_results"},
+    )
     return parser
 
 

@@ -9,12 +9,9 @@ from pathlib import Path
 
 from botorch_sketch.benchmarks.arguments import (
     OneLineParser,
-    add_collect,
-    add_machine,
-    add_methods,
-    add_no_progress,
-    add_output_dir,
+    add_options,
     collected_files,
+    name_list,
     set_threads,
 )
 from botorch_sketch.benchmarks.thompson_steps.report import (
@@ -83,7 +80,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--quality", choices=("variance", "improvement"), default="variance"
     )
-    add_methods(parser, METHODS, "all")
+    add_options(
+        parser,
+        "methods",
+        methods={"type": name_list(METHODS), "help": f"any of {','.join(METHODS)}"},
+    )
     parser.add_argument(
         "--memory-budget",
         type=float,
@@ -93,8 +94,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--cache-dtype", choices=("float32", "float64"), help="cache storage dtype"
     )
-    add_output_dir(parser, "thompson_steps_results")
-    add_collect(parser)
+    add_options(
+        parser,
+        *("output_dir", "plot_dir", "no_plots", "collect"),
+        output_dir={"default": "thompson_steps_results"},
+    )
     parser.add_argument(
         "--box-batch",
         type=int,
@@ -105,10 +109,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--batch-size", type=int, default=100, help="box batch size (100)"
     )
-    add_machine(parser, device=False)
+    add_options(parser, "threads")
     parser.add_argument("--seed", type=int, default=0, help="data seed (0)")
     parser.add_argument("--skip-exact", action="store_true", help="time S-GP-TS only")
-    add_no_progress(parser)
+    add_options(parser, "no_progress")
     return parser
 
 

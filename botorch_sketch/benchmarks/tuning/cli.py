@@ -16,11 +16,7 @@ import torch
 
 from botorch_sketch.benchmarks.arguments import (
     OneLineParser,
-    add_collect,
-    add_data_dir,
-    add_no_progress,
-    add_output_dir,
-    add_preset,
+    add_options,
     collected_files,
     resolve_data_dir,
 )
@@ -53,11 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
         "searchers and Optuna samplers with default options against Optuna's TPE, "
         "GP, CMA-ES and random samplers, random search and Ax, at equal budgets.",
     )
-    add_preset(parser, PRESETS, None)
-    add_data_dir(parser, "cadata.csv; without it hgb-cadata is skipped")
-    add_output_dir(parser, "tuning_PRESET", plots=False)
-    add_no_progress(parser)
-    add_collect(parser)
+    add_options(
+        parser,
+        *("preset", "list", "data_dir", "output_dir", "no_progress", "collect"),
+        preset={"choices": list(PRESETS)},
+        output_dir={"default": "tuning_PRESET"},
+    )
     return parser
 
 
