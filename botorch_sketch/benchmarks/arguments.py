@@ -76,6 +76,18 @@ def parse_device(text: str) -> torch.device:
     return device
 
 
+def writable_folder(text: str) -> Path:
+    r"""``--output-dir`` as a path, if it or its nearest existing parent is a
+    writable folder."""
+    path = Path(text)
+    folder = next(folder for folder in (path, *path.parents) if folder.exists())
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: {folder} is not writable")
+    return path
+
+
 def _option(*flags: str, **keywords: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
     return flags, keywords
 
@@ -99,7 +111,9 @@ OPTIONS = {
         help=f"folder of the data sets, e.g. cadata.csv (default ${DATA_ENV} or "
         "./data)",
     ),
-    "output_dir": _option("--output-dir", metavar="DIR", help="where results go"),
+    "output_dir": _option(
+        "--output-dir", type=writable_folder, metavar="DIR", help="where results go"
+    ),
     "plot_dir": _option(
         "--plot-dir", metavar="DIR", help="where PNGs go (default: --output-dir)"
     ),

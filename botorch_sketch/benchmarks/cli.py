@@ -10,7 +10,6 @@ and exit status 2.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 import time
@@ -230,18 +229,6 @@ class Job:
     data_dir: str
 
 
-def _check_output_dir(text: str) -> Path:
-    r"""``--output-dir`` as a path, if it or its nearest existing parent is a
-    writable folder."""
-    path = Path(text)
-    folder = next(folder for folder in (path, *path.parents) if folder.exists())
-    if not folder.is_dir():
-        raise ValueError(f"--output-dir {text}: {folder} is a file, not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"--output-dir {text}: {folder} is not writable")
-    return path
-
-
 def resolve_job(args: argparse.Namespace) -> Job:
     r"""Combine the preset with the flags; check every value.
 
@@ -252,7 +239,10 @@ def resolve_job(args: argparse.Namespace) -> Job:
     policies, horizon, seeds, settings = preset.variant(args.smoke)
     specs = preset.problems
     if args.methods:
-        policies = parse_algorithms(args.methods, policies)
+        try:
+            policies = parse_algorithms(args.methods, policies)
+        except ValueError as error:
+            raise ValueError(f"argument --methods: {error}") from None
     if args.horizon is not None:
         horizon = check_int(args.horizon, "-T/--horizon", 1)
     seeds = args.seeds or seeds
@@ -337,10 +327,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     config.build(problem, job.horizon, torch.Generator())
             except (ValueError, TypeError) as error:
                 raise ValueError(f"policy {config.label}: {error}") from None
-        output_dir = _check_output_dir(args.output_dir)
     except (ValueError, TypeError, RuntimeError) as error:
         parser.error(str(error))
     set_threads(parser, args.threads)
+    output_dir = args.output_dir
     metadata = environment_metadata(DTYPES[args.dtype], job.device)
     print(
         f"botorch-sketch benchmark: {job.source}{' (smoke)' if args.smoke else ''}, "

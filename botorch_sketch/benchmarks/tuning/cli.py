@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.preset is None:
         parser.error("pass --preset NAME or --list")
     preset = PRESETS[args.preset]
-    output_dir = Path(args.output_dir.replace("PRESET", preset.name))
+    output_dir = Path(str(args.output_dir).replace("PRESET", preset.name))
     if args.collect:
         saved = [
             json.loads(path.read_text())
