@@ -88,7 +88,7 @@ def test_cluster_subcommand_runs_and_errors_on_one_line(tmp_path, capsys):
         entry.main(["cluster", "--workers", "x"])
     assert done.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
-        "botorch-sketch-bench cluster: error: argument --workers/-W: invalid int "
+        "botorch-sketch-bench cluster: error: argument -W/--workers: invalid int "
         "value: 'x' (see --help)"
     ]
 

@@ -79,9 +79,13 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add_options(
         parser,
         "methods",
-        methods={"type": name_list(METHODS), "help": f"any of {','.join(METHODS)}"},
+        methods={
+            "type": name_list(METHODS),
+            "help": f"comma-separated, any of {', '.join(METHODS)} (default: the "
+            "preset's)",
+        },
     )
-    parser.add_argument("--workers", "-W", type=int, help="workers W (1 to 1000)")
+    parser.add_argument("-W", "--workers", type=int, help="workers W (1 to 1000)")
     add_options(parser, "horizon", "seeds")
     parser.add_argument("--duration-mean", type=float, default=1.0)
     parser.add_argument("--duration-sigma", type=float, default=1.0)

@@ -83,7 +83,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add_options(
         parser,
         "methods",
-        methods={"type": name_list(METHODS), "help": f"any of {','.join(METHODS)}"},
+        methods={
+            "type": name_list(METHODS),
+            "help": f"comma-separated, any of {', '.join(METHODS)} (default: all)",
+        },
     )
     parser.add_argument(
         "--memory-budget",
