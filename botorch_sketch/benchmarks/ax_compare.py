@@ -9,7 +9,7 @@ spent in ``Client.get_next_trials`` per trial. ``docs/ax.md`` describes the resu
 Run::
 
     OMP_NUM_THREADS=1 python -m botorch_sketch.benchmarks.ax_compare \
-        --problems branin hartmann6 --seeds 0 1 2 --num-trials 40 --pending 2
+        --problem branin,hartmann6 --seeds 0-2 -T 40 --pending 2
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from itertools import product
+from pathlib import Path
 
 import torch
 from ax.api.client import Client
@@ -37,6 +38,11 @@ from botorch.test_functions.synthetic import SyntheticTestFunction
 
 from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
 from botorch_sketch.benchmarks import writers
+from botorch_sketch.benchmarks.arguments import (
+    OneLineParser,
+    add_options,
+    name_list,
+)
 from botorch_sketch.integrations.ax import (
     bkb_generation_strategy,
     sgpts_generation_strategy,
@@ -231,32 +237,48 @@ def markdown_table(rows: Sequence[dict]) -> str:
     return writers.markdown_table([*header, "s / trial", "CPU s / trial"], cells, 2)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    r"""The command line (:func:`main`)."""
+    parser = OneLineParser(
+        prog="python -m botorch_sketch.benchmarks.ax_compare",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument(
+        "--problem",
+        type=name_list(PROBLEMS),
+        default=",".join(PROBLEMS),
+        metavar="LIST",
+        help="comma-separated test functions (default %(default)s)",
+    )
+    add_options(
+        parser,
+        *("methods", "seeds", "horizon"),
+        methods={"type": name_list(METHODS), "default": ",".join(METHODS[:4])},
+        seeds={"default": "0-2"},
+        horizon={"default": 40},
+    )
+    parser.add_argument("--pending", type=int, default=1, help="trials in flight")
+    parser.add_argument("--batch-size", type=int, default=1, help="trials per batch")
+    add_options(parser, "output_dir", output_dir={"default": "ax_compare_results"})
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> list[AxRun]:
-    r"""Command line: run every (problem, method, seed), print the table, optionally
-    save every run as JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS)
-    )
-    parser.add_argument(
-        "--methods", nargs="+", default=list(METHODS[:4]), choices=METHODS
-    )
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--num-trials", type=int, default=40)
-    parser.add_argument("--pending", type=int, default=1)
-    parser.add_argument("--batch-size", type=int, default=1)
-    parser.add_argument("--output", help="JSON file for every run's trace")
-    args = parser.parse_args(argv)
+    r"""Command line: run every (problem, method, seed), print the table and save
+    every run to ``OUTPUT_DIR/runs.json``."""
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(1)
     set_ax_logger_levels(logging.WARNING)
     warnings.filterwarnings("ignore")
+    output = Path(args.output_dir) / "runs.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
     runs = []
-    for problem, method, seed in product(args.problems, args.methods, args.seeds):
+    for problem, method, seed in product(args.problem, args.methods, args.seeds):
         run = run_ax(
             problem,
             method,
             seed,
-            args.num_trials,
+            args.horizon,
             pending=args.pending,
             batch_size=args.batch_size,
         )
@@ -267,9 +289,8 @@ def main(argv: Sequence[str] | None = None) -> list[AxRun]:
             f"({run.cpu_seconds_per_trial:.2f} CPU s/trial)",
             flush=True,
         )
-        if args.output:  # rewritten after every run
-            with open(args.output, "w") as handle:
-                json.dump([done.record() for done in runs], handle)
+        # rewritten after every run
+        output.write_text(json.dumps([done.record() for done in runs]))
     print(markdown_table(summarize_runs(runs)))
     return runs
 

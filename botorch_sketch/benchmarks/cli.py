@@ -10,7 +10,6 @@ and exit status 2.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 import time
@@ -20,7 +19,14 @@ from pathlib import Path
 
 import torch
 
-from botorch_sketch.benchmarks.arguments import OneLineParser
+from botorch_sketch.benchmarks.arguments import (
+    DATA_ENV,
+    DTYPES,
+    OneLineParser,
+    add_options,
+    resolve_data_dir,
+    set_threads,
+)
 from botorch_sketch.benchmarks.methods import (
     METHODS,
     PerHorizon,
@@ -47,15 +53,13 @@ from botorch_sketch.benchmarks.writers import format_table, write_results
 from botorch_sketch.utils.validation import check_int
 
 DEFAULT_OUTPUT_DIR = "benchmark_results"
-DATA_ENV = "BOTORCH_SKETCH_DATA"
-_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 _EPILOG = """\
 Examples:
   botorch-sketch-bench                       # built-in comparison
   botorch-sketch-bench --preset bbkb-cadata --data-dir DATA --smoke
   botorch-sketch-bench --problem ackley:dim=4:arms=5000 \
---algorithms exact-ucb,exact-bucb -T 500 --option exact-bucb:batch_size=5
+--methods exact-ucb,exact-bucb -T 500 --option exact-bucb:batch_size=5
   botorch-sketch-bench ... --resume         # after Ctrl-C: finish the missing runs
 Subcommands (each with its own --help):
   botorch-sketch-bench scoring          # Nystrom vs exact GP scoring time
@@ -71,88 +75,54 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add = parser.add_argument
-    add("--preset", help=f"one of {', '.join(PRESETS)} (default: default)")
-    add("--smoke", action="store_true", help="the preset's small, one-seed variant")
-    add(
+    add_options(
+        parser,
+        "preset",
+        "list",
+        preset={"choices": list(PRESETS), "default": "default"},
+        list={"help": "list presets, methods and problems"},
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="the preset's small, one-seed variant"
+    )
+    parser.add_argument(
         "--problem",
-        "--problems",
-        dest="problems",
-        action="append",
         metavar="SPEC[,SPEC]",
         help="problems replacing the preset's, e.g. levy:dim=8:arms=20000, "
-        "cadata:lengthscale=3, path/to/file.csv:target=0, threds_branin; repeatable",
+        "cadata:lengthscale=3, path/to/file.csv:target=0, threds_branin",
     )
-    add(
-        "--algorithms",
-        "--policies",
-        dest="algorithms",
-        metavar="LIST",
-        help="comma-separated policies replacing the preset's; LABEL=NAME runs NAME "
-        "under another label (e.g. ucb2=exact-ucb)",
+    help = "comma-separated methods replacing the preset's; LABEL=NAME runs NAME "
+    add_options(
+        parser,
+        "methods",
+        "horizon",
+        "seeds",
+        methods={"help": help + "under another label (e.g. ucb2=exact-ucb)"},
     )
-    add("-T", "--horizon", type=int, help="evaluations per run")
-    add("--seeds", help="seeds, e.g. 0,1,2 or 0-4")
-    add("--num-seeds", type=int, help="use seeds 0..N-1")
-    add(
+    parser.add_argument(
         "--option",
-        "-o",
         action="append",
         default=[],
-        metavar="[POLICY:]KEY=VALUE",
-        help="policy option; without POLICY, for every selected policy that accepts "
+        metavar="[METHOD:]KEY=VALUE",
+        help="method option; without METHOD, for every selected method that accepts "
         "KEY; repeatable",
     )
-    add("--batch-size", type=int, help="shortcut for --option batch_size=B")
-    add(
+    parser.add_argument(
+        "--batch-size", type=int, metavar="B", help="shortcut for --option batch_size=B"
+    )
+    parser.add_argument(
         "--bayes-radius",
         metavar="R",
         help="shortcut for --option bayes_radius=R (index mu + R sigma; a number, "
         "'theory' for bbkb/bkb or 'srinivas' for the exact GP-UCBs)",
     )
-    add("--dtype", choices=sorted(_DTYPES), default="float64", help="default float64")
-    add("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
-    add(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch CPU threads (default 1, for comparable timings; 0: torch's)",
+    add_options(
+        parser,
+        *("dtype", "device", "threads", "data_dir", "output_dir", "plot_dir"),
+        *("no_plots", "resume", "no_progress"),
+        output_dir={"default": DEFAULT_OUTPUT_DIR},
     )
-    add(
-        "--data-dir",
-        help=f"folder of abalone.csv / cadata.csv (default ${DATA_ENV} or ./data)",
-    )
-    add(
-        "--output-dir",
-        default=DEFAULT_OUTPUT_DIR,
-        help=f"where results and plots go (default ./{DEFAULT_OUTPUT_DIR})",
-    )
-    add(
-        "--resume",
-        action="store_true",
-        help="reuse the finished runs in OUTPUT_DIR/runs/ made with the same settings",
-    )
-    add("--no-plots", action="store_true", help="skip PNG plots")
-    add(
-        "--no-progress",
-        action="store_true",
-        help="no progress display (default: bars on a terminal, else log lines)",
-    )
-    add("--list", action="store_true", help="list presets, policies and problems")
     return parser
-
-
-def parse_seeds(text: str) -> tuple[int, ...]:
-    r"""``"0,1,5"`` or ``"0-4"`` (or a mix) into a tuple of distinct seeds."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        first, dash, last = part.strip().partition("-")
-        if not first.isdigit() or (dash and not last.isdigit()):
-            raise ValueError(f"Bad seed list {text!r}; use e.g. 0,1,2 or 0-4.")
-        seeds.extend(range(int(first), int(last) + 1) if dash else [int(first)])
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"Seed list {text!r} is empty or repeats a seed.")
-    return tuple(seeds)
 
 
 def parse_algorithms(
@@ -203,7 +173,7 @@ def _listing() -> str:
         [
             "presets:",
             *(f"  {name:18s} {preset.description}" for name, preset in PRESETS.items()),
-            "policies:",
+            "methods:",
             *(f"  {name:18s} {method.description}" for name, method in METHODS.items()),
             "problems:",
             f"  test functions: {', '.join(sorted(SYNTHETIC_FUNCTIONS))}",
@@ -259,50 +229,23 @@ class Job:
     data_dir: str
 
 
-def _check_device(text: str) -> torch.device:
-    try:
-        device = torch.device(text)
-    except RuntimeError:
-        raise ValueError(f"--device {text!r}: use cpu, cuda or cuda:N") from None
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"--device {text}: only cpu and cuda devices are supported")
-    count = torch.cuda.device_count()
-    if device.type == "cuda" and (device.index or 0) >= count:
-        raise ValueError(f"--device {text}: this machine has {count} CUDA devices")
-    return device
-
-
-def _check_output_dir(text: str) -> Path:
-    r"""``--output-dir`` as a path, if it or its nearest existing parent is a
-    writable folder."""
-    path = Path(text)
-    folder = next(folder for folder in (path, *path.parents) if folder.exists())
-    if not folder.is_dir():
-        raise ValueError(f"--output-dir {text}: {folder} is a file, not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"--output-dir {text}: {folder} is not writable")
-    return path
-
-
 def resolve_job(args: argparse.Namespace) -> Job:
     r"""Combine the preset with the flags; check every value.
 
     Raises:
         ValueError: A bad or conflicting argument (the message names it).
     """
-    preset = get_preset(args.preset or "default")
+    preset = get_preset(args.preset)
     policies, horizon, seeds, settings = preset.variant(args.smoke)
     specs = preset.problems
-    if args.algorithms:
-        policies = parse_algorithms(args.algorithms, policies)
+    if args.methods:
+        try:
+            policies = parse_algorithms(args.methods, policies)
+        except ValueError as error:
+            raise ValueError(f"argument --methods: {error}") from None
     if args.horizon is not None:
         horizon = check_int(args.horizon, "-T/--horizon", 1)
-    if args.seeds and args.num_seeds is not None:
-        raise ValueError("give --seeds or --num-seeds, not both")
-    if args.seeds:
-        seeds = parse_seeds(args.seeds)
-    elif args.num_seeds is not None:
-        seeds = tuple(range(check_int(args.num_seeds, "--num-seeds", 1)))
+    seeds = args.seeds or seeds
     shortcuts = [
         f"{key}={value}"
         for key, value in (
@@ -312,11 +255,10 @@ def resolve_job(args: argparse.Namespace) -> Job:
         if value is not None
     ]
     policies = apply_options(policies, shortcuts + list(args.option))
-    check_int(args.threads, "--threads", 0)
-    if args.problems:
-        specs = [spec for group in args.problems for spec in group.split(",")]
+    if args.problem:
+        specs = args.problem.split(",")
         settings = {}
-    data_dir = args.data_dir or os.environ.get(DATA_ENV) or "data"
+    data_dir = resolve_data_dir(args)
     for spec in specs:
         name, _ = parse_problem_spec(spec)
         if name in KNOWN_DATASETS and not (Path(data_dir) / f"{name}.csv").is_file():
@@ -331,7 +273,7 @@ def resolve_job(args: argparse.Namespace) -> Job:
         policies=tuple(policies),
         horizon=horizon,
         seeds=tuple(seeds),
-        device=_check_device(args.device),
+        device=args.device,
         data_dir=data_dir,
     )
 
@@ -371,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             make_problem(
                 spec,
                 data_dir=job.data_dir,
-                dtype=_DTYPES[args.dtype],
+                dtype=DTYPES[args.dtype],
                 device=job.device,
                 **job.problem_settings,
             )
@@ -385,12 +327,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     config.build(problem, job.horizon, torch.Generator())
             except (ValueError, TypeError) as error:
                 raise ValueError(f"policy {config.label}: {error}") from None
-        output_dir = _check_output_dir(args.output_dir)
     except (ValueError, TypeError, RuntimeError) as error:
         parser.error(str(error))
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    metadata = environment_metadata(_DTYPES[args.dtype], job.device)
+    set_threads(parser, args.threads)
+    output_dir = args.output_dir
+    metadata = environment_metadata(DTYPES[args.dtype], job.device)
     print(
         f"botorch-sketch benchmark: {job.source}{' (smoke)' if args.smoke else ''}, "
         f"T = {job.horizon}, "
@@ -463,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{summary_line}")
     written = write_results(traces, output_dir, metadata)
     if not args.no_plots:
-        written += plot_all(traces, output_dir)
+        written += plot_all(traces, Path(args.plot_dir or output_dir))
     print(
         f"\nwall time {metadata['benchmark_wall_seconds']:.1f} s; wrote "
         f"{_plural(len(written), 'file')} to {output_dir}/ (and the runs to "

@@ -33,12 +33,15 @@ from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from gpytorch.means import ZeroMean
 from torch import Tensor
 
-from botorch_sketch.benchmarks.arguments import OneLineParser
+from botorch_sketch.benchmarks.arguments import (
+    DTYPES,
+    OneLineParser,
+    add_options,
+)
 from botorch_sketch.benchmarks.writers import text_table
 from botorch_sketch.models.nystrom import NystromGP
 from botorch_sketch.models.variational import DecomposedSamplingSVGP
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
 #: The models :func:`time_acquisitions` times, the control first.
 MODELS = ("exact", "nystrom", "svgp")
 
@@ -285,12 +288,6 @@ def compare_scoring(
     return results
 
 
-def _dtype(name: str) -> torch.dtype:
-    if name not in DTYPES:
-        raise argparse.ArgumentTypeError(f"choose float32 or float64, not {name!r}")
-    return DTYPES[name]
-
-
 def _size(text: str) -> int:
     value = int(text)
     if value < 32:
@@ -306,10 +303,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         if type(default) in (int, float):
             flag = "--" + name.replace("_", "-")
             parser.add_argument(flag, type=type(default), default=default)
-    parser.add_argument(
-        "--dtype", type=_dtype, default=torch.float64, help="float32, float64 (default)"
-    )
-    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
+    add_options(parser, "dtype", "device")
     parser.add_argument(
         "--acquisition-sizes",
         type=_size,
@@ -325,12 +319,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
     r"""Parse ``argv``, run :func:`compare_scoring` and print its results."""
     parser = build_parser(prog)
     args = parser.parse_args(argv)
-    try:
-        args.device = torch.device(args.device)
-    except RuntimeError:
-        parser.error(f"--device {args.device}: not a torch device")
-    if args.device.type == "cuda" and not torch.cuda.is_available():
-        parser.error(f"--device {args.device}: CUDA is not available here")
+    args.dtype = DTYPES[args.dtype]
     args.acquisition_sizes = tuple(args.acquisition_sizes)
     results = compare_scoring(**vars(args))
     rows = [

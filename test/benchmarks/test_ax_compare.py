@@ -111,8 +111,8 @@ def test_summary_and_table_match_hand_computed_figures():
 
 def test_main_writes_every_run(tmp_path, capsys):
     output = tmp_path / "runs.json"
-    argv = ["--problems", "branin", "--methods", "sgpts", "--seeds", "0", "1"]
-    runs = main([*argv, "--num-trials", "6", "--output", str(output)])
+    argv = ["--problem", "branin", "--methods", "sgpts", "--seeds", "0,1"]
+    runs = main([*argv, "-T", "6", "--output-dir", str(tmp_path)])
     records = json.loads(output.read_text())
     assert [record["seed"] for record in records] == [0, 1]
     assert records[1]["regret"] == runs[1].regret

@@ -1,3 +1,4 @@
+import argparse
 import csv
 import json
 import signal
@@ -11,12 +12,12 @@ import torch
 
 from botorch_sketch.benchmarks import __main__ as entry
 from botorch_sketch.benchmarks import methods
+from botorch_sketch.benchmarks.arguments import parse_seeds
 from botorch_sketch.benchmarks.cli import (
     apply_options,
     format_seeds,
     main,
     parse_algorithms,
-    parse_seeds,
 )
 from botorch_sketch.benchmarks.methods import BenchmarkMethod, PolicyConfig
 from botorch_sketch.benchmarks.policies.baselines import Uniform
@@ -37,7 +38,7 @@ def test_parse_seeds():
     assert parse_seeds("0,1,5") == (0, 1, 5)
     assert parse_seeds("0-3,7") == (0, 1, 2, 3, 7)
     for bad in ("", "a", "1-", "1,1"):
-        with pytest.raises(ValueError, match="[Ss]eed"):
+        with pytest.raises(argparse.ArgumentTypeError, match="[Ss]eed"):
             parse_seeds(bad)
 
 
@@ -86,7 +87,7 @@ def test_custom_run_writes_only_to_the_output_dir(
     code = main(
         [
             "--problem", "levy:dim=2:arms=60",
-            "--algorithms", "exact-ucb,u=uniform,exact-bucb",
+            "--methods", "exact-ucb,u=uniform,exact-bucb",
             "-T", "15",
             "--seeds", "0-1",
             "--option", "exact-ucb:bayes_radius=2.0000001",
@@ -121,15 +122,16 @@ def test_custom_run_writes_only_to_the_output_dir(
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--preset", "nope"], "Unknown preset"),
+        (["--preset", "nope"], "argument --preset: invalid choice: 'nope'"),
+        (["--seeds", "1,1"], "argument --seeds: Seed list '1,1'"),
+        (["--seeds", "1-"], "argument --seeds: Bad seed list '1-'"),
         (["--option", "typo=1"], "typo"),
         (["--option", "bayes_radius=abc"], "policy bbkb: `bayes_radius`"),
         (["--bayes-radius", "abc"], "policy bbkb: `bayes_radius`"),
         (["--problem", "levy:dim=x"], "levy:dim=x"),
-        (["--seeds", "1", "--num-seeds", "2"], "not both"),
         (["--threads", "-1"], "--threads"),
         (["-T", "0"], "--horizon"),
-        (["--device", "cuda:99"], "--device cuda:99"),
+        (["--device", "cuda:99"], "argument --device: cuda:99"),
         (["--device", "tpu"], "--device"),
         (["--problem", "cadata", "--data-dir", "nowhere"], "--data-dir"),
         (["--threads", "two"], "--threads"),
@@ -200,7 +202,7 @@ def test_interrupt_then_resume_equals_an_uninterrupted_run(
     )
     argv = [
         "--problem", "levy:dim=2:arms=60",
-        "--algorithms", "exact-bucb,stop-once",
+        "--methods", "exact-bucb,stop-once",
         "--batch-size", "2",
         "-T", "8",
         "--seeds", "0-1",
@@ -237,7 +239,7 @@ def test_sigint_keeps_finished_runs_and_resume_completes(
     out = tmp_path / "out"
     argv = [
         "--problem", "levy:dim=2:arms=300",
-        "--algorithms", "exact-ucb,uniform",
+        "--methods", "exact-ucb,uniform",
         "-T", "150",
         "--seeds", "0-5",
         "--output-dir", str(out),

@@ -16,6 +16,7 @@ def test_scoring_parser_defaults_are_compare_scorings_and_flags_parse():
             scoring.compare_scoring
         ).parameters.items()
     }
+    defaults |= {"dtype": "float64", "device": torch.device("cpu")}
     assert vars(scoring.build_parser().parse_args([])) == defaults
     args = scoring.build_parser().parse_args(
         ["--num-train", "40", "--lengthscale", "0.5", "--chunk-size", "7"]
@@ -36,7 +37,8 @@ def test_scoring_on_float32_and_bad_devices(capsys):
         with pytest.raises(SystemExit) as done:
             entry.main(["scoring", flag, value])
         assert done.value.code == 2
-        assert f"--device {value}" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert f"argument --device: {value!r}" in err or f"--device: {value}:" in err
 
 
 def test_thompson_steps_parser_reads_lists_and_choices():
@@ -44,7 +46,7 @@ def test_thompson_steps_parser_reads_lists_and_choices():
         ["--smoke", "--arms", "10", "20", "--t", "5", "--methods", "sgpts-cached"]
     )
     assert args.smoke and args.arms == [10, 20] and args.t == [5]
-    assert args.methods == ["sgpts-cached"] and args.threads == 1
+    assert args.methods == ("sgpts-cached",) and args.threads == 1
 
 
 @pytest.mark.parametrize("command", ["scoring", "thompson_steps"])
@@ -84,7 +86,7 @@ def test_cluster_subcommand_runs_and_errors_on_one_line(tmp_path, capsys):
         entry.main(["cluster", "--workers", "x"])
     assert done.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
-        "botorch-sketch-bench cluster: error: argument --workers/-W: invalid int "
+        "botorch-sketch-bench cluster: error: argument -W/--workers: invalid int "
         "value: 'x' (see --help)"
     ]
 
@@ -93,7 +95,7 @@ def test_default_command_without_subcommand_help_lists_the_subcommands(capsys):
     with pytest.raises(SystemExit):
         entry.main(["--help"])
     out = capsys.readouterr().out
-    assert "usage: botorch-sketch-bench [-h] [--preset PRESET]" in out
+    assert "usage: botorch-sketch-bench [-h] [--preset NAME]" in out
     assert "botorch-sketch-bench scoring" in out
     assert "botorch-sketch-bench thompson_steps" in out
     assert "botorch-sketch-bench cluster" in out

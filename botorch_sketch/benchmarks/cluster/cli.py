@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,7 +12,12 @@ from pathlib import Path
 
 import torch
 
-from botorch_sketch.benchmarks.arguments import OneLineParser
+from botorch_sketch.benchmarks.arguments import (
+    OneLineParser,
+    add_options,
+    name_list,
+    resolve_data_dir,
+)
 from botorch_sketch.benchmarks.cluster.methods import METHODS, method_label
 from botorch_sketch.benchmarks.cluster.report import (
     format_markdown,
@@ -65,14 +69,24 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         description="Bandits on a simulated cluster of W workers with log-normal "
         "evaluation times: regret vs simulated time, utilization, optimizer time.",
     )
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="cluster-smoke")
-    parser.add_argument("--problem", help="problem spec (overrides the preset's)")
-    parser.add_argument(
-        "--methods", help=f"comma-separated subset of {', '.join(METHODS)}"
+    add_options(
+        parser,
+        "preset",
+        "list",
+        preset={"choices": list(PRESETS), "default": "cluster-smoke"},
     )
-    parser.add_argument("--workers", "-W", type=int, help="workers W (1 to 1000)")
-    parser.add_argument("--horizon", "-T", type=int, help="evaluations T")
-    parser.add_argument("--seeds", help="comma-separated run seeds, e.g. 0,1,2")
+    parser.add_argument("--problem", help="problem spec (overrides the preset's)")
+    add_options(
+        parser,
+        "methods",
+        methods={
+            "type": name_list(METHODS),
+            "help": f"comma-separated, any of {', '.join(METHODS)} (default: the "
+            "preset's)",
+        },
+    )
+    parser.add_argument("-W", "--workers", type=int, help="workers W (1 to 1000)")
+    add_options(parser, "horizon", "seeds")
     parser.add_argument("--duration-mean", type=float, default=1.0)
     parser.add_argument("--duration-sigma", type=float, default=1.0)
     parser.add_argument(
@@ -86,24 +100,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="method label of the time-to-reference column (default bbkb-sync, "
         "with -c<C~> for --ratio-threshold C~)",
     )
-    parser.add_argument(
-        "--collect",
-        nargs="+",
-        metavar="DIR",
-        help="make the table and plots from the runs saved under these output dirs",
+    add_options(
+        parser,
+        *("collect", "resume", "data_dir", "output_dir", "plot_dir", "no_plots"),
+        output_dir={"default": "cluster_results"},
     )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="reuse the runs --output-dir/runs/ holds with the same settings",
-    )
-    parser.add_argument(
-        "--data-dir",
-        default=os.environ.get("BOTORCH_SKETCH_DATA", "data"),
-        help="folder with cadata.csv (default $BOTORCH_SKETCH_DATA or ./data)",
-    )
-    parser.add_argument("--output-dir", default="cluster-results")
-    parser.add_argument("--plot-dir", help="PNG folder (default: --output-dir)")
     return parser
 
 
@@ -112,14 +113,13 @@ def _run(args: argparse.Namespace) -> tuple[list[RunTrace], dict[str, object]]:
     ``--output-dir/runs/w<W>/`` (with ``--resume``, reusing the stored runs of the
     same settings); returns the traces and the settings."""
     preset = PRESETS[args.preset]
-    methods = tuple(args.methods.split(",")) if args.methods else preset.methods
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        raise SystemExit(f"Unknown methods {unknown}; known: {sorted(METHODS)}.")
-    seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else preset.seeds
+    methods = args.methods or preset.methods
+    seeds = args.seeds or preset.seeds
     workers = args.workers or preset.workers
     horizon = args.horizon or preset.horizon
-    problem = make_problem(args.problem or preset.problem, data_dir=args.data_dir)
+    problem = make_problem(
+        args.problem or preset.problem, data_dir=resolve_data_dir(args)
+    )
     uniform_regret = expected_uniform_regret(problem)
     settings = {
         "problem": problem.name,
@@ -177,6 +177,12 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     write ``cluster_results.json``, ``cluster_table.md`` and the PNGs to
     ``--output-dir`` and print the table. Returns the exit status."""
     args = build_parser(prog).parse_args(argv)
+    if args.list:
+        for name, preset in PRESETS.items():
+            print(
+                f"{name}: {preset.problem}, W = {preset.workers}, T = {preset.horizon}"
+            )
+        return 0
     torch.set_num_threads(1)
     if args.collect:
         stores = [
@@ -208,6 +214,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     }
     (output / "cluster_results.json").write_text(json.dumps(results, indent=1))
     (output / "cluster_table.md").write_text(table + "\n")
-    plot(traces, args.plot_dir or output, reference)
+    if not args.no_plots:
+        plot(traces, args.plot_dir or output, reference)
     print(table)
     return 0

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
-import torch
-
-from botorch_sketch.benchmarks.arguments import OneLineParser
+from botorch_sketch.benchmarks.arguments import (
+    OneLineParser,
+    add_options,
+    collected_files,
+    name_list,
+    set_threads,
+)
 from botorch_sketch.benchmarks.thompson_steps.report import (
     format_box_report,
     format_report,
@@ -21,6 +26,10 @@ from botorch_sketch.benchmarks.thompson_steps.steps import (
     measure_thompson_steps,
     time_box_batches,
 )
+
+#: What an output folder holds: the results (one per N) and their figure.
+RESULTS_NAME = "thompson_steps.json"
+PLOT_NAME = "sgpts_step_time.png"
 
 DESCRIPTION = (
     "Per-step wall time of S-GP-TS against exact GP-TS on S-GP-TS's Hartmann-6."
@@ -71,8 +80,13 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--quality", choices=("variance", "improvement"), default="variance"
     )
-    parser.add_argument(
-        "--methods", nargs="+", choices=list(METHODS), help="methods (default all)"
+    add_options(
+        parser,
+        "methods",
+        methods={
+            "type": name_list(METHODS),
+            "help": f"comma-separated, any of {', '.join(METHODS)} (default: all)",
+        },
     )
     parser.add_argument(
         "--memory-budget",
@@ -83,13 +97,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--cache-dtype", choices=("float32", "float64"), help="cache storage dtype"
     )
-    parser.add_argument("--plot", help="write a PNG of step time vs t and N here")
-    parser.add_argument("--json", help="write the results (one per N) as JSON here")
-    parser.add_argument(
-        "--plot-from",
-        nargs="+",
-        metavar="JSON",
-        help="instead of measuring: plot (--plot) results saved by --json",
+    add_options(
+        parser,
+        *("output_dir", "plot_dir", "no_plots", "collect"),
+        output_dir={"default": "thompson_steps_results"},
     )
     parser.add_argument(
         "--box-batch",
@@ -101,15 +112,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--batch-size", type=int, default=100, help="box batch size (100)"
     )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch CPU threads (default 1; 0 keeps torch's default)",
-    )
-    parser.add_argument("--seed", type=int, default=0)
+    add_options(parser, "threads")
+    parser.add_argument("--seed", type=int, default=0, help="data seed (0)")
     parser.add_argument("--skip-exact", action="store_true", help="time S-GP-TS only")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_options(parser, "no_progress")
     return parser
 
 
@@ -123,16 +129,16 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
         for key, default in sizes.items()
     }
     arms = sizes["arms"] if isinstance(sizes["arms"], list) else [sizes["arms"]]
-    if args.threads < 0:
-        parser.error("--threads must be >= 0.")
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    if args.plot_from:
-        if not args.plot:
-            parser.error("--plot-from needs --plot.")
-        loaded = [r for path in args.plot_from for r in load_results(path)]
-        plot_step_times(loaded, args.plot)
-        print(f"wrote {args.plot}")
+    set_threads(parser, args.threads)
+    output_dir = Path(args.output_dir)
+    plot_path = Path(args.plot_dir or output_dir) / PLOT_NAME
+    if args.collect:
+        loaded = [
+            result
+            for path in collected_files(parser, args.collect, RESULTS_NAME)
+            for result in load_results(str(path))
+        ]
+        _plot(loaded, plot_path)
         return
     try:
         if args.box_batch:
@@ -168,8 +174,14 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
             results.append(result)
     except (ValueError, TypeError) as error:
         parser.error(str(error))
-    if args.json:
-        save_results(results, args.json)
-    if args.plot:
-        plot_step_times(results, args.plot)
-        print(f"wrote {args.plot}")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    save_results(results, str(output_dir / RESULTS_NAME))
+    print(f"wrote {output_dir / RESULTS_NAME}")
+    if not args.no_plots:
+        _plot(results, plot_path)
+
+
+def _plot(results: list[dict[str, object]], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plot_step_times(results, str(path))
+    print(f"wrote {path}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import platform
 import sys
 from collections.abc import Sequence
@@ -15,8 +14,12 @@ from pathlib import Path
 
 import torch
 
-from botorch_sketch.benchmarks.arguments import OneLineParser
-from botorch_sketch.benchmarks.cli import DATA_ENV
+from botorch_sketch.benchmarks.arguments import (
+    OneLineParser,
+    add_options,
+    collected_files,
+    resolve_data_dir,
+)
 from botorch_sketch.benchmarks.results import RunTrace
 from botorch_sketch.benchmarks.tuning.driver import (
     arm_set_floor,
@@ -46,21 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
         "searchers and Optuna samplers with default options against Optuna's TPE, "
         "GP, CMA-ES and random samplers, random search and Ax, at equal budgets.",
     )
-    parser.add_argument("--preset", choices=sorted(PRESETS), help="what to run")
-    parser.add_argument("--list", action="store_true", help="list the presets")
-    parser.add_argument(
-        "--data-dir",
-        help=f"folder holding cadata.csv (default ${DATA_ENV} or ./data); "
-        "without it the hgb-cadata problem is skipped",
-    )
-    parser.add_argument(
-        "--output-dir", help="where results go (default: tuning-PRESET)"
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--report-only",
-        action="store_true",
-        help="run nothing: redo the tables and plots from OUTPUT_DIR/traces.json",
+    add_options(
+        parser,
+        *("preset", "list", "data_dir", "output_dir", "no_progress", "collect"),
+        preset={"choices": list(PRESETS)},
+        output_dir={"default": "tuning_PRESET"},
     )
     return parser
 
@@ -123,11 +116,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.preset is None:
         parser.error("pass --preset NAME or --list")
     preset = PRESETS[args.preset]
-    output_dir = Path(args.output_dir or f"tuning-{preset.name}")
-    if args.report_only:
-        saved = json.loads((output_dir / "traces.json").read_text())
-        traces = [RunTrace.from_dict(trace) for trace in saved["traces"]]
-        notes = saved["metadata"]["notes"]
+    output_dir = Path(str(args.output_dir).replace("PRESET", preset.name))
+    if args.collect:
+        saved = [
+            json.loads(path.read_text())
+            for path in collected_files(parser, args.collect, "traces.json")
+        ]
+        traces = [RunTrace.from_dict(t) for run in saved for t in run["traces"]]
+        notes = [note for run in saved for note in run["metadata"]["notes"]]
         print(write_outputs(preset, traces, output_dir, notes))
         return 0
     torch.set_num_threads(1)
@@ -137,8 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         threadpool_limits(1)  # scikit-learn's OpenMP and BLAS: one thread too
     except ImportError:
         pass
-    data_dir = args.data_dir or os.environ.get(DATA_ENV) or "data"
-    problems, notes = load_problems(preset, data_dir)
+    problems, notes = load_problems(preset, resolve_data_dir(args))
     for note in notes:
         print(f"{PROG}: {note}", file=sys.stderr)
     if not problems:

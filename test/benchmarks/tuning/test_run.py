@@ -103,7 +103,7 @@ def test_cli_writes_results_tables_and_plots(tmp_path, monkeypatch, capsys):
     saved = json.loads((out / "traces.json").read_text())
     assert len(saved["traces"]) == 2 * len(METHODS) * 2
     (out / "tables.md").unlink()
-    assert cli.main([*argv, "--report-only"]) == 0
+    assert cli.main([*argv, "--collect", str(out)]) == 0
     assert (out / "tables.md").is_file()
 
 
