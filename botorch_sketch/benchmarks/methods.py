@@ -62,7 +62,7 @@ class BenchmarkMethod:
     r"""A benchmark method: how to build its ask/tell object for a run.
 
     Attributes:
-        name: Registry name (as in ``--algorithms``).
+        name: Registry name (as in ``--methods``).
         description: One line for ``--list``.
         build: ``build(problem, horizon, generator, **options)``: the run's ask/tell
             object; draws its randomness from ``generator``.
