@@ -40,6 +40,7 @@ from botorch_sketch.benchmarks.problems import (
     KNOWN_DATASETS,
     PAPER_PROBLEMS,
     SYNTHETIC_FUNCTIONS,
+    Problem,
     make_problem,
     parse_problem_spec,
 )
@@ -298,15 +299,12 @@ def _log(text: str) -> None:
     print(text, flush=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    r"""Run the benchmark CLI; returns the process exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.list:
-        print(_listing())
-        return 0
-    # Every bad setting (problem, policy option, folder) is a usage error before
-    # anything runs; a throwaway build of each policy checks its option values.
+def _checked_job(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[Job, list[Problem]]:
+    r"""The job and its problems; every bad setting (problem, policy option, folder)
+    is a usage error before anything runs, a throwaway build of each policy checking
+    its option values."""
     try:
         job = resolve_job(args)
         problems = [
@@ -329,11 +327,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ValueError(f"policy {config.label}: {error}") from None
     except (ValueError, TypeError, RuntimeError) as error:
         parser.error(str(error))
-    set_threads(parser, args.threads)
-    output_dir = args.output_dir
-    metadata = environment_metadata(DTYPES[args.dtype], job.device)
+    return job, problems
+
+
+def _announce(
+    job: Job, problems: Sequence[Problem], metadata: dict, smoke: bool
+) -> None:
+    r"""Print what is about to run."""
     print(
-        f"botorch-sketch benchmark: {job.source}{' (smoke)' if args.smoke else ''}, "
+        f"botorch-sketch benchmark: {job.source}{' (smoke)' if smoke else ''}, "
         f"T = {job.horizon}, "
         f"{format_seeds(job.seeds)}, {metadata['dtype']} on {metadata['device']}, "
         f"{_plural(metadata['torch_threads'], 'thread')}, "
@@ -346,6 +348,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  problem {problem.name}: d = {problem.dim}, {kind}")
     for config in job.policies:
         print(f"  policy {_describe_options(config, job.horizon)}")
+
+
+def _report(
+    traces: Sequence[RunTrace],
+    metadata: dict,
+    args: argparse.Namespace,
+    store: RunStore,
+) -> None:
+    r"""Print the table and the verdict, write the results and plots, list them."""
+    output_dir = args.output_dir
+    rows = summarize(traces, matmul_gflops=metadata["matmul_gflops"])
+    print(f"\n{format_table(rows)}")
+    if summary_line := verdict(rows):
+        print(f"\n{summary_line}")
+    written = write_results(traces, output_dir, metadata)
+    if not args.no_plots:
+        written += plot_all(traces, Path(args.plot_dir or output_dir))
+    print(
+        f"\nwall time {metadata['benchmark_wall_seconds']:.1f} s; wrote "
+        f"{_plural(len(written), 'file')} to {output_dir}/ (and the runs to "
+        f"{store.directory}/)"
+    )
+    for path in written:
+        print(f"  {path}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    r"""Run the benchmark CLI; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list:
+        print(_listing())
+        return 0
+    job, problems = _checked_job(parser, args)
+    set_threads(parser, args.threads)
+    output_dir = args.output_dir
+    metadata = environment_metadata(DTYPES[args.dtype], job.device)
+    _announce(job, problems, metadata, args.smoke)
     metadata |= {
         "command": shlex.join(
             ["botorch-sketch-bench", *(sys.argv[1:] if argv is None else argv)]
@@ -398,18 +438,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         "peak_memory_method": sorted({trace.memory_method for trace in traces}),
         "benchmark_wall_seconds": time.perf_counter() - start,
     }
-    rows = summarize(traces, matmul_gflops=metadata["matmul_gflops"])
-    print(f"\n{format_table(rows)}")
-    if summary_line := verdict(rows):
-        print(f"\n{summary_line}")
-    written = write_results(traces, output_dir, metadata)
-    if not args.no_plots:
-        written += plot_all(traces, Path(args.plot_dir or output_dir))
-    print(
-        f"\nwall time {metadata['benchmark_wall_seconds']:.1f} s; wrote "
-        f"{_plural(len(written), 'file')} to {output_dir}/ (and the runs to "
-        f"{store.directory}/)"
-    )
-    for path in written:
-        print(f"  {path}")
+    _report(traces, metadata, args, store)
     return 0
