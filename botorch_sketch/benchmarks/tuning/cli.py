@@ -1,6 +1,8 @@
-r"""``python -m botorch_sketch.benchmarks.tuning``: run a tuning preset; write
-``summary.csv``, ``curves.csv``, ``results.json``, ``traces.json``, ``regret.csv``,
-``tables.md`` (:mod:`.report`) and three PNG plots per problem label."""
+r"""``python -m botorch_sketch.benchmarks.tuning``: run a tuning preset, saving each
+run to ``runs/`` as it finishes (``--resume`` reuses those made with the same
+settings); then write ``summary.csv``, ``curves.csv``, ``results.json``,
+``traces.json``, ``regret.csv``, ``tables.md`` (:mod:`.report`) and three PNG plots
+per problem label."""
 
 from __future__ import annotations
 
@@ -21,11 +23,14 @@ from botorch_sketch.benchmarks.arguments import (
     resolve_data_dir,
 )
 from botorch_sketch.benchmarks.results import RunTrace
+from botorch_sketch.benchmarks.runner import RunStore
 from botorch_sketch.benchmarks.tuning.driver import (
     arm_set_floor,
     load_problems,
+    preset_runs,
     run_preset,
-    to_traces,
+    stored_runs,
+    with_optima,
 )
 from botorch_sketch.benchmarks.tuning.presets import PRESETS, TuningPreset
 from botorch_sketch.benchmarks.tuning.problems import make_tuning_problem
@@ -52,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(
         parser,
         *("preset", "list", "data_dir", "output_dir", "no_progress", "collect"),
+        "resume",
         preset={"choices": list(PRESETS)},
         output_dir={"default": "tuning_PRESET"},
     )
@@ -139,22 +145,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not problems:
         print(f"{PROG}: error: nothing to run", file=sys.stderr)
         return 2
-    total = sum(
-        block.budget * len(block.methods) * len(block.seeds)
-        for block in preset.blocks
-        for name in block.problems
-        if name in problems
-    )
+    store = RunStore(output_dir / "runs")
+    runs = preset_runs(preset, problems)
+    done, reruns = stored_runs(preset, problems, store) if args.resume else ({}, [])
+    for line in reruns:
+        print(f"note: {line}")
+    if args.resume:
+        print(f"note: resuming: {len(done)} of {len(runs)} runs already done")
+    elif len(store):
+        print(
+            f"note: {store.directory}/ holds {len(store)} finished run(s) of an "
+            "earlier command; this one replaces those it repeats (--resume would "
+            "reuse them)"
+        )
+    total = sum(block.budget for key, block in runs.items() if key not in done)
     from tqdm.auto import tqdm
 
-    with tqdm(total=total, unit="trial", disable=args.no_progress) as bar:
-        logs = run_preset(preset, problems, on_told=lambda: bar.update())
+    try:
+        with tqdm(total=total, unit="trial", disable=args.no_progress) as bar:
+            traces = run_preset(
+                preset, problems, lambda: bar.update(), store=store, done=done
+            )
+    except BaseException as error:
+        what = "interrupted" if isinstance(error, KeyboardInterrupt) else "crashed"
+        print(
+            f"{PROG}: {what}: the finished runs are in {store.directory}/; the same "
+            "command with --resume runs the rest",
+            file=sys.stderr,
+        )
+        if isinstance(error, KeyboardInterrupt):
+            return 130
+        raise
     notes += [
-        f"{name} ({k} in flight) {method} seed {seed}: {log.stopped}"
-        for (name, k, method, seed), log in logs.items()
-        if log.stopped
+        f"{name} ({k} in flight) {method} seed {seed}: {trace.metadata['stopped']}"
+        for (name, k, method, seed), trace in traces.items()
+        if trace.metadata.get("stopped")
     ]
-    tables = write_outputs(preset, to_traces(logs, problems), output_dir, notes)
+    tables = write_outputs(preset, with_optima(traces), output_dir, notes)
     print(tables)
     print(f"results in {output_dir}")
     return 0

@@ -1,13 +1,16 @@
 r"""The tuning benchmark's driver: :func:`run_trials` runs one method on one problem
-with ``k`` trials in flight; :func:`run_preset` runs a preset and :func:`to_traces`
-turns its logs into :class:`~botorch_sketch.benchmarks.results.RunTrace` objects."""
+with ``k`` trials in flight; :func:`run_preset` runs a preset, saving each run as a
+:class:`~botorch_sketch.benchmarks.results.RunTrace` (:func:`to_trace`) to a
+:class:`~botorch_sketch.benchmarks.runner.RunStore` as it finishes, and
+:func:`with_optima` fills in the minima only known once every run is done."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -15,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from botorch_sketch.benchmarks.results import RunTrace
+from botorch_sketch.benchmarks.runner import RunStore
 from botorch_sketch.benchmarks.tuning.methods import Method, method_factory
-from botorch_sketch.benchmarks.tuning.presets import TuningPreset
+from botorch_sketch.benchmarks.tuning.presets import Block, TuningPreset
 from botorch_sketch.benchmarks.tuning.problems import (
     MissingDataError,
     TuningProblem,
@@ -124,8 +128,10 @@ def run_trials(
     return log
 
 
-#: ``(problem, in flight, method, seed)`` -> the run's log.
-Logs = dict[tuple[str, int, str, int], TrialLog]
+#: ``(problem, in flight, method, seed)``: one run of a preset.
+Key = tuple[str, int, str, int]
+#: Each run's log.
+Logs = dict[Key, TrialLog]
 
 
 def load_problems(
@@ -142,65 +148,136 @@ def load_problems(
     return problems, notes
 
 
+def preset_runs(
+    preset: TuningPreset, problems: dict[str, TuningProblem]
+) -> dict[Key, Block]:
+    r"""Every run of the preset on the given problems (others skipped), in order,
+    with its block."""
+    return {
+        (name, block.in_flight, method, seed): block
+        for block in preset.blocks
+        for name in block.problems
+        if name in problems
+        for method in block.methods
+        for seed in block.seeds
+    }
+
+
+def fingerprint(key: Key, block: Block, problem: TuningProblem) -> dict[str, object]:
+    r"""What makes two runs interchangeable (:class:`~botorch_sketch.benchmarks.
+    runner.RunStore`): the problem (name, space, known minimum), the trials in
+    flight, the method, the seed, the budget and the optimizer-time cap; as it reads
+    back from JSON."""
+    name, in_flight, method, seed = key
+    settings = {
+        "problem": name,
+        "space": [asdict(param) for param in problem.space],
+        "optimum": problem.optimum,
+        "in_flight": in_flight,
+        "method": method,
+        "seed": seed,
+        "budget": block.budget,
+        "max_optimizer_seconds": block.max_optimizer_seconds,
+    }
+    return json.loads(json.dumps(settings))
+
+
+def label(name: str, in_flight: int) -> str:
+    r"""A trace's problem label: ``"branin, 8 in flight"``."""
+    return f"{name}, {in_flight} in flight"
+
+
+def stored_runs(
+    preset: TuningPreset, problems: dict[str, TuningProblem], store: RunStore
+) -> tuple[dict[Key, RunTrace], list[str]]:
+    r"""The preset's runs that ``store`` holds with the same settings
+    (:func:`fingerprint`), and one note per stored run made with others."""
+    found, notes = {}, []
+    for key, block in preset_runs(preset, problems).items():
+        name, in_flight, method, seed = key
+        settings = fingerprint(key, block, problems[name])
+        trace, why = store.load(label(name, in_flight), method, seed, settings)
+        if trace is not None:
+            found[key] = trace
+        elif why is not None:
+            notes.append(f"running again: {why}")
+    return found, notes
+
+
 def run_preset(
     preset: TuningPreset,
     problems: dict[str, TuningProblem],
     on_told: Callable[[], None] | None = None,
-) -> Logs:
-    r"""Every run of the preset on the given problems (others skipped)."""
-    logs: Logs = {}
-    for block in preset.blocks:
-        for name in block.problems:
-            problem = problems.get(name)
-            if problem is None:
-                continue
-            for method in block.methods:
-                build = method_factory(method)
-                for seed in block.seeds:
-                    logs[name, block.in_flight, method, seed] = run_trials(
-                        partial(build, problem.space, seed, block.in_flight),
-                        problem.loss,
-                        block.budget,
-                        block.in_flight,
-                        seed,
-                        max_optimizer_seconds=block.max_optimizer_seconds,
-                        on_told=on_told,
-                    )
-    return logs
+    *,
+    store: RunStore | None = None,
+    done: dict[Key, RunTrace] | None = None,
+) -> dict[Key, RunTrace]:
+    r"""Every run of the preset on the given problems (others skipped), in order,
+    as :func:`to_trace` makes it; each new run is saved to ``store`` (if any) as soon
+    as it finishes; the runs in ``done`` are taken as they are."""
+    traces = {}
+    for key, block in preset_runs(preset, problems).items():
+        if done is not None and key in done:
+            traces[key] = done[key]
+            continue
+        name, in_flight, method, seed = key
+        problem = problems[name]
+        log = run_trials(
+            partial(method_factory(method), problem.space, seed, in_flight),
+            problem.loss,
+            block.budget,
+            in_flight,
+            seed,
+            max_optimizer_seconds=block.max_optimizer_seconds,
+            on_told=on_told,
+        )
+        traces[key] = to_trace(key, log, problem.optimum)
+        if store is not None:
+            store.save(traces[key], fingerprint(key, block, problem))
+    return traces
 
 
-def optima(logs: Logs, problems: dict[str, TuningProblem]) -> dict[str, float]:
-    r"""Each problem's minimum: known, or the smallest loss of any run."""
-    found: dict[str, float] = {}
-    for (name, *_), log in logs.items():
-        found[name] = min(found.get(name, math.inf), min(log.losses))
-    return {
-        name: problems[name].optimum if problems[name].optimum is not None else best
-        for name, best in found.items()
-    }
+def to_trace(key: Key, log: TrialLog, minimum: float | None) -> RunTrace:
+    r"""The run as a :class:`RunTrace`: rewards are the negated losses (so
+    ``simple_regret`` is the best loss so far minus the minimum; an unknown
+    ``minimum`` makes ``optimum`` NaN, see :func:`with_optima`), the problem label
+    holds the concurrency (:func:`label`) and ``metadata["stopped"]`` says why a run
+    ended before its budget (absent if it did not)."""
+    name, in_flight, method, seed = key
+    return RunTrace(
+        problem=label(name, in_flight),
+        policy=method,
+        seed=seed,
+        optimum=math.nan if minimum is None else -minimum,
+        uniform_regret=math.nan,
+        values=-np.asarray(log.losses),
+        ask_seconds=np.asarray(log.ask_seconds),
+        tell_seconds=np.asarray(log.tell_seconds),
+        batch_index=np.arange(len(log.losses)),
+        setup_seconds=log.setup_seconds,
+        environment={"torch_threads": 1},
+        metadata={"stopped": log.stopped} if log.stopped else {},
+    )
+
+
+def with_optima(traces: dict[Key, RunTrace]) -> list[RunTrace]:
+    r"""The traces, an unknown optimum (NaN) replaced by the problem's best value in
+    any of its runs (whatever their concurrency): the regret against the smallest
+    loss found."""
+    best: dict[str, float] = {}
+    for (name, *_), trace in traces.items():
+        best[name] = max(best.get(name, -math.inf), float(np.max(trace.values)))
+    return [
+        replace(trace, optimum=best[name]) if math.isnan(trace.optimum) else trace
+        for (name, *_), trace in traces.items()
+    ]
 
 
 def to_traces(logs: Logs, problems: dict[str, TuningProblem]) -> list[RunTrace]:
-    r"""One :class:`RunTrace` per run, rewards being the negated losses (so
-    ``simple_regret`` is the best loss so far minus the minimum) and the problem
-    label holding the concurrency (``"branin, 8 in flight"``)."""
-    minimum = optima(logs, problems)
-    return [
-        RunTrace(
-            problem=f"{name}, {in_flight} in flight",
-            policy=method,
-            seed=seed,
-            optimum=-minimum[name],
-            uniform_regret=math.nan,
-            values=-np.asarray(log.losses),
-            ask_seconds=np.asarray(log.ask_seconds),
-            tell_seconds=np.asarray(log.tell_seconds),
-            batch_index=np.arange(len(log.losses)),
-            setup_seconds=log.setup_seconds,
-            environment={"torch_threads": 1},
-        )
-        for (name, in_flight, method, seed), log in logs.items()
-    ]
+    r""":func:`to_trace` of each run, with :func:`with_optima`."""
+    return with_optima(
+        {key: to_trace(key, log, problems[key[0]].optimum) for key, log in logs.items()}
+    )
 
 
 def arm_set_floor(problem: TuningProblem, seeds: tuple[int, ...]) -> float:
