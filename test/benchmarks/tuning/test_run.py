@@ -2,6 +2,7 @@ r"""A tiny real run of every method, checked end to end."""
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -10,15 +11,19 @@ pytest.importorskip("optuna")
 pytest.importorskip("ray.tune")
 pytest.importorskip("matplotlib")
 
+from botorch_sketch.benchmarks.runner import RunStore
 from botorch_sketch.benchmarks.tuning import cli
 from botorch_sketch.benchmarks.tuning.driver import (
     arm_set_floor,
+    fingerprint,
     load_problems,
-    optima,
     run_preset,
-    to_traces,
+    run_trials,
+    with_optima,
 )
+from botorch_sketch.benchmarks.tuning.methods import method_factory
 from botorch_sketch.benchmarks.tuning.presets import PRESETS, Block, TuningPreset
+from botorch_sketch.benchmarks.tuning.problems import PROBLEMS, make_tuning_problem
 from botorch_sketch.benchmarks.tuning.report import regret_rows
 
 from .helpers import contains
@@ -35,30 +40,54 @@ TINY = TuningPreset(
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     problems, notes = load_problems(TINY, tmp_path_factory.mktemp("no-data"))
-    logs = run_preset(TINY, problems)
-    return problems, notes, logs
+    store = RunStore(tmp_path_factory.mktemp("out") / "runs")
+    stored_at_tell = []  # the runs on disk at each trial's tell
+    traces = run_preset(
+        TINY, problems, lambda: stored_at_tell.append(len(store)), store=store
+    )
+    return problems, notes, store, stored_at_tell, traces
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_proposes_configurations_in_the_space(method):
+    problem = make_tuning_problem("branin")
+    build = method_factory(method)
+    log = run_trials(lambda: build(problem.space, 0, 2), problem.loss, 6, 2, seed=0)
+    assert len(log.losses) == 6 and log.max_running <= 2
+    assert all(contains(problem.space, config) for config in log.configs)
 
 
 def test_every_method_makes_the_budget_of_valid_evaluations(tiny_run):
-    problems, notes, logs = tiny_run
+    _, notes, _, _, traces = tiny_run
     assert notes == []
-    assert set(logs) == {
+    assert list(traces) == [
         ("branin", k, m, s) for k in (1, 2) for m in METHODS for s in (0, 1)
-    }
-    space = problems["branin"].space
-    for (_, in_flight, method, _), log in logs.items():
-        assert len(log.losses) == 8 and not log.stopped
-        assert all(contains(space, config) for config in log.configs), method
-        assert log.max_running <= in_flight
-        assert len(log.ask_seconds) == len(log.tell_seconds) == 8
-        assert log.setup_seconds >= 0 and min(log.ask_seconds) >= 0
+    ]
+    for trace in traces.values():
+        assert trace.horizon == 8 and trace.metadata == {}  # none stopped
+        assert len(trace.ask_seconds) == len(trace.tell_seconds) == 8
+        assert trace.setup_seconds >= 0 and min(trace.ask_seconds) >= 0
+
+
+def test_each_run_is_saved_as_it_finishes(tiny_run):
+    problems, _, store, stored_at_tell, traces = tiny_run
+    # the n-th tell (from 1) of the 8-trial runs sees the (n - 1) // 8 runs before
+    assert stored_at_tell == [n // 8 for n in range(len(traces) * 8)]
+    assert len(store) == len(traces)
+    for key, trace in traces.items():
+        name, k, method, seed = key
+        block = next(b for b in TINY.blocks if b.in_flight == k)
+        settings = fingerprint(key, block, problems[name])
+        assert settings["budget"] == 8 and settings["method"] == method
+        stored, why = store.load(trace.problem, method, seed, settings)
+        assert why is None and stored.to_dict() == trace.to_dict()
 
 
 def test_regret_is_nonnegative_and_nonincreasing(tiny_run):
-    problems, _, logs = tiny_run
-    traces = to_traces(logs, problems)
-    assert optima(logs, problems) == {"branin": problems["branin"].optimum}
+    problems, _, _, _, traces = tiny_run
+    traces = with_optima(traces)
     for trace in traces:
+        assert trace.optimum == -problems["branin"].optimum
         regret = trace.curve("simple_regret")
         assert (regret >= -1e-9).all() and (np.diff(regret) <= 0).all()
         assert np.isfinite(trace.curve("cumulative_time")).all()
@@ -70,7 +99,7 @@ def test_regret_is_nonnegative_and_nonincreasing(tiny_run):
 
 
 def test_arm_set_floor_is_the_best_arm_regret(tiny_run):
-    problems, _, _ = tiny_run
+    problems, *_ = tiny_run
     floor = arm_set_floor(problems["branin"], (0,))
     assert 0 < floor < 0.1  # 2,048 Sobol points of a 2-d box come close
     unknown = dataclasses.replace(problems["branin"], optimum=None)
@@ -79,12 +108,87 @@ def test_arm_set_floor_is_the_best_arm_regret(tiny_run):
 
 
 def test_unknown_optimum_is_the_best_loss_found(tiny_run):
-    problems, _, logs = tiny_run
-    unknown = {"branin": dataclasses.replace(problems["branin"], optimum=None)}
-    best = min(min(log.losses) for log in logs.values())
-    assert optima(logs, unknown) == {"branin": best}
-    regrets = [t.curve("simple_regret")[-1] for t in to_traces(logs, unknown)]
+    *_, traces = tiny_run
+    unknown = {k: dataclasses.replace(t, optimum=math.nan) for k, t in traces.items()}
+    best = max(float(t.values.max()) for t in traces.values())
+    assert {t.optimum for t in with_optima(unknown)} == {best}
+    regrets = [t.curve("simple_regret")[-1] for t in with_optima(unknown)]
     assert min(regrets) == 0.0 and min(regrets) >= 0
+
+
+def _small(budget=6, seeds=(0, 1), problem="branin"):
+    r"""2 methods x 2 seeds of ``budget`` trials on ``problem``, 1 in flight."""
+    block = Block((problem,), ("random", "tpe"), budget, 1, seeds)
+    return TuningPreset("small", "", (block,), (budget,))
+
+
+def _run(out, *options):
+    argv = ["--preset", "small", "--output-dir", str(out), "--no-progress"]
+    assert cli.main([*argv, *options]) == 0
+    return json.loads((out / "traces.json").read_text())["traces"]
+
+
+def test_resume_reuses_the_runs_of_the_same_settings(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(PRESETS, "small", _small())
+    out = tmp_path / "out"
+    first = _run(out)
+    assert len(list((out / "runs").glob("*.json"))) == 4
+    (out / "runs" / "branin_1_in_flight__tpe__seed1.json").unlink()
+    capsys.readouterr()
+    again = _run(out, "--resume")
+    assert "note: resuming: 3 of 4 runs already done" in capsys.readouterr().out
+    assert again[:3] == first[:3]  # reused: timings included
+    assert again[3]["values"] == first[3]["values"]  # run again, same seed
+    assert again[3]["tell_seconds"] != first[3]["tell_seconds"]
+    monkeypatch.setitem(PRESETS, "small", _small(seeds=(0, 2)))
+    changed = _run(out, "--resume")
+    assert "note: resuming: 2 of 4 runs already done" in capsys.readouterr().out
+    assert changed[0] == first[0] and changed[2] == first[2]  # the seed-0 runs
+    monkeypatch.setitem(PRESETS, "small", _small(budget=5, seeds=(0, 2)))
+    shorter = _run(out, "--resume")
+    text = capsys.readouterr().out
+    assert "note: resuming: 0 of 4 runs already done" in text
+    assert text.count("made with other settings") == 4
+    assert [t["values"] for t in shorter] == [t["values"][:5] for t in changed]
+    _run(out)
+    assert "holds 6 finished run(s) of an earlier command" in capsys.readouterr().out
+
+
+def test_an_unknown_minimum_covers_stored_and_new_runs(tmp_path, monkeypatch):
+    branin = make_tuning_problem("branin")
+    unknown = dataclasses.replace(branin, name="branin-unknown", optimum=None)
+    monkeypatch.setitem(PROBLEMS, "branin-unknown", lambda _: unknown)
+    monkeypatch.setitem(PRESETS, "small", _small(problem="branin-unknown"))
+    out = tmp_path / "out"
+    first = _run(out)
+    best = max(max(t["values"]) for t in first)
+    assert {t["optimum"] for t in first} == {best}
+    stored = [json.loads(p.read_text()) for p in (out / "runs").glob("*.json")]
+    assert {run["trace"]["optimum"] for run in stored} == {None}  # NaN on disk
+    assert {run["fingerprint"]["optimum"] for run in stored} == {None}
+    winner = next(t for t in first if max(t["values"]) == best)
+    files = {
+        p.name.split("__", 1)[1]: p for p in (out / "runs").glob("*.json")
+    }  # "<method>__seed<s>.json" -> path
+    key = f"{winner['policy']}__seed{winner['seed']}.json"
+    last = first
+    for keep_winner in (False, True):  # the best run new, then stored
+        for name, path in files.items():
+            if (name == key) != keep_winner:
+                path.unlink()
+        again = _run(out, "--resume")
+        assert _untimed(again) == _untimed(first)  # optimum: best, as before
+        reused = [(t["policy"], t["seed"]) for t in again if t in last]  # timings too
+        if keep_winner:  # the best run stored, the 3 others new
+            assert reused == [(winner["policy"], winner["seed"])]
+        else:  # the best run new, the 3 others stored
+            assert len(reused) == 3 and (winner["policy"], winner["seed"]) not in reused
+        last = again
+
+
+def _untimed(traces):
+    times = ("ask_seconds", "tell_seconds", "setup_seconds")
+    return [{k: v for k, v in t.items() if k not in times} for t in traces]
 
 
 def test_cli_writes_results_tables_and_plots(tmp_path, monkeypatch, capsys):
