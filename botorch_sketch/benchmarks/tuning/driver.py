@@ -164,15 +164,15 @@ def preset_runs(
 
 
 def fingerprint(key: Key, block: Block, problem: TuningProblem) -> dict[str, object]:
-    r"""What makes two runs interchangeable (:class:`~botorch_sketch.benchmarks.
-    runner.RunStore`): the problem (name, space, known minimum), the trials in
-    flight, the method, the seed, the budget and the optimizer-time cap; as it reads
-    back from JSON."""
+    r"""What makes two stored runs interchangeable: the problem (name, space, known
+    minimum, data file's SHA-256), the trials in flight, the method, the seed, the
+    budget and the optimizer-time cap; as it reads back from JSON."""
     name, in_flight, method, seed = key
     settings = {
         "problem": name,
         "space": [asdict(param) for param in problem.space],
         "optimum": problem.optimum,
+        "data_sha256": problem.data_sha256,
         "in_flight": in_flight,
         "method": method,
         "seed": seed,

@@ -3,6 +3,7 @@ minimum (docs/benchmarks.md, "Hyperparameter tuning with default options")."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,13 +21,14 @@ Config = dict[str, Any]
 
 @dataclass(frozen=True)
 class TuningProblem:
-    r"""A search space, the loss of a configuration, and the loss's minimum (None
-    when unknown)."""
+    r"""A search space, the loss of a configuration, the loss's minimum (None
+    when unknown) and a SHA-256 of the data file it reads (None: none)."""
 
     name: str
     space: Space
     loss: Callable[[Config], float]
     optimum: float | None
+    data_sha256: str | None = None
 
 
 class MissingDataError(FileNotFoundError):
@@ -131,7 +133,8 @@ def hgb_cadata(data_dir: str | Path) -> TuningProblem:
         )
         return float(-scores.mean())
 
-    return TuningProblem("hgb-cadata", HGB_SPACE, loss, None)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return TuningProblem("hgb-cadata", HGB_SPACE, loss, None, digest)
 
 
 def make_tuning_problem(name: str, data_dir: str | Path = "data") -> TuningProblem:
