@@ -19,6 +19,7 @@ from botorch_sketch.benchmarks.tuning.driver import (
     load_problems,
     run_preset,
     run_trials,
+    stored_runs,
     with_optima,
 )
 from botorch_sketch.benchmarks.tuning.methods import method_factory
@@ -184,6 +185,20 @@ def test_an_unknown_minimum_covers_stored_and_new_runs(tmp_path, monkeypatch):
         else:  # the best run new, the 3 others stored
             assert len(reused) == 3 and (winner["policy"], winner["seed"]) not in reused
         last = again
+
+
+def test_a_stopped_run_keeps_why_in_its_stored_trace(tmp_path):
+    block = Block(("branin",), ("random",), 5, 1, (0,), max_optimizer_seconds=0.0)
+    preset = TuningPreset("capped", "", (block,), (5,))
+    problems = {"branin": make_tuning_problem("branin")}
+    store = RunStore(tmp_path)
+    (trace,) = run_preset(preset, problems, store=store).values()
+    assert trace.horizon == 1
+    assert trace.metadata == {
+        "stopped": "stopped after 1 trials: optimizer time above 0 s"
+    }
+    done, notes = stored_runs(preset, problems, store)
+    assert notes == [] and list(done.values())[0].to_dict() == trace.to_dict()
 
 
 def _untimed(traces):
