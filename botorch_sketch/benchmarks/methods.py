@@ -29,6 +29,7 @@ from botorch_sketch.benchmarks.policies.common import (
     KernelHyperparameters,
     check_finite,
     draw_seed,
+    resolve_cache_dtype,
 )
 from botorch_sketch.benchmarks.policies.thompson import (
     CachedExactGPTS,
@@ -131,9 +132,6 @@ class BenchmarkMethod:
         return self.build(problem, horizon, generator, **self.fixed, **options)
 
 
-_CACHE_DTYPES = {None: None, "float32": torch.float32, "float64": torch.float64}
-
-
 def build_bbkb(
     problem: Problem,
     horizon: int,
@@ -173,10 +171,6 @@ def build_bbkb(
     """
     if bayes_radius != "theory":
         check_positive(bayes_radius, "bayes_radius")
-    if cache_dtype not in _CACHE_DTYPES:
-        raise ValueError(
-            f"`cache_dtype` must be 'float32', 'float64' or None, got {cache_dtype!r}."
-        )
     options = BBKBOptions(
         ratio_threshold=ratio_threshold,
         rule=rule,
@@ -184,7 +178,7 @@ def build_bbkb(
         resampling=resampling,
         residual_update=residual_update,
         end_fraction=end_fraction,
-        cache_dtype=_CACHE_DTYPES[cache_dtype],
+        cache_dtype=resolve_cache_dtype(cache_dtype),
         # None: the loop's default cap
         **({} if max_batch_size is None else {"max_batch_size": max_batch_size}),
     )

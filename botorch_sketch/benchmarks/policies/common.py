@@ -145,6 +145,19 @@ class IncrementalExactPosterior(IncrementalExactGP):
         return self._columns(index).squeeze(-1)
 
 
+#: The benchmark spelling of a feature cache's storage dtype (None: the arms').
+CACHE_DTYPES = {None: None, "float32": torch.float32, "float64": torch.float64}
+
+
+def resolve_cache_dtype(name: str | None) -> torch.dtype | None:
+    r"""The torch dtype of a ``cache_dtype`` option (a key of :data:`CACHE_DTYPES`)."""
+    if name not in CACHE_DTYPES:
+        raise ValueError(
+            f"`cache_dtype` must be 'float32', 'float64' or None, got {name!r}."
+        )
+    return CACHE_DTYPES[name]
+
+
 def check_finite(problem: Problem, name: str) -> None:
     r"""Raise unless ``problem`` is finite (an arm set); ``name`` names the method."""
     if not problem.is_finite:

@@ -33,6 +33,7 @@ from botorch_sketch.acquisition.thompson import resolve_alpha
 from botorch_sketch.benchmarks.policies.common import (
     KernelHyperparameters,
     check_finite,
+    resolve_cache_dtype,
 )
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.generation.thompson import gen_thompson_candidates
@@ -46,10 +47,8 @@ from botorch_sketch.utils.validation import check_at_least, check_int, check_pos
 
 Alpha = float | Callable[[int], float]
 
+
 #: The ``cache_dtype`` options of the cached samplers (None: the arms' dtype).
-CACHE_DTYPES = {None: None, "float32": torch.float32, "float64": torch.float64}
-
-
 def _check_quality(value: str) -> str:
     r"""Validate an ``inducing_quality`` option."""
     if value not in ("variance", "improvement"):
@@ -262,7 +261,7 @@ class _CachedThompson(_Thompson):
     Args:
         memory_budget_gib: GiB the cached features and kernel columns may take
             (past it they are recomputed in chunks at every draw).
-        cache_dtype: A key of :data:`CACHE_DTYPES`: the cache's storage dtype.
+        cache_dtype: A key of :data:`~.common.CACHE_DTYPES`: the cache's storage dtype.
         prior_block: Prior weights drawn ahead for batches smaller than this
             (:class:`~botorch_sketch.sampling.arm_features.PriorPathBank`).
         settings: Those of :class:`_Thompson`.
@@ -280,11 +279,6 @@ class _CachedThompson(_Thompson):
         **settings: Any,
     ) -> None:
         check_positive(memory_budget_gib, "memory_budget_gib")
-        if cache_dtype not in CACHE_DTYPES:
-            raise ValueError(
-                "`cache_dtype` must be 'float32', 'float64' or None, got "
-                f"{cache_dtype!r}."
-            )
         self.prior_block = check_int(prior_block, "prior_block", 1)
         check_finite(problem, type(self).__name__)
         super().__init__(problem, horizon, generator, **settings)
@@ -294,7 +288,7 @@ class _CachedThompson(_Thompson):
             self.num_features,
             generator=generator,
             memory_budget=memory_budget_gib * 2**30,
-            cache_dtype=CACHE_DTYPES[cache_dtype],
+            cache_dtype=resolve_cache_dtype(cache_dtype),
         )
 
     def ask(self, max_arms: int | None = None) -> Tensor:

@@ -15,8 +15,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from botorch_sketch.benchmarks.measurement import matmul_flops, max_rss_bytes
+from botorch_sketch.benchmarks.policies.common import resolve_cache_dtype
 from botorch_sketch.benchmarks.policies.thompson import (
-    CACHE_DTYPES,
     CachedExactGPTS,
     CachedSGPTS,
     ModelExactGPTS,
@@ -298,8 +298,7 @@ def measure_thompson_steps(
         raise ValueError(f"`methods` must be distinct keys of {list(METHODS)}.")
     if skip_exact:
         methods = [m for m in methods if m not in BASELINE_OF]
-    if cache_dtype not in CACHE_DTYPES:
-        raise ValueError(f"`cache_dtype` must be one of {list(CACHE_DTYPES)}.")
+    dtype = resolve_cache_dtype(cache_dtype) or torch.float64
     # prior_block=1: every timed step computes its own prior part, else the median
     # step would be one of the 63 in 64 that a prior bank spares that product
     exact = {
@@ -338,7 +337,6 @@ def measure_thompson_steps(
         if name in BASELINE_OF and BASELINE_OF[name] in timings
     }
     peak_rss_gib = max_rss_bytes() / 2**30
-    dtype = CACHE_DTYPES[cache_dtype] or torch.float64
     return {
         "settings": {
             "num_inducing": num_inducing,
