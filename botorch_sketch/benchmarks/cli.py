@@ -46,6 +46,7 @@ from botorch_sketch.benchmarks.problems import (
 )
 from botorch_sketch.benchmarks.results import RunTrace, summarize, verdict
 from botorch_sketch.benchmarks.runner import (
+    COUNTED_EVALUATIONS,
     RunStore,
     environment_metadata,
     run_benchmark,
@@ -419,6 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             store=store,
             resume=args.resume,
             on_trace=finished.append,
+            counted_evaluations=COUNTED_EVALUATIONS,
             environment={
                 key: metadata[key]
                 for key in ("torch_threads", "matmul_gflops", "dtype", "device")

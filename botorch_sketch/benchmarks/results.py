@@ -46,8 +46,12 @@ _SUMMARY_KEYS = (
     "peak_memory_mb",
 )
 
+#: Per-evaluation operator counts a run may hold in its metadata
+#: (:func:`~botorch_sketch.benchmarks.runner.count_operations`), summarized with it.
+OPERATION_COUNTS = ("aten_calls_per_evaluation", "syncs_per_evaluation")
+
 #: Curves, final values and diagnostics that cannot be negative (bands stop at 0).
-NONNEGATIVE = frozenset(CURVES + _SUMMARY_KEYS) | {
+NONNEGATIVE = frozenset(CURVES + _SUMMARY_KEYS + OPERATION_COUNTS) | {
     "dictionary_size",
     "dictionary_churn",
     "gflop",
@@ -203,7 +207,8 @@ class RunTrace:
         )
 
     def summary(self) -> dict[str, float]:
-        r"""Final values: regrets, times, batches, last diagnostics, memory."""
+        r"""Final values: regrets, times, batches, last diagnostics, memory, and the
+        operator counts (:data:`OPERATION_COUNTS`) when the run has them."""
         sizes = np.bincount(self.batch_index)
         result = {
             "horizon": self.horizon,
@@ -220,6 +225,9 @@ class RunTrace:
         }
         for key, values in sorted(self.diagnostics.items()):
             result[key] = float(values[-1])
+        for key in OPERATION_COUNTS:
+            if key in self.metadata:
+                result[key] = float(self.metadata[key])
         return result
 
 

@@ -31,6 +31,7 @@ from botorch_sketch.benchmarks.measurement import (
     measure_matmul_gflops,
 )
 from botorch_sketch.benchmarks.methods import BenchmarkOptimizer, PolicyConfig
+from botorch_sketch.benchmarks.op_counts import OpCounter
 from botorch_sketch.benchmarks.problems import Problem
 from botorch_sketch.benchmarks.results import RunTrace, expected_uniform_regret
 from botorch_sketch.benchmarks.writers import safe_name
@@ -136,6 +137,48 @@ def _warm_up(
         pass
 
 
+#: Evaluations of each run replayed under :class:`OpCounter` by the main benchmark.
+COUNTED_EVALUATIONS = 500
+
+
+def count_operations(
+    problem: Problem, config: PolicyConfig, horizon: int, seed: int, evaluations: int
+) -> dict[str, float]:
+    r"""ATen calls and host synchronizations per evaluation over the first
+    ``evaluations`` evaluations of a run (its ask, evaluation and tell), replayed
+    untimed from a fresh build with the run's seed, so the counts are those of the
+    timed run's first batches (the last batch is cut at ``evaluations``).
+
+    Args:
+        problem: The run's problem.
+        config: The run's method.
+        horizon: The run's ``T`` (the method may plan with it).
+        seed: The run's seed (:func:`run_policy`).
+        evaluations: How many evaluations to replay (at most ``horizon``).
+
+    Returns:
+        ``{"aten_calls_per_evaluation": ..., "syncs_per_evaluation": ...}``.
+    """
+    check_int(evaluations, "evaluations", 1)
+    evaluations = min(evaluations, horizon)
+    optimizer = config.build(problem, horizon, torch.Generator().manual_seed(2 * seed))
+    noise_generator = torch.Generator().manual_seed(2 * seed + 1)
+    counted = 0
+    with OpCounter() as counter:
+        for _, true, _, _ in _batches(
+            problem, optimizer, evaluations, noise_generator, _untimed
+        ):
+            counted += true.shape[0]
+    return {
+        "aten_calls_per_evaluation": counter.total_calls / counted,
+        "syncs_per_evaluation": counter.total_syncs / counted,
+    }
+
+
+def _untimed(call: Callable[..., object], *args: object) -> tuple[object, float]:
+    return call(*args), 0.0
+
+
 def run_policy(
     problem: Problem,
     config: PolicyConfig | str,
@@ -148,6 +191,7 @@ def run_policy(
     warm_up_steps: int = 2,
     log: Callable[[str], None] = print,
     log_every: float = 60.0,
+    counted_evaluations: int = 0,
 ) -> RunTrace:
     r"""Run a method on ``problem`` for exactly ``horizon`` noisy evaluations.
 
@@ -169,6 +213,9 @@ def run_policy(
         warm_up_steps: Untimed ask/tell rounds before the measured run.
         log: Receives the progress lines of ``progress="log"``.
         log_every: Seconds between progress lines.
+        counted_evaluations: Replay this many first evaluations untimed under
+            :class:`OpCounter` after the run (:func:`count_operations`) and keep
+            the counts in the trace's metadata; 0 for none.
 
     Returns:
         The run's :class:`RunTrace`.
@@ -182,6 +229,7 @@ def run_policy(
         kind = "finite" if problem.is_finite else "box"
         raise ValueError(f"`{config.name}` does not support {kind} problems.")
     check_int(warm_up_steps, "warm_up_steps", 0)
+    check_int(counted_evaluations, "counted_evaluations", 0)
     if uniform_regret is None:
         uniform_regret = expected_uniform_regret(problem)
     label = label or config.label
@@ -224,6 +272,11 @@ def run_policy(
             if mode == "log" and now - last_log >= log_every and t + size < horizon:
                 last_log = now
                 log(f"  {description}: t = {t + size}/{horizon} ({now - start:.0f} s)")
+    counts = (
+        count_operations(problem, config, horizon, seed, counted_evaluations)
+        if counted_evaluations
+        else {}
+    )
     return RunTrace(
         problem=problem.name,
         policy=label,
@@ -238,6 +291,7 @@ def run_policy(
         setup_seconds=setup_seconds,
         peak_memory_mb=memory.peak_mb,
         memory_method=memory.method,
+        metadata=counts,
     )
 
 
@@ -335,6 +389,7 @@ def run_benchmark(
     resume: bool = False,
     on_trace: Callable[[RunTrace], None] | None = None,
     environment: dict[str, object] | None = None,
+    counted_evaluations: int = 0,
 ) -> tuple[list[RunTrace], list[str]]:
     r"""Run every method on every problem for every seed.
 
@@ -354,6 +409,8 @@ def run_benchmark(
             (:func:`run_fingerprint`) instead of running them again.
         on_trace: Called with each finished (or reused) run, in order.
         environment: Stored in each new run's :attr:`RunTrace.environment`.
+        counted_evaluations: ATen calls and host synchronizations are counted
+            over this many first evaluations of each run (:func:`count_operations`).
 
     Returns:
         ``(traces, notes)``, traces in (problem, policy, seed) order.
@@ -412,6 +469,7 @@ def run_benchmark(
                 progress=mode,
                 uniform_regret=uniform_regret,
                 log=log,
+                counted_evaluations=counted_evaluations,
             )
             trace.environment = dict(environment or {})
             if store is not None:

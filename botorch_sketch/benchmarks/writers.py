@@ -77,6 +77,8 @@ TABLE_COLUMNS = (
     ("total_seconds", "total s", ".2f"),
     ("time_vs_reference", "time/exact", ".3g"),
     ("time_vs_flops", "time/flops", ".3g"),
+    ("aten_calls_per_evaluation", "ops/eval", ".0f"),
+    ("syncs_per_evaluation", "syncs/eval", ".1f"),
     ("max_batch_size", "max batch", ".0f"),
     ("dictionary_size", "dict size", ".0f"),
     ("dictionary_churn", "churn", ".1f"),

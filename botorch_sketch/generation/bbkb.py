@@ -76,15 +76,16 @@ class BBKBBatch:
 
 
 class GlobalRule:
-    r"""Lemma 1: ``1 + sum_s sigma~^2_fb(x_s)``, ``O(1)`` per step."""
+    r"""Lemma 1: ``1 + sum_s sigma~^2_fb(x_s)``, ``O(1)`` per step on the host (the
+    start-of-batch variances are read there once per batch)."""
 
     def __init__(self, geometry: CandidateGeometry | CachedGeometry) -> None:
-        self.geometry = geometry
         self.total = 1.0
-        self.min_variance = float(geometry.scaled_variance.min())
+        self.variances = geometry.scaled_variance.detach().cpu().numpy().copy()
+        self.min_variance = float(self.variances.min())
 
     def bound_with(self, index: int) -> float:
-        return self.total + float(self.geometry.scaled_variance[index])
+        return self.total + float(self.variances[index])
 
     def value(self) -> float:
         return self.total
@@ -92,14 +93,14 @@ class GlobalRule:
     def admit_copies(self, index: int, limit: int, threshold: float) -> int:
         r"""Add copies of ``index`` while the rule admits them (at most ``limit``;
         the same float sums as adding them one at a time); return how many."""
-        variance = float(self.geometry.scaled_variance[index])
+        variance = float(self.variances[index])
         count = 0
         while count < limit and self.total + variance <= threshold:
             self.total, count = self.total + variance, count + 1
         return count
 
     def add(self, index: int, copies: int = 1) -> None:
-        variance = float(self.geometry.scaled_variance[index])
+        variance = float(self.variances[index])
         for _ in range(copies):
             self.total += variance
 

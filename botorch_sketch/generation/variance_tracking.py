@@ -302,6 +302,26 @@ class FrozenDictionaryTracker:
             self.flops += 2.0 * stale.numel() * H.shape[0] * H.shape[1]
         return self.variance[indices]
 
+    def refresh_since(self, indices: Tensor, rows: Tensor, first: int) -> Tensor:
+        r""":meth:`refresh` for ``k`` candidates that were all brought up to date
+        at step ``first`` (or never, ``first = 0``), which the caller keeps
+        track of: no mask and no host synchronization, ``O(k m (t - first))``.
+
+        Args:
+            indices: ``k`` candidate indices, all last refreshed at step ``first``.
+            rows: ``k x m`` feature rows of ``indices``.
+            first: That step.
+        """
+        if first < self.step:
+            H = self.directions.matrix[:, first:]
+            terms = (rows @ H).square() / self.directions.denominators[first:]
+            self.variance[indices] = (self.variance[indices] - terms.sum(-1)).clamp_min(
+                0.0
+            )
+            self.refreshed_at[indices] = self.step
+            self.flops += 2.0 * indices.numel() * H.shape[0] * H.shape[1]
+        return self.variance[indices]
+
     def add(self, index: int, copies: int = 1) -> None:
         r"""Hallucinate ``copies`` observations at candidate ``index``, ``O(m t)``; a
         repeat of the last step's candidate raises that step's multiplicity instead,
@@ -445,6 +465,13 @@ class LazyArgmax:
     reach the best refreshed score. No step touches all ``n`` candidates (except
     with an eager tracker, whose variances are all current anyway). Ties go to the
     lowest index, as ``torch.argmax`` of a full recomputation.
+
+    A step reads one pair of numbers on the host (the maximizer and its score) per
+    block it looks at, one block in most steps: the refreshed candidates are
+    brought up to date together (:meth:`FrozenDictionaryTracker.refresh_since`),
+    and the start-of-batch bounds of the walk are read to the host once per
+    ``topk``. The argmax owns its refreshed candidates: nothing else may refresh
+    them in its tracker.
     """
 
     def __init__(
@@ -476,18 +503,22 @@ class LazyArgmax:
         self.bounds = mean + radius * tracker.variance.sqrt() + self.floor
         self.order: Tensor | None = None  # the largest bounds first, grown on demand
         self._ordered: Tensor | None = None  # whether a candidate is in `order`
+        self._order_bounds: list[float] = []  # their bounds, on the host
         self.position = 0
         self.refreshed = torch.zeros(0, dtype=torch.long, device=mean.device)
         self.rows = mean.new_zeros(0, tracker.geometry.num_features)  # of refreshed
         self.scores = self.bounds[:0]
+        self._synced_at = 0  # the step the refreshed candidates are current at
+        self._best_position: Tensor | None = None  # the maximizer's, in `refreshed`
 
     def exclude(self, indices: Tensor) -> None:
-        r"""Never return ``indices`` from now on."""
+        r"""Never return ``indices`` from now on (bounds already read to the host
+        stay as they were: upper bounds still, so the argmax stays exact)."""
         self.floor[indices] = -float("inf")
         self.bounds[indices] = -float("inf")
 
-    def _scores(self, indices: Tensor, rows: Tensor) -> Tensor:
-        variance = self.tracker.refresh(indices, rows)
+    def _scores(self, indices: Tensor, rows: Tensor, first: int) -> Tensor:
+        variance = self.tracker.refresh_since(indices, rows, first)
         return self.mean[indices] + self.radius * variance.sqrt() + self.floor[indices]
 
     def __call__(self) -> tuple[int, float]:
@@ -503,11 +534,11 @@ class LazyArgmax:
             self.order = torch.zeros_like(self.refreshed)
             self._ordered = torch.zeros_like(self.bounds, dtype=torch.bool)
         refreshed, rows = self.refreshed, self.rows
-        scores = self._scores(refreshed, rows)
+        scores = self._scores(refreshed, rows, self._synced_at)
         block = self.block_size
-        while self.position < len(self.bounds):
-            best = float(scores.max()) if scores.numel() else -float("inf")
-            if self._next_bound() < best:
+        while True:
+            index, value = self._best(refreshed, scores)
+            if self.position >= len(self.bounds) or self._next_bound() < value:
                 break
             self._extend_order(self.position + block)
             new = self.order[self.position : self.position + block]
@@ -515,12 +546,24 @@ class LazyArgmax:
             self.position += new.shape[0]
             refreshed = torch.cat([refreshed, new])
             rows = torch.cat([rows, new_rows])
-            scores = torch.cat([scores, self._scores(new, new_rows)])
+            scores = torch.cat([scores, self._scores(new, new_rows, 0)])
             block *= 2
         self.refreshed, self.rows, self.scores = refreshed, rows, scores
+        self._synced_at = self.tracker.step
+        return index, value
+
+    def _best(self, refreshed: Tensor, scores: Tensor) -> tuple[int, float]:
+        r"""The largest score and its candidate (the lowest index among ties), in
+        one read to the host; ``(-1, -inf)`` when nothing is refreshed."""
+        if scores.numel() == 0:
+            return -1, -float("inf")
         top = scores.max()
-        index = int(refreshed[scores == top].min())
-        return index, float(top)
+        keys = torch.where(scores == top, refreshed, len(self.bounds))
+        self._best_position = keys.argmin()
+        index, value = torch.stack(
+            [refreshed[self._best_position].double(), top.double()]
+        ).tolist()
+        return int(index), value
 
     def _extend_order(self, count: int) -> None:
         r"""Make :attr:`order` hold at least ``count`` candidates (or all): the next
@@ -533,13 +576,14 @@ class LazyArgmax:
         fresh = top[~self._ordered[top]]  # ties at the boundary may differ: skip
         self._ordered[fresh] = True
         self.order = torch.cat([self.order, fresh])
+        self._order_bounds.extend(self.bounds[fresh].tolist())
 
     def _next_bound(self) -> float:
         r"""The largest bound of a candidate not refreshed yet (``-inf`` if none)."""
         if self.position >= len(self.bounds):
             return -float("inf")
         self._extend_order(self.position + 1)
-        return float(self.bounds[self.order[self.position]])
+        return self._order_bounds[self.position]
 
     def repeats(self, index: int, limit: int) -> Tensor:
         r"""Scores of the last step's candidate ``index`` at the next picks, while the
@@ -573,4 +617,4 @@ class LazyArgmax:
         )
         keeps = (winner == index) & (top > self._next_bound())
         count = int(keeps.long().cumprod(0).sum())
-        return scores[self.refreshed == index][0, : max(count, 1)]
+        return scores[self._best_position, : max(count, 1)]

@@ -214,8 +214,9 @@ def test_interrupt_then_resume_equals_an_uninterrupted_run(
     assert "T = 8, seeds 0, 1, float64 on cpu, 1 thread," in printed
     assert "run 4/4 done: stop-once | levy2_60 | seed 1" in printed  # not a TTY
     out = tmp_path / "parts"
-    # 6 asks per stop-once run (2 warm-up, 4 batches): the 7th is its second run's.
-    StopOnce.asks, StopOnce.stop_at = 0, 7
+    # 10 asks per stop-once run (2 warm-up, 4 batches, 4 replayed under the
+    # operator counter): the 11th is its second run's.
+    StopOnce.asks, StopOnce.stop_at = 0, 11
     assert main([*argv, "--output-dir", str(out)]) == 130
     err = capsys.readouterr().err
     assert "interrupted after 3 finished runs" in err and "--resume" in err
@@ -227,7 +228,7 @@ def test_interrupt_then_resume_equals_an_uninterrupted_run(
     assert partial["metadata"]["incomplete"] == "interrupted"
     StopOnce.asks, StopOnce.stop_at = 0, -1
     assert main([*argv, "--output-dir", str(out), "--resume"]) == 0
-    assert StopOnce.asks == 6  # only the missing run ran
+    assert StopOnce.asks == 10  # only the missing run ran
     assert "resuming: 3 of 4 runs already done" in capsys.readouterr().out
     whole = _deterministic_summaries(tmp_path / "whole")
     assert _deterministic_summaries(out) == whole

@@ -73,6 +73,36 @@ def test_frozen_tracker_equals_recomputation():
     )
 
 
+def test_refresh_since_equals_recomputation_at_every_step():
+    # a block brought up to date together, step by step from where it was last
+    # refreshed (as the lazy argmax does), with copies of the last step between
+    arms, model = make_problem()
+    geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
+    tracker = FrozenDictionaryTracker(geometry)
+    block = torch.arange(3, arms.shape[0], 5)
+    rows = geometry.feature_rows(block)
+    chosen, synced_at = [], 0
+    for i in [5, 17, 17, 5, 200, 42, 42, 42]:
+        tracker.add(i)
+        chosen.append(i)
+        if len(chosen) % 3:  # skip some steps: the next refresh catches up
+            continue
+        refreshed = tracker.refresh_since(block, rows, synced_at)
+        synced_at = tracker.step
+        torch.testing.assert_close(
+            refreshed,
+            hallucinated_variances(model, arms, chosen)[block],
+            atol=1e-9,
+            rtol=0,
+        )
+    torch.testing.assert_close(
+        tracker.refresh_since(block, rows, synced_at),
+        hallucinated_variances(model, arms, chosen)[block],
+        atol=1e-9,
+        rtol=0,
+    )
+
+
 def test_frozen_tracker_merges_copies_exactly():
     # consecutive copies of an arm are one step with a multiplicity; candidates
     # refreshed between copies take the difference, the others catch up later
