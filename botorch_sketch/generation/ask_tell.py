@@ -19,6 +19,7 @@ from botorch_sketch.generation.arm_growth import checked_new_arms
 from botorch_sketch.generation.initial_design import space_filling_arms
 from botorch_sketch.generation.options import ArmLoopOptions, options_record
 from botorch_sketch.generation.pending import staying_pending
+from botorch_sketch.generation.repeats import repeat_threshold
 from botorch_sketch.models.hyperparameters import (
     INITIAL_LEARNED_NOISE,
     RefitSchedule,
@@ -197,6 +198,16 @@ class ArmLoop:
         return self.observed.shape[0]
 
     # ------------------------------------------------------------------ ask side
+    def _repeat_threshold(self) -> float:
+        r"""The repeat rule's ``delta`` now (``min_repeat_reduction``, resolved by
+        :func:`~botorch_sketch.generation.repeats.repeat_threshold` for the
+        current kernel and ``lambda``)."""
+        return repeat_threshold(
+            self.options.min_repeat_reduction,
+            learned_kernel=self.refits is not None,
+            learned_noise=self.noise if self.learn_noise else None,
+        )
+
     def _checked_ask(self, max_arms: int | None, wait: bool, default: int) -> int:
         r"""The number of arms an ``ask(max_arms, wait=wait)`` may return
         (``default`` when ``max_arms`` is None)."""

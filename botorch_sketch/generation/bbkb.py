@@ -15,6 +15,7 @@ least as large. ``C~ = 1`` gives batches of one point: BKB.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +27,7 @@ from botorch_sketch.acquisition.bkb import (
     TheoryRadius,
     radius_value,
 )
+from botorch_sketch.generation.repeats import repeat_reduction
 from botorch_sketch.generation.variance_tracking import (
     CachedGeometry,
     CandidateGeometry,
@@ -253,6 +255,14 @@ class BatchGreedy:
     with the same batch (asynchronous asks: the posterior is frozen until the batch
     ends). A run of copies of one candidate is decided in closed form
     (:meth:`LazyArgmax.repeats`) under the global rule.
+
+    With ``repeat_threshold = delta > 0`` the repeat rule
+    (:mod:`~botorch_sketch.generation.repeats`) holds: an arm already measured
+    (``observed``, held or chosen) is picked only while one more evaluation would
+    remove at least ``delta k(x, x)`` of its in-batch variance; one that falls
+    below is never picked again in the batch (variances only decrease), and the
+    batch ends when no eligible arm is left. An empty batch still gets one arm,
+    past the repeat rule, if every arm is spent.
     """
 
     @torch.no_grad()
@@ -267,6 +277,8 @@ class BatchGreedy:
         min_batch_size: int | None = None,
         excluded: Tensor | None = None,
         held: list[tuple[int, int]] | tuple = (),
+        repeat_threshold: float = 0.0,
+        observed: Tensor | None = None,
     ) -> None:
         r"""
         Args:
@@ -278,6 +290,10 @@ class BatchGreedy:
             min_batch_size: New points forced whatever the rule.
             excluded: ``n`` booleans: candidates never to choose.
             held: ``(index, copies)`` of the points the batch starts with.
+            repeat_threshold: The repeat rule's ``delta >= 0`` (0: any repeat,
+                the papers' batches; ``inf``: none).
+            observed: ``n`` booleans marking the candidates measured before the
+                batch (in the posterior), for the repeat rule.
         """
         self.geometry = geometry
         self.tracker = (
@@ -288,6 +304,12 @@ class BatchGreedy:
         self.min_batch_size = min_batch_size
         self.size = 0  # points in the batch, held ones included
         self.num_new = 0  # points chosen by `extend`
+        self.repeat_threshold = repeat_threshold
+        nothing = torch.zeros_like(geometry.scaled_variance, dtype=torch.bool)
+        #: candidates measured so far: before the batch, held or chosen
+        self.measured = nothing.clone() if observed is None else observed.clone()
+        #: candidates the caller allows (the fallback of a spent arm set)
+        self.allowed = ~nothing if excluded is None else ~excluded
         for index, copies in held:
             for batch_rule in self.rules:
                 batch_rule.add(index, copies)
@@ -297,6 +319,10 @@ class BatchGreedy:
                 held, dtype=torch.long, device=geometry.scaled_variance.device
             ).mT
             self.tracker.add_many(held_indices, held_copies)
+            self.measured[held_indices] = True
+        if repeat_threshold > 0:  # spent from the start: variances only decrease
+            spent = self.measured & ~self._pays(geometry.scaled_variance)
+            excluded = spent if excluded is None else excluded | spent
         self.argmax = LazyArgmax(geometry.mean, radius, self.tracker, excluded=excluded)
         self._bound: float | None = None
 
@@ -317,7 +343,12 @@ class BatchGreedy:
             )
             if started and not forced and _nothing_admissible(rules, threshold):
                 break
-            index, value = self.argmax()
+            picked = self._eligible_argmax()
+            if picked is None:  # every arm spent by the repeat rule
+                if started and not (past_rule and not chosen):
+                    break
+                picked = self._past_repeat_rule()
+            index, value = picked
             proposed = _first_admitting(rules, index, threshold)
             if started and proposed is None and not forced:
                 break
@@ -325,7 +356,12 @@ class BatchGreedy:
                 proposed if proposed is not None else rules[0].bound_with(index)
             )
             copies = 1
-            if not forced and _repeats_in_closed_form(rules, tracker, index):
+            self.measured[index] = True
+            if (
+                not forced
+                and self.repeat_threshold == 0
+                and _repeats_in_closed_form(rules, tracker, index)
+            ):
                 scores = self.argmax.repeats(index, min(limit - len(chosen), 256))
                 copies = rules[0].admit_copies(index, scores.shape[0], threshold)
                 tracker.add_copies(copies)
@@ -340,6 +376,39 @@ class BatchGreedy:
             self.size += copies
             self.num_new += copies
         return chosen, values
+
+    def _eligible_argmax(self) -> tuple[int, float] | None:
+        r"""``(index, score)`` of the in-batch UCB argmax among the candidates the
+        repeat rule admits (those it spends are excluded for good); None if none
+        is left."""
+        while True:
+            index, value = self.argmax()
+            if value == -math.inf:
+                return None
+            if not (self.repeat_threshold > 0 and self.measured[index]):
+                return index, value
+            position = torch.tensor([index], device=self.measured.device)
+            if bool(self._pays(self.tracker.refresh(position), position)):
+                return index, value
+            self.argmax.exclude(index)
+
+    def _pays(self, scaled_variance: Tensor, indices: Tensor | None = None) -> Tensor:
+        r"""Whether a repeat at ``indices`` (default all ``n``) with in-batch
+        variances ``scaled_variance`` removes at least ``delta k(x, x)``."""
+        geometry = self.geometry
+        prior = geometry.prior_variance
+        prior = prior if indices is None else prior[indices]
+        reduction = repeat_reduction(scaled_variance, prior, geometry.noise)
+        return reduction >= self.repeat_threshold
+
+    def _past_repeat_rule(self) -> tuple[int, float]:
+        r"""``(index, score)`` of the in-batch UCB argmax over the allowed
+        candidates, repeats included (``O(n m t)``, once the arm set is spent)."""
+        allowed = torch.nonzero(self.allowed).squeeze(-1)
+        variance = self.tracker.refresh(allowed)
+        scores = self.argmax.mean[allowed] + self.argmax.radius * variance.sqrt()
+        top = scores.max()
+        return int(allowed[scores == top].min()), float(top)
 
     def bound(self) -> float:
         r"""The rule's value for the batch so far (its last accepted point's)."""

@@ -392,6 +392,8 @@ class BBKB(ArmLoop):
             residual_update=self.options.residual_update,
             excluded=excluded,
             held=copies_of(self._batch),
+            repeat_threshold=self._repeat_threshold(),
+            observed=self.state.counts > 0,
         )
 
     def _ratio_threshold(self) -> float:

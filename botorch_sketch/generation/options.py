@@ -69,6 +69,14 @@ class ArmLoopOptions:
     num_initial: int | None = None
     #: Factor ``> 1`` the observations grow by between refits of a learned kernel.
     refit_growth: float = DEFAULT_REFIT_GROWTH
+    #: ``delta >= 0`` (``inf`` allowed) of the repeat rule
+    #: (:mod:`~botorch_sketch.generation.repeats`): a told, pending or already
+    #: chosen arm is asked again only while one more evaluation would remove at
+    #: least ``delta k(x, x)`` from the variance of ``f(x)`` (0: always, ``inf``:
+    #: never). None: 0 with a fixed kernel (the papers' batches); with a learned
+    #: one ``inf`` while the learned ``lambda`` is at its floor (a deterministic
+    #: objective), else ``DEFAULT_MIN_REPEAT_REDUCTION``.
+    min_repeat_reduction: float | None = None
 
     def __post_init__(self) -> None:
         if self.noise is not None:
@@ -79,6 +87,8 @@ class ArmLoopOptions:
             check_int(self.num_initial, "num_initial", 0)
         if check_at_least(self.refit_growth, "refit_growth", 1.0) == 1.0:
             raise ValueError(f"`refit_growth` must be > 1, got {self.refit_growth}.")
+        if self.min_repeat_reduction is not None:
+            _set(self, "min_repeat_reduction", _check_repeat(self.min_repeat_reduction))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,6 +266,17 @@ class GPThreDSOptions:
         check_bool(self.reuse_observations, "reuse_observations")
         if self.mode not in THREDS_MODES:
             raise ValueError(f"`mode` must be 'cube' or 'rwt', got {self.mode!r}.")
+
+
+def _check_repeat(value: object) -> float:
+    r"""``min_repeat_reduction`` as a float in ``[0, inf]``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"`min_repeat_reduction` must be a number, got {type(value).__name__}."
+        )
+    if not value >= 0:  # NaN too
+        raise ValueError(f"`min_repeat_reduction` must be >= 0, got {value}.")
+    return float(value)
 
 
 def _check_f_range(f_range: object) -> None:

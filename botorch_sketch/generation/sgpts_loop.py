@@ -19,6 +19,7 @@ from torch import Tensor
 from botorch_sketch.acquisition.thompson import resolve_alpha
 from botorch_sketch.generation.ask_tell import STATE_KEYS, ArmLoop
 from botorch_sketch.generation.options import SGPTSOptions, merged_options
+from botorch_sketch.generation.repeats import hallucinated_variance, repeat_reduction
 from botorch_sketch.generation.thompson_arms import (
     ArmThompsonSampler,
     CachedSparseThompson,
@@ -188,13 +189,8 @@ class SGPTS(ArmLoop):
         try:
             if k == 0:
                 indices = design[:0]
-            elif sampler.num_observations == 0:
-                indices = torch.randint(
-                    self.arms.shape[0], (k,), generator=self.generator
-                ).to(self.arms.device)
             else:
-                alpha = resolve_alpha(self.options.alpha, sampler.num_observations + 1)
-                indices = sampler.sample(k, alpha, self.generator).indices
+                indices = self._draw(k, design)
         except BaseException:  # atomic: the draws are made again by a retry
             self.generator.set_state(generator)
             sampler.prior_bank.load(bank)
@@ -203,6 +199,65 @@ class SGPTS(ArmLoop):
         indices = torch.cat([design, indices])
         self._hold(indices)
         return indices
+
+    def _draw(self, k: int, design: Tensor) -> Tensor:
+        r"""``k`` arms after the ``design`` arms of this ask: the argmaxes of ``k``
+        fresh paths (uniformly random arms before any outcome), under the repeat
+        rule when it is on (:meth:`_admitted_argmaxes`)."""
+        sampler, threshold = self.sampler, self._repeat_threshold()
+        num_arms = self.arms.shape[0]
+        if sampler.num_observations == 0:
+            if threshold == 0:
+                return torch.randint(num_arms, (k,), generator=self.generator).to(
+                    self.arms.device
+                )
+            values = torch.rand(num_arms, k, generator=self.generator).to(self.arms)
+        else:
+            alpha = resolve_alpha(self.options.alpha, sampler.num_observations + 1)
+            if threshold == 0:
+                return sampler.sample(k, alpha, self.generator).indices
+            values = sampler.sample_values(k, alpha, self.generator)
+        return self._admitted_argmaxes(values, torch.cat([self.pending, design]))
+
+    def _admitted_argmaxes(self, values: Tensor, pending: Tensor) -> Tensor:
+        r"""The argmax of each of ``q`` paths (``A x q`` ``values``), path after
+        path, over the arms the repeat rule admits: an arm told, ``pending`` or
+        taken by an earlier path, asked ``c`` times and not told yet, with
+        ``sigma~^2`` given the told arms, counts as ``sigma~^2 / (1 + c sigma~^2)``
+        (its own copies hallucinated: Thompson sampling hallucinates no other
+        arm). A path whose every arm is spent takes its argmax anyway."""
+        threshold, num_arms = self._repeat_threshold(), values.shape[0]
+        copies = torch.bincount(pending, minlength=num_arms)
+        measured = copies > 0
+        measured[self.sampler.observed] = True
+        spent = torch.zeros_like(measured)  # only grows: copies only grow
+        picks = []
+        for column in values.unbind(-1):
+            scores = column.masked_fill(spent, -torch.inf)
+            while True:
+                pick = int(scores.argmax())
+                if scores[pick] == -torch.inf:  # every arm spent
+                    pick = int(column.argmax())
+                    break
+                if not measured[pick] or self._repeat_pays(pick, copies, threshold):
+                    break
+                spent[pick], scores[pick] = True, -torch.inf
+            copies[pick] += 1
+            measured[pick] = True
+            picks.append(pick)
+        return torch.tensor(picks, dtype=torch.long, device=self.arms.device)
+
+    def _repeat_pays(self, index: int, copies: Tensor, threshold: float) -> bool:
+        r"""Whether one more evaluation of arm ``index``, with ``copies[index]``
+        evaluations pending, removes at least ``threshold k(x, x)`` of its
+        variance (:func:`~botorch_sketch.generation.repeats.repeat_reduction`)."""
+        if threshold == torch.inf:
+            return False
+        sampler, position = self.sampler, torch.tensor([index], device=copies.device)
+        prior = sampler.cache.kernel(sampler.cache.arms[position], diag=True).detach()
+        told = sampler.variance(position) if sampler.num_observations else prior
+        scaled = hallucinated_variance(told / sampler.noise, copies[position])
+        return bool(repeat_reduction(scaled, prior, sampler.noise) >= threshold)
 
     def tell(self, indices: Tensor, rewards: Tensor) -> None:
         r"""Report outcomes of pending arms (any non-empty sub-multiset, any order).

@@ -179,6 +179,14 @@ class ArmThompsonSampler(ABC):
         ``O(N (M + s) q)``, of which ``O(N M q)`` is paid ahead by the bank for
         ``q < prior_block``.
         """
+        best, indices = self.sample_values(q, alpha, generator).max(dim=0)
+        return ThompsonArms(indices, best)
+
+    def sample_values(
+        self, q: int = 1, alpha: float = 1.0, generator: torch.Generator | None = None
+    ) -> Tensor:
+        r"""``N x q`` values of ``q`` fresh paths over the arms, drawn as
+        :meth:`sample` draws them (which returns their argmaxes)."""
         check_int(q, "q", 1)
         alpha = check_at_least(alpha, "alpha", 0.0)
         check_generator(generator)
@@ -193,9 +201,12 @@ class ArmThompsonSampler(ABC):
             prior = cache.prior_values(weights)
         noise = standard_normal((q, self.noise_size), generator).to(cache.arms)
         V = self.update_weights(weights, noise, alpha)
-        values = cache.add_column_values(alpha * prior, self.update_arms, V)
-        best, indices = values.max(dim=0)
-        return ThompsonArms(indices, best)
+        return cache.add_column_values(alpha * prior, self.update_arms, V)
+
+    @abstractmethod
+    def variance(self, indices: Tensor) -> Tensor:
+        r"""Posterior variances of ``f`` at ``b`` arms (``b``), in the units the
+        paths are in, ``O(b s^2)`` for ``s`` update arms."""
 
     def path_values(self, weights: Tensor, noise: Tensor, alpha: float = 1.0) -> Tensor:
         r"""``N x q`` values of the paths with prior weights ``weights`` (``q x M``)
@@ -290,6 +301,15 @@ class IncrementalExactThompson(ArmThompsonSampler):
             grown[:old] = self._features[:old]
             self._features = grown
         self._features[old : self.num_observations] = features
+
+    @torch.no_grad()
+    def variance(self, indices: Tensor) -> Tensor:
+        r"""``k(x, x) - k_xX (K_XX + lambda I)^{-1} k_Xx`` at ``b`` arms."""
+        cache = self.cache
+        X = cache.arms[indices]
+        solved = self._chol.forward(cache.kernel_matrix(cache.arms[self.observed], X))
+        prior = cache.kernel(X, diag=True).detach()
+        return (prior - solved.square().sum(0)).clamp_min(0.0)
 
     def update_weights(self, weights: Tensor, noise: Tensor, alpha: float) -> Tensor:
         t = self.num_observations
@@ -472,17 +492,28 @@ class CachedSparseThompson(ArmThompsonSampler):
     def _expected_improvement(self) -> Tensor:
         r"""Expected improvement of every observed arm under the current model
         (BoTorch's ``ExpectedImprovementQualityFunction``), ``O(n m^2)``."""
-        cache = self.cache
-        X = cache.arms[self.observed]
-        phi = solve_lower(
-            self._chol, cache.kernel_matrix(cache.arms[self.inducing_arms], X)
-        )
-        mean = phi.mT @ self._mean_w
-        prior = cache.kernel(X, diag=True).detach() + self.jitter
-        variance = prior - phi.square().sum(0) + (self._chol_w.mT @ phi).square().sum(0)
+        mean, variance = self._moments(self.observed, self.jitter)
         sigma = variance.clamp_min(1e-12).sqrt()
         u = (mean - mean.max()) / sigma
         return sigma * (phi_density(u) + u * normal_cdf(u))
+
+    def _moments(self, indices: Tensor, jitter: float = 0.0) -> tuple[Tensor, Tensor]:
+        r"""Mean and variance of ``q(f)`` at ``b`` arms, ``O(b m^2)``:
+        ``phi^T m_w`` and ``k(x, x) + jitter - ||phi||^2 + ||C_w^T phi||^2`` with
+        ``phi = L^{-1} k(Z, x)``."""
+        cache = self.cache
+        X = cache.arms[indices]
+        phi = solve_lower(
+            self._chol, cache.kernel_matrix(cache.arms[self.inducing_arms], X)
+        )
+        prior = cache.kernel(X, diag=True).detach() + jitter
+        variance = prior - phi.square().sum(0) + (self._chol_w.mT @ phi).square().sum(0)
+        return phi.mT @ self._mean_w, variance
+
+    @torch.no_grad()
+    def variance(self, indices: Tensor) -> Tensor:
+        r"""Variances of ``q(f)`` at ``b`` arms."""
+        return self._moments(indices)[1].clamp_min(0.0)
 
     @property
     def inducing_mean(self) -> Tensor:

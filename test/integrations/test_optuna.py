@@ -382,3 +382,17 @@ def test_bbkb_beats_random_search_on_branin():
             bests.append(study.best_value)
         wins += bests[0] < bests[1]
     assert wins >= 2
+
+
+@pytest.mark.parametrize("name", ["BBKBSampler", "SGPTSSampler"])
+def test_a_deterministic_objective_never_gets_a_configuration_twice(name):
+    # the learned noise reaches its floor: no trial repeats another's parameters
+    sampler = {"BBKBSampler": BBKBSampler, "SGPTSSampler": SGPTSSampler}[name](seed=0)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(
+        lambda trial: (trial.suggest_float("x", 0, 1) - 0.3) ** 2
+        + (trial.suggest_float("y", 0, 1) - 0.6) ** 2,
+        n_trials=60,
+    )
+    configurations = {(t.params["x"], t.params["y"]) for t in study.trials}
+    assert len(configurations) == 60

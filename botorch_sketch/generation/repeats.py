@@ -1,0 +1,104 @@
+r"""When a loop may ask an arm again: the repeat rule of ``BBKB`` and ``SGPTS``.
+
+Let ``sigma^2_t(x)`` be the posterior variance of ``f(x)`` given the told arms and
+the arms asked and not yet told (hallucinated, without their outcomes), ``lambda``
+the noise variance and ``sigma~^2_t(x) = sigma^2_t(x) / lambda`` the papers'
+scale. One more evaluation of ``x`` gains ``1/2 log(1 + sigma~^2_t(x))`` nats and
+removes the variance
+
+.. math::
+
+    \Delta_t(x) = \sigma^2_t(x) - \sigma^2_{t+1}(x)
+    = \sigma^2_t(x) \frac{\tilde\sigma^2_t(x)}{1 + \tilde\sigma^2_t(x)}
+    = \lambda \frac{\tilde\sigma^4_t(x)}{1 + \tilde\sigma^2_t(x)}
+
+from ``f(x)``: the fraction ``1 - exp(-2 gain)`` of what is left. A *repeat*, an
+arm already told, pending or chosen earlier in the same batch, is admitted only
+while it removes at least a fraction ``delta`` of the prior variance,
+
+.. math::
+
+    \Delta_t(x) \ge \delta \, k(x, x);
+
+an arm never measured is always eligible. A repeat of an arm whose variance is
+far below ``lambda`` gains almost nothing (``Delta ~ sigma^4 / lambda``), and
+after one evaluation ``sigma^2 <= lambda``, so with a small ``lambda`` (a nearly
+deterministic objective) not even the first repeat pays: ``Delta ~ lambda / 2``.
+After ``n`` evaluations of an isolated arm ``Delta ~ lambda / n^2``, so an arm is
+measured at most about ``sqrt(lambda / (delta k))`` times: more often the noisier
+the objective. ``delta`` only falls along a batch (variances only decrease), so
+an arm it spends stays spent, and a batch ends when no eligible arm is left.
+``delta = 0`` admits every repeat (the papers' batches), ``delta = inf`` none. A
+self-tuning loop whose learned ``lambda`` sits at its floor takes the objective
+as deterministic (the same configuration returns the same value: a repeat gains
+nothing) and uses ``delta = inf``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from torch import Tensor
+
+from botorch_sketch.models.hyperparameters import MIN_LEARNED_NOISE
+
+#: ``delta`` of a self-tuning loop: a repeat must remove at least 0.1% of the
+#: prior variance at the arm (its standard deviation about 3% of the prior's).
+#: An arm is then measured again only when ``lambda > 0.002 k`` (noise standard
+#: deviation above about 4.5% of the signal's); with ``lambda = 0.01 k`` at most
+#: about three times, with ``lambda = 0.1 k`` about ten.
+DEFAULT_MIN_REPEAT_REDUCTION = 1e-3
+
+#: A learned ``lambda`` at most this is "at its floor" (:data:`MIN_LEARNED_NOISE`,
+#: up to the optimizer's last steps): the objective is taken as deterministic.
+DETERMINISTIC_NOISE = 1.01 * MIN_LEARNED_NOISE
+
+
+def repeat_threshold(
+    option: float | None, *, learned_kernel: bool, learned_noise: float | None
+) -> float:
+    r"""The ``delta`` a loop applies now.
+
+    Args:
+        option: ``min_repeat_reduction``, the user's ``delta``; None: the default.
+        learned_kernel: Whether the loop learns its kernel (self-tuning).
+        learned_noise: The learned ``lambda``, or None when ``lambda`` is fixed.
+
+    Returns:
+        ``option`` if given; else 0 with a fixed kernel (the papers' batches),
+        ``inf`` while a learned ``lambda`` is at its floor, and
+        :data:`DEFAULT_MIN_REPEAT_REDUCTION` otherwise.
+    """
+    if option is not None:
+        return option
+    if not learned_kernel:
+        return 0.0
+    if learned_noise is not None and learned_noise <= DETERMINISTIC_NOISE:
+        return math.inf
+    return DEFAULT_MIN_REPEAT_REDUCTION
+
+
+def repeat_reduction(
+    scaled_variance: Tensor, prior_variance: Tensor, noise: Tensor | float
+) -> Tensor:
+    r"""``Delta_t(x) / k(x, x)``: the fraction of the prior variance one more
+    evaluation removes from ``f(x)``, ``lambda sigma~^4 / ((1 + sigma~^2) k(x, x))``.
+
+    Args:
+        scaled_variance: ``n`` papers'-scale variances ``sigma~^2_t(x)``.
+        prior_variance: ``n`` prior variances ``k(x, x) > 0``.
+        noise: ``lambda``.
+    """
+    ratio = scaled_variance.square() / (1 + scaled_variance)
+    return noise * ratio / prior_variance
+
+
+def hallucinated_variance(scaled_variance: Tensor, copies: Tensor) -> Tensor:
+    r"""Papers'-scale variances after ``c`` more evaluations at the arm itself,
+    ``sigma~^2 / (1 + c sigma~^2)`` (Sherman-Morrison on one point).
+
+    Args:
+        scaled_variance: ``n`` variances ``sigma~^2_t(x)``.
+        copies: ``n`` counts ``c >= 0``.
+    """
+    return scaled_variance / (1 + copies.to(scaled_variance) * scaled_variance)

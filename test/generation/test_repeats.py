@@ -1,0 +1,167 @@
+r"""The repeat rule of the loops: no configuration twice on a deterministic objective
+(pending arms included), repeats on a noisy one only where one more evaluation
+removes at least ``delta k(x, x)`` (checked on a dense DTC posterior), and the
+papers' batches unchanged with a fixed kernel."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from botorch_sketch import BBKB, SGPTS
+from botorch_sketch.generation.bbkb import gen_bbkb_batch
+from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
+from botorch_sketch.generation.repeats import (
+    DEFAULT_MIN_REPEAT_REDUCTION,
+    repeat_reduction,
+    repeat_threshold,
+)
+from botorch_sketch.models.hyperparameters import MIN_LEARNED_NOISE
+
+DTYPE = torch.float64
+
+
+def objective(X):
+    return -((X - 0.3) ** 2).sum(-1)
+
+
+def _arms(n=300, d=2, seed=0):
+    return torch.rand(n, d, generator=torch.Generator().manual_seed(seed), dtype=DTYPE)
+
+
+def _kernel(lengthscale=0.3):
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    kernel.base_kernel.lengthscale = lengthscale
+    return kernel
+
+
+@pytest.mark.parametrize("loop_class", [BBKB, SGPTS])
+def test_a_self_tuning_loop_never_repeats_a_deterministic_objective(loop_class):
+    arms = _arms()
+    loop = loop_class(arms, seed=0)
+    asked = []
+    for _ in range(30):
+        indices = loop.ask(4) if loop_class is SGPTS else loop.ask()
+        asked += indices.tolist()
+        loop.tell(indices, objective(arms[indices]))
+    assert loop.noise <= 1.01 * MIN_LEARNED_NOISE  # deterministic: lambda at its floor
+    assert len(asked) > 40 and len(set(asked)) == len(asked)
+
+
+@pytest.mark.parametrize("loop_class", [BBKB, SGPTS])
+def test_pending_arms_are_not_asked_again(loop_class):
+    # asynchronous asks: half of each ask stays pending across the next asks
+    arms = _arms(200)
+    loop = loop_class(
+        arms, covar_module=_kernel(), noise=0.01, seed=1, min_repeat_reduction=math.inf
+    )
+    loop.ask_arms(torch.tensor([5, 6]))
+    asked = [5, 6]
+    for _ in range(25):
+        indices = loop.ask(3, wait=False)
+        asked += indices.tolist()
+        assert not set(indices.tolist()) & set(loop.observed.tolist())
+        done = loop.pending[: max(1, loop.pending.numel() // 2)]
+        loop.tell(done, objective(arms[done]))
+    assert len(set(asked)) == len(asked)
+
+
+def _dense_scaled_variance(loop, index, hallucinated):
+    r"""``sigma~^2(x)`` of a BBKB loop's DTC posterior on its dictionary, with the
+    batch arms ``hallucinated``, from dense matrices."""
+    X, kernel, noise = loop.kernel_inputs, loop.covar_module, loop.noise
+    with torch.no_grad():
+        S = X[loop.state.dictionary]
+        L = torch.linalg.cholesky(kernel(S, S).to_dense())
+        features = torch.linalg.solve_triangular(
+            L, kernel(S, X).to_dense(), upper=False
+        ).mT
+        rows = torch.cat([loop.observed[: loop.incorporated], hallucinated])
+        Z = features[rows]
+        V = Z.mT @ Z + noise * torch.eye(Z.shape[1], dtype=DTYPE)
+        z = features[index]
+        prior = kernel(X[index : index + 1], diag=True)[0]
+        return (prior - z @ z) / noise + z @ torch.linalg.solve(V, z), prior
+
+
+def _repeats(loop, batch):
+    r"""The arms of ``batch`` measured before them (told, or earlier in it)."""
+    told = set(loop.observed.tolist())
+    return [
+        s
+        for s, index in enumerate(batch.tolist())
+        if index in told | set(batch[:s].tolist())
+    ]
+
+
+def test_noisy_repeats_follow_the_rule_on_a_dense_posterior():
+    arms = _arms(150)
+    delta = 1e-3
+    options = {"covar_module": _kernel(), "noise": 0.2, "radius": 0.1}
+    loop = BBKB(
+        arms, seed=0, ratio_threshold=6.0, min_repeat_reduction=delta, **options
+    )
+    papers = BBKB(arms, seed=0, ratio_threshold=6.0, **options)
+    noise = torch.Generator().manual_seed(2)
+    repeats = papers_repeats = 0
+    for _ in range(12):
+        batch = loop.ask()
+        for s in _repeats(loop, batch):
+            scaled, prior = _dense_scaled_variance(loop, int(batch[s]), batch[:s])
+            reduction = repeat_reduction(scaled, prior, loop.noise)
+            assert float(reduction) >= delta * (1 - 1e-8)
+            repeats += 1
+        y = objective(arms[batch])
+        loop.tell(batch, y + 0.2 * torch.randn(y.shape, generator=noise, dtype=DTYPE))
+        indices = papers.ask()
+        papers_repeats += len(_repeats(papers, indices))
+        papers.tell(indices, objective(arms[indices]))
+    assert 0 < repeats < papers_repeats / 2
+
+
+def test_a_fixed_kernel_loop_keeps_the_papers_batches():
+    arms = _arms(200)
+    loop = BBKB(arms, covar_module=_kernel(0.5), noise=1.0, radius=0.5, seed=0)
+    assert loop._repeat_threshold() == 0.0
+    noise = torch.Generator().manual_seed(4)
+    sizes = []
+    for step in range(15):
+        indices = loop.ask()
+        sizes.append((indices.numel(), indices.unique().numel()))
+        if step > 0:
+            batch = gen_bbkb_batch(loop.model, arms, ratio_threshold=2.0, radius=0.5)
+            assert torch.equal(indices, batch.indices)
+        y = objective(arms[indices])
+        loop.tell(
+            indices, y + 0.01 * torch.randn(y.shape, generator=noise, dtype=DTYPE)
+        )
+    assert any(size > distinct for size, distinct in sizes)  # repeats kept
+
+
+def test_threshold_resolution():
+    assert repeat_threshold(None, learned_kernel=False, learned_noise=None) == 0.0
+    floor = repeat_threshold(None, learned_kernel=True, learned_noise=MIN_LEARNED_NOISE)
+    assert floor == math.inf
+    assert (
+        repeat_threshold(None, learned_kernel=True, learned_noise=0.01)
+        == DEFAULT_MIN_REPEAT_REDUCTION
+    )
+    assert repeat_threshold(0.5, learned_kernel=True, learned_noise=1e-4) == 0.5
+
+
+@pytest.mark.parametrize("options_class", [BBKBOptions, SGPTSOptions])
+@pytest.mark.parametrize(
+    "value, error",
+    [
+        (-1.0, ValueError),
+        (float("nan"), ValueError),
+        (True, TypeError),
+        ("a", TypeError),
+    ],
+)
+def test_bad_min_repeat_reduction(options_class, value, error):
+    with pytest.raises(error, match="min_repeat_reduction"):
+        options_class(min_repeat_reduction=value)
