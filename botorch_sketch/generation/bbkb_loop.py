@@ -220,7 +220,8 @@ class BBKB(ArmLoop):
         options = merged_options(BBKBOptions, options, overrides, "BBKB")
         super().__init__(arms, covar_module=covar_module, options=options)
         check_int(seed, "seed", 0)
-        #: The papers'-scale radius option (a :class:`TheoryRadius` is updated)
+        #: The papers'-scale radius option (a :class:`TheoryRadius` is updated:
+        #: the loop's own copy, made by ``merged_options``)
         self.radius = options.radius
         # draws on the CPU, then moved: the same choices on every device
         self.generator = torch.Generator().manual_seed(seed)
