@@ -202,6 +202,10 @@ def test_bad_searcher_arguments():
         BBKBSearch(metric="score", mode="max").suggest("t")
     with pytest.raises(RuntimeError, match="metric"):
         BBKBSearch(SPACE).suggest("t")
+    with pytest.raises(TypeError, match="covar_module"):
+        BBKBSearch(covar_module="rbf")
+    with pytest.raises(TypeError, match="must pickle"):  # save() would fail mid-run
+        BBKBSearch(ratio_threshold=lambda v: 2.0)
 
 
 # ------------------------------------------------------- points to evaluate
