@@ -172,8 +172,9 @@ class BBKB(ArmLoop):
     reported unless ``standardize=True``.
 
     Not thread-safe: call it from one thread, or hold one lock around each call
-    (``state_dict`` and ``load_state_dict`` included); see docs/design.md,
-    Conventions.
+    (``state_dict`` and ``load_state_dict`` included); a call made while another
+    thread is inside one is refused with a RuntimeError that changes nothing (see
+    docs/design.md, Conventions).
 
     Everything needed to resume is in :meth:`state_dict`: observed arm indices and
     rewards, pending and failed arms, the dictionary, the persistent draws, the radius
