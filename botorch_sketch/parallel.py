@@ -21,7 +21,8 @@ return no arm while the batch rule waits for outcomes; build it with
 :class:`~botorch_sketch.generation.sgpts_loop.SGPTS`.
 
 A worker exception (``SystemExit`` and ``KeyboardInterrupt`` raised by the objective
-included), a result that is not a finite number, or no result within
+included), a result that is not a finite real number (a string or a bool is not), or
+no result within
 ``evaluation_timeout`` seconds marks the arm as failed (``optimizer.fail``) and is
 logged with the arm; the run goes on. ``total_timeout`` ends the run with what has
 been collected. With a ``checkpoint`` file the optimizer's state and the evaluation
@@ -43,6 +44,7 @@ import functools
 import heapq
 import math
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -56,6 +58,7 @@ from numbers import Real
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -120,6 +123,11 @@ class Engine(ABC):
     def cancel(self, handles: list[Hashable]) -> None:
         r"""Cancel evaluations that are no longer wanted (best effort)."""
 
+    def check_objective(self, objective: Callable[[Tensor], Any]) -> None:  # noqa: B027
+        r"""Raise a TypeError naming ``objective`` if the engine cannot send it to
+        its workers; :func:`run_parallel` calls it before the first evaluation.
+        By default nothing is checked (the objective stays in this process)."""
+
 
 class ExecutorEngine(Engine):
     r"""Evaluations on a :class:`concurrent.futures.Executor`."""
@@ -149,6 +157,11 @@ class ExecutorEngine(Engine):
     def cancel(self, handles: list[Hashable]) -> None:
         for handle in handles:
             handle.cancel()
+
+    def check_objective(self, objective: Callable[[Tensor], Any]) -> None:
+        r"""A process pool sends the objective with :func:`pickle.dumps`."""
+        if isinstance(self.executor, concurrent.futures.ProcessPoolExecutor):
+            _check_picklable(objective, pickle.dumps, "a ProcessPoolExecutor")
 
 
 class DaskEngine(Engine):
@@ -183,6 +196,10 @@ class DaskEngine(Engine):
     def cancel(self, handles: list[Hashable]) -> None:
         if handles:
             self.client.cancel(handles)
+
+    def check_objective(self, objective: Callable[[Tensor], Any]) -> None:
+        dumps = self.distributed.protocol.pickle.dumps
+        _check_picklable(objective, dumps, "Dask")
 
 
 class RayEngine(Engine):
@@ -221,6 +238,24 @@ class RayEngine(Engine):
     def cancel(self, handles: list[Hashable]) -> None:
         for handle in handles:
             self.ray.cancel(handle)
+
+    def check_objective(self, objective: Callable[[Tensor], Any]) -> None:
+        _check_picklable(objective, self.ray.cloudpickle.dumps, "Ray")
+
+
+def _check_picklable(
+    objective: Callable[[Tensor], Any], dumps: Callable[[Any], bytes], engine: str
+) -> None:
+    r"""Raise a TypeError naming ``objective`` unless ``dumps`` (the engine's
+    serializer) can pickle it."""
+    try:
+        dumps(objective)
+    except Exception as error:  # pickling raises what the object's hooks raise
+        raise TypeError(
+            f"`objective` cannot be pickled, so {engine} cannot send it to its "
+            f"workers (define it at module level, without locks, open files or "
+            f"other unpicklable state): {type(error).__name__}: {error}"
+        ) from error
 
 
 def _call(objective: Callable[[Tensor], Any], x: Tensor) -> Any:
@@ -423,8 +458,8 @@ class EvaluationLog:
         rewards: Their rewards (``n``).
         failed: Failed arm indices, with one :class:`EvaluationError` each in
             ``errors``.
-        num_asked: Arms the optimizer returned from ``ask`` over the whole run
-            (told + failed + still pending).
+        num_asked: Arms the optimizer returned from ``ask`` over the whole run,
+            with those pending when it started (told + failed + still pending).
     """
 
     indices: list[int] = field(default_factory=list)
@@ -471,7 +506,7 @@ def save_checkpoint(
 ) -> None:
     r"""Write the optimizer's state and the log to ``path`` atomically."""
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
+    temporary = _temporary_path(path)
     torch.save(
         {
             "version": CHECKPOINT_VERSION,
@@ -484,11 +519,45 @@ def save_checkpoint(
 
 
 def load_checkpoint(path: str | os.PathLike) -> tuple[dict[str, Any], EvaluationLog]:
-    r"""The optimizer state and the log saved by :func:`run_parallel` at ``path``."""
-    saved = torch.load(path, weights_only=True)
+    r"""The optimizer state and the log saved by :func:`run_parallel` at ``path``;
+    a ValueError naming the file if it cannot be read (truncated or corrupt)."""
+    try:
+        saved = torch.load(path, weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as error:  # torch.load's errors differ with the damage
+        raise ValueError(
+            f"`checkpoint` {path} is not a readable run_parallel checkpoint "
+            f"(truncated or corrupt; delete it to start afresh): "
+            f"{type(error).__name__}: {error}"
+        ) from error
     if not isinstance(saved, dict) or saved.get("version") != CHECKPOINT_VERSION:
         raise ValueError(f"`checkpoint` {path} is not a run_parallel checkpoint.")
     return saved["optimizer"], EvaluationLog.from_dict(saved["log"])
+
+
+def _check_checkpoint_writable(path: str | os.PathLike) -> None:
+    r"""Raise a ValueError naming ``checkpoint`` unless :func:`save_checkpoint` can
+    write ``path``: its folder exists and takes a file (written and removed here,
+    under the temporary name that :func:`save_checkpoint` uses)."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ValueError(
+            f"`checkpoint` {path}: the folder {path.parent} does not exist."
+        )
+    if path.is_dir():
+        raise ValueError(f"`checkpoint` {path} is a folder, not a file.")
+    probe = _temporary_path(path)
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(f"`checkpoint` {path} cannot be written: {error}") from error
+
+
+def _temporary_path(path: Path) -> Path:
+    r"""Where :func:`save_checkpoint` writes ``path`` before moving it there."""
+    return path.with_name(f".{path.name}.tmp")
 
 
 def _check_timeout(value: object, name: str) -> float | None:
@@ -505,12 +574,33 @@ def _check_timeout(value: object, name: str) -> float | None:
 
 
 def _as_reward(value: Any) -> float:
-    r"""A finite float from an objective's return value (a number or a one-element
-    tensor/array), else ValueError/TypeError."""
-    reward = float(value.item() if hasattr(value, "item") else value)
-    if reward != reward or reward in (float("inf"), float("-inf")):
+    r"""A finite float from an objective's return value: a real number (an int or
+    a float, Python's, NumPy's or a one-element tensor or array of them); a
+    TypeError for anything else (a string, a bool, a complex number), a ValueError
+    for NaN or infinity."""
+    if isinstance(value, (Tensor, np.ndarray, np.generic)):
+        value = _element(value)
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(
+            f"the objective returned {value!r} ({type(value).__name__}): a reward "
+            "must be a real number (int, float, or a NumPy or torch scalar)."
+        )
+    reward = float(value)
+    if not math.isfinite(reward):
         raise ValueError(f"the objective returned a non-finite value {reward}.")
     return reward
+
+
+def _element(value: Tensor | np.ndarray | np.generic) -> Any:
+    r"""The Python number of a one-element tensor or array (a NumPy scalar
+    included); a TypeError naming the shape for more elements."""
+    count = value.numel() if isinstance(value, Tensor) else value.size
+    if count != 1:
+        raise TypeError(
+            f"the objective returned {type(value).__name__} of shape "
+            f"{tuple(value.shape)}: a reward must be one number."
+        )
+    return value.item()
 
 
 def _error(index: int, arm: Tensor, error: BaseException) -> EvaluationError:
@@ -592,17 +682,22 @@ def run_parallel(
             tensor); the reward is maximized. It must be picklable for process,
             Dask and Ray engines (a module-level function), and runs inside
             this module's wrapper there (``botorch_sketch`` must be importable on
-            the workers). ``SystemExit`` or ``KeyboardInterrupt`` raised by it
-            fails the evaluation (:class:`EvaluationInterrupted`); a Ctrl-C of the
-            driver still stops the run.
+            the workers); that it pickles is checked before the first
+            evaluation (:meth:`Engine.check_objective`). ``SystemExit`` or
+            ``KeyboardInterrupt`` raised by it fails the evaluation
+            (:class:`EvaluationInterrupted`); a Ctrl-C of the driver still stops
+            the run. A reward is a finite real number (an int, a float, a NumPy or
+            one-element torch number); anything else fails the evaluation.
         engine: An :class:`Engine`, a ``concurrent.futures.Executor``, a Dask
             ``distributed.Client`` or ``"ray"``.
         num_workers: Evaluations kept in flight (``>= 1``).
         budget: Completed (told + failed) evaluations at which the run stops,
             counting those of a resumed run.
         checkpoint: File for the optimizer state and the log (``torch.save``). If it
-            exists the run resumes from it; it is rewritten after every round of
-            results and when the run is interrupted or times out.
+            exists the run resumes from it (a ValueError naming it if it cannot be
+            read); it is rewritten after every round of results and when the run
+            is interrupted or times out. That it can be written is checked before
+            the first evaluation.
         evaluation_timeout: Seconds an evaluation may take from its submission
             (None: no limit).
         total_timeout: Seconds this call may take (None: no limit).
@@ -612,6 +707,10 @@ def run_parallel(
 
     Returns:
         The :class:`EvaluationLog` of the whole run (a resumed one included).
+
+    Raises:
+        ValueError: ``checkpoint`` cannot be written, or exists and cannot be read.
+        TypeError: A bad argument, or an ``objective`` the engine cannot pickle.
     """
     if not isinstance(optimizer, AskTellOptimizer):
         raise TypeError(
@@ -627,8 +726,12 @@ def run_parallel(
     if callback is not None and not callable(callback):
         raise TypeError("`callback` must be callable or None.")
     engine = as_engine(engine)
+    engine.check_objective(objective)
+    if checkpoint is not None:
+        _check_checkpoint_writable(checkpoint)
     stop = _deadline(total_timeout)
-    log = EvaluationLog()
+    # the arms pending at the start are the run's own (a checkpoint's log counts them)
+    log = EvaluationLog(num_asked=optimizer.pending.numel())
     if checkpoint is not None and Path(checkpoint).exists():
         state, log = load_checkpoint(checkpoint)
         optimizer.load_state_dict(state)

@@ -12,6 +12,7 @@ import threading
 import time
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
@@ -602,6 +603,125 @@ def test_bad_arguments_change_nothing():
     with pytest.raises(TypeError, match="engine"):
         run_parallel(optimizer, reward, "threads", num_workers=1, budget=3)
     assert optimizer.pending.numel() == 0 and optimizer.num_observations == 0
+
+
+def counted_reward(calls: list[int], x: torch.Tensor) -> float:
+    calls.append(1)
+    return reward(x)
+
+
+def reward_with_a_lock(lock: threading.Lock, x: torch.Tensor) -> float:
+    r"""``reward``, holding ``lock``: no engine can pickle it."""
+    with lock:
+        return reward(x)
+
+
+def test_a_checkpoint_that_cannot_be_written_fails_before_any_evaluation(tmp_path):
+    # issue 37: a missing folder raised after 2 evaluations
+    optimizer, calls = make_optimizer("sgpts", make_arms()), []
+    objective = functools.partial(counted_reward, calls)
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        for path, match in (
+            (tmp_path / "missing" / "run.pt", "does not exist"),
+            (tmp_path, "is a folder"),
+        ):
+            with pytest.raises(ValueError, match=f"`checkpoint` .*{match}"):
+                run_parallel(
+                    optimizer, objective, executor, num_workers=1, budget=3,
+                    checkpoint=path,
+                )  # fmt: skip
+    assert not calls and optimizer.pending.numel() == 0
+    assert list(tmp_path.iterdir()) == []  # the probe left nothing
+
+
+@pytest.mark.parametrize("engine", ["processes", "dask", "ray"], indirect=True)
+def test_an_objective_that_cannot_be_pickled_fails_before_any_evaluation(engine):
+    # issue 37: a process pool failed every evaluation, spending the whole budget
+    optimizer = make_optimizer("sgpts", make_arms())
+    objective = functools.partial(reward_with_a_lock, threading.Lock())
+    with pytest.raises(TypeError, match="`objective` cannot be pickled"):
+        run_parallel(optimizer, objective, engine, num_workers=1, budget=3)
+    assert optimizer.pending.numel() == 0 and optimizer.num_observations == 0
+
+
+def test_threads_take_an_objective_that_cannot_be_pickled():
+    objective = functools.partial(reward_with_a_lock, threading.Lock())
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        log = run_parallel(
+            make_optimizer("sgpts", make_arms()), objective, executor,
+            num_workers=1, budget=2,
+        )  # fmt: skip
+    assert len(log.indices) == 2
+
+
+def test_a_truncated_checkpoint_is_named_in_the_error(tmp_path):
+    # issue 37: it raised OSError: [Errno 22] Invalid argument
+    path = tmp_path / "run.pt"
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        run_parallel(
+            make_optimizer("sgpts", make_arms()), reward, executor,
+            num_workers=1, budget=2, checkpoint=path,
+        )  # fmt: skip
+        data = path.read_bytes()
+        for size in (len(data) // 2, 0):
+            path.write_bytes(data[:size])
+            optimizer = make_optimizer("sgpts", make_arms())
+            with pytest.raises(ValueError, match="not a readable run_parallel"):
+                run_parallel(
+                    optimizer, reward, executor, num_workers=1, budget=4,
+                    checkpoint=path,
+                )  # fmt: skip
+            with pytest.raises(ValueError, match=f"{path}.*truncated or corrupt"):
+                load_checkpoint(path)
+            assert optimizer.pending.numel() == 0
+
+
+def returns(value: object, x: torch.Tensor) -> object:
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [2, 1.5, np.float32(1.5), np.int64(2), torch.tensor(1.5), np.array([2])],
+)
+def test_real_numbers_are_rewards(value):
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        log = run_parallel(
+            make_optimizer("sgpts", make_arms()), functools.partial(returns, value),
+            executor, num_workers=1, budget=1,
+        )  # fmt: skip
+    assert log.rewards == [1.5 if value < 2 else 2.0] and not log.failed
+
+
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        ("1.5", "str"),  # issue 37: it was told as 1.5
+        (True, "bool"),
+        (np.bool_(True), "bool"),
+        (torch.tensor(True), "bool"),
+        (1 + 2j, "complex"),
+        (None, "NoneType"),
+        (torch.ones(2), "shape"),
+    ],
+)
+def test_other_return_values_fail_their_evaluation(value, reason):
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        log = run_parallel(
+            make_optimizer("sgpts", make_arms()), functools.partial(returns, value),
+            executor, num_workers=1, budget=1,
+        )  # fmt: skip
+    assert not log.rewards and len(log.failed) == 1
+    assert log.errors[0].error.startswith("TypeError") and reason in log.errors[0].error
+
+
+def test_arms_pending_at_the_start_are_counted_as_asked():
+    # issue 37: told + failed 6, num_asked 4
+    optimizer = make_optimizer("sgpts", make_arms())
+    optimizer.ask(2)
+    with concurrent.futures.ThreadPoolExecutor(2) as executor:
+        log = run_parallel(optimizer, reward, executor, num_workers=2, budget=6)
+    assert log.num_completed == log.num_asked == 6
 
 
 def test_as_engine_of_dask_and_ray(dask_client, ray_module):

@@ -7,9 +7,12 @@ state."""
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 import torch
 from gpytorch.kernels import Kernel
@@ -88,6 +91,44 @@ STATE_KEYS = (
 )
 
 
+#: The public methods of :class:`ArmLoop` and its subclasses that change, or read
+#: all of, the loop's state: one call at a time (:func:`one_call_at_a_time`).
+EXCLUSIVE_METHODS = (
+    "ask",
+    "ask_arms",
+    "tell",
+    "fail",
+    "add_arms",
+    "state_dict",
+    "load_state_dict",
+)
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def one_call_at_a_time(method: Method) -> Method:
+    r"""``method`` of an :class:`ArmLoop`, refusing to start while another thread is
+    inside one of the loop's :data:`EXCLUSIVE_METHODS`: a RuntimeError, raised
+    before anything changes (the loop's re-entrant lock, taken without waiting;
+    the thread inside a call may enter others)."""
+
+    @functools.wraps(method)
+    def exclusive(self: ArmLoop, *args: Any, **kwargs: Any) -> Any:
+        if not self._call_lock.acquire(blocking=False):
+            raise RuntimeError(
+                f"{type(self).__name__}.{method.__name__}() was called while "
+                "another thread is inside a call of this loop; nothing was changed. "
+                "A loop is not thread-safe: call it from one thread, or hold one "
+                "lock around each call."
+            )
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._call_lock.release()
+
+    return cast(Method, exclusive)
+
+
 @dataclass(frozen=True)
 class SavedLoop:
     r"""The validated shared part of a saved state (:meth:`ArmLoop._checked_saved`),
@@ -119,7 +160,19 @@ class ArmLoop:
     A subclass sets :attr:`generator` and :attr:`_design`, keeps :attr:`observed`
     and :attr:`rewards`, and implements ``ask``, ``tell`` and
     :meth:`_use_hyperparameters`.
+
+    One call at a time: a call of one of the :data:`EXCLUSIVE_METHODS` (a
+    subclass's included) made while another thread is inside one is refused with
+    a RuntimeError before it changes anything (:func:`one_call_at_a_time`).
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        r"""Make the subclass's own :data:`EXCLUSIVE_METHODS` one call at a
+        time."""
+        super().__init_subclass__(**kwargs)
+        for name in EXCLUSIVE_METHODS:
+            if name in vars(cls):
+                setattr(cls, name, one_call_at_a_time(vars(cls)[name]))
 
     #: The generator behind every random choice (set by the subclass)
     generator: torch.Generator
@@ -135,6 +188,8 @@ class ArmLoop:
             covar_module: Fixed kernel; None learns one on the arms' unit cube.
             options: The loop's options (validated), kept as :attr:`options`.
         """
+        #: Held by the thread inside a call (:func:`one_call_at_a_time`)
+        self._call_lock = threading.RLock()
         #: The loop's options (frozen; saved by :meth:`state_dict`)
         self.options = options
         learned = covar_module is None
@@ -170,6 +225,17 @@ class ArmLoop:
         self.failed = empty.clone()
         #: CPU seconds spent in refits (fits and the posterior's recomputation)
         self.refit_seconds = 0.0
+
+    def __getstate__(self) -> dict[str, Any]:
+        r"""The attributes for pickle and deepcopy, without the lock."""
+        state = self.__dict__.copy()
+        del state["_call_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        r"""Restore pickled attributes, with a fresh lock."""
+        self.__dict__.update(state)
+        self._call_lock = threading.RLock()
 
     def _fingerprint(self, **options: Any) -> dict[str, Any]:
         r"""What a saved state must match: the arms, the fixed kernel and
@@ -220,6 +286,7 @@ class ArmLoop:
         asked)."""
         return self._design[self._design_asked : self._design_asked + limit]
 
+    @one_call_at_a_time
     def ask_arms(self, indices: Tensor) -> None:
         r"""Mark user-chosen arms asked, as if ``ask`` had returned them (e.g.
         configurations to evaluate first): they join :attr:`pending`.
@@ -249,6 +316,7 @@ class ArmLoop:
         rewards = check_rewards(rewards, indices.shape[0]).to(self.arms)
         return keep, indices.to(self.arms.device), rewards
 
+    @one_call_at_a_time
     def fail(self, indices: Tensor) -> None:
         r"""Record pending arms whose evaluation failed: they leave :attr:`pending`
         for :attr:`failed` and never enter the posterior.
@@ -311,6 +379,7 @@ class ArmLoop:
         return points, cube_coordinates(points, self.box)
 
     # ------------------------------------------------------------- saved state
+    @one_call_at_a_time
     def state_dict(self) -> dict[str, Any]:
         r"""The shared part of the saved state (:data:`STATE_KEYS`)."""
         return {

@@ -172,8 +172,9 @@ class BBKB(ArmLoop):
     reported unless ``standardize=True``.
 
     Not thread-safe: call it from one thread, or hold one lock around each call
-    (``state_dict`` and ``load_state_dict`` included); see docs/design.md,
-    Conventions.
+    (``state_dict`` and ``load_state_dict`` included); a call made while another
+    thread is inside one is refused with a RuntimeError that changes nothing (see
+    docs/design.md, Conventions).
 
     Everything needed to resume is in :meth:`state_dict`: observed arm indices and
     rewards, pending and failed arms, the dictionary, the persistent draws, the radius
@@ -220,7 +221,8 @@ class BBKB(ArmLoop):
         options = merged_options(BBKBOptions, options, overrides, "BBKB")
         super().__init__(arms, covar_module=covar_module, options=options)
         check_int(seed, "seed", 0)
-        #: The papers'-scale radius option (a :class:`TheoryRadius` is updated)
+        #: The papers'-scale radius option (a :class:`TheoryRadius` is updated:
+        #: the loop's own copy, made by ``merged_options``)
         self.radius = options.radius
         # draws on the CPU, then moved: the same choices on every device
         self.generator = torch.Generator().manual_seed(seed)

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
@@ -102,8 +103,9 @@ class BBKBOptions(ArmLoopOptions):
         105
     """
 
-    #: Papers'-scale radius ``>= 0`` or a :class:`TheoryRadius` (updated by the
-    #: loop); None: ``2 sqrt(lambda)`` with a learned kernel (``mu + 2 sigma``,
+    #: Papers'-scale radius ``>= 0`` or a :class:`TheoryRadius` (each loop
+    #: updates its own copy, :attr:`BBKB.radius`); None: ``2 sqrt(lambda)`` with a
+    #: learned kernel (``mu + 2 sigma``,
     #: :data:`~botorch_sketch.generation.bbkb_loop.DEFAULT_BAYES_RADIUS`), else 1.
     radius: float | TheoryRadius | None = None
     #: ``C~ >= 1`` (1: BKB), or a function of ``v = max k(x, x) / lambda``
@@ -304,8 +306,12 @@ def merged_options(
     overrides: Mapping[str, Any] | None = None,
     owner: str | None = None,
 ) -> Options:
-    r"""``options`` (default ``cls()``) with the fields in ``overrides`` replaced,
-    validated once.
+    r"""A deep copy of ``options`` (default ``cls()``) with the fields in
+    ``overrides`` replaced, validated once.
+
+    The copy is the caller's own: a loop built with it updates its stateful parts
+    (a :class:`TheoryRadius`, a callable that keeps state) without touching those
+    of ``options`` or of any other loop built from it.
 
     Args:
         cls: The options class.
@@ -315,7 +321,8 @@ def merged_options(
             (default ``cls``'s name).
 
     Raises:
-        TypeError: ``options`` is not a ``cls``, or a key is not one of its fields.
+        TypeError: ``options`` is not a ``cls``, a key is not one of its fields,
+            or a value cannot be deep-copied.
     """
     overrides = dict(overrides or {})
     if options is not None and not isinstance(options, cls):
@@ -328,8 +335,22 @@ def merged_options(
             f"its options are the fields of {cls.__name__}."
         )
     if options is None:
-        return cls(**overrides)
-    return dataclasses.replace(options, **overrides) if overrides else options
+        options = cls(**overrides)
+    elif overrides:
+        options = dataclasses.replace(options, **overrides)
+    return _own_copy(options, owner or cls.__name__)
+
+
+def _own_copy(options: Options, owner: str) -> Options:
+    r"""A deep copy of ``options``; TypeError naming ``owner`` if a field's value
+    cannot be copied."""
+    try:
+        return copy.deepcopy(options)
+    except Exception as error:  # deepcopy raises whatever the value's hooks raise
+        raise TypeError(
+            f"`options` of {owner} must be deep-copyable (each loop keeps its own "
+            f"copy of their stateful parts): {error}"
+        ) from error
 
 
 def options_record(options: object) -> dict[str, Any]:

@@ -69,7 +69,9 @@ class SGPTS(ArmLoop):
     Every ``tell`` is atomic: if the update fails (or is interrupted), the loop is
     rebuilt as it was and the call can be retried. Not thread-safe: call it from
     one thread, or hold one lock around each call (``state_dict`` and
-    ``load_state_dict`` included); see docs/design.md, Conventions.
+    ``load_state_dict`` included); a call made while another thread is inside one
+    is refused with a RuntimeError that changes nothing (see docs/design.md,
+    Conventions).
 
     :meth:`state_dict` holds the observations with the sizes of the ``tell`` calls,
     the pending and failed arms, the generator state, the prior weights drawn

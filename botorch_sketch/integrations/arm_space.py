@@ -283,7 +283,10 @@ def _check_bounds(name: str, lower: float, upper: float, integer: bool) -> None:
 
 
 def _first_unique_rows(values: Tensor) -> Tensor:
-    r"""Indices of the first occurrence of each distinct row, in order."""
+    r"""Indices of the first occurrence of each distinct row, in order (none for
+    no rows)."""
+    if values.shape[0] == 0:
+        return torch.empty(0, dtype=torch.long)
     _, inverse = torch.unique(values, dim=0, return_inverse=True)
     first = torch.full((int(inverse.max()) + 1,), values.shape[0], dtype=torch.long)
     first.scatter_reduce_(0, inverse, torch.arange(values.shape[0]), "amin")

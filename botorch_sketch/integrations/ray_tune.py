@@ -106,6 +106,7 @@ class _LoopSearch(LoopBuilder, Searcher):
     ) -> None:
         super().__init__(metric=metric, mode=mode)
         self._keep_loop_settings(options, covar_module, overrides)
+        _check_savable(options, covar_module, overrides, type(self).__name__)
         check_int(num_arms, "num_arms", 1)
         check_int(seed, "seed", 0)
         # refined arms: drawn at each refit of a learned kernel
@@ -294,6 +295,24 @@ class _LoopSearch(LoopBuilder, Searcher):
         self._queue = list(state["queue"])
         self._trials = dict(state["trials"])
         self.failures = state["failures"]
+
+
+def _check_savable(
+    options: BBKBOptions | SGPTSOptions | None,
+    covar_module: Kernel | None,
+    overrides: dict[str, Any],
+    owner: str,
+) -> None:
+    r"""Raise a TypeError unless the loop settings pickle: :meth:`_LoopSearch.save`
+    writes them into Tune's checkpoints, mid-run."""
+    try:
+        pickle.dumps((options, covar_module, overrides))
+    except Exception as error:  # pickling raises what the object's hooks raise
+        raise TypeError(
+            f"`options`, `covar_module` and the keyword options of {owner} must "
+            "pickle (save() writes them into Tune's checkpoints; define callables "
+            f"at module level): {type(error).__name__}: {error}"
+        ) from error
 
 
 class BBKBSearch(_LoopSearch):

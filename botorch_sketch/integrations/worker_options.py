@@ -15,6 +15,7 @@ from botorch_sketch.generation.options import (
     SGPTSOptions,
     merged_options,
 )
+from botorch_sketch.utils.validation import check_kernel
 
 
 def bbkb_worker_options(num_workers: int | None) -> dict[str, Any]:
@@ -40,10 +41,12 @@ class LoopBuilder:
         covar_module: Kernel | None,
         overrides: dict[str, Any],
     ) -> None:
-        r"""Keep the settings, checked here: a bad option fails before the first
-        trial."""
+        r"""Keep the settings, checked here: a bad option or kernel fails before
+        the first trial."""
         options_class, owner = self.loop_class.options_class, type(self).__name__
         merged_options(options_class, options, overrides, owner)
+        if covar_module is not None:
+            check_kernel(covar_module)
         self._options, self._overrides = options, overrides
         self._covar_module = covar_module
 

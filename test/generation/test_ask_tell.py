@@ -2,6 +2,9 @@ r"""The ask/tell contract and the base class of the arm loops (BBKB, SGPTS,
 ExactGPTS): argument checks before any state change, the pending and failed
 multisets, the shared saved state and the refit bookkeeping."""
 
+import copy
+import pickle
+import threading
 from collections import Counter
 
 import pytest
@@ -29,8 +32,8 @@ LOOPS = {
 }
 
 
-def _fixed(name, arms):
-    return LOOPS[name](arms, covar_module=rbf_kernel(0.3), noise=0.1)
+def _fixed(name, arms, **options):
+    return LOOPS[name](arms, covar_module=rbf_kernel(0.3), noise=0.1, **options)
 
 
 def _same_state(actual, expected):
@@ -185,3 +188,68 @@ def test_fixed_kernel_loops_do_not_refit():
     loop = _fixed("sgpts", _arms())
     assert loop.refits is None and not loop._refit_due(10**6)
     assert loop.state_dict()["hyperparameters"] is None
+
+
+class Gate:
+    r"""A constant option value (BBKB's ``ratio_threshold``, S-GP-TS's ``alpha``
+    schedule) that, once armed, holds the first thread evaluating it inside the
+    loop's call until released."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.entered, self.released = threading.Event(), threading.Event()
+
+    def __call__(self, value: float) -> float:
+        if self.armed and not self.entered.is_set():
+            self.entered.set()
+            assert self.released.wait(timeout=60), "the test never released the gate"
+        return 2.0
+
+
+#: The option each loop evaluates inside ``ask`` once it has data.
+GATED_OPTION = {"bbkb": "ratio_threshold", "sgpts": "alpha", "exact": "alpha"}
+
+
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_a_call_while_another_thread_is_inside_one_is_refused(name):
+    # issue 37, item 6: concurrent calls raised mixed exceptions and corrupted state
+    gate = Gate()  # a function, so that the loop's deep copy of the options shares it
+    arms = _arms()
+    loop = _fixed(name, arms, **{GATED_OPTION[name]: lambda value: gate(value)})
+    twin = _fixed(name, arms, **{GATED_OPTION[name]: lambda value: 2.0})
+    for one in (loop, twin):
+        first = one.ask(1)
+        one.tell(first, torch.ones(1, dtype=DTYPE))
+    before = loop.state_dict()
+    gate.armed, asked = True, []
+    inside = threading.Thread(target=lambda: asked.append(loop.ask(1)))
+    inside.start()
+    try:
+        assert gate.entered.wait(timeout=60), "ask never reached the option"
+        for call in (
+            lambda: loop.ask(1),
+            lambda: loop.ask_arms(torch.tensor([0])),
+            lambda: loop.tell(first, torch.ones(1, dtype=DTYPE)),
+            lambda: loop.fail(first),
+            lambda: loop.add_arms(arms[:1] / 2),
+            loop.state_dict,
+            lambda: loop.load_state_dict(before),
+        ):
+            with pytest.raises(RuntimeError, match="another thread is inside a call"):
+                call()
+    finally:
+        gate.released.set()
+        inside.join()
+    gate.armed = False
+    assert torch.equal(asked[0], twin.ask(1))  # the refused calls changed nothing
+    assert _same_state(loop.state_dict(), twin.state_dict())
+
+
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_copied_and_pickled_loops_have_their_own_lock(name):
+    loop = _fixed(name, _arms())
+    loop.ask(1)
+    for copied in (copy.deepcopy(loop), pickle.loads(pickle.dumps(loop))):
+        assert copied._call_lock is not loop._call_lock
+        assert _same_state(copied.state_dict(), loop.state_dict())
+        copied.ask(1)  # its lock works

@@ -7,7 +7,7 @@ import torch
 from botorch.optim import optimize_acqf_discrete
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
-from botorch_sketch import BBKB, BKBUpperConfidenceBound, TheoryRadius
+from botorch_sketch import BBKB, BBKBOptions, BKBUpperConfidenceBound, TheoryRadius
 from botorch_sketch.generation import ask_tell
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.hyperparameters import learnable_covar_module, unit_cube
@@ -76,7 +76,31 @@ def test_save_and_load_resume_exactly():
     replayed = run(resumed, arms, 8, torch.Generator().manual_seed(2))
     for a, b in zip(continued, replayed, strict=True):
         assert torch.equal(a, b)
-    assert fresh_radius.value == pytest.approx(radius.value)
+    assert resumed.radius.value == pytest.approx(loop.radius.value)
+    assert fresh_radius.log_det_sum == radius.log_det_sum == 0.0  # the loops' copies
+
+
+def theory_options():
+    radius = TheoryRadius(
+        noise_std=0.01, rkhs_bound=0.5, delta=0.1, noise=1.0, ratio_threshold=2.0
+    )
+    return BBKBOptions(noise=1.0, radius=radius, max_batch_size=64)
+
+
+def test_two_loops_from_one_options_object_are_two_loops():
+    # issue 37: the loops shared, and both updated, the options' TheoryRadius
+    arms = torch.rand(200, 2, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    shared = theory_options()
+    loops = [BBKB(arms, shared, covar_module=kernel, seed=s) for s in (0, 1)]
+    twins = [BBKB(arms, theory_options(), covar_module=kernel, seed=s) for s in (0, 1)]
+    for loop, twin in zip(loops, twins, strict=True):  # one loop after the other
+        ran = run(loop, arms, 6, torch.Generator().manual_seed(2))
+        expected = run(twin, arms, 6, torch.Generator().manual_seed(2))
+        for a, b in zip(ran, expected, strict=True):
+            assert torch.equal(a, b)
+        assert loop.radius.value == twin.radius.value > shared.radius.value
+    assert shared.radius.log_det_sum == 0.0
 
 
 def test_protocol_errors_change_nothing():

@@ -4,6 +4,7 @@ keyword overrides, and the round trip through ``state_dict``."""
 import dataclasses
 import math
 import pickle
+import threading
 
 import pytest
 import torch
@@ -143,6 +144,26 @@ def test_overrides_replace_fields_and_are_validated():
     with pytest.raises(TypeError, match="`options` must be a GPThreDSOptions"):
         GPThreDS(UNIT, {"f_range": F_RANGE})
     assert merged_options(SGPTSOptions, None, {"num_inducing": 5}).num_inducing == 5
+
+
+class LockedSchedule:
+    r"""A ratio threshold holding a lock: it cannot be deep-copied."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def __call__(self, scaled_prior_variance: float) -> float:
+        return 2.0
+
+
+def test_merged_options_are_a_deep_copy():
+    radius = TheoryRadius(noise_std=0.1, rkhs_bound=1.0, delta=0.1, noise=1.0)
+    options = BBKBOptions(radius=radius)
+    for overrides in ({}, {"qbar": 2.0}):
+        merged = merged_options(BBKBOptions, options, overrides)
+        assert merged.radius is not radius and merged.radius.noise == radius.noise
+    with pytest.raises(TypeError, match="`options` of BBKB must be deep-copyable"):
+        BBKB(torch.rand(5, 2, dtype=DTYPE), ratio_threshold=LockedSchedule())
 
 
 def test_asynchronous_options_build_options():

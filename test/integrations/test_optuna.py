@@ -325,6 +325,7 @@ def test_multi_objective_and_constraints_are_rejected():
         ({"num_workers": 0}, ValueError, "num_workers"),
         ({"max_wait": -1.0}, ValueError, "max_wait"),
         ({"poll_interval": -1.0}, ValueError, "poll_interval"),
+        ({"covar_module": "rbf"}, TypeError, "covar_module"),
     ],
 )
 def test_bad_arguments(kwargs, error, match):

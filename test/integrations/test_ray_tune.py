@@ -202,6 +202,10 @@ def test_bad_searcher_arguments():
         BBKBSearch(metric="score", mode="max").suggest("t")
     with pytest.raises(RuntimeError, match="metric"):
         BBKBSearch(SPACE).suggest("t")
+    with pytest.raises(TypeError, match="covar_module"):
+        BBKBSearch(covar_module="rbf")
+    with pytest.raises(TypeError, match="must pickle"):  # save() would fail mid-run
+        BBKBSearch(ratio_threshold=lambda v: 2.0)
 
 
 # ------------------------------------------------------- points to evaluate
@@ -283,6 +287,29 @@ def test_points_not_yet_suggested_survive_save_and_restore(searcher_class, tmp_p
     assert restored.loop.observed.tolist() == [7, 3, 12]
     assert restored.loop.rewards.tolist() == [-0.3, -0.1, -0.6]
     assert restored.suggest("d") == searcher.suggest("d") is not None
+
+
+@pytest.mark.parametrize("searcher_class", [BBKBSearch, SGPTSSearch])
+def test_a_search_space_saved_before_any_refinement_restores(searcher_class, tmp_path):
+    # issue 37: no configuration added yet (points_to_evaluate are arms from the
+    # start), so the saved added values are empty
+    def make(space=None, **arguments):
+        return searcher_class(space, num_arms=64, seed=0, **arguments)
+
+    other = {"lr": 1e-3, "width": 0.2, "depth": 2, "act": "relu"}
+    points = [POINT, other]
+    searcher = make(SPACE, metric="score", mode="max", points_to_evaluate=points)
+    first = searcher.suggest("a")
+    searcher.suggest("b")
+    searcher.on_trial_complete("a", {"score": score(first)})
+    path = str(tmp_path / "searcher.pkl")
+    searcher.save(path)
+    restored = make()
+    restored.restore(path)
+    assert restored.arm_space.num_arms == searcher.arm_space.num_arms
+    assert restored.loop.pending.tolist() == searcher.loop.pending.tolist()
+    for trial in ("c", "d"):
+        assert restored.suggest(trial) == searcher.suggest(trial)
 
 
 def test_max_concurrent_limits_trials_and_sets_the_worker_options():
