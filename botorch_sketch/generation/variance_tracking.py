@@ -303,21 +303,25 @@ class FrozenDictionaryTracker:
         return self.variance[indices]
 
     def refresh_since(self, indices: Tensor, rows: Tensor, first: int) -> Tensor:
-        r""":meth:`refresh` for ``k`` candidates that were all brought up to date
-        at step ``first`` (or never, ``first = 0``), which the caller keeps
-        track of: no mask and no host synchronization, ``O(k m (t - first))``.
+        r""":meth:`refresh` given a step ``first`` no later than the last refresh
+        of any of the ``k`` candidates (0 always is), which the caller keeps track
+        of: each candidate takes the steps of ``first..t-1`` after its own last
+        refresh, with no mask indexing and no host synchronization,
+        ``O(k m (t - first))``.
 
         Args:
-            indices: ``k`` candidate indices, all last refreshed at step ``first``.
+            indices: ``k`` candidate indices.
             rows: ``k x m`` feature rows of ``indices``.
-            first: That step.
+            first: A step no later than any of their last refreshes.
         """
         if first < self.step:
             H = self.directions.matrix[:, first:]
             terms = (rows @ H).square() / self.directions.denominators[first:]
-            self.variance[indices] = (self.variance[indices] - terms.sum(-1)).clamp_min(
-                0.0
-            )
+            steps = torch.arange(first, self.step, device=H.device)
+            terms = terms * (steps >= self.refreshed_at[indices].unsqueeze(-1))
+            self.variance[indices] = (
+                self.variance[indices] - terms.sum(-1)
+            ).clamp_min(0.0)
             self.refreshed_at[indices] = self.step
             self.flops += 2.0 * indices.numel() * H.shape[0] * H.shape[1]
         return self.variance[indices]
@@ -470,8 +474,7 @@ class LazyArgmax:
     block it looks at, one block in most steps: the refreshed candidates are
     brought up to date together (:meth:`FrozenDictionaryTracker.refresh_since`),
     and the start-of-batch bounds of the walk are read to the host once per
-    ``topk``. The argmax owns its refreshed candidates: nothing else may refresh
-    them in its tracker.
+    ``topk``.
     """
 
     def __init__(
