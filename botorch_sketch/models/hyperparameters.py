@@ -150,6 +150,27 @@ def reward_statistics(rewards: Tensor) -> tuple[float, float]:
     return center, scale if scale > tiny and math.isfinite(scale) else 1.0
 
 
+#: Standardized rewards enter a fit rounded to multiples of this (about 2e-10 of
+#: their spread): see :func:`units_free`.
+TARGET_GRID = 2.0**-24
+
+
+def units_free(y: Tensor) -> Tensor:
+    r"""Standardized rewards rounded to multiples of :data:`TARGET_GRID`.
+
+    Rewards in other units, ``a r + b``, standardize to the same values up to the
+    last bits of the floating-point format, and a refit's L-BFGS-B path, stopped
+    at a relative ``ftol``, turns a change of ``1e-16`` in ``y`` into one of about
+    ``1e-3`` in the lengthscales. Rounded, the targets are bit-identical in any
+    units (unless one sits within ``1e-16`` of a rounding boundary), so are the
+    fitted hyperparameters and the choices they lead to.
+
+    Args:
+        y: ``n`` standardized rewards.
+    """
+    return torch.round(y / TARGET_GRID) * TARGET_GRID
+
+
 def fit_dtc_hyperparameters(
     kernel: Kernel,
     noise: float,
@@ -182,6 +203,7 @@ def fit_dtc_hyperparameters(
         The fitted kernel and ``lambda``, or None if the fit failed (keep the
         current ones).
     """
+    y = units_free(y)
     if max_inducing is not None:
         check_int(max_inducing, "max_inducing", 1)
         if len(dictionary) > max_inducing:

@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 import torch
+from botorch.test_functions import Hartmann
 
 from botorch_sketch.generation import ask_tell
 from botorch_sketch.generation.ask_tell import STATE_KEYS, ArmLoop, AskTellOptimizer
@@ -253,3 +254,23 @@ def test_copied_and_pickled_loops_have_their_own_lock(name):
         assert copied._call_lock is not loop._call_lock
         assert _same_state(copied.state_dict(), loop.state_dict())
         copied.ask(1)  # its lock works
+
+
+def _self_tuned_choices(loop_class, scale, offset, budget=48):
+    gen = torch.Generator().manual_seed(0)
+    arms = torch.rand(1000, 6, generator=gen, dtype=DTYPE)
+    values = Hartmann(dim=6, negate=True)(arms)
+    loop = loop_class(arms, seed=0)
+    chosen = []
+    while loop.num_observations < budget:
+        indices = loop.ask(min(4, budget - loop.num_observations))
+        chosen.extend(indices.tolist())
+        loop.tell(indices, scale * values[indices] + offset)
+    return chosen
+
+
+@pytest.mark.parametrize("loop_class", [BBKB, SGPTS])
+def test_self_tuning_choices_do_not_depend_on_the_rewards_units(loop_class):
+    reference = _self_tuned_choices(loop_class, 1.0, 0.0)
+    assert _self_tuned_choices(loop_class, 1e3, 300.0) == reference
+    assert _self_tuned_choices(loop_class, 1e-3, -5.0) == reference

@@ -391,8 +391,10 @@ def test_a_deterministic_objective_never_gets_a_configuration_twice(name):
     sampler = {"BBKBSampler": BBKBSampler, "SGPTSSampler": SGPTSSampler}[name](seed=0)
     study = optuna.create_study(sampler=sampler)
     study.optimize(
-        lambda trial: (trial.suggest_float("x", 0, 1) - 0.3) ** 2
-        + (trial.suggest_float("y", 0, 1) - 0.6) ** 2,
+        lambda trial: (
+            (trial.suggest_float("x", 0, 1) - 0.3) ** 2
+            + (trial.suggest_float("y", 0, 1) - 0.6) ** 2
+        ),
         n_trials=60,
     )
     configurations = {(t.params["x"], t.params["y"]) for t in study.trials}

@@ -17,11 +17,13 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_sketch.models.hyperparameters import (
     INITIAL_LEARNED_NOISE,
+    TARGET_GRID,
     RefitSchedule,
     fit_dtc_hyperparameters,
     learnable_covar_module,
     reward_statistics,
     unit_cube,
+    units_free,
 )
 from botorch_sketch.models.inducing import select_inducing_indices
 
@@ -170,3 +172,36 @@ def test_refit_schedule_refits_sooner_while_observations_are_few():
         14,
         15,
     ]
+
+
+def _affine_fits(scales_and_offsets):
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(20, 3, generator=gen, dtype=torch.float64)
+    rewards = torch.sin(6 * X).sum(-1)
+    fits = []
+    for scale, offset in scales_and_offsets:
+        center, spread = reward_statistics(scale * rewards + offset)
+        y = (scale * rewards + offset - center) / spread
+        kernel = learnable_covar_module(3).to(torch.float64)
+        fits.append(fit_dtc_hyperparameters(kernel, 0.01, X, y, X))
+    return fits
+
+
+def test_fits_in_other_units_are_bit_identical():
+    # without the rounding a 1e-16 change of y moves the lengthscales by ~1e-3
+    (kernel, noise), *others = _affine_fits([(1.0, 0.0), (1e3, 300.0), (1e-3, -5.0)])
+    for other_kernel, other_noise in others:
+        assert other_noise == noise
+        assert torch.equal(
+            other_kernel.base_kernel.lengthscale, kernel.base_kernel.lengthscale
+        )
+        assert torch.equal(other_kernel.outputscale, kernel.outputscale)
+
+
+def test_units_free_rounds_to_the_grid():
+    y = torch.tensor([0.1, -1.7, 2.0**-30, 3.0], dtype=torch.float64)
+    rounded = units_free(y)
+    assert torch.equal(units_free(rounded), rounded)
+    assert (rounded - y).abs().max() <= TARGET_GRID / 2
+    assert torch.equal(rounded / TARGET_GRID, torch.round(rounded / TARGET_GRID))
+    assert rounded[2] == 0.0 and rounded[3] == 3.0
