@@ -26,6 +26,7 @@ METHODS = (
     "bbkb",
     "sgpts",
     "tpe",
+    "tpe-multivariate",
     "gp",
     "random",
     "ax",
@@ -132,12 +133,13 @@ def method_factory(name: str) -> Factory:
 
         searcher = BBKBSearch if name == "bbkb" else SGPTSSearch
         return lambda space, seed, k: SearcherMethod(searcher(seed=seed), space, k)
-    if name in ("tpe", "gp", "cmaes", "random-optuna"):
+    if name in ("tpe", "tpe-multivariate", "gp", "cmaes", "random-optuna"):
         import optuna  # noqa: F401 (imported before timing)
         from optuna.samplers import CmaEsSampler, GPSampler, RandomSampler, TPESampler
 
         sampler = {
             "tpe": TPESampler,
+            "tpe-multivariate": partial(TPESampler, multivariate=True),
             "gp": GPSampler,
             "cmaes": partial(CmaEsSampler, warn_independent_sampling=False),
             "random-optuna": RandomSampler,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from botorch_sketch.benchmarks.tuning.problems import bbob_suite
+
 ALL_PROBLEMS = ("branin", "hartmann6", "levy10", "mixed", "hgb-cadata")
 BRANIN_MIXED = ("branin", "mixed")
 OURS_AND_BASELINES = ("bbkb", "sgpts", "tpe", "gp", "random")
@@ -15,6 +17,13 @@ OPTUNA_METHODS = ("bbkb-optuna", "sgpts-optuna", "tpe", "cmaes", "random-optuna"
 #: ``GPSampler``'s optimizer-time caps in the ``optuna`` (and ``optuna-parallel``)
 #: and ``optuna-large`` presets (seconds per run).
 GP_SECONDS_SMALL, GP_SECONDS_LARGE = 120.0, 300.0
+#: On COCO's ``bbob`` suite: the package's samplers and searchers, Optuna's TPE
+#: (default and multivariate), CMA-ES and random search (``gp``: its own block,
+#: :data:`BBOB_GP_TRIALS` trials capped at :data:`GP_SECONDS_LARGE` seconds).
+BBOB_BASELINES = ("tpe", "tpe-multivariate", "cmaes", "random")
+BBOB_METHODS = ("bbkb-optuna", "sgpts-optuna", "bbkb", "sgpts", *BBOB_BASELINES)
+BBOB_BUDGETS = (50, 100, 300, 1000, 5000)
+BBOB_GP_TRIALS = 300
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,59 @@ PRESETS = {
             ),
             (100, 500, 1000, 5000),
             ((1, 100), (401, 500), (901, 1000), (1001, 2000), (4001, 5000)),
+        ),
+        *(
+            TuningPreset(
+                f"bbob-{dim}d" + ("-parallel" if k > 1 else ""),
+                f"COCO bbob, 24 functions, {dim}-D, instances 1-5, {k} in flight, "
+                f"5,000 trials, seed 0 (GPSampler {BBOB_GP_TRIALS} trials, capped "
+                f"at {GP_SECONDS_LARGE:g} s)",
+                (
+                    Block(bbob_suite(dims=(dim,)), BBOB_METHODS, 5000, k, (0,)),
+                    Block(
+                        bbob_suite(dims=(dim,)),
+                        ("gp",),
+                        BBOB_GP_TRIALS,
+                        k,
+                        (0,),
+                        GP_SECONDS_LARGE,
+                    ),
+                ),
+                BBOB_BUDGETS,
+            )
+            for dim in (5, 10)
+            for k in (1, 8)
+        ),
+        TuningPreset(
+            "bbob-5d-100",
+            "COCO bbob, 24 functions, 5-D, instance 1, 1 in flight, 100 trials, "
+            "seed 0, our Optuna samplers, TPE (2), CMA-ES, random; no GPSampler",
+            (
+                Block(
+                    bbob_suite(dims=(5,), instances=(1,)),
+                    ("bbkb-optuna", "sgpts-optuna", *BBOB_BASELINES),
+                    100,
+                    1,
+                    (0,),
+                ),
+            ),
+            (50, 100),
+        ),
+        TuningPreset(
+            "bbob-smoke",
+            "COCO bbob f1, f8, f21, 5-D, instance 1, 12 trials, 1 and 2 in flight, "
+            "TPE, CMA-ES and random search (seconds)",
+            tuple(
+                Block(
+                    bbob_suite((1, 8, 21), (5,), (1,)),
+                    ("tpe", "cmaes", "random"),
+                    12,
+                    k,
+                    (0,),
+                )
+                for k in (1, 2)
+            ),
+            (6, 12),
         ),
         TuningPreset(
             "optuna-smoke",

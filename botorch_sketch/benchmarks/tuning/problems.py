@@ -1,5 +1,7 @@
 r"""Problems of the tuning benchmark: a search space, a loss to minimize and its
-minimum (docs/benchmarks.md, "Hyperparameter tuning with default options")."""
+minimum (docs/benchmarks.md, "Hyperparameter tuning with default options"), by name:
+the keys of :data:`PROBLEMS`, and COCO's ``bbob`` functions named as
+``bbob:function=F:dim=D:instance=I`` (:func:`bbob_suite` names several)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import numpy as np
 import torch
 
 from botorch_sketch.benchmarks.tuning.space import Param, Space
+from botorch_sketch.utils.validation import check_int
 
 Config = dict[str, Any]
 
@@ -35,22 +38,108 @@ class MissingDataError(FileNotFoundError):
     r"""A problem's data file is not in the data folder."""
 
 
+def box_space(bounds: list[tuple[float, float]]) -> Space:
+    r"""A box of floats ``x0, x1, ...`` with the given ``(low, high)`` bounds."""
+    return tuple(
+        Param(f"x{i}", "float", float(low), float(high))
+        for i, (low, high) in enumerate(bounds)
+    )
+
+
+def box_point(space: Space, config: Config) -> np.ndarray:
+    r"""The point of a :func:`box_space` configuration (float64, in order)."""
+    return np.array([float(config[p.name]) for p in space], dtype=np.float64)
+
+
 def _test_function(name: str, class_name: str, **options: int) -> TuningProblem:
     r"""BoTorch's test function ``class_name`` on its native box, noiseless."""
     from botorch import test_functions
 
     function = getattr(test_functions, class_name)(**options).to(torch.float64)
-    names = [f"x{i}" for i in range(function.dim)]
-    space = tuple(
-        Param(n, "float", float(lo), float(hi))
-        for n, (lo, hi) in zip(names, function.bounds.t().tolist(), strict=True)
-    )
+    space = box_space(function.bounds.t().tolist())
 
     def loss(config: Config) -> float:
-        point = torch.tensor([[float(config[n]) for n in names]], dtype=torch.float64)
+        point = torch.from_numpy(box_point(space, config)).unsqueeze(0)
         return float(function.evaluate_true(point))
 
     return TuningProblem(name, space, loss, float(function.optimal_value))
+
+
+#: COCO's ``bbob`` suite: its 24 noiseless functions, their box and the
+#: dimensions and instances of this benchmark's presets.
+BBOB_FUNCTIONS = tuple(range(1, 25))
+BBOB_BOUNDS = (-5.0, 5.0)
+BBOB_DIMENSIONS = (5, 10)
+BBOB_INSTANCES = (1, 2, 3, 4, 5)
+_BBOB_KEYS = ("function", "dim", "instance")
+
+
+@dataclass(frozen=True)
+class BBOBSpec:
+    r"""One problem of COCO's ``bbob`` suite: function 1-24, dimension >= 2 and
+    instance >= 1 (each instance shifts and rotates the function and its minimum)."""
+
+    function: int
+    dim: int
+    instance: int
+
+    def __post_init__(self) -> None:
+        check_int(self.function, "function", 1, len(BBOB_FUNCTIONS))
+        check_int(self.dim, "dim", 2)
+        check_int(self.instance, "instance", 1)
+
+    @property
+    def name(self) -> str:
+        r"""``"bbob:function=F:dim=D:instance=I"``: its problem name."""
+        return "bbob:" + ":".join(f"{key}={getattr(self, key)}" for key in _BBOB_KEYS)
+
+
+def parse_bbob(name: str) -> BBOBSpec | None:
+    r"""The ``bbob`` problem ``name`` denotes (``bbob:function=F:dim=D:instance=I``,
+    the fields in any order); None if it does not start with ``bbob:``; a
+    ``ValueError`` naming ``name`` if it is malformed."""
+    if not name.startswith("bbob:"):
+        return None
+    pairs = [item.partition("=")[::2] for item in name[5:].split(":")]
+    if sorted(key for key, _ in pairs) != sorted(_BBOB_KEYS) or not all(
+        value.isascii() and value.isdigit() for _, value in pairs
+    ):
+        raise ValueError(
+            f"`name` {name!r}: a bbob problem is bbob:function=F:dim=D:instance=I "
+            "(positive integers)."
+        )
+    return BBOBSpec(**{key: int(value) for key, value in pairs})
+
+
+def bbob_suite(
+    functions: tuple[int, ...] = BBOB_FUNCTIONS,
+    dims: tuple[int, ...] = BBOB_DIMENSIONS,
+    instances: tuple[int, ...] = BBOB_INSTANCES,
+) -> tuple[str, ...]:
+    r"""The names of the ``bbob`` problems ``functions x dims x instances`` (by
+    dimension, then function, then instance); the defaults name the suite of the
+    presets: 24 functions, dimensions 5 and 10, instances 1-5."""
+    return tuple(
+        BBOBSpec(function, dim, instance).name
+        for dim in dims
+        for function in functions
+        for instance in instances
+    )
+
+
+def bbob_problem(spec: BBOBSpec) -> TuningProblem:
+    r"""The ``bbob`` problem ``spec`` on ``[-5, 5]^dim``, evaluated by COCO's
+    ``cocoex.BareProblem`` (no observer, no logging); its minimum ``f_opt`` is the
+    problem's ``best_value()``, its value at ``best_parameter()``."""
+    import cocoex
+
+    function = cocoex.BareProblem("bbob", spec.function, spec.dim, spec.instance)
+    space = box_space([BBOB_BOUNDS] * spec.dim)
+
+    def loss(config: Config) -> float:
+        return float(function(box_point(space, config)))
+
+    return TuningProblem(spec.name, space, loss, float(function.best_value()))
 
 
 MIXED_SPACE: Space = (
@@ -138,9 +227,16 @@ def hgb_cadata(data_dir: str | Path) -> TuningProblem:
 
 
 def make_tuning_problem(name: str, data_dir: str | Path = "data") -> TuningProblem:
-    r"""The problem ``name`` (a key of :data:`PROBLEMS`)."""
+    r"""The problem ``name``: a key of :data:`PROBLEMS` or a ``bbob`` problem
+    (:func:`parse_bbob`)."""
+    spec = parse_bbob(name)
+    if spec is not None:
+        return bbob_problem(spec)
     if name not in PROBLEMS:
-        raise ValueError(f"Unknown problem {name!r}; known: {sorted(PROBLEMS)}.")
+        raise ValueError(
+            f"Unknown problem {name!r}; known: {sorted(PROBLEMS)} and "
+            "bbob:function=F:dim=D:instance=I."
+        )
     return PROBLEMS[name](data_dir)
 
 
