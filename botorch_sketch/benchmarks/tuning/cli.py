@@ -2,7 +2,9 @@ r"""``python -m botorch_sketch.benchmarks.tuning``: run a tuning preset, saving 
 run to ``runs/`` as it finishes (``--resume`` reuses those made with the same
 settings); then write ``summary.csv``, ``curves.csv``, ``results.json``,
 ``traces.json``, ``regret.csv``, ``tables.md`` (:mod:`.report`) and three PNG plots
-per problem label."""
+per problem label; for COCO's ``bbob`` problems, COCO's measures instead
+(:mod:`.coco`: ``bbob_ecdf.csv``, its tables and an ECDF plot per dimension and
+trials in flight)."""
 
 from __future__ import annotations
 
@@ -24,9 +26,16 @@ from botorch_sketch.benchmarks.arguments import (
 )
 from botorch_sketch.benchmarks.results import RunTrace
 from botorch_sketch.benchmarks.runner import RunStore
+from botorch_sketch.benchmarks.tuning.coco import (
+    bbob_spec,
+    coco_tables,
+    ecdf_rows,
+    plot_ecdf,
+)
 from botorch_sketch.benchmarks.tuning.driver import (
     arm_set_floor,
     load_problems,
+    parse_label,
     preset_runs,
     run_preset,
     stored_runs,
@@ -64,28 +73,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def write_outputs(
-    preset: TuningPreset,
-    traces: Sequence[RunTrace],
-    output_dir: Path,
-    notes: list[str],
-) -> str:
-    r"""Write the result files and plots; return the Markdown tables."""
-    metadata = {
-        "preset": preset.name,
-        "budgets": list(preset.budgets),
-        "notes": notes,
-        "python": platform.python_version(),
-        "torch_threads": torch.get_num_threads(),
-    }
-    write_results(traces, output_dir, metadata)
-    saved = {"metadata": metadata, "traces": [trace.to_dict() for trace in traces]}
-    (output_dir / "traces.json").write_text(json.dumps(saved))
-    rows = regret_rows(traces, preset.budgets)
-    with (output_dir / "regret.csv").open("w", newline="") as handle:
+def write_csv(path: Path, rows: Sequence[dict[str, object]]) -> None:
+    r"""Write ``rows`` (dicts with the same keys, at least one) to the CSV ``path``."""
+    with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def problem_tables(
+    preset: TuningPreset,
+    traces: Sequence[RunTrace],
+    rows: Sequence[dict[str, object]],
+) -> str:
+    r"""The Markdown tables of the problems other than ``bbob``: simple regret and
+    time per trial, the preset's windows and the searchers' arm-set floors."""
     tables = markdown_tables(rows, preset.budgets)
     if preset.windows:
         tables += "\n\n" + window_tables(window_rows(traces, preset.windows))
@@ -93,7 +95,7 @@ def write_outputs(
         if growth:
             tables += "\n" + "\n".join(f"- {note}" for note in growth)
     seeds = tuple(sorted({trace.seed for trace in traces}))
-    names = dict.fromkeys(trace.problem.split(",")[0] for trace in traces)
+    names = dict.fromkeys(parse_label(trace.problem)[0] for trace in traces)
     names.pop("hgb-cadata", None)  # needs data, and its minimum is unknown
     if any(trace.policy in ("bbkb", "sgpts") for trace in traces) and names:
         floors = [
@@ -105,9 +107,45 @@ def write_outputs(
             "the refined ones are added): the smallest regret among its "
             f"configurations, mean over seeds {list(seeds)}: " + "; ".join(floors) + "."
         )
+    return tables
+
+
+def write_outputs(
+    preset: TuningPreset,
+    traces: Sequence[RunTrace],
+    output_dir: Path,
+    notes: list[str],
+) -> str:
+    r"""Write the result files and plots; return the Markdown tables: those of
+    :func:`problem_tables`, then COCO's measures on the ``bbob`` problems
+    (:func:`~.coco.coco_tables`, ``bbob_ecdf.csv``, an ECDF plot per dimension and
+    trials in flight) instead of per-problem tables and plots."""
+    metadata = {
+        "preset": preset.name,
+        "budgets": list(preset.budgets),
+        "notes": notes,
+        "python": platform.python_version(),
+        "torch_threads": torch.get_num_threads(),
+    }
+    write_results(traces, output_dir, metadata)
+    saved = {"metadata": metadata, "traces": [trace.to_dict() for trace in traces]}
+    (output_dir / "traces.json").write_text(json.dumps(saved))
+    rows = regret_rows(traces, preset.budgets)
+    write_csv(output_dir / "regret.csv", rows)
+    others = [trace for trace in traces if bbob_spec(trace.problem) is None]
+    sections = []
+    if others:
+        known = {trace.problem for trace in others}
+        at = [row for row in rows if row["problem"] in known]
+        sections.append(problem_tables(preset, others, at))
+        plot_all(others, output_dir)
+    if len(others) < len(traces):
+        sections.append(coco_tables(traces, rows, preset.budgets))
+        write_csv(output_dir / "bbob_ecdf.csv", ecdf_rows(traces, preset.budgets))
+        plot_ecdf(traces, output_dir)
+    tables = "\n\n".join(sections)
     text = "\n".join([tables, *(f"\n- {note}" for note in notes)])
     (output_dir / "tables.md").write_text(text + "\n")
-    plot_all(traces, output_dir)
     return tables
 
 

@@ -187,6 +187,15 @@ def label(name: str, in_flight: int) -> str:
     return f"{name}, {in_flight} in flight"
 
 
+def parse_label(text: str) -> tuple[str, int]:
+    r"""The problem name and trials in flight of a :func:`label`."""
+    name, _, rest = text.rpartition(", ")
+    count = rest.removesuffix(" in flight")
+    if not name or not count.isdigit():
+        raise ValueError(f"`text` {text!r} is not a label 'NAME, K in flight'.")
+    return name, int(count)
+
+
 def stored_runs(
     preset: TuningPreset, problems: dict[str, TuningProblem], store: RunStore
 ) -> tuple[dict[Key, RunTrace], list[str]]:

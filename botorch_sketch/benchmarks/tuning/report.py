@@ -100,7 +100,7 @@ def time_growth(trace: RunTrace, at: int) -> tuple[float, float]:
     return float(slope), float(math.exp(intercept + slope * math.log(at)))
 
 
-def _table(
+def pivot_table(
     rows: Sequence[dict[str, object]],
     line: str,
     column: str,
@@ -115,7 +115,7 @@ def _table(
         [name, *(cells.get((name, key), "-") for key in columns)]
         for name in dict.fromkeys(row[line] for row in rows)
     ]
-    return markdown_table([line, *columns], body)
+    return markdown_table([line, *map(str, columns)], body)
 
 
 def _pivot(
@@ -125,7 +125,7 @@ def _pivot(
 ) -> str:
     r"""A table at ``budget``: a line per problem, a column per method."""
     at = [row for row in rows if row["budget"] == budget and not row["stopped"]]
-    return _table(at, "problem", "method", cell)
+    return pivot_table(at, "problem", "method", cell)
 
 
 def _regret_cell(row: dict[str, object]) -> str:
@@ -148,7 +148,7 @@ def window_tables(rows: Sequence[dict[str, object]]) -> str:
         lines += [
             f"Median optimizer time per trial [ms] in windows of trials, {problem}:",
             "",
-            _table(
+            pivot_table(
                 at, "method", "window", lambda r: f"{1e3 * r['median_seconds']:.3g}"
             ),
             "",
