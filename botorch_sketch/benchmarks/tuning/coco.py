@@ -113,13 +113,12 @@ def _reduce(
     how: Callable[[np.ndarray], float],
 ) -> list[Row]:
     r"""One row per value of ``keys`` (in order of appearance): ``how`` of the
-    rows' ``value`` and their count (``runs``)."""
+    rows' ``value``."""
     pooled: dict[tuple[object, ...], list[float]] = {}
     for row in rows:
         pooled.setdefault(tuple(row[key] for key in keys), []).append(row[value])
     return [
-        dict(zip(keys, key, strict=True))
-        | {value: float(how(np.asarray(values))), "runs": len(values)}
+        dict(zip(keys, key, strict=True)) | {value: float(how(np.asarray(values)))}
         for key, values in pooled.items()
     ]
 
@@ -144,7 +143,7 @@ def coco_tables(
 ) -> str:
     r"""Markdown, per group: the fraction of triples solved at each budget, the
     mean optimizer milliseconds per trial over the first ``budget`` trials, and per
-    budget the median over runs (instances and seeds) of the best ``f - f_opt`` per
+    budget the median over instances of the best ``f - f_opt`` (mean over seeds) per
     function; ``rows`` are the runs'
     :func:`~botorch_sketch.benchmarks.tuning.report.regret_rows`."""
     solved = ecdf_rows(traces, budgets)
@@ -185,7 +184,7 @@ def coco_tables(
             lines += [
                 "",
                 f"COCO bbob, {name}: best f - f_opt after {budget} trials, median "
-                "over instances and seeds:",
+                "over instances of the mean over seeds:",
                 "",
                 pivot_table(
                     best, "function", "method", lambda r: f"{r['regret_mean']:.3g}"

@@ -27,6 +27,7 @@ METHODS = (
     "sgpts",
     "tpe",
     "tpe-multivariate",
+    "tpe-independent",
     "gp",
     "random",
     "ax",
@@ -35,6 +36,10 @@ METHODS = (
     "cmaes",
     "random-optuna",
 )
+
+#: ``TPESampler`` with its defaults (Optuna 5: multivariate for one objective; Optuna
+#: 4: independent), with ``multivariate=True`` and with ``multivariate=False``.
+TPE_VARIANTS = ("tpe", "tpe-multivariate", "tpe-independent")
 
 
 class Method(Protocol):
@@ -133,13 +138,14 @@ def method_factory(name: str) -> Factory:
 
         searcher = BBKBSearch if name == "bbkb" else SGPTSSearch
         return lambda space, seed, k: SearcherMethod(searcher(seed=seed), space, k)
-    if name in ("tpe", "tpe-multivariate", "gp", "cmaes", "random-optuna"):
+    if name in (*TPE_VARIANTS, "gp", "cmaes", "random-optuna"):
         import optuna  # noqa: F401 (imported before timing)
         from optuna.samplers import CmaEsSampler, GPSampler, RandomSampler, TPESampler
 
         sampler = {
             "tpe": TPESampler,
             "tpe-multivariate": partial(TPESampler, multivariate=True),
+            "tpe-independent": partial(TPESampler, multivariate=False),
             "gp": GPSampler,
             "cmaes": partial(CmaEsSampler, warn_independent_sampling=False),
             "random-optuna": RandomSampler,

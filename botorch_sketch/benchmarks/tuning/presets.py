@@ -18,9 +18,9 @@ OPTUNA_METHODS = ("bbkb-optuna", "sgpts-optuna", "tpe", "cmaes", "random-optuna"
 #: and ``optuna-large`` presets (seconds per run).
 GP_SECONDS_SMALL, GP_SECONDS_LARGE = 120.0, 300.0
 #: On COCO's ``bbob`` suite: the package's samplers and searchers, Optuna's TPE
-#: (default and multivariate), CMA-ES and random search (``gp``: its own block,
-#: :data:`BBOB_GP_TRIALS` trials capped at :data:`GP_SECONDS_LARGE` seconds).
-BBOB_BASELINES = ("tpe", "tpe-multivariate", "cmaes", "random")
+#: (defaults, multivariate and independent), CMA-ES and random search (``gp``: its
+#: own block, :data:`BBOB_GP_TRIALS` trials capped at :data:`GP_SECONDS_LARGE` s).
+BBOB_BASELINES = ("tpe", "tpe-multivariate", "tpe-independent", "cmaes", "random")
 BBOB_METHODS = ("bbkb-optuna", "sgpts-optuna", "bbkb", "sgpts", *BBOB_BASELINES)
 BBOB_BUDGETS = (50, 100, 300, 1000, 5000)
 BBOB_GP_TRIALS = 300
@@ -137,7 +137,7 @@ PRESETS = {
         TuningPreset(
             "bbob-5d-100",
             "COCO bbob, 24 functions, 5-D, instance 1, 1 in flight, 100 trials, "
-            "seed 0, our Optuna samplers, TPE (2), CMA-ES, random; no GPSampler",
+            "seed 0, our Optuna samplers, TPE (3), CMA-ES, random; no GPSampler",
             (
                 Block(
                     bbob_suite(dims=(5,), instances=(1,)),

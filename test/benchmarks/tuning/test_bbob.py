@@ -3,6 +3,7 @@ the ECDF against a brute-force count, and the report of a tiny run."""
 
 import itertools
 import json
+from functools import partial
 
 import numpy as np
 import pytest
@@ -184,7 +185,7 @@ SMOKE = TuningPreset(
     (
         Block(
             ("branin", *bbob_suite((1, 21), (5,), (1, 2))),
-            ("random", "tpe-multivariate"),
+            ("random", "tpe-independent"),
             12,
             1,
             (0,),
@@ -202,7 +203,7 @@ def test_cli_reports_cocos_measures_on_a_tiny_run(tmp_path, monkeypatch, capsys)
     text = capsys.readouterr().out
     assert "| branin, 1 in flight |" in text  # the other problems' tables
     assert "COCO bbob, 5-D, 1 in flight: fraction of the" in text
-    assert "| tpe-multivariate |" in text and "| f21 |" in text
+    assert "| tpe-independent |" in text and "| f21 |" in text
     names = {path.name for path in out.iterdir()}
     assert {"bbob_ecdf_5d_1_in_flight.png", "bbob_ecdf.csv"} <= names
     assert "branin_1_in_flight_regret.png" in names
@@ -215,3 +216,26 @@ def test_cli_reports_cocos_measures_on_a_tiny_run(tmp_path, monkeypatch, capsys)
     again = tmp_path / "again"
     assert cli.main([*argv, "--output-dir", str(again), "--collect", str(out)]) == 0
     assert (again / "tables.md").read_text() == (out / "tables.md").read_text()
+
+
+def test_tpe_variants_differ_only_as_optuna_says():
+    from botorch_sketch.benchmarks.tuning.driver import run_trials
+    from botorch_sketch.benchmarks.tuning.methods import TPE_VARIANTS, method_factory
+
+    problem = make_tuning_problem("bbob:function=1:dim=5:instance=1")
+    configs = {}
+    for name in TPE_VARIANTS:
+        build = partial(method_factory(name), problem.space, 0, 1)
+        log = run_trials(build, problem.loss, 14, 1, 0)
+        configs[name] = log.configs
+    # the first 10 trials are the same random start; then the models differ
+    assert configs["tpe-multivariate"][:10] == configs["tpe-independent"][:10]
+    assert configs["tpe-multivariate"][10:] != configs["tpe-independent"][10:]
+    default = "tpe-multivariate" if _optuna_major() >= 5 else "tpe-independent"
+    assert configs["tpe"] == configs[default]
+
+
+def _optuna_major():
+    import optuna
+
+    return int(optuna.__version__.split(".")[0])
