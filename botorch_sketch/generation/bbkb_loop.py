@@ -27,6 +27,7 @@ from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.dictionary import inclusion_probabilities, sample_dictionary
 from botorch_sketch.models.hyperparameters import cube_coordinates
 from botorch_sketch.models.nystrom import NystromGP
+from botorch_sketch.utils.atomic import reset_on_rollback
 from botorch_sketch.utils.validation import (
     check_at_least,
     check_finite,
@@ -200,9 +201,6 @@ class BBKB(ArmLoop):
 
     #: The class of :attr:`options`
     options_class = BBKBOptions
-    #: The open batch's greedy is updated in place as it chooses arms: a failed
-    #: call drops it and the next ask reopens it holding the batch's arms
-    _dropped_on_rollback = ("_greedy",)
 
     def __init__(
         self,
@@ -372,6 +370,8 @@ class BBKB(ArmLoop):
         and ``max_batch_size`` say."""
         if self._greedy is None:
             self._greedy = self._open_batch(excluded)
+        # updated in place: a failed call drops it, the next ask reopens it
+        reset_on_rollback(self, "_greedy")
         greedy = self._greedy
         room = 1 if past_rule else self.options.max_batch_size - greedy.size
         flops = greedy.tracker.flops
@@ -484,6 +484,7 @@ class BBKB(ArmLoop):
         """
         super().fail(indices)
         if self._greedy is not None and not self.options.retry_failed:
+            reset_on_rollback(self, "_greedy")
             self._greedy.argmax.exclude(indices)
 
     def _drop_pending(self, keep: Tensor) -> None:

@@ -9,7 +9,8 @@ a tensor it holds in place, except
 - in parts its recorded state does not read (rows past the used size of a
   growing buffer), and
 - in overwrites announced by :func:`preserve`, which saves the overwritten part
-  for the rollback of the atomic call in progress.
+  for the rollback of the atomic call in progress, and in caches derived from
+  the rest that :func:`reset_on_rollback` announces (the rollback drops them).
 
 :func:`atomic` makes a method of a restorable object atomic: on an exception of
 any kind (``KeyboardInterrupt`` and ``MemoryError`` included) it writes the
@@ -44,11 +45,7 @@ _CALL: ContextVar[tuple[object, list[Callable[[], None]]] | None] = ContextVar(
 class Restorable:
     r"""An object :func:`checkpoint` records by reference: it replaces the tensors
     it holds instead of changing them in place, but for the exceptions of the
-    module (growing buffers, :func:`preserve`)."""
-
-    #: Attributes holding caches derived from the rest of the object and updated
-    #: in place: a rollback sets them to None (rebuilt when next needed)
-    _dropped_on_rollback: tuple[str, ...] = ()
+    module (growing buffers, :func:`preserve`, :func:`reset_on_rollback`)."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +67,6 @@ class Checkpoint:
         attributes.update(self.attributes)
         for name, state in self.generator_states.items():
             attributes[name].set_state(state)
-        for name in self.owner._dropped_on_rollback:
-            attributes[name] = None
 
 
 def checkpoint(owner: Restorable) -> Checkpoint:
@@ -109,12 +104,21 @@ def preserve(tensor: Tensor, index: Tensor) -> None:
     call[1].append(write_back)
 
 
+def reset_on_rollback(owner: object, name: str) -> None:
+    r"""Have the rollback of the atomic call in progress set ``owner.name`` to
+    None: a cache derived from the rest of ``owner`` (rebuilt when next needed)
+    that is about to be updated in place (nothing outside an atomic call)."""
+    call = _CALL.get()
+    if call is not None:
+        call[1].append(lambda: setattr(owner, name, None))
+
+
 @contextmanager
 def rolled_back_on_failure(owner: Restorable) -> Iterator[None]:
-    r"""Run the block as one atomic call on ``owner``: if it raises, the
-    preserved overwrites are written back (last first), ``owner`` is restored to
-    its :func:`checkpoint` and the exception propagates. Inside an atomic call on
-    the same ``owner`` the block is part of that call."""
+    r"""Run the block as one atomic call on ``owner``: if it raises, ``owner`` is
+    restored to its :func:`checkpoint`, the preserved overwrites are written back
+    and the announced caches dropped (last first), and the exception propagates.
+    Inside an atomic call on the same ``owner`` the block is part of that call."""
     call = _CALL.get()
     if call is not None and call[0] is owner:
         yield
@@ -125,9 +129,9 @@ def rolled_back_on_failure(owner: Restorable) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        for write_back in reversed(undo):
-            write_back()
         saved.restore()
+        for action in reversed(undo):
+            action()
         raise
     finally:
         _CALL.reset(token)
