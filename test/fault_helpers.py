@@ -90,17 +90,9 @@ def evaluations(path: str) -> list[int]:
         return [int(line.split()[0]) for line in file if line.strip()]
 
 
-def assert_same_state(
-    actual: Any, expected: Any, where: str = "state", sets: tuple[str, ...] = ()
-) -> None:
+def assert_same_state(actual: Any, expected: Any, where: str = "state") -> None:
     r"""Equal (nested) ``state_dict``s: tensors bit for bit, with equal dtypes and
-    NaN equal to NaN; dicts, lists and other values by ``==``; the tensors of the
-    top-level keys ``sets`` as sets of values (compared sorted)."""
-    if sets:
-        actual, expected = dict(actual), dict(expected)
-        for state in (actual, expected):
-            for key in sets:
-                state[key] = state[key].sort().values
+    NaN equal to NaN; dicts, lists and other values by ``==``."""
     if isinstance(expected, dict):
         assert isinstance(actual, dict), where
         assert actual.keys() == expected.keys(), where

@@ -12,15 +12,17 @@ r"""Fault injection into the asynchronous loops and the driver (#26, Deliver).
   ``MemoryError``, a custom ``BaseException``) injected into every state-changing
   step of both self-tuning loops (the batch end's updates, the refits and the
   rebuilds, and the choice of arms in ``ask``: BBKB's batch greedy, S-GP-TS's
-  paths), at the first ``ask``, ``tell`` and ``add_arms`` of a scripted
-  asynchronous run that reaches it: the ``state_dict`` after the
-  failed call equals the one before, bit for bit, and a retry makes the fault-free
-  run's later choices (a fault in BBKB's ask after it ended a batch keeps that
-  batch end; BBKB's dictionary is compared as the set it is). Faults are
-  transient: the patched method raises on its first call only. A fault that
-  recurs while the rollback rebuilds the loop (the rebuild calls the same
-  methods) propagates from the rollback, and the loop is then not guaranteed to
-  be as before: resume it from a saved state.
+  paths), at the first and the last ``ask``, ``tell`` and ``add_arms`` of a
+  scripted asynchronous run that reach it, transient (the patched method raises
+  at its first call only) or persistent (at every call, as a broken device or
+  memory that stays short): the call raises the injected exception, the
+  ``state_dict`` after it equals the one before, bit for bit, and loads, the
+  next ask chooses as it would have without the call, and once the fault is
+  gone a retry makes the fault-free run's later choices (a fault in BBKB's ask
+  after it ended a batch undoes that batch end too). The rollback recomputes
+  nothing, so a persistent fault cannot break it (#37); a persistent fault
+  after S-GP-TS's tell re-selected its inducing points (the feature cache's
+  reused column slots) is checked too.
 
 Timeouts on each engine are tested in ``test/test_parallel.py``.
 
@@ -31,6 +33,7 @@ more kills per driver, more seeds and four more random scripts per loop.
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import inspect
 import os
 import signal
@@ -51,6 +54,7 @@ from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.generation.thompson_arms import CachedSparseThompson
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.parallel import load_checkpoint, run_parallel
+from botorch_sketch.sampling.arm_features import ArmFeatureCache
 
 from .fault_helpers import (
     DTYPE,
@@ -263,11 +267,6 @@ SCRIPT = [
 ]  # fmt: skip
 
 
-#: State entries that are sets: BBKB's dictionary (its order is the order of
-#: insertion, sorted when the posterior is rebuilt, as by a rollback)
-SETS = ("dictionary",)
-
-
 def random_script(seed, steps=20):
     r"""A random script like :data:`SCRIPT`."""
     g = torch.Generator().manual_seed(seed)
@@ -342,15 +341,20 @@ def patched(monkeypatch, owner, name, wrap):
     monkeypatch.setattr(owner, name, replacement)
 
 
-def transient(error):
-    r"""A wrapper that raises ``error`` at its first call only."""
+#: How long an injected fault lasts: its first call only, or every call
+MODES = ("transient", "persistent")
+
+
+def injected(error, mode="transient"):
+    r"""A wrapper that raises ``error`` at its first call only (``"transient"``) or
+    at every call (``"persistent"``)."""
 
     def wrap(original):
         calls = []
 
         def faulty(*args, **kwargs):
             calls.append(1)
-            if len(calls) == 1:
+            if mode == "persistent" or len(calls) == 1:
                 raise error("injected fault")
             return original(*args, **kwargs)
 
@@ -370,6 +374,26 @@ def counting(name, called):
     return wrap
 
 
+def removing(called):
+    r"""A spy of ``ArmFeatureCache.remove_columns`` that records a removal of a
+    registered column (its slot is then free for another arm's column)."""
+
+    def wrap(original):
+        def spy(cache, indices):
+            before = cache.num_columns
+            original(cache, indices)
+            if cache.num_columns < before:
+                called.add(COLUMN_REMOVAL)
+
+        return spy
+
+    return wrap
+
+
+#: The pseudo-site of a registered column removed by S-GP-TS's re-selection
+COLUMN_REMOVAL = "column removal"
+
+
 @cache
 def reference(kind, seed):
     r"""The fault-free run of the script: per step the call, its result, the sites
@@ -381,6 +405,7 @@ def reference(kind, seed):
         called = set()
         for site, (owner, name) in SITES[kind].items():
             patched(monkeypatch, owner, name, counting(site, called))
+        patched(monkeypatch, ArmFeatureCache, "remove_columns", removing(called))
         for step, op in enumerate(SCRIPTS[seed]):
             called.clear()
             call = resolve(loop, op, step)
@@ -401,68 +426,99 @@ def first_steps(kind, seed, site):
     return first
 
 
+def last_steps(kind, seed, site):
+    r"""The last step of each kind that reaches ``site`` (a fault there hits a
+    loop with more history: observations, a refitted kernel, added arms)."""
+    steps, _ = reference(kind, seed)
+    return {
+        call[0]: step
+        for step, (call, _, called, _) in enumerate(steps)
+        if site in called
+    }
+
+
 FAULT_CASES = [
-    (kind, site, error, seed)
+    (kind, site, error, mode, seed)
     for kind in SITES
     for site in SITES[kind]
     for error in ERRORS
+    for mode in MODES
     for seed in SCRIPT_SEEDS
 ]
 
 
-@pytest.mark.parametrize(
-    "kind, site, error, seed",
-    FAULT_CASES,
-    ids=[f"{k}-{s}-{e.__name__}-{n}" for k, s, e, n in FAULT_CASES],
-)
-def test_a_transient_fault_changes_nothing_and_a_retry_is_fault_free(
-    kind, site, error, seed, monkeypatch
-):
+def loop_at(kind, seed, step):
+    r"""A loop of ``kind`` as the run of script ``seed`` left it before ``step``:
+    that run itself (the large runs), or resumed from its saved state there."""
+    steps, _ = reference(kind, seed)
+    loop = make_loop(kind, make_arms(20))
+    if LARGE:
+        for call, *_ in steps[:step]:
+            perform(loop, call)
+    else:
+        loop.load_state_dict(steps[step][3])
+    assert_same_run(loop.state_dict(), steps[step][3])
+    return loop
+
+
+def assert_fault_changes_nothing(kind, seed, step, target, fault, monkeypatch):
+    r"""Make the call of ``step`` of script ``seed`` on a loop there with the
+    method ``target`` (owner, name) raising ``fault`` (error, mode): the call
+    raises that error, the loop's state is unchanged (bit for bit) and loads, the
+    next ask (made on a copy) chooses what it would have chosen without the call,
+    and once the fault is removed a retry and the later steps make the fault-free
+    run's choices and state."""
     steps, final = reference(kind, seed)
+    loop = loop_at(kind, seed, step)
+    before = loop.state_dict()
+    call = steps[step][0]
+    patched(monkeypatch, *target, injected(*fault))
+    with pytest.raises(BaseException, match="injected fault") as raised:
+        perform(loop, call)
+    monkeypatch.undo()
+    assert raised.type is fault[0]
+    after = loop.state_dict()
+    assert_same_state(after, before, f"state after {call[0]}")
+    loaded = make_loop(kind, make_arms(20))
+    loaded.load_state_dict(after)
+    assert_same_run(loaded.state_dict(), after)
+    probe, twin = copy.deepcopy(loop), loop_at(kind, seed, step)
+    assert torch.equal(probe.ask(4, wait=False), twin.ask(4, wait=False))
+    end = len(steps) if LARGE else min(step + HORIZON, len(steps))
+    for later, (call, result, *_) in enumerate(steps[step:end], step):
+        again = perform(loop, call)
+        if result is not None:
+            assert torch.equal(again, result), f"step {later} after the fault"
+    expected = final if end == len(steps) else steps[end][3]
+    assert_same_run(loop.state_dict(), expected)
+
+
+@pytest.mark.parametrize(
+    "kind, site, error, mode, seed",
+    FAULT_CASES,
+    ids=[f"{k}-{s}-{e.__name__}-{m}-{n}" for k, s, e, m, n in FAULT_CASES],
+)
+def test_a_fault_changes_nothing_and_a_retry_is_fault_free(
+    kind, site, error, mode, seed, monkeypatch
+):
     first = first_steps(kind, seed, site)
     if seed == 0:  # the fixed script reaches every site
         assert first, f"the script never reaches {site}"
-    owner, name = SITES[kind][site]
-    for step in sorted(first.values()):
-        loop = make_loop(kind, make_arms(20))
-        if LARGE:  # the script's own run up to the step
-            for call, *_ in steps[:step]:
-                perform(loop, call)
-        else:  # resumed there
-            loop.load_state_dict(steps[step][3])
-        before = loop.state_dict()
-        assert_same_run(before, steps[step][3])
-        call = steps[step][0]
-        patched(monkeypatch, owner, name, transient(error))
-        with pytest.raises(error, match="injected fault"):
-            perform(loop, call)
-        monkeypatch.undo()
-        after = loop.state_dict()
-        if kind == "bbkb" and after["incorporated"] != before["incorporated"]:
-            # the ask ended its batch before the fault: the end is kept
-            assert site == "batch greedy" and after["batch"] is None
-            assert torch.equal(after["pending"], before["pending"])
-        else:  # a rollback rebuilds BBKB's dictionary, a set, sorted
-            sets = SETS if kind == "bbkb" else ()
-            assert_same_state(after, before, f"state after {call[0]}", sets=sets)
-        end = len(steps) if LARGE else min(step + HORIZON, len(steps))
-        for later, (call, result, *_) in enumerate(steps[step:end], step):
-            again = perform(loop, call)
-            if result is not None:
-                assert torch.equal(again, result), f"step {later} after the fault"
-        expected = final if end == len(steps) else steps[end][3]
-        assert_same_run(loop.state_dict(), expected)
+    chosen = {*first.values(), *last_steps(kind, seed, site).values()}
+    for step in sorted(chosen):
+        target, fault = SITES[kind][site], (error, mode)
+        assert_fault_changes_nothing(kind, seed, step, target, fault, monkeypatch)
 
 
-def raises_after(error, ended):
-    r"""A wrapper that raises ``error`` at its first call once ``ended`` holds
-    something."""
+def raises_after(error, ended, mode):
+    r"""A wrapper that raises ``error`` once ``ended`` holds something: at its
+    first such call (``"transient"``) or at every one (``"persistent"``)."""
 
     def wrap(original):
         raised = []
 
         def faulty(*args, **kwargs):
-            if ended and not raised:
+            if ended and (mode == "persistent" or not raised):
                 raised.append(1)
                 raise error("injected fault")
             return original(*args, **kwargs)
@@ -483,25 +539,24 @@ def recording(ended):
     return wrap
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("error", ERRORS)
-def test_a_fault_after_an_ask_ended_the_batch_keeps_the_end(error, monkeypatch):
+def test_a_fault_after_an_ask_ended_the_batch_undoes_the_end(error, mode, monkeypatch):
     r"""BBKB's ask ends a full batch, then opens the next one: a fault in the
-    second greedy keeps the completed batch end (and no open batch); a retry makes
-    the fault-free run's choices."""
+    second greedy undoes the batch end too (the loop is as before the ask); a
+    retry makes the fault-free run's choices."""
     steps, final = reference("bbkb", 0)
     step = first_steps("bbkb", 0, "posterior update")["ask"]
-    loop = make_loop("bbkb", make_arms(20))
-    loop.load_state_dict(steps[step][3])
+    loop = loop_at("bbkb", 0, step)
     before = loop.state_dict()
     ended = []
     patched(monkeypatch, BBKB, "_end_batch", recording(ended))
-    patched(monkeypatch, BatchGreedy, "extend", raises_after(error, ended))
+    patched(monkeypatch, BatchGreedy, "extend", raises_after(error, ended, mode))
     with pytest.raises(error, match="injected fault"):
         perform(loop, steps[step][0])
     monkeypatch.undo()
-    after = loop.state_dict()
-    assert after["incorporated"] > before["incorporated"] and after["batch"] is None
-    assert after["pending"].tolist() == before["pending"].tolist()
+    assert ended, "the ask did not end its batch"
+    assert_same_state(loop.state_dict(), before)
     for later, (call, result, *_) in enumerate(steps[step:], step):
         again = perform(loop, call)
         if result is not None:
@@ -509,34 +564,55 @@ def test_a_fault_after_an_ask_ended_the_batch_keeps_the_end(error, monkeypatch):
     assert_same_run(loop.state_dict(), final)
 
 
-def always(error):
-    r"""A wrapper that raises ``error`` at every call."""
-
-    def wrap(original):
-        def faulty(*args, **kwargs):
-            raise error("recurring fault")
-
-        return faulty
-
-    return wrap
+#: The exceptions a fault that persists raises in the tests of issue #37
+PERSISTENT = [RuntimeError, MemoryError, KeyboardInterrupt]
 
 
+@pytest.mark.parametrize("error", PERSISTENT)
 @pytest.mark.parametrize(
     "kind, site", [("bbkb", "standardization"), ("sgpts", "_refresh_q")]
 )
-def test_a_fault_that_recurs_in_the_rollback_propagates(kind, site, monkeypatch):
-    r"""The documented limit of the rollback: it rebuilds the loop with the same
-    methods, so a fault that recurs there propagates (the loop is then not
-    guaranteed to be as before: resume from a saved state)."""
-    steps, _ = reference(kind, 0)
-    step = first_steps(kind, 0, site)["tell"]
-    loop = make_loop(kind, make_arms(20))
-    loop.load_state_dict(steps[step][3])
-    patched(monkeypatch, *SITES[kind][site], always(RuntimeError))
-    with pytest.raises(RuntimeError, match="recurring fault"):
-        perform(loop, steps[step][0])
+def test_a_tell_under_a_persistent_fault_loses_and_duplicates_nothing(
+    kind, site, error, monkeypatch
+):
+    r"""#37: a tell whose update fails at every attempt (S-GP-TS's Titsias
+    refresh, BBKB's standardization) raises and leaves the loop as before it (no
+    observation added, the arms still pending, a state that loads); the retry
+    once the fault is gone records each outcome once, as an undisturbed twin."""
+    arms = make_arms(20)
+    loop, twin = make_loop(kind, arms), make_loop(kind, arms)
+    for each in (loop, twin):
+        told = each.ask(3)
+        each.tell(told, reward(arms[told]))
+    asked = loop.ask(3)
+    assert torch.equal(asked, twin.ask(3))
+    twin.tell(asked, reward(arms[asked]))
+    before = loop.state_dict()
+    patched(monkeypatch, *SITES[kind][site], injected(error, "persistent"))
+    for _ in range(2):  # a fault that persists: the retry fails the same way
+        with pytest.raises(error, match="injected fault"):
+            loop.tell(asked, reward(arms[asked]))
+        assert_same_state(loop.state_dict(), before)
     monkeypatch.undo()
-    resumed = make_loop(kind, make_arms(20))
-    resumed.load_state_dict(steps[step][3])
-    perform(resumed, steps[step][0])
-    assert_same_run(resumed.state_dict(), steps[step + 1][3])
+    assert loop.num_observations == 3 and torch.equal(loop.pending, asked)
+    make_loop(kind, arms).load_state_dict(loop.state_dict())
+    loop.tell(asked, reward(arms[asked]))
+    assert loop.num_observations == 3 + asked.numel() and not loop.pending.numel()
+    assert_same_state(loop.state_dict(), twin.state_dict())
+    assert torch.equal(loop.ask(2), twin.ask(2))
+
+
+@pytest.mark.parametrize("error", PERSISTENT)
+def test_a_persistent_fault_after_a_reselection_restores_the_feature_cache(
+    error, monkeypatch
+):
+    r"""S-GP-TS's tell re-selects its inducing points, freeing the feature cache's
+    slots of the dropped ones and reusing them for the new ones, then its Titsias
+    refresh fails at every call: the reused slots get their columns back, so the
+    retry draws the fault-free run's paths."""
+    first = first_steps("sgpts", 0, COLUMN_REMOVAL)
+    assert "tell" in first, "the script never drops an inducing point"
+    target = SITES["sgpts"]["_refresh_q"]
+    assert_fault_changes_nothing(
+        "sgpts", 0, first["tell"], target, (error, "persistent"), monkeypatch
+    )

@@ -27,6 +27,7 @@ from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
 from botorch_sketch.models.nystrom import NystromGP
+from botorch_sketch.utils.atomic import Restorable
 from botorch_sketch.utils.validation import (
     check_at_least,
     check_bool,
@@ -35,7 +36,7 @@ from botorch_sketch.utils.validation import (
 )
 
 
-class TheoryRadius:
+class TheoryRadius(Restorable):
     r"""The confidence radius of BBKB's Theorem 2 (Calandriello et al., ICML 2020),
     tracked along a run:
 

@@ -35,6 +35,7 @@ from botorch_sketch.models.hyperparameters import (
     reward_statistics,
     unit_cube,
 )
+from botorch_sketch.utils.atomic import Restorable, atomic
 from botorch_sketch.utils.fingerprint import (
     check_fingerprint,
     check_saved_options,
@@ -103,6 +104,11 @@ EXCLUSIVE_METHODS = (
     "load_state_dict",
 )
 
+#: The :data:`EXCLUSIVE_METHODS` that change the loop: atomic
+#: (:func:`~botorch_sketch.utils.atomic.atomic`), so a call that raises leaves the
+#: loop exactly as it was.
+ATOMIC_METHODS = tuple(name for name in EXCLUSIVE_METHODS if name != "state_dict")
+
 Method = TypeVar("Method", bound=Callable[..., Any])
 
 
@@ -147,7 +153,7 @@ class SavedLoop:
     last_fit: int | None
 
 
-class ArmLoop:
+class ArmLoop(Restorable):
     r"""What the ask/tell loops on a finite arm set share: the ``A x d`` :attr:`arms`
     (with the ones added later), the ``p`` :attr:`pending` arm indices (asked,
     neither told nor failed, a multiset), the ``f`` :attr:`failed` ones, the checks
@@ -164,15 +170,25 @@ class ArmLoop:
     One call at a time: a call of one of the :data:`EXCLUSIVE_METHODS` (a
     subclass's included) made while another thread is inside one is refused with
     a RuntimeError before it changes anything (:func:`one_call_at_a_time`).
+
+    Atomic: a call of one of the :data:`ATOMIC_METHODS` that raises, whatever
+    the exception and wherever it arose, leaves the loop exactly as it was (the
+    loop and the models and samplers it holds are
+    :class:`~botorch_sketch.utils.atomic.Restorable`: the new state is computed
+    aside and replaces the old one when the whole call succeeded), so the call
+    can be retried once the fault is gone.
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         r"""Make the subclass's own :data:`EXCLUSIVE_METHODS` one call at a
-        time."""
+        time, and its :data:`ATOMIC_METHODS` atomic."""
         super().__init_subclass__(**kwargs)
         for name in EXCLUSIVE_METHODS:
             if name in vars(cls):
-                setattr(cls, name, one_call_at_a_time(vars(cls)[name]))
+                method = vars(cls)[name]
+                if name in ATOMIC_METHODS:
+                    method = atomic(method)
+                setattr(cls, name, one_call_at_a_time(method))
 
     #: The generator behind every random choice (set by the subclass)
     generator: torch.Generator
@@ -287,6 +303,7 @@ class ArmLoop:
         return self._design[self._design_asked : self._design_asked + limit]
 
     @one_call_at_a_time
+    @atomic
     def ask_arms(self, indices: Tensor) -> None:
         r"""Mark user-chosen arms asked, as if ``ask`` had returned them (e.g.
         configurations to evaluate first): they join :attr:`pending`.
@@ -317,6 +334,7 @@ class ArmLoop:
         return keep, indices.to(self.arms.device), rewards
 
     @one_call_at_a_time
+    @atomic
     def fail(self, indices: Tensor) -> None:
         r"""Record pending arms whose evaluation failed: they leave :attr:`pending`
         for :attr:`failed` and never enter the posterior.
@@ -353,20 +371,18 @@ class ArmLoop:
             inducing: ``m`` arm indices of the inducing points.
         """
         start = time.process_time()
-        try:
-            self.refits.done(observed.shape[0])
-            fitted = fit_dtc_hyperparameters(
-                self.covar_module,
-                self.noise,
-                self.kernel_inputs[observed],
-                targets,
-                self.kernel_inputs[inducing],
-                learn_noise=self.learn_noise,
-            )
-            if fitted is not None:
-                self._use_hyperparameters(*fitted)
-        finally:
-            self.refit_seconds += time.process_time() - start
+        self.refits.done(observed.shape[0])
+        fitted = fit_dtc_hyperparameters(
+            self.covar_module,
+            self.noise,
+            self.kernel_inputs[observed],
+            targets,
+            self.kernel_inputs[inducing],
+            learn_noise=self.learn_noise,
+        )
+        if fitted is not None:
+            self._use_hyperparameters(*fitted)
+        self.refit_seconds += time.process_time() - start
 
     def _use_hyperparameters(self, kernel: Kernel, noise: float) -> None:
         r"""Adopt a refitted kernel and ``lambda`` and recompute the posterior."""

@@ -27,6 +27,7 @@ from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.dictionary import inclusion_probabilities, sample_dictionary
 from botorch_sketch.models.hyperparameters import cube_coordinates
 from botorch_sketch.models.nystrom import NystromGP
+from botorch_sketch.utils.atomic import reset_on_rollback
 from botorch_sketch.utils.validation import (
     check_at_least,
     check_finite,
@@ -171,10 +172,14 @@ class BBKB(ArmLoop):
     ``covar_module`` given by the user stays fixed and the rewards are taken as
     reported unless ``standardize=True``.
 
-    Not thread-safe: call it from one thread, or hold one lock around each call
-    (``state_dict`` and ``load_state_dict`` included); a call made while another
-    thread is inside one is refused with a RuntimeError that changes nothing (see
-    docs/design.md, Conventions).
+    Every call that changes the loop (``ask``, ``tell``, ``fail``, ``add_arms``,
+    ``load_state_dict``...) is atomic: if it fails or is interrupted, the loop is
+    exactly as it was, without any recomputation (see
+    :class:`~botorch_sketch.generation.ask_tell.ArmLoop`), and the call can be
+    retried. Not thread-safe: call it from one thread, or hold one lock around
+    each call (``state_dict`` and ``load_state_dict`` included); a call made while
+    another thread is inside one is refused with a RuntimeError that changes
+    nothing (see docs/design.md, Conventions).
 
     Everything needed to resume is in :meth:`state_dict`: observed arm indices and
     rewards, pending and failed arms, the dictionary, the persistent draws, the radius
@@ -278,10 +283,9 @@ class BBKB(ArmLoop):
         ``end_fraction`` of its arms (at least one) have been told or have failed,
         the batch ends (posterior update and dictionary resampling with those
         outcomes) and a new one opens with the still pending arms hallucinated (one
-        rank-``p`` update for ``p`` distinct arms). If the update fails, the loop is
-        rebuilt from the observations it had before and the call can be retried;
-        if the choice of arms fails, the open batch is as before the call (or as a
-        completed batch end left it) and the call can be retried.
+        rank-``p`` update for ``p`` distinct arms). Atomic: if the update or the
+        choice of arms fails, the loop is exactly as before the call (a batch end
+        made on the way included) and the call can be retried.
 
         Args:
             max_arms: At most this many arms (e.g. the free workers); default: as
@@ -309,23 +313,16 @@ class BBKB(ArmLoop):
             indices = self._random_arm(excluded)
             start_variances = self.state.scaled_variance[indices]
         else:
-            batch, incorporated = (self._batch, self._batch_radius), self.incorporated
-            try:
+            indices, start_variances = self._extend(limit, excluded)
+            done = self._batch.numel() - self.pending.numel()  # told or failed
+            fraction = self.options.end_fraction
+            enough = done >= max(1.0, fraction * self._batch.numel())
+            if indices.numel() == 0 and enough:
+                # the rule is full and enough arms of the batch are done: end it
+                self._end_batch(self.observed, self.rewards)
                 indices, start_variances = self._extend(limit, excluded)
-                done = self._batch.numel() - self.pending.numel()  # told or failed
-                fraction = self.options.end_fraction
-                enough = done >= max(1.0, fraction * self._batch.numel())
-                if indices.numel() == 0 and enough:
-                    # the rule is full and enough arms of the batch are done: end it
-                    self._end_batch(self.observed, self.rewards)
-                    indices, start_variances = self._extend(limit, excluded)
-                if indices.numel() == 0 and not wait:
-                    indices, start_variances = self._extend(1, excluded, True)
-            except BaseException:  # the batch as before (or as the end left it)
-                ended = self.incorporated != incorporated
-                self._batch, self._batch_radius = (None, None) if ended else batch
-                self._greedy = None
-                raise
+            if indices.numel() == 0 and not wait:
+                indices, start_variances = self._extend(1, excluded, True)
         self.pending = torch.cat([self.pending, indices])
         self._pending_variances = torch.cat([self._pending_variances, start_variances])
         return indices.clone()
@@ -373,6 +370,8 @@ class BBKB(ArmLoop):
         and ``max_batch_size`` say."""
         if self._greedy is None:
             self._greedy = self._open_batch(excluded)
+        # updated in place: a failed call drops it, the next ask reopens it
+        reset_on_rollback(self, "_greedy")
         greedy = self._greedy
         room = 1 if past_rule else self.options.max_batch_size - greedy.size
         flops = greedy.tracker.flops
@@ -422,33 +421,19 @@ class BBKB(ArmLoop):
     def _end_batch(self, observed: Tensor, rewards: Tensor) -> None:
         r"""Condition on ``observed[incorporated:]`` and resample the dictionary with
         the start-of-batch variances (the papers' ``sigma~_{t-1}``); close the open
-        batch. Atomic: on failure the posterior is rebuilt as it was and the batch
-        stays open."""
+        batch (a failure is rolled back by the atomic call that ends the batch)."""
         fresh = slice(self.incorporated, observed.shape[0])
-        generator_state = self.generator.get_state()
-        dictionary = self.state.dictionary.clone()
-        draws = self.draws.clone()
-        last_fit = self.refits.last if self.refits is not None else None
+        draws = self.draws.clone()  # drawn into in place
         self._greedy = None  # it reads the state, which the update changes
-        try:
-            if observed[fresh].numel():
-                self._update_posterior(observed[fresh], rewards[fresh], draws)
-                self._standardize(self.state, rewards)
-                if self._refit_due(observed.shape[0]):
-                    self._refit(
-                        observed,
-                        (rewards - self.state.center) / self.state.scale,
-                        self.state.dictionary,
-                    )
-        except BaseException:
-            self.generator.set_state(generator_state)
-            if self.refits is not None:
-                self.refits.last = last_fit
-            done = slice(0, self.incorporated)
-            self.state = self._new_state(
-                self.observed[done], self.rewards[done], dictionary
-            )
-            raise
+        if observed[fresh].numel():
+            self._update_posterior(observed[fresh], rewards[fresh], draws)
+            self._standardize(self.state, rewards)
+            if self._refit_due(observed.shape[0]):
+                self._refit(
+                    observed,
+                    (rewards - self.state.center) / self.state.scale,
+                    self.state.dictionary,
+                )
         self.draws = draws
         self.incorporated = observed.shape[0]
         self._batch = self._batch_radius = None
@@ -470,9 +455,9 @@ class BBKB(ArmLoop):
 
         When no arm stays pending the batch ends here (posterior update in place and
         dictionary resampling); otherwise the outcomes wait for the batch to end
-        (:meth:`ask`). If the update fails, the loop is rebuilt from the
-        observations it had before the call and the arms stay pending, so nothing is
-        lost and ``tell`` can be retried.
+        (:meth:`ask`). Atomic: if the update fails, the loop is exactly as before
+        the call and the arms stay pending, so nothing is lost and ``tell`` can be
+        retried.
 
         Args:
             indices: ``b`` pending arm indices (LongTensor).
@@ -499,6 +484,7 @@ class BBKB(ArmLoop):
         """
         super().fail(indices)
         if self._greedy is not None and not self.options.retry_failed:
+            reset_on_rollback(self, "_greedy")
             self._greedy.argmax.exclude(indices)
 
     def _drop_pending(self, keep: Tensor) -> None:

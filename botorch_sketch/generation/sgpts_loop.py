@@ -66,8 +66,11 @@ class SGPTS(ArmLoop):
     units. With a fixed kernel, rewards are used as reported unless
     ``standardize=True`` and the first asks are uniformly random.
 
-    Every ``tell`` is atomic: if the update fails (or is interrupted), the loop is
-    rebuilt as it was and the call can be retried. Not thread-safe: call it from
+    Every call that changes the loop (``ask``, ``tell``, ``fail``, ``add_arms``,
+    ``load_state_dict``...) is atomic: if it fails or is interrupted, the loop is
+    exactly as it was, without any recomputation (see
+    :class:`~botorch_sketch.generation.ask_tell.ArmLoop`), and the call can be
+    retried. Not thread-safe: call it from
     one thread, or hold one lock around each call (``state_dict`` and
     ``load_state_dict`` included); a call made while another thread is inside one
     is refused with a RuntimeError that changes nothing (see docs/design.md,
@@ -172,7 +175,8 @@ class SGPTS(ArmLoop):
         fresh path (uniformly random before any outcome), so the result is never
         empty; ``max_arms=0`` is a ValueError.
 
-        Atomic: if sampling fails or is interrupted, nothing changes.
+        Atomic: if sampling fails or is interrupted, nothing changes (the
+        generator and the prior weights drawn ahead included).
 
         Args:
             max_arms: The number of arms.
@@ -182,21 +186,11 @@ class SGPTS(ArmLoop):
             A LongTensor of ``max_arms`` arm indices (repeats possible).
         """
         k = self._checked_ask(max_arms, wait, 1)
-        sampler = self.sampler
         # one path per arm: a k x (arms) block of path values
         check_allocation(k * self.arms.shape[0], "`max_arms`", self.arms)
         design = self._design_left(k)
         k -= design.numel()
-        generator, bank = self.generator.get_state(), sampler.prior_bank.remaining
-        try:
-            if k == 0:
-                indices = design[:0]
-            else:
-                indices = self._draw(k, design)
-        except BaseException:  # atomic: the draws are made again by a retry
-            self.generator.set_state(generator)
-            sampler.prior_bank.load(bank)
-            raise
+        indices = design[:0] if k == 0 else self._draw(k, design)
         self._design_asked += design.numel()
         indices = torch.cat([design, indices])
         self._hold(indices)
@@ -264,28 +258,23 @@ class SGPTS(ArmLoop):
     def tell(self, indices: Tensor, rewards: Tensor) -> None:
         r"""Report outcomes of pending arms (any non-empty sub-multiset, any order).
 
-        Atomic: if the update fails or is interrupted, the loop is rebuilt from
-        its state before the call (``O(A M + t m^2)``), then the error is raised.
+        Atomic: if the update fails or is interrupted, the loop is as before the
+        call (the arms stay pending) and the error is raised.
 
         Args:
             indices: ``b`` pending arm indices.
             rewards: ``b`` (or ``b x 1``) finite rewards.
         """
         keep, indices, rewards = self._checked_outcomes(indices, rewards)
-        before = self.state_dict()
-        try:
-            self._observe(self.sampler, indices, rewards)
-            self.tell_sizes.append(indices.shape[0])
-            if self._refit_due(self.num_observations):
-                sampler = self.sampler
-                self._refit(
-                    sampler.observed,
-                    sampler.standardized_targets,
-                    sampler.update_arms.unique(),
-                )
-        except BaseException:
-            self.load_state_dict(before)
-            raise
+        self._observe(self.sampler, indices, rewards)
+        self.tell_sizes.append(indices.shape[0])
+        if self._refit_due(self.num_observations):
+            sampler = self.sampler
+            self._refit(
+                sampler.observed,
+                sampler.standardized_targets,
+                sampler.update_arms.unique(),
+            )
         self._drop_pending(keep)
 
     def _observe(
@@ -348,17 +337,13 @@ class SGPTS(ArmLoop):
             Their indices ``A, ..., A + n - 1``.
         """
         points, new_inputs = self._checked_new_arms(points)
-        first, arms, inputs = self.arms.shape[0], self.arms, self.kernel_inputs
-        self.arms = torch.cat([arms, points])
-        self.kernel_inputs = torch.cat([inputs, new_inputs])
-        try:
-            sampler = self._sampler_from(
-                self._basis_seed, self.sampler.observed, self.sampler.targets
-            )
-            sampler.prior_bank.load(self.sampler.prior_bank.remaining)
-        except BaseException:
-            self.arms, self.kernel_inputs = arms, inputs
-            raise
+        first = self.arms.shape[0]
+        self.arms = torch.cat([self.arms, points])
+        self.kernel_inputs = torch.cat([self.kernel_inputs, new_inputs])
+        sampler = self._sampler_from(
+            self._basis_seed, self.sampler.observed, self.sampler.targets
+        )
+        sampler.prior_bank.load(self.sampler.prior_bank.remaining)
         self.sampler, self._rebuilt_at = sampler, self.num_observations
         return torch.arange(first, self.arms.shape[0], device=self.arms.device)
 
@@ -395,24 +380,19 @@ class SGPTS(ArmLoop):
             state["rebuilt_at"], "state['rebuilt_at']", 0, observed.shape[0]
         )
         replayed = _replayed_chunks(sizes, rebuilt_at)
-        before = self.covar_module, self.noise, self.arms, self.kernel_inputs
         self.covar_module, self.noise = saved.kernel, saved.noise
         self.arms, self.kernel_inputs = arms, cube_coordinates(arms, self.box)
-        try:
-            generator, basis_seed, design = self._fresh(seed)
-            sampler = self._sampler_from(
-                basis_seed, observed[:rebuilt_at], rewards[:rebuilt_at]
-            )
-            for chunk, values in zip(
-                observed[rebuilt_at:].split(replayed),
-                rewards[rebuilt_at:].split(replayed),
-                strict=True,
-            ):
-                self._observe(sampler, chunk, values)
-            sampler.prior_bank.load(prior_weights)
-        except BaseException:
-            self.covar_module, self.noise, self.arms, self.kernel_inputs = before
-            raise
+        generator, basis_seed, design = self._fresh(seed)
+        sampler = self._sampler_from(
+            basis_seed, observed[:rebuilt_at], rewards[:rebuilt_at]
+        )
+        for chunk, values in zip(
+            observed[rebuilt_at:].split(replayed),
+            rewards[rebuilt_at:].split(replayed),
+            strict=True,
+        ):
+            self._observe(sampler, chunk, values)
+        sampler.prior_bank.load(prior_weights)
         generator.set_state(state["generator"])
         self._restore(saved)
         self.seed, self.generator, self.sampler = seed, generator, sampler

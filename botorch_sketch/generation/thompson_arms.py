@@ -51,6 +51,7 @@ from botorch_sketch.models.inducing import conditional_variance_factor
 from botorch_sketch.models.linalg import GrowingCholesky, solve_lower
 from botorch_sketch.sampling.arm_features import ArmFeatureCache, PriorPathBank
 from botorch_sketch.sampling.pathwise import standard_normal
+from botorch_sketch.utils.atomic import Restorable
 from botorch_sketch.utils.validation import (
     check_at_least,
     check_finite,
@@ -73,12 +74,16 @@ class ThompsonArms(NamedTuple):
     values: Tensor
 
 
-class ArmThompsonSampler(ABC):
+class ArmThompsonSampler(ABC, Restorable):
     r"""Observations and path draws shared by the finite-arm samplers.
 
     Draws of fewer than ``prior_block`` paths take their prior weights from a
     :class:`~botorch_sketch.sampling.arm_features.PriorPathBank`; larger draws
     compute their prior part directly.
+
+    Restorable (:class:`~botorch_sketch.utils.atomic.Restorable`, as are the cache
+    and the bank): an update replaces the tensors it changes, so a checkpoint
+    records the sampler by reference.
     """
 
     def __init__(
@@ -424,9 +429,9 @@ class CachedSparseThompson(ArmThompsonSampler):
                 self._reselect(None)
                 return
             phi = torch.linalg.solve_triangular(self._chol, k_zx, upper=False)
-            self._gram += phi @ phi.mT
-            self._projected += phi @ rewards
-            self._projected_ones += phi.sum(-1)
+            self._gram = self._gram + phi @ phi.mT
+            self._projected = self._projected + phi @ rewards
+            self._projected_ones = self._projected_ones + phi.sum(-1)
             self._refresh_q()
 
     def _selection_changes(self, X_new: Tensor, k_zx: Tensor) -> bool:

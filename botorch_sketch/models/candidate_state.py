@@ -58,6 +58,7 @@ from torch import Tensor
 from botorch_sketch.models.dtc import dictionary_cholesky
 from botorch_sketch.models.kernel_columns import KernelColumns
 from botorch_sketch.models.linalg import append_pivot, safe_cholesky, solve_lower
+from botorch_sketch.utils.atomic import Restorable
 from botorch_sketch.utils.validation import (
     check_int,
     check_kernel,
@@ -99,7 +100,7 @@ class _ObservePlan(NamedTuple):
     apply: Callable[[Tensor, Tensor | None], None]
 
 
-class CandidateState:
+class CandidateState(Restorable):
     r"""DTC posterior of ``A`` fixed candidates with ``O(A m)`` in-place updates.
 
     Observations and dictionary points are candidate indices. The features may be
@@ -108,6 +109,12 @@ class CandidateState:
     per-candidate sums stay in the candidates' dtype. The state follows the
     candidates' device. ``flops`` counts the floating-point work done so far
     (kernel entries at ``3 d`` flops each, products and factorizations).
+
+    Restorable (:class:`~botorch_sketch.utils.atomic.Restorable`): an update
+    replaces the per-candidate sums and the ``m x m`` matrices instead of changing
+    them, and writes the ``A x m`` cache only past its used columns, or into a new
+    buffer (a compaction or a :meth:`refresh`), so a checkpoint records the state
+    by reference and a failed update leaves it as it was.
 
     Example:
         >>> state = CandidateState(arms, kernel, noise=1.0)
@@ -429,9 +436,9 @@ class CandidateState:
 
         def apply(products: Tensor) -> None:
             along, coupled = products[:, 0], products[:, 1]
-            self._explained -= along.square()
-            self._quadratic -= coupled.square() / curvature
-            self._means -= torch.outer(coupled, along_weights / curvature)
+            self._explained = self._explained - along.square()
+            self._quadratic = self._quadratic - coupled.square() / curvature
+            self._means = self._means - torch.outer(coupled, along_weights / curvature)
 
         return rhs, apply
 
@@ -567,9 +574,10 @@ class CandidateState:
         def apply(products: Tensor) -> Tensor:
             feature = _right_solve_lower_t(block, corner) - products[:, :k]
             direction = feature - products[:, k:]
-            self._quadratic += _right_solve_lower_t(direction, schur).square().sum(-1)
-            self._means += direction @ step
-            self._explained += feature.square().sum(-1)
+            quadratic = _right_solve_lower_t(direction, schur).square().sum(-1)
+            self._quadratic = self._quadratic + quadratic
+            self._means = self._means + direction @ step
+            self._explained = self._explained + feature.square().sum(-1)
             self._append_raw(feature)
             return feature
 
@@ -607,8 +615,9 @@ class CandidateState:
 
         def apply(products: Tensor, feature: Tensor | None) -> None:
             U = products if feature is None else products + feature @ G[m:]
-            self._quadratic -= _right_solve_lower_t(U, woodbury).square().sum(-1)
-            self._means += U @ coefficients
+            quadratic = _right_solve_lower_t(U, woodbury).square().sum(-1)
+            self._quadratic = self._quadratic - quadratic
+            self._means = self._means + U @ coefficients
 
         return _ObservePlan([G[:m]], apply)
 
@@ -629,16 +638,19 @@ class CandidateState:
         self._stored = s + k
 
     def _compact_if_sparse(self, force: bool = False) -> None:
-        r"""Replace the raw columns by the features (``P <- B^T P``) once
-        ``s > 2 m + 32`` (one ``A x s x m`` product every ``~m`` removals), or
-        whenever ``s > m`` with ``force`` (before the buffer would grow)."""
+        r"""Replace the raw columns by the features (``P <- B^T P``, into a new
+        buffer of the same capacity) once ``s > 2 m + 32`` (one ``A x s x m``
+        product every ``~m`` removals), or whenever ``s > m`` with ``force``
+        (before the buffer would grow)."""
         s, m = self._stored, self._basis.shape[-1]
         if s == m or (not force and s <= 2 * m + 32):
             return
         basis = self._basis.to(self.cache_dtype)
+        compacted = self._allocate(self._raw_t.shape[0])
         for start in range(0, self.num_points, _CHUNK):
             columns = slice(start, start + _CHUNK)
-            self._raw_t[:m, columns] = basis.mT @ self._raw_t[:s, columns]
+            compacted[:m, columns] = basis.mT @ self._raw_t[:s, columns]
+        self._raw_t = compacted
         self._basis = torch.eye(m, dtype=self.points.dtype, device=self.points.device)
         self._stored = m
         self.flops += 2.0 * self.num_points * s * m
@@ -649,8 +661,8 @@ class CandidateState:
         return torch.stack([self.target_sums[indices], self.counts[indices]], -1)
 
     def _record(self, indices: Tensor, counts: Tensor, sums: Tensor) -> None:
-        self.counts.index_add_(0, indices, counts)
-        self.target_sums.index_add_(0, indices, sums)
+        self.counts = self.counts.index_add(0, indices, counts)
+        self.target_sums = self.target_sums.index_add(0, indices, sums)
 
     @torch.no_grad()
     def remove_from_dictionary(self, index: int) -> None:
@@ -682,8 +694,9 @@ class CandidateState:
         self._reset_dictionary(self.dictionary)
 
     def _reset_dictionary(self, dictionary: Tensor) -> None:
+        r"""Recompute every cached quantity for ``dictionary``; the features go to
+        a new buffer (the one held is only read)."""
         m = dictionary.shape[0]
-        self._ensure_capacity(max(m, 1))
         self.dictionary = dictionary
         eye = torch.eye(m, dtype=self.points.dtype, device=self.points.device)
         if m > 0:
@@ -691,12 +704,14 @@ class CandidateState:
                 self.kernel, self.points[dictionary], dtype=self.points.dtype
             )
             self._factor_inverse = torch.linalg.solve_triangular(chol, eye, upper=False)
+            raw_t = self._allocate(self._capacity_for(m))
             for start in range(0, self.num_points, _CHUNK):
                 rows = slice(start, start + _CHUNK)
                 block = self.kernel(self.points[rows], self.points[dictionary])
-                self._raw_t[:m, rows] = (
+                raw_t[:m, rows] = (
                     self._factor_inverse @ block.to_dense().to(self.points).mT
                 ).to(self.cache_dtype)
+            self._raw_t = raw_t
         else:
             self._factor_inverse = eye
         self._stored, self._basis = m, eye
@@ -742,11 +757,19 @@ class CandidateState:
             device=self.points.device,
         )
 
-    def _ensure_capacity(self, columns: int) -> None:
+    def _capacity_for(self, columns: int) -> int:
+        r"""The capacity of a buffer that holds ``columns``: the current one, or
+        grown by half (at least to ``columns``)."""
         capacity = self._raw_t.shape[0]
-        if columns <= capacity:
+        return (
+            capacity if columns <= capacity else max(columns, capacity + capacity // 2)
+        )
+
+    def _ensure_capacity(self, columns: int) -> None:
+        capacity = self._capacity_for(columns)
+        if capacity == self._raw_t.shape[0]:
             return
-        grown = self._allocate(max(columns, capacity + capacity // 2))
+        grown = self._allocate(capacity)
         grown[: self._stored] = self._raw_t[: self._stored]
         self._raw_t = grown
 

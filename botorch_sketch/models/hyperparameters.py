@@ -29,6 +29,7 @@ from torch import Tensor
 
 from botorch_sketch.models.inducing import select_inducing_indices
 from botorch_sketch.models.nystrom import NystromGP, NystromMarginalLogLikelihood
+from botorch_sketch.utils.atomic import Restorable
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
     check_at_least,
@@ -236,7 +237,7 @@ def fit_dtc_hyperparameters(
     return model.covar_module, fitted
 
 
-class RefitSchedule:
+class RefitSchedule(Restorable):
     r"""When a loop refits: at ``first`` observations, then each time the
     observations have grown by ``g`` since the last fit, ``g = min(growth,
     early_growth)`` while the last fit saw fewer than ``early_until`` observations and

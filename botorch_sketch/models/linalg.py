@@ -10,6 +10,8 @@ from gpytorch import settings
 from linear_operator.utils.errors import NanError, NotPSDError
 from torch import Tensor
 
+from botorch_sketch.utils.atomic import Restorable
+
 
 def safe_cholesky(matrix: Tensor) -> Tensor:
     r"""Lower Cholesky factor of a symmetric ``... x m x m`` matrix that is positive
@@ -107,10 +109,12 @@ def append_pivot(
     return row
 
 
-class GrowingCholesky:
+class GrowingCholesky(Restorable):
     r"""Lower Cholesky factor ``L`` of a growing SPD matrix, grown by rows.
 
-    ``L`` lives in the top-left corner of a square buffer grown by >= 25% when full.
+    ``L`` lives in the top-left corner of a square buffer grown by >= 25% when full
+    (new rows are written past the used corner: restorable by reference,
+    :class:`~botorch_sketch.utils.atomic.Restorable`).
     Solves run by row blocks of ``block`` rows: matrix products on strided views plus
     triangular solves with contiguous copies of the diagonal blocks, since torch's
     triangular solvers copy a strided ``t x t`` view (measured 30x slower).

@@ -19,6 +19,7 @@ from linear_operator import to_dense
 from torch import Tensor
 
 from botorch_sketch.sampling.pathwise import seeded_features, standard_normal
+from botorch_sketch.utils.atomic import Restorable, preserve
 from botorch_sketch.utils.validation import (
     check_generator,
     check_indices,
@@ -39,7 +40,7 @@ def draw_basis_seed(generator: torch.Generator | None) -> int:
     return int(torch.randint(2**62, (1,), generator=generator, device=device))
 
 
-class ArmFeatureCache:
+class ArmFeatureCache(Restorable):
     r"""Random-feature prior of all ``N`` arms and kernel columns of chosen arms.
 
     Stores ``Phi_A`` (``N x M``) and the columns ``k(A, a)`` of the arms ``a``
@@ -55,6 +56,11 @@ class ArmFeatureCache:
     The public methods check their arguments (``TypeError`` / ``ValueError`` naming
     the argument, before any state changes) in ``O(input size)``; the cache's own
     chunk loops and :class:`PriorPathBank` call unchecked private variants.
+
+    Restorable (:class:`~botorch_sketch.utils.atomic.Restorable`): columns are
+    written into free slots only; a slot freed by :meth:`remove_columns` keeps its
+    column until it is reused, and its rows are then saved for the rollback of the
+    atomic call in progress (:func:`~botorch_sketch.utils.atomic.preserve`).
 
     Example:
         >>> cache = ArmFeatureCache(arms, kernel, 1000, generator=g)
@@ -129,6 +135,8 @@ class ArmFeatureCache:
         self._capacity = 0
         self._slot_of: dict[int, int] = {}
         self._free: list[int] = []
+        #: Free slots that still hold the column of a removed arm
+        self._released: set[int] = set()
 
     @property
     def num_arms(self) -> int:
@@ -193,16 +201,24 @@ class ArmFeatureCache:
             if not self._free:
                 self._grow()
             self._slot_of[arm] = self._free.pop()
+        filled = [self._slot_of[a] for a in new]
+        reused = self._released.intersection(filled)
+        self._released.difference_update(filled)
         if not self.columns_stored or not new:
             return
         device = self.arms.device
-        slots = torch.tensor([self._slot_of[a] for a in new], device=device)
+        slots = torch.tensor(filled, device=device)
         points = self.arms[torch.tensor(new, device=device)]
         for b, block in enumerate(self._blocks):  # O(N BLOCK_COLUMNS) memory
             inside = (slots // BLOCK_COLUMNS) == b
             if not bool(inside.any()):
                 continue
             rows = slots[inside] - b * BLOCK_COLUMNS
+            overwritten = [
+                s - b * BLOCK_COLUMNS for s in reused if s // BLOCK_COLUMNS == b
+            ]
+            if overwritten:
+                preserve(block, torch.tensor(overwritten, device=device))
             start = 0
             for chunk in self._chunks():
                 stop = start + chunk.shape[0]
@@ -237,7 +253,9 @@ class ArmFeatureCache:
         check_indices(indices, "indices", self.num_arms)
         for arm in dict.fromkeys(indices.tolist()):
             if arm in self._slot_of:
-                self._free.append(self._slot_of.pop(arm))
+                slot = self._slot_of.pop(arm)
+                self._free.append(slot)
+                self._released.add(slot)
 
     def _grow(self) -> None:
         start = self._capacity
@@ -335,7 +353,7 @@ class ArmFeatureCache:
         return out.to(dtype)
 
 
-class PriorPathBank:
+class PriorPathBank(Restorable):
     r"""Prior weights drawn ahead in blocks, with their prior values at all arms.
 
     The prior part ``Phi_A w`` of a path does not depend on the observations, so

@@ -465,7 +465,7 @@ def test_learned_loop_resumes_exactly(steps):
 
 def _fault(error, function):
     r"""``function``, except that its first call raises ``error`` (a transient
-    fault: the rollback's rebuild calls it again)."""
+    fault)."""
     calls = []
 
     def faulty(*args, **kwargs):
