@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import multiprocessing
 import sys
 
@@ -305,6 +306,10 @@ def test_multi_objective_and_constraints_are_rejected():
     )
     with pytest.raises(ValueError, match="single-objective"):
         study.optimize(lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=1)
+    trial = study._storage.get_trial(study._storage.create_new_trial(study._study_id))
+    distribution = optuna.distributions.FloatDistribution(0.0, 1.0)
+    with pytest.raises(ValueError, match="single-objective"):
+        study.sampler.sample_independent(study, trial, "x", distribution)
 
     def constrained(trial):
         trial.set_constraint("c", 1.0)
@@ -322,6 +327,7 @@ def test_multi_objective_and_constraints_are_rejected():
         ({"num_arms": 0}, ValueError, "num_arms"),
         ({"num_refined": -1}, ValueError, "num_refined"),
         ({"independent_sampler": "random"}, TypeError, "independent_sampler"),
+        ({"warn_independent_sampling": 1}, TypeError, "warn_independent_sampling"),
         ({"num_workers": 0}, ValueError, "num_workers"),
         ({"max_wait": -1.0}, ValueError, "max_wait"),
         ({"poll_interval": -1.0}, ValueError, "poll_interval"),
@@ -347,6 +353,35 @@ def test_parameters_outside_the_space_come_from_the_independent_sampler():
     assert all(0 <= t.params.get("extra", 0) <= 3 for t in study.trials)
     ask_and_sync(study)
     check_loop_matches_study(sampler, study)
+
+
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_independent_sampling_warns_once_per_parameter(name, caplog):
+    def dynamic(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)  # trial 0: independent, no warning
+        if trial.number % 2:
+            trial.suggest_int("extra", 0, 3)  # warns at trial 1 only
+        if trial.number >= 4:
+            trial.suggest_categorical("late", ["a", "b"])  # warns at trial 4 only
+        return x
+
+    module = "botorch_sketch.integrations.optuna"
+    for warn in (True, False):
+        caplog.clear()
+        sampler = SAMPLERS[name](seed=0, warn_independent_sampling=warn, **FAST)
+        study = optuna.create_study(sampler=sampler)
+        with caplog.at_level(logging.WARNING, logger=module):
+            study.optimize(dynamic, n_trials=8)
+        messages = [r.getMessage() for r in caplog.records if r.name == module]
+        if not warn:
+            assert messages == []
+            continue
+        assert len(messages) == 2
+        assert "parameter `extra` in Trial#1 is sampled independently" in messages[0]
+        assert "parameter `late` in Trial#4 is sampled independently" in messages[1]
+        sampler_name = type(sampler).__name__
+        assert all(f"instead of `{sampler_name}`" in m for m in messages)
+        assert all("`warn_independent_sampling`" in m for m in messages)
 
 
 def test_reseed_rng_changes_the_choices():
@@ -391,8 +426,10 @@ def test_a_deterministic_objective_never_gets_a_configuration_twice(name):
     sampler = {"BBKBSampler": BBKBSampler, "SGPTSSampler": SGPTSSampler}[name](seed=0)
     study = optuna.create_study(sampler=sampler)
     study.optimize(
-        lambda trial: (trial.suggest_float("x", 0, 1) - 0.3) ** 2
-        + (trial.suggest_float("y", 0, 1) - 0.6) ** 2,
+        lambda trial: (
+            (trial.suggest_float("x", 0, 1) - 0.3) ** 2
+            + (trial.suggest_float("y", 0, 1) - 0.6) ** 2
+        ),
         n_trials=60,
     )
     configurations = {(t.params["x"], t.params["y"]) for t in study.trials}
