@@ -183,15 +183,18 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         r"""The parameters of the arm the loop asks for ``trial`` (none for an
         empty space or an enqueued trial with fixed parameters). While BBKB's batch
         rule is full the trial waits up to ``max_wait`` seconds for results, then
-        takes an arm past the rule."""
+        takes an arm past the rule; each look while it waits reads the storage
+        afresh (Optuna's cached trial list changes only at ``ask`` and ``tell``:
+        it would never show another process's results)."""
         if not search_space or "fixed_params" in trial.system_attrs:
             return {}
         deadline = time.monotonic() + self._wait
+        use_cache = True  # the first look: the trial list Optuna read for this ask
         while True:
             with self._lock:
                 if self._space != search_space:
                     self._rebuild(study, search_space)
-                self._catch_up(study, trial.number)
+                self._catch_up(study, trial.number, use_cache)
                 late = time.monotonic() >= deadline
                 # an ask that waited, and nothing new since: it would wait again
                 waiting = self._steps and self._steps[-1][0] == WAITED
@@ -200,6 +203,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
                     self._record_ask(study, trial, index)
                     return self.arms.params(index)
             time.sleep(self._poll)
+            use_cache = False
 
     def sample_independent(
         self,
@@ -330,10 +334,11 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         self.loop.load_state_dict(before)
         return False
 
-    def _catch_up(self, study: Study, current: int) -> None:
+    def _catch_up(self, study: Study, current: int, use_cache: bool) -> None:
         r"""Tell or fail the trials finished since the last look, make the running
-        ones of other workers pending (all but trial ``current``)."""
-        trials = study._get_trials(deepcopy=False, use_cache=True)
+        ones of other workers pending (all but trial ``current``); the trials from
+        the study's cached list, or (``use_cache=False``) read from the storage."""
+        trials = study._get_trials(deepcopy=False, use_cache=use_cache)
         fresh = [
             trial
             for trial in trials[self._first_open :]

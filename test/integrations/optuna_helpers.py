@@ -106,3 +106,26 @@ def worker(storage_url: str, name: str, seed: int, trials: int, barrier, out) ->
         json.dump({"told": sampler.told_trials, "failed": sampler.failed_trials}, file)
     barrier.wait()  # every worker has synced before any final trial ends
     study.tell(last, state=optuna.trial.TrialState.FAIL)
+
+
+def tell_when_set(
+    storage_url: str, name: str, number: int, value: float, event
+) -> None:
+    r"""A remote worker process: once ``event`` is set, complete trial ``number``
+    of the shared study with ``value`` (exit code 1 if it is never set)."""
+    study = optuna.load_study(study_name=name, storage=storage_url)
+    if not event.wait(timeout=120):
+        raise SystemExit(1)
+    study.tell(number, value)
+
+
+def set_when_waiting(sampler: BBKBSampler, event, stop) -> None:
+    r"""Watch ``sampler`` (a thread): set ``event`` once an ask of it waits for
+    results (its last loop step), or return when ``stop`` is set."""
+    while not stop.is_set():
+        with sampler._lock:
+            steps = getattr(sampler, "_steps", None)
+            if steps and steps[-1][0] == "w":
+                event.set()
+                return
+        stop.wait(0.01)

@@ -9,6 +9,7 @@ import json
 import logging
 import multiprocessing
 import sys
+import threading
 
 import pytest
 import torch
@@ -30,6 +31,8 @@ from .optuna_helpers import (  # noqa: E402
     branin,
     check_loop_matches_study,
     mixed,
+    set_when_waiting,
+    tell_when_set,
     worker,
 )
 
@@ -298,6 +301,35 @@ def test_four_worker_processes_on_sqlite(tmp_path):
     for out in outs:
         seen = json.loads(out.read_text())
         assert sorted(seen["told"]) == complete and seen["failed"] == []
+
+
+def test_a_wait_ends_when_another_process_completes_a_trial(tmp_path):
+    # a wait far longer than the test's: only a fresh read of the storage sees
+    # the remote result (Optuna's cached trial list changes only at ask and tell)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    sampler = BBKBSampler(seed=0, max_wait=120.0, poll_interval=0.01, **FAST)
+    study = optuna.create_study(storage=storage, study_name="wait", sampler=sampler)
+    study.optimize(branin, n_trials=5)
+    running = ask_and_sync(study)  # pending: BBKB's batch rule is full
+    context = multiprocessing.get_context("spawn")
+    waiting, stop = context.Event(), threading.Event()
+    remote = context.Process(
+        target=tell_when_set, args=(storage, "wait", running.number, 1.0, waiting)
+    )
+    remote.start()
+    watcher = threading.Thread(target=set_when_waiting, args=(sampler, waiting, stop))
+    watcher.start()
+    trial = ask_and_sync(study)  # waits until the remote process completes
+    stop.set()
+    watcher.join()
+    remote.join(timeout=120)
+    assert remote.exitcode == 0
+    record = study._storage.get_trial(trial._trial_id).system_attrs[ASK_KEY]
+    assert record["steps"] == [["w", -1], ["t", running.number]]
+    assert sampler.told_trials == [0, 1, 2, 3, 4, running.number]
+    study.tell(trial, branin(trial))
+    ask_and_sync(study)
+    check_loop_matches_study(sampler, study)
 
 
 def test_multi_objective_and_constraints_are_rejected():
