@@ -8,8 +8,10 @@ import importlib
 import json
 import logging
 import multiprocessing
+import signal
 import sys
 import threading
+import time
 
 import pytest
 import torch
@@ -30,6 +32,8 @@ from .optuna_helpers import (  # noqa: E402
     ask_and_sync,
     branin,
     check_loop_matches_study,
+    hang_in_a_trial,
+    heartbeat_storage,
     mixed,
     set_when_waiting,
     tell_when_set,
@@ -314,7 +318,9 @@ def test_a_wait_ends_when_another_process_completes_a_trial(tmp_path):
     context = multiprocessing.get_context("spawn")
     waiting, stop = context.Event(), threading.Event()
     remote = context.Process(
-        target=tell_when_set, args=(storage, "wait", running.number, 1.0, waiting)
+        target=tell_when_set,
+        args=(storage, "wait", running.number, 1.0, waiting),
+        daemon=True,
     )
     remote.start()
     watcher = threading.Thread(target=set_when_waiting, args=(sampler, waiting, stop))
@@ -329,6 +335,45 @@ def test_a_wait_ends_when_another_process_completes_a_trial(tmp_path):
     assert sampler.told_trials == [0, 1, 2, 3, 4, running.number]
     study.tell(trial, branin(trial))
     ask_and_sync(study)
+    check_loop_matches_study(sampler, study)
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+# study.ask's warning that the asked trial has no heartbeat: it is told at once
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage:UserWarning")
+def test_a_killed_workers_trial_fails_by_heartbeat_and_its_arm_is_retried(tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    sampler = BBKBSampler(seed=0, **FAST)
+    study = optuna.create_study(
+        storage=heartbeat_storage(url), study_name="heartbeat", sampler=sampler
+    )
+    study.optimize(branin, n_trials=3)
+    context = multiprocessing.get_context("spawn")
+    started = context.Event()
+    worker_process = context.Process(  # daemon: killed if the test fails early
+        target=hang_in_a_trial, args=(url, "heartbeat", started), daemon=True
+    )
+    worker_process.start()
+    assert started.wait(timeout=120)
+    dead = study.trials[-1]
+    mine = ask_and_sync(study)
+    assert dead.number in sampler.pending_trials  # the killed worker's arm
+    study.tell(mine, branin(mine))
+    worker_process.kill()
+    worker_process.join()
+    assert worker_process.exitcode == -signal.SIGKILL
+    # what study.optimize does before each trial, until the grace period is over
+    while study.trials[dead.number].state == States.RUNNING:
+        optuna.storages.fail_stale_trials(study)
+        time.sleep(0.2)
+    assert study.trials[dead.number].state == States.FAIL
+    study.optimize(branin, n_trials=1)  # the retry, enqueued by the callback
+    retry = study.trials[-1]
+    assert retry.system_attrs["failed_trial"] == dead.number
+    assert retry.params == dead.params and retry.state == States.COMPLETE
+    ask_and_sync(study)
+    assert dead.number in sampler.failed_trials
+    assert retry.number in sampler.told_trials
     check_loop_matches_study(sampler, study)
 
 
