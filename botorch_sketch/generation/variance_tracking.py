@@ -319,9 +319,9 @@ class FrozenDictionaryTracker:
             terms = (rows @ H).square() / self.directions.denominators[first:]
             steps = torch.arange(first, self.step, device=H.device)
             terms = terms * (steps >= self.refreshed_at[indices].unsqueeze(-1))
-            self.variance[indices] = (
-                self.variance[indices] - terms.sum(-1)
-            ).clamp_min(0.0)
+            self.variance[indices] = (self.variance[indices] - terms.sum(-1)).clamp_min(
+                0.0
+            )
             self.refreshed_at[indices] = self.step
             self.flops += 2.0 * indices.numel() * H.shape[0] * H.shape[1]
         return self.variance[indices]

@@ -2,7 +2,8 @@ r"""Optuna samplers: asynchronous BBKB and S-GP-TS over a finite arm set of the
 study's search space, for one process, ``n_jobs`` threads or many processes on a
 shared storage.
 
-Needs the optional dependency optuna (``pip install "botorch-sketch[optuna]"``).
+Needs the optional dependency optuna (``pip install -e ".[optuna]"`` from the
+repository root).
 
 The relative search space is the intersection of the distributions of the study's
 completed trials (single-valued ones left out); it becomes a finite arm set

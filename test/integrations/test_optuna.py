@@ -480,7 +480,7 @@ def test_import_without_optuna_names_the_extra(monkeypatch):
         monkeypatch.delitem(
             sys.modules, f"botorch_sketch.integrations.{module}", raising=False
         )
-    with pytest.raises(ImportError, match=r'pip install "botorch-sketch\[optuna\]"'):
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[optuna\]"'):
         importlib.import_module("botorch_sketch.integrations.optuna")
 
 
