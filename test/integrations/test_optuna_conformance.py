@@ -1,7 +1,9 @@
 r"""Optuna's sampler conformance suite (``optuna.testing.pytest_samplers``, as
-OptunaHub's unit-test recipe uses it) for both samplers: basic and relative
-sampling, and the ValueError of a single-objective sampler on a multi-objective
-study."""
+OptunaHub's unit-test recipe uses it: a test class per sampler that inherits the
+suite's cases and overrides its ``sampler`` fixture, a factory of fresh samplers)
+for both samplers: basic and relative sampling, and the ValueError of a
+single-objective sampler on a multi-objective study. ``MultiObjectiveSamplerTestCase``
+does not apply: it excludes ``SingleOnlySamplerTestCase``."""
 
 from __future__ import annotations
 
