@@ -32,8 +32,8 @@ resumes, re-submitting the arms that were still pending. A Ctrl-C (SIGINT) that
 arrives while the driver updates the optimizer, the log or the file takes effect once
 the update is complete, so the saved state is never half-updated.
 
-Ray and Dask are optional (``pip install "botorch-sketch[distributed]"``) and are
-imported only when their engine is built.
+Ray and Dask are optional (``pip install -e ".[distributed]"`` from the repository
+root) and are imported only when their engine is built.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ import torch
 from torch import Tensor
 
 from botorch_sketch.generation.ask_tell import AskTellOptimizer
+from botorch_sketch.utils.extras import install_hint
 from botorch_sketch.utils.validation import (
     check_at_least,
     check_indices,
@@ -84,7 +85,7 @@ __all__ = [
 ]
 
 #: How the optional engines are installed.
-DISTRIBUTED_INSTALL_HINT = 'Install it with: pip install "botorch-sketch[distributed]"'
+DISTRIBUTED_INSTALL_HINT = install_hint("distributed")
 #: Version of the checkpoint layout written by :func:`run_parallel`.
 CHECKPOINT_VERSION = 1
 

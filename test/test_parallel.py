@@ -742,7 +742,7 @@ def test_as_engine():
 @pytest.mark.parametrize("module, build", [("ray", RayEngine), ("distributed", None)])
 def test_missing_engine_names_the_extra(monkeypatch, module, build):
     monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail
-    with pytest.raises(ImportError, match=r"botorch-sketch\[distributed\]"):
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[distributed\]"'):
         build() if build else DaskEngine(object())
 
 

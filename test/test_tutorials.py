@@ -61,7 +61,7 @@ def test_tutorial_runs_in_smoke_mode(path):
     stored = path.read_bytes()
     notebook = nbformat.read(path, as_version=4)
     if uses_ax(notebook) and importlib.util.find_spec("ax") is None:
-        pytest.skip('needs ax-platform (pip install "botorch-sketch[ax]")')
+        pytest.skip('needs ax-platform (pip install -e ".[ax]")')
     for cell in code_cells(notebook):
         cell.outputs, cell.execution_count = [], None
     client = nbclient.NotebookClient(

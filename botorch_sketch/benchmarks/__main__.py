@@ -12,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from botorch_sketch.utils.extras import install_command
+
 PROG = "botorch-sketch-bench"
 
 #: Command (None: the default) -> what it imports from the ``bench`` extra.
@@ -33,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ImportError:
             print(
                 f"{PROG}: error: {name} is missing; install the benchmark extra: "
-                'pip install "botorch-sketch[bench]"',
+                f"{install_command('bench')} (from the repository root)",
                 file=sys.stderr,
             )
             return 2

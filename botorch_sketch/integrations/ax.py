@@ -1,6 +1,7 @@
 r"""Ax integration: BKB-UCB and S-GP-TS as Ax generation strategies.
 
-Needs the optional dependency ax-platform (``pip install "botorch-sketch[ax]"``).
+Needs the optional dependency ax-platform (``pip install -e ".[ax]"`` from the
+repository root).
 Importing this module registers the package's models, fitting routines, acquisition
 input constructors and storage entries with Ax and BoTorch
 (:mod:`~botorch_sketch.integrations.ax_registry`); import it before loading an

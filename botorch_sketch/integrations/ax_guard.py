@@ -8,7 +8,9 @@ Each of them starts with::
         raise ImportError(AX_INSTALL_HINT) from error
 """
 
+from botorch_sketch.utils.extras import install_hint
+
 AX_INSTALL_HINT = (
     "botorch_sketch.integrations.ax needs the optional dependency ax-platform. "
-    'Install it with: pip install "botorch-sketch[ax]"'
+    + install_hint("ax")
 )

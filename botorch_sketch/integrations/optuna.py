@@ -2,7 +2,8 @@ r"""Optuna samplers: asynchronous BBKB and S-GP-TS over a finite arm set of the
 study's search space, for one process, ``n_jobs`` threads or many processes on a
 shared storage.
 
-Needs the optional dependency optuna (``pip install "botorch-sketch[optuna]"``).
+Needs the optional dependency optuna (``pip install -e ".[optuna]"`` from the
+repository root).
 
 The relative search space is the intersection of the distributions of the study's
 completed trials (single-valued ones left out); it becomes a finite arm set
@@ -19,6 +20,8 @@ points mapped as the Ray Tune searchers map Tune spaces) and a loop on it:
 Parameters outside the relative space, and every parameter of the trials before
 the first one completes, come from an independent sampler (by default a
 ``RandomSampler`` per trial, seeded by the sampler's seed and the trial number).
+Once a trial has completed, the first independent draw of each parameter logs a
+warning (``warn_independent_sampling=False``: none), as Optuna's samplers do.
 
 **The loop follows the storage.** Before each trial the sampler catches up with
 the study: trials finished since its last look are told (``COMPLETE``, the value
@@ -50,6 +53,7 @@ from __future__ import annotations
 # first: it raises the ImportError naming the extra when optuna is missing
 from botorch_sketch.integrations.optuna_space import arms_of_space  # isort: skip
 
+import logging
 import math
 import random
 import threading
@@ -77,7 +81,12 @@ from botorch_sketch.integrations.worker_options import (
     LoopBuilder,
     bbkb_worker_options,
 )
-from botorch_sketch.utils.validation import check_at_least, check_int, check_positive
+from botorch_sketch.utils.validation import (
+    check_at_least,
+    check_bool,
+    check_int,
+    check_positive,
+)
 
 __all__ = ["BBKBSampler", "SGPTSSampler"]
 
@@ -89,6 +98,8 @@ ASK_KEY = "botorch_sketch:ask"
 PENDING, TOLD, FAILED, WAITED = "p", "t", "f", "w"
 
 _FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
+
+_logger = logging.getLogger(__name__)
 
 
 class _LoopSampler(LoopBuilder, BaseSampler):
@@ -104,12 +115,14 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         num_arms: int = DEFAULT_NUM_ARMS,
         num_refined: int = DEFAULT_NUM_REFINED,
         independent_sampler: BaseSampler | None = None,
+        warn_independent_sampling: bool = True,
         options: BBKBOptions | SGPTSOptions | None = None,
         covar_module: Kernel | None = None,
         **overrides: Any,
     ) -> None:
         check_int(num_arms, "num_arms", 1)
         check_int(num_refined, "num_refined", 0)
+        check_bool(warn_independent_sampling, "warn_independent_sampling")
         if seed is not None:
             check_int(seed, "seed", 0)
         if independent_sampler is not None and not isinstance(
@@ -122,6 +135,8 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         #: None: a RandomSampler per trial, seeded by the seed and the trial number
         self._independent = independent_sampler
         self._random_of: dict[int, RandomSampler] = {}  # trial number -> sampler
+        self._warn_independent = warn_independent_sampling
+        self._warned: set[str] = set()  # parameters whose independent draw warned
         self._lock = threading.Lock()
         # BBKB's wait for results (SGPTS never waits)
         self._wait, self._poll = 0.0, 0.0
@@ -169,15 +184,18 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         r"""The parameters of the arm the loop asks for ``trial`` (none for an
         empty space or an enqueued trial with fixed parameters). While BBKB's batch
         rule is full the trial waits up to ``max_wait`` seconds for results, then
-        takes an arm past the rule."""
+        takes an arm past the rule; each look while it waits reads the storage
+        afresh (Optuna's cached trial list changes only at ``ask`` and ``tell``:
+        it would never show another process's results)."""
         if not search_space or "fixed_params" in trial.system_attrs:
             return {}
         deadline = time.monotonic() + self._wait
+        use_cache = True  # the first look: the trial list Optuna read for this ask
         while True:
             with self._lock:
                 if self._space != search_space:
                     self._rebuild(study, search_space)
-                self._catch_up(study, trial.number)
+                self._catch_up(study, trial.number, use_cache)
                 late = time.monotonic() >= deadline
                 # an ask that waited, and nothing new since: it would wait again
                 waiting = self._steps and self._steps[-1][0] == WAITED
@@ -186,6 +204,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
                     self._record_ask(study, trial, index)
                     return self.arms.params(index)
             time.sleep(self._poll)
+            use_cache = False
 
     def sample_independent(
         self,
@@ -194,9 +213,41 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         param_name: str,
         param_distribution: BaseDistribution,
     ) -> Any:
-        r"""A parameter outside the relative space, from the independent sampler."""
+        r"""A parameter outside the relative space, from the independent sampler
+        (a warning the first time for ``param_name`` once a trial has completed)."""
+        _check_single_objective(study, type(self).__name__)
+        if self._warn_independent and param_name not in self._warned:
+            self._warn_once(study, trial, param_name)
         return self._independent_for(trial).sample_independent(
             study, trial, param_name, param_distribution
+        )
+
+    def _warn_once(self, study: Study, trial: FrozenTrial, param_name: str) -> None:
+        r"""Log that ``param_name`` is drawn independently, once per parameter and
+        never before a trial completes (until then every draw is independent, by
+        design)."""
+        trials = study._get_trials(deepcopy=False, use_cache=True)
+        if not any(t.state == TrialState.COMPLETE for t in trials):
+            return
+        with self._lock:
+            if param_name in self._warned:
+                return
+            self._warned.add(param_name)
+        independent = (
+            RandomSampler if self._independent is None else type(self._independent)
+        )
+        name = type(self).__name__
+        _logger.warning(
+            f"The parameter `{param_name}` in Trial#{trial.number} is sampled "
+            f"independently using `{independent.__name__}` instead of `{name}`, "
+            "potentially degrading the optimization performance. This fallback "
+            "happened because the parameter is outside the relative search space "
+            "(the distributions every completed trial shares: a dynamic or "
+            "conditional search space). "
+            "You can suppress this warning by setting `warn_independent_sampling` "
+            f"to `False` in the constructor of `{name}` if this independent "
+            "sampling is intended behavior. Later draws of this parameter do not "
+            "warn again."
         )
 
     def _independent_for(self, trial: FrozenTrial) -> BaseSampler:
@@ -284,10 +335,11 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         self.loop.load_state_dict(before)
         return False
 
-    def _catch_up(self, study: Study, current: int) -> None:
+    def _catch_up(self, study: Study, current: int, use_cache: bool) -> None:
         r"""Tell or fail the trials finished since the last look, make the running
-        ones of other workers pending (all but trial ``current``)."""
-        trials = study._get_trials(deepcopy=False, use_cache=True)
+        ones of other workers pending (all but trial ``current``); the trials from
+        the study's cached list, or (``use_cache=False``) read from the storage."""
+        trials = study._get_trials(deepcopy=False, use_cache=use_cache)
         fresh = [
             trial
             for trial in trials[self._first_open :]
@@ -420,6 +472,9 @@ class BBKBSampler(_LoopSampler):
         independent_sampler: Sampler of the parameters outside the relative
             space (default: a ``RandomSampler`` per trial, seeded by ``seed`` and
             the trial number).
+        warn_independent_sampling: Log a warning the first time each parameter
+            is drawn by the independent sampler after a trial has completed (a
+            parameter outside the relative space: a dynamic search space).
         options: The loop's :class:`~botorch_sketch.generation.options.BBKBOptions`
             (None: the defaults for ``num_workers`` workers).
         covar_module: The loop's fixed kernel (None: learned).
@@ -438,6 +493,7 @@ class BBKBSampler(_LoopSampler):
         max_wait: float = 0.0,
         poll_interval: float = 0.05,
         independent_sampler: BaseSampler | None = None,
+        warn_independent_sampling: bool = True,
         options: BBKBOptions | None = None,
         covar_module: Kernel | None = None,
         **overrides: Any,
@@ -450,6 +506,7 @@ class BBKBSampler(_LoopSampler):
             num_arms=num_arms,
             num_refined=num_refined,
             independent_sampler=independent_sampler,
+            warn_independent_sampling=warn_independent_sampling,
             options=options,
             covar_module=covar_module,
             **overrides,
@@ -465,8 +522,8 @@ class SGPTSSampler(_LoopSampler):
     trial: it never waits).
 
     Args:
-        seed, num_arms, num_refined, independent_sampler, covar_module: As for
-            :class:`BBKBSampler`.
+        seed, num_arms, num_refined, independent_sampler,
+            warn_independent_sampling, covar_module: As for :class:`BBKBSampler`.
         options: The loop's
             :class:`~botorch_sketch.generation.options.SGPTSOptions`.
         **overrides: Fields of ``options`` to replace.

@@ -9,7 +9,8 @@ use), for the samplers of :mod:`botorch_sketch.integrations.optuna`.
   ``low + k step``;
 - ``CategoricalDistribution(choices)``: one coordinate per choice (one-hot).
 
-Needs the optional dependency optuna (``pip install "botorch-sketch[optuna]"``).
+Needs the optional dependency optuna (``pip install -e ".[optuna]"`` from the
+repository root).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from __future__ import annotations
 try:
     import optuna  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised without optuna
+    from botorch_sketch.utils.extras import install_hint
+
     raise ImportError(
         "botorch_sketch.integrations.optuna needs the optional dependency optuna. "
-        'Install it with: pip install "botorch-sketch[optuna]"'
+        + install_hint("optuna")
     ) from error
 
 from collections.abc import Mapping

@@ -1,7 +1,8 @@
 r"""Ray Tune searchers: asynchronous BBKB and S-GP-TS over a finite set of
 configurations.
 
-Needs the optional dependency ray[tune] (``pip install "botorch-sketch[distributed]"``).
+Needs the optional dependency ray[tune] (``pip install -e ".[distributed]"`` from the
+repository root).
 
 Both searchers turn the search space into a finite arm set
 (:class:`~botorch_sketch.integrations.tune_space.ArmSpace`: scrambled Sobol

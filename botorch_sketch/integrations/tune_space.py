@@ -12,7 +12,8 @@ and other values one-hot. The domains and the arm set are those of
 :mod:`~botorch_sketch.integrations.arm_space` (the Optuna samplers share them);
 this module only reads Tune's spaces.
 
-Needs the optional dependency ray[tune] (``pip install "botorch-sketch[distributed]"``).
+Needs the optional dependency ray[tune] (``pip install -e ".[distributed]"`` from the
+repository root).
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def test_missing_bench_extra_is_one_line_and_exit_2(argv):
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         "botorch-sketch-bench: error: matplotlib is missing; install the benchmark "
-        'extra: pip install "botorch-sketch[bench]"'
+        'extra: pip install -e ".[bench]" (from the repository root)'
     ]
     assert done.stdout == ""
 

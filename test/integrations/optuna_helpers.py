@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 
 import optuna
 import torch
@@ -106,3 +107,58 @@ def worker(storage_url: str, name: str, seed: int, trials: int, barrier, out) ->
         json.dump({"told": sampler.told_trials, "failed": sampler.failed_trials}, file)
     barrier.wait()  # every worker has synced before any final trial ends
     study.tell(last, state=optuna.trial.TrialState.FAIL)
+
+
+def tell_when_set(
+    storage_url: str, name: str, number: int, value: float, event
+) -> None:
+    r"""A remote worker process: once ``event`` is set, complete trial ``number``
+    of the shared study with ``value`` (exit code 1 if it is never set)."""
+    study = optuna.load_study(study_name=name, storage=storage_url)
+    if not event.wait(timeout=120):
+        raise SystemExit(1)
+    study.tell(number, value)
+
+
+def set_when_waiting(sampler: BBKBSampler, event, stop) -> None:
+    r"""Watch ``sampler`` (a thread): set ``event`` once an ask of it waits for
+    results (its last loop step), or return when ``stop`` is set."""
+    while not stop.is_set():
+        with sampler._lock:
+            steps = getattr(sampler, "_steps", None)
+            if steps and steps[-1][0] == "w":
+                event.set()
+                return
+        stop.wait(0.01)
+
+
+def heartbeat_storage(url: str) -> optuna.storages.RDBStorage:
+    r"""An RDB storage whose running trials beat every second: one silent for 2 s
+    is failed and enqueued again once, with its parameters."""
+    return optuna.storages.RDBStorage(
+        url,
+        heartbeat_interval=1,
+        grace_period=2,
+        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+            max_retry=1
+        ),
+    )
+
+
+def hang_in_a_trial(url: str, name: str, started) -> None:
+    r"""A worker process that starts a Branin trial on the shared study (its
+    storage beating), sets ``started`` and never finishes it."""
+    torch.set_num_threads(1)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    sampler = BBKBSampler(seed=1, **FAST)
+    study = optuna.load_study(
+        study_name=name, storage=heartbeat_storage(url), sampler=sampler
+    )
+
+    def objective(trial: optuna.Trial) -> float:
+        value = branin(trial)
+        started.set()
+        threading.Event().wait()  # killed here
+        return value
+
+    study.optimize(objective, n_trials=1)

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import multiprocessing
+import signal
 import sys
+import threading
+import time
 
 import pytest
 import torch
@@ -28,7 +32,11 @@ from .optuna_helpers import (  # noqa: E402
     ask_and_sync,
     branin,
     check_loop_matches_study,
+    hang_in_a_trial,
+    heartbeat_storage,
     mixed,
+    set_when_waiting,
+    tell_when_set,
     worker,
 )
 
@@ -299,12 +307,91 @@ def test_four_worker_processes_on_sqlite(tmp_path):
         assert sorted(seen["told"]) == complete and seen["failed"] == []
 
 
+def test_a_wait_ends_when_another_process_completes_a_trial(tmp_path):
+    # a wait far longer than the test's: only a fresh read of the storage sees
+    # the remote result (Optuna's cached trial list changes only at ask and tell)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    sampler = BBKBSampler(seed=0, max_wait=120.0, poll_interval=0.01, **FAST)
+    study = optuna.create_study(storage=storage, study_name="wait", sampler=sampler)
+    study.optimize(branin, n_trials=5)
+    running = ask_and_sync(study)  # pending: BBKB's batch rule is full
+    context = multiprocessing.get_context("spawn")
+    waiting, stop = context.Event(), threading.Event()
+    remote = context.Process(
+        target=tell_when_set,
+        args=(storage, "wait", running.number, 1.0, waiting),
+        daemon=True,
+    )
+    remote.start()
+    watcher = threading.Thread(target=set_when_waiting, args=(sampler, waiting, stop))
+    watcher.start()
+    trial = ask_and_sync(study)  # waits until the remote process completes
+    stop.set()
+    watcher.join()
+    remote.join(timeout=120)
+    assert remote.exitcode == 0
+    record = study._storage.get_trial(trial._trial_id).system_attrs[ASK_KEY]
+    assert record["steps"] == [["w", -1], ["t", running.number]]
+    assert sampler.told_trials == [0, 1, 2, 3, 4, running.number]
+    study.tell(trial, branin(trial))
+    ask_and_sync(study)
+    check_loop_matches_study(sampler, study)
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+# study.ask's warning that the asked trial has no heartbeat: it is told at once
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage:UserWarning")
+def test_a_killed_workers_trial_fails_by_heartbeat_and_its_arm_is_retried(tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    sampler = BBKBSampler(seed=0, **FAST)
+    study = optuna.create_study(
+        storage=heartbeat_storage(url), study_name="heartbeat", sampler=sampler
+    )
+    study.optimize(branin, n_trials=3)
+    context = multiprocessing.get_context("spawn")
+    started = context.Event()
+    worker_process = context.Process(  # daemon: killed if the test fails early
+        target=hang_in_a_trial, args=(url, "heartbeat", started), daemon=True
+    )
+    worker_process.start()
+    assert started.wait(timeout=120)
+    dead = study.trials[-1]
+    mine = ask_and_sync(study)
+    assert dead.number in sampler.pending_trials  # the killed worker's arm
+    study.tell(mine, branin(mine))
+    worker_process.kill()
+    worker_process.join()
+    assert worker_process.exitcode == -signal.SIGKILL
+    # what study.optimize does before each trial, until the 2 s grace period is
+    # over (a bound far past it, should the heartbeat never fail the trial)
+    give_up = time.monotonic() + 120.0
+    while study.trials[dead.number].state == States.RUNNING:
+        assert time.monotonic() < give_up, "the heartbeat never failed the trial"
+        optuna.storages.fail_stale_trials(study)
+        time.sleep(0.2)
+    assert study.trials[dead.number].state == States.FAIL
+    study.optimize(branin, n_trials=1)  # the retry, enqueued by the callback
+    retry = study.trials[-1]
+    assert retry.system_attrs["failed_trial"] == dead.number
+    assert retry.params == dead.params and retry.state == States.COMPLETE
+    ask_and_sync(study)
+    arm = sampler.arms.index_of(sampler.arms.value_row(dead.params, "dead"))
+    assert dead.number in sampler.failed_trials and arm in sampler.loop.failed
+    told = sampler.told_trials.index(retry.number)  # the same arm, evaluated again
+    assert sampler.loop.observed[told].item() == arm
+    check_loop_matches_study(sampler, study)
+
+
 def test_multi_objective_and_constraints_are_rejected():
     study = optuna.create_study(
         directions=["minimize", "minimize"], sampler=BBKBSampler(seed=0)
     )
     with pytest.raises(ValueError, match="single-objective"):
         study.optimize(lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=1)
+    trial = study._storage.get_trial(study._storage.create_new_trial(study._study_id))
+    distribution = optuna.distributions.FloatDistribution(0.0, 1.0)
+    with pytest.raises(ValueError, match="single-objective"):
+        study.sampler.sample_independent(study, trial, "x", distribution)
 
     def constrained(trial):
         trial.set_constraint("c", 1.0)
@@ -322,6 +409,7 @@ def test_multi_objective_and_constraints_are_rejected():
         ({"num_arms": 0}, ValueError, "num_arms"),
         ({"num_refined": -1}, ValueError, "num_refined"),
         ({"independent_sampler": "random"}, TypeError, "independent_sampler"),
+        ({"warn_independent_sampling": 1}, TypeError, "warn_independent_sampling"),
         ({"num_workers": 0}, ValueError, "num_workers"),
         ({"max_wait": -1.0}, ValueError, "max_wait"),
         ({"poll_interval": -1.0}, ValueError, "poll_interval"),
@@ -349,6 +437,35 @@ def test_parameters_outside_the_space_come_from_the_independent_sampler():
     check_loop_matches_study(sampler, study)
 
 
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_independent_sampling_warns_once_per_parameter(name, caplog):
+    def dynamic(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)  # trial 0: independent, no warning
+        if trial.number % 2:
+            trial.suggest_int("extra", 0, 3)  # warns at trial 1 only
+        if trial.number >= 4:
+            trial.suggest_categorical("late", ["a", "b"])  # warns at trial 4 only
+        return x
+
+    module = "botorch_sketch.integrations.optuna"
+    for warn in (True, False):
+        caplog.clear()
+        sampler = SAMPLERS[name](seed=0, warn_independent_sampling=warn, **FAST)
+        study = optuna.create_study(sampler=sampler)
+        with caplog.at_level(logging.WARNING, logger=module):
+            study.optimize(dynamic, n_trials=8)
+        messages = [r.getMessage() for r in caplog.records if r.name == module]
+        if not warn:
+            assert messages == []
+            continue
+        assert len(messages) == 2
+        assert "parameter `extra` in Trial#1 is sampled independently" in messages[0]
+        assert "parameter `late` in Trial#4 is sampled independently" in messages[1]
+        sampler_name = type(sampler).__name__
+        assert all(f"instead of `{sampler_name}`" in m for m in messages)
+        assert all("`warn_independent_sampling`" in m for m in messages)
+
+
 def test_reseed_rng_changes_the_choices():
     runs = []
     for reseed in (False, True):
@@ -368,7 +485,7 @@ def test_import_without_optuna_names_the_extra(monkeypatch):
         monkeypatch.delitem(
             sys.modules, f"botorch_sketch.integrations.{module}", raising=False
         )
-    with pytest.raises(ImportError, match=r'pip install "botorch-sketch\[optuna\]"'):
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[optuna\]"'):
         importlib.import_module("botorch_sketch.integrations.optuna")
 
 

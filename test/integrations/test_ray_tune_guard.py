@@ -18,7 +18,5 @@ def test_import_without_ray_says_how_to_install(monkeypatch, module):
     monkeypatch.setitem(sys.modules, "ray.tune", None)
     for name in MODULES:  # ray_tune imports tune_space, which checks for ray
         monkeypatch.delitem(sys.modules, name, raising=False)
-    with pytest.raises(
-        ImportError, match=r'pip install "botorch-sketch\[distributed\]"'
-    ):
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[distributed\]"'):
         importlib.import_module(module)
