@@ -467,7 +467,7 @@ class BBKBSampler(_LoopSampler):
 
     Args:
         seed: Seed of the arm set, the loop, the refined arms and the independent
-            sampler (None: random).
+            sampler, in ``[0, 2^64 - 2]`` (None: random).
         num_arms: Sobol points of the search space (default 2,048).
         num_refined: Arms added near the best ones at each refit of the learned
             kernel (0: none).
