@@ -348,7 +348,7 @@ class SimulatedEngine(Engine):
         durations = mean * torch.exp(sigma * log_durations - sigma * sigma / 2)
         if not durations.isfinite().all():
             raise ValueError(
-                f"`mean` {mean} and `sigma` {sigma} give infinite durations."
+                f"`mean` {mean} and `sigma` {sigma} give non-finite durations."
             )
         return cls(durations)
 
