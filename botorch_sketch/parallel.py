@@ -65,6 +65,7 @@ from torch import Tensor
 from botorch_sketch.generation.ask_tell import AskTellOptimizer
 from botorch_sketch.utils.extras import install_hint
 from botorch_sketch.utils.validation import (
+    check_allocation,
     check_at_least,
     check_indices,
     check_int,
@@ -264,6 +265,16 @@ def _call(objective: Callable[[Tensor], Any], x: Tensor) -> Any:
     return objective(x)
 
 
+def _bools_or_complex(values: Any) -> bool:
+    r"""Whether a tensor or a list or tuple holds bools or complex numbers (which
+    a conversion to float64 would silently take as numbers)."""
+    if isinstance(values, Tensor):
+        return values.dtype == torch.bool or values.is_complex()
+    if isinstance(values, (list, tuple)):
+        return any(isinstance(v, (bool, complex)) for v in values)
+    return False
+
+
 class SimulatedEngine(Engine):
     r"""Evaluations on a simulated clock: nothing sleeps and nothing runs beside the
     driver. The ``k``-th submission is evaluated at once (``objective(x)`` in the
@@ -295,13 +306,13 @@ class SimulatedEngine(Engine):
     """
 
     def __init__(self, durations: Any) -> None:
+        message = "`durations` must be a sequence of real numbers or a 1-d tensor"
+        if _bools_or_complex(durations):
+            raise TypeError(f"{message}, got bools or complex numbers.")
         try:
             values = torch.as_tensor(durations, dtype=torch.float64)
         except (TypeError, ValueError, RuntimeError) as error:
-            raise TypeError(
-                "`durations` must be a sequence of numbers or a 1-d tensor, got "
-                f"{type(durations).__name__}."
-            ) from error
+            raise TypeError(f"{message}, got {type(durations).__name__}.") from error
         if values.dim() != 1:
             raise ValueError(
                 f"`durations` must be 1-dimensional, got shape {tuple(values.shape)}."
@@ -331,8 +342,15 @@ class SimulatedEngine(Engine):
         check_int(count, "count", 1)
         mean = check_positive(mean, "mean")
         sigma = check_at_least(sigma, "sigma", 0.0)
+        check_allocation(count, "`count`")
         log_durations = torch.randn(count, generator=generator, dtype=torch.float64)
-        return cls(mean * torch.exp(sigma * log_durations - sigma**2 / 2))
+        # sigma * sigma: inf past 1e154, where sigma**2 raises OverflowError
+        durations = mean * torch.exp(sigma * log_durations - sigma * sigma / 2)
+        if not durations.isfinite().all():
+            raise ValueError(
+                f"`mean` {mean} and `sigma` {sigma} give non-finite durations."
+            )
+        return cls(durations)
 
     @property
     def num_submitted(self) -> int:

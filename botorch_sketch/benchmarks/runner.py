@@ -322,6 +322,30 @@ def run_fingerprint(
     return json.loads(json.dumps(fingerprint, default=repr))
 
 
+def _check_stored_trace(trace: RunTrace) -> None:
+    r"""Raise ``ValueError`` unless a loaded run is well formed: names that are
+    strings, and every per-evaluation record (the values, times, batch indices
+    from 0 and diagnostics) with one entry per evaluation, at least one."""
+    if not (isinstance(trace.problem, str) and isinstance(trace.policy, str)):
+        raise ValueError("the problem and policy names must be strings")
+    records = {
+        "values": trace.values,
+        "ask_seconds": trace.ask_seconds,
+        "tell_seconds": trace.tell_seconds,
+        "batch_index": trace.batch_index,
+        **{f"diagnostics[{key!r}]": v for key, v in trace.diagnostics.items()},
+    }
+    horizon = len(trace.values)
+    for name, record in records.items():
+        if record.ndim != 1 or len(record) != horizon or horizon == 0:
+            raise ValueError(
+                f"`{name}` must hold one entry per evaluation ({horizon}), got "
+                f"shape {record.shape}"
+            )
+    if trace.batch_index.min() < 0:
+        raise ValueError("`batch_index` must count batches from 0")
+
+
 class RunStore:
     r"""Finished runs, one JSON file each: ``<problem>__<label>__seed<s>.json`` in
     ``directory`` holds ``{"fingerprint": ..., "trace": RunTrace.to_dict()}``
@@ -355,9 +379,22 @@ class RunStore:
         try:
             payload = json.loads(path.read_text())
             trace = RunTrace.from_dict(payload["trace"])
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            return None, f"{path} is unreadable ({error})"
-        if payload.get("fingerprint") != fingerprint or (
+            _check_stored_trace(trace)
+            fingerprint_stored = payload.get("fingerprint")
+        # AttributeError: JSON of another shape (a list for a mapping);
+        # OverflowError: an infinite seed; RecursionError: nesting deeper than
+        # the parser's stack
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            OverflowError,
+            RecursionError,
+        ) as error:
+            return None, f"{path} is unreadable ({error!r})"
+        if fingerprint_stored != fingerprint or (
             (trace.problem, trace.policy, trace.seed) != (problem, label, seed)
         ):
             return None, f"{path} was made with other settings"

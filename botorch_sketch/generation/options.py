@@ -35,6 +35,7 @@ from botorch_sketch.models.hyperparameters import DEFAULT_REFIT_GROWTH
 from botorch_sketch.models.nystrom import DEFAULT_QBAR
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
+    check_allocation,
     check_at_least,
     check_bool,
     check_int,
@@ -44,6 +45,9 @@ from botorch_sketch.utils.validation import (
 
 #: BBKB's dictionary resampling schemes.
 RESAMPLING = ("coupled", "independent")
+
+#: How S-GP-TS chooses its inducing points.
+INDUCING_QUALITIES = ("variance", "improvement")
 
 #: GP-ThreDS's modes.
 THREDS_MODES = ("cube", "rwt")
@@ -153,6 +157,7 @@ class BBKBOptions(ArmLoopOptions):
                 f"`resampling` must be one of {RESAMPLING}, got {self.resampling!r}."
             )
         check_int(self.max_batch_size, "max_batch_size", 1)
+        _check_cache_dtype(self.cache_dtype)
         fraction = check_number(self.end_fraction, "end_fraction")
         if not 0.0 <= fraction <= 1.0:
             raise ValueError(f"`end_fraction` must lie in [0, 1], got {fraction}.")
@@ -191,8 +196,20 @@ class SGPTSOptions(ArmLoopOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_int(self.num_inducing, "num_inducing", 1)
-        check_int(self.num_features, "num_features", 2)
+        if check_int(self.num_features, "num_features", 2) % 2:
+            raise ValueError(f"`num_features` must be even, got {self.num_features}.")
         check_int(self.prior_block, "prior_block", 1)
+        # the prior_block x M weights of the paths computed ahead
+        check_allocation(
+            self.num_features * self.prior_block, "`num_features` and `prior_block`"
+        )
+        if self.inducing_quality not in INDUCING_QUALITIES:
+            raise ValueError(
+                f"`inducing_quality` must be one of {INDUCING_QUALITIES}, got "
+                f"{self.inducing_quality!r}."
+            )
+        check_positive(self.memory_budget, "memory_budget")
+        _check_cache_dtype(self.cache_dtype)
         resolve_alpha(self.alpha, 1)  # a schedule is probed too
 
 
@@ -279,6 +296,16 @@ def _check_repeat(value: object) -> float:
     if not value >= 0:  # NaN too
         raise ValueError(f"`min_repeat_reduction` must be >= 0, got {value}.")
     return float(value)
+
+
+def _check_cache_dtype(value: object) -> None:
+    r"""Raise ``TypeError`` unless ``cache_dtype`` is None or a floating dtype."""
+    if value is not None and not (
+        isinstance(value, torch.dtype) and value.is_floating_point
+    ):
+        raise TypeError(
+            f"`cache_dtype` must be a floating dtype or None, got {value!r}."
+        )
 
 
 def _check_f_range(f_range: object) -> None:

@@ -82,6 +82,7 @@ from botorch_sketch.integrations.worker_options import (
     bbkb_worker_options,
 )
 from botorch_sketch.utils.validation import (
+    check_allocation,
     check_at_least,
     check_bool,
     check_int,
@@ -96,6 +97,10 @@ ASK_KEY = "botorch_sketch:ask"
 #: Steps recorded with each ask: an arm of a trial made pending, told, failed;
 #: an ask that returned no arm (BBKB's rule waiting).
 PENDING, TOLD, FAILED, WAITED = "p", "t", "f", "w"
+
+#: The largest seed: torch generators take seeds below 2^64 (and the refined
+#: arms' generator takes the seed plus one).
+MAX_SEED = 2**64 - 2
 
 _FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 
@@ -121,10 +126,11 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         **overrides: Any,
     ) -> None:
         check_int(num_arms, "num_arms", 1)
+        check_allocation(num_arms, "`num_arms`")  # arm rows of one entry at least
         check_int(num_refined, "num_refined", 0)
         check_bool(warn_independent_sampling, "warn_independent_sampling")
-        if seed is not None:
-            check_int(seed, "seed", 0)
+        if seed is not None:  # the refined arms' generator takes seed + 1
+            check_int(seed, "seed", 0, MAX_SEED)
         if independent_sampler is not None and not isinstance(
             independent_sampler, BaseSampler
         ):
@@ -461,7 +467,7 @@ class BBKBSampler(_LoopSampler):
 
     Args:
         seed: Seed of the arm set, the loop, the refined arms and the independent
-            sampler (None: random).
+            sampler, in ``[0, 2^64 - 2]`` (None: random).
         num_arms: Sobol points of the search space (default 2,048).
         num_refined: Arms added near the best ones at each refit of the learned
             kernel (0: none).
@@ -500,7 +506,11 @@ class BBKBSampler(_LoopSampler):
     ) -> None:
         check_int(num_workers, "num_workers", 1)
         check_at_least(max_wait, "max_wait", 0.0)
-        check_positive(poll_interval, "poll_interval")
+        if check_positive(poll_interval, "poll_interval") > threading.TIMEOUT_MAX:
+            raise ValueError(  # longer sleeps overflow
+                f"`poll_interval` must be <= {threading.TIMEOUT_MAX}, got "
+                f"{poll_interval}."
+            )
         super().__init__(
             seed=seed,
             num_arms=num_arms,

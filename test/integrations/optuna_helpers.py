@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 
 import optuna
 import torch
 
-from botorch_sketch.integrations.optuna import BBKBSampler, SGPTSSampler
+from botorch_sketch.integrations.optuna import ASK_KEY, BBKBSampler, SGPTSSampler
 
 SAMPLERS = {"bbkb": BBKBSampler, "sgpts": SGPTSSampler}
 
@@ -63,21 +64,31 @@ def check_loop_matches_study(sampler, study: optuna.Study) -> None:
     r"""Oracle: the loop's told rewards are the COMPLETE trials' values (negated
     for minimize) on their parameters' arms, its failed arms those of the FAIL and
     PRUNED trials, its pending arms those of the RUNNING trials (each of those
-    trials with the parameters of the relative space)."""
+    trials with the parameters of the relative space, or asked by this sampler: a
+    trial whose worker died before suggesting its parameters has the arm recorded
+    with the ask)."""
     trials = study.get_trials(deepcopy=False)
     states = optuna.trial.TrialState
     sign = -1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else 1.0
     arms, loop = sampler.arms, sampler.loop
 
+    def covers(t: optuna.trial.FrozenTrial) -> bool:
+        return all(t.distributions.get(n) == d for n, d in sampler._space.items())
+
+    def asked(t: optuna.trial.FrozenTrial) -> dict | None:
+        record = t.system_attrs.get(ASK_KEY)
+        return record if record and record["sampler"] == sampler._tag else None
+
     def numbers(*wanted: states) -> list[int]:
         return [
             t.number
             for t in trials
-            if t.state in wanted
-            and all(t.distributions.get(n) == d for n, d in sampler._space.items())
+            if t.state in wanted and (covers(t) or asked(t) is not None)
         ]
 
     def arm(number: int) -> int:
+        if not covers(trials[number]):
+            return asked(trials[number])["arm"]
         return arms.index_of(arms.value_row(trials[number].params, "params"))
 
     assert sorted(sampler.told_trials) == numbers(states.COMPLETE)
@@ -162,3 +173,61 @@ def hang_in_a_trial(url: str, name: str, started) -> None:
         return value
 
     study.optimize(objective, n_trials=1)
+
+
+def open_storage(kind: str, path: str, heartbeat: bool = True):
+    r"""The storage of a study in file ``path``: ``"sqlite"`` (an RDB storage,
+    its running trials beating every second and failed 2 s after their worker
+    died, with ``heartbeat``) or ``"journal"`` (a journal file; a lock left by a
+    killed writer is taken over after 3 s)."""
+    if kind == "sqlite":
+        url = f"sqlite:///{path}"
+        if not heartbeat:
+            return optuna.storages.RDBStorage(url)
+        return optuna.storages.RDBStorage(url, heartbeat_interval=1, grace_period=2)
+    journal = optuna.storages.journal
+    lock = journal.JournalFileSymlinkLock(path, grace_period=3)
+    return journal.JournalStorage(journal.JournalFileBackend(path, lock_obj=lock))
+
+
+def cheap(trial: optuna.Trial) -> float:
+    r"""A cheap deterministic objective of a float and an int, a few
+    milliseconds long (so that a kill often lands inside a trial)."""
+    x = trial.suggest_float("x", -1.0, 1.0)
+    n = trial.suggest_int("n", 0, 4)
+    threading.Event().wait(0.005)
+    return (x - 0.3) ** 2 + 0.1 * n
+
+
+def killable_worker(
+    kind: str, path: str, sampler: str, seed: int, target: int, log: str
+) -> None:
+    r"""A worker process (killed with SIGKILL and restarted by the test): run
+    ``cheap`` on the shared study until it has ``target`` complete trials,
+    appending ``number value`` of each trial it completed to the file ``log``
+    once the storage holds it."""
+    torch.set_num_threads(1)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.load_study(
+        study_name="killed",
+        storage=open_storage(kind, path),
+        sampler=kill_sampler(sampler, seed),
+    )
+
+    def record(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.state == optuna.trial.TrialState.COMPLETE:
+            with open(log, "a") as file:
+                file.write(f"{trial.number} {trial.value!r}\n")
+                file.flush()
+                os.fsync(file.fileno())
+
+    complete = (optuna.trial.TrialState.COMPLETE,)
+    stop = optuna.study.MaxTrialsCallback(target, states=complete)
+    study.optimize(cheap, n_trials=10 * target, callbacks=[record, stop])
+
+
+def kill_sampler(name: str, seed: int):
+    r"""The sampler of a worker of the kill tests (small arm sets; BBKB's
+    options for four workers)."""
+    workers = {"num_workers": 4} if name == "bbkb" else {}
+    return SAMPLERS[name](seed=seed, num_arms=64, num_refined=4, **workers)
