@@ -84,7 +84,13 @@ class OpCounter(TorchDispatchMode):
         self.calls: Counter[str] = Counter()
         self.syncs: Counter[str] = Counter()
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_dispatch__(
+        self,
+        func: torch._ops.OpOverload,
+        types: tuple[type, ...],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         name = str(func.overloadpacket)
         self.calls[name] += 1
         if _syncs(name, args, kwargs or {}):

@@ -125,14 +125,27 @@ def _batches(
         t += chosen.shape[0]
 
 
+def _replay(
+    problem: Problem,
+    config: PolicyConfig,
+    horizon: int,
+    seed: int,
+    evaluations: int,
+    timed: Timer,
+) -> Iterator[tuple[int, Tensor, float, float]]:
+    r"""The batches (:func:`_batches`) of a fresh build of run ``seed``'s method,
+    up to ``evaluations`` evaluations, outside the measured run."""
+    optimizer = config.build(problem, horizon, torch.Generator().manual_seed(2 * seed))
+    noise_generator = torch.Generator().manual_seed(2 * seed + 1)
+    return _batches(problem, optimizer, evaluations, noise_generator, timed)
+
+
 def _warm_up(
     problem: Problem, config: PolicyConfig, horizon: int, steps: int, timed: Timer
 ) -> None:
     r"""Ask/tell rounds of a throwaway build, so one-time costs (lazy imports,
     TorchScript compilation) are charged to no run's time or memory."""
-    optimizer = config.build(problem, horizon, torch.Generator().manual_seed(0))
-    noise_generator = torch.Generator().manual_seed(1)
-    rounds = _batches(problem, optimizer, horizon, noise_generator, timed)
+    rounds = _replay(problem, config, horizon, 0, horizon, timed)
     for _ in itertools.islice(rounds, steps):
         pass
 
@@ -161,12 +174,10 @@ def count_operations(
     """
     check_int(evaluations, "evaluations", 1)
     evaluations = min(evaluations, horizon)
-    optimizer = config.build(problem, horizon, torch.Generator().manual_seed(2 * seed))
-    noise_generator = torch.Generator().manual_seed(2 * seed + 1)
     counted = 0
     with OpCounter() as counter:
-        for _, true, _, _ in _batches(
-            problem, optimizer, evaluations, noise_generator, _untimed
+        for _, true, _, _ in _replay(
+            problem, config, horizon, seed, evaluations, _untimed
         ):
             counted += true.shape[0]
     return {

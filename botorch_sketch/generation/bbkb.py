@@ -356,7 +356,8 @@ class BatchGreedy:
                 proposed if proposed is not None else rules[0].bound_with(index)
             )
             copies = 1
-            self.measured[index] = True
+            if self.repeat_threshold > 0:  # the repeat rule's bookkeeping
+                self.measured[index] = True
             if (
                 not forced
                 and self.repeat_threshold == 0
