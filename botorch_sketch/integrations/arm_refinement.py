@@ -1,8 +1,19 @@
-r"""Arms refined near the best ones at each refit of a loop's learned kernel, for
-the searchers and samplers whose arms are parameter values of a search space (the
-Ray Tune searchers, the Optuna samplers): points drawn by
-:func:`~botorch_sketch.generation.refinement.refinement_points` are snapped to the
-space's domains and join the arm set and the loop (``add_arms``)."""
+r"""Arms added as a loop learns, for the searchers and samplers whose arms are
+parameter values of a search space (the Ray Tune searchers, the Optuna samplers),
+so that the search is not capped by the precision of its first Sobol arms:
+
+- after every told trial, ``num_local`` candidates in a trust region around the
+  best configuration (:class:`~botorch_sketch.generation.trust_region.TrustRegion`:
+  a box stretched by the learned lengthscales that grows after improvements and
+  shrinks after trials without one), so the search converges locally while the
+  first arms keep it global;
+- at each refit of the learned kernel, ``count`` points near the best arms at
+  distances set by the lengthscales
+  (:func:`~botorch_sketch.generation.refinement.refinement_points`).
+
+Both only once the kernel has been fitted. The points are snapped to the space's
+domains; those outside the first arms' bounding box or already arms are dropped,
+the others join the arm set and the loop (``add_arms``)."""
 
 from __future__ import annotations
 
@@ -12,6 +23,7 @@ import torch
 from torch import Tensor
 
 from botorch_sketch.generation.refinement import best_arms, refinement_points
+from botorch_sketch.generation.trust_region import TrustRegion
 from botorch_sketch.utils.validation import check_int
 
 #: Configurations added near the best ones at each refit of a learned kernel: on
@@ -19,6 +31,9 @@ from botorch_sketch.utils.validation import check_int
 #: BBKB's mean simple regret from 0.76 to 0.25 and S-GP-TS's from 0.74 to 0.17
 #: (the Ray Tune searchers).
 DEFAULT_NUM_REFINED = 128
+
+#: Trust-region candidates added after every told trial.
+DEFAULT_NUM_LOCAL = 32
 
 #: Best arms the refined configurations are drawn around.
 NUM_REFINEMENT_CENTERS = 4
@@ -38,53 +53,113 @@ class RefinableArms(Protocol):
 
 
 class ArmRefiner:
-    r"""Adds up to ``count`` arms near the best ones after each refit of a loop's
-    learned kernel.
+    r"""Adds arms to a loop with a learned kernel as it learns: ``num_local`` in
+    its trust region after each told trial, ``count`` near the best arms after
+    each refit.
 
     Attributes:
         count: Arms drawn per refit (0: none).
+        num_local: Trust-region arms drawn per told trial (0: none).
         generator: The source of the draws.
         refined_at: The number of observations of the last refit refined after
             (None: none yet).
+        region: The trust region (None until the first call).
+        told: Rewards the trust region has counted.
 
     Args:
         count: Arms drawn per refit (:data:`DEFAULT_NUM_REFINED`; 0: none).
         seed: Seed of the draws.
+        num_local: Trust-region arms per told trial (:data:`DEFAULT_NUM_LOCAL`;
+            0: none).
     """
 
-    def __init__(self, count: int = DEFAULT_NUM_REFINED, seed: int = 0) -> None:
+    def __init__(
+        self,
+        count: int = DEFAULT_NUM_REFINED,
+        seed: int = 0,
+        num_local: int = DEFAULT_NUM_LOCAL,
+    ) -> None:
         self.count = check_int(count, "num_refined", 0)
+        self.num_local = check_int(num_local, "num_local", 0)
         check_int(seed, "seed", 0)
         self.generator = torch.Generator().manual_seed(seed)
         self.refined_at: int | None = None
+        self.region: TrustRegion | None = None
+        self.told = 0
 
     def refine(self, loop: Any, arms: RefinableArms) -> None:
-        r"""If ``loop`` (a :class:`~botorch_sketch.generation.bbkb_loop.BBKB` or
-        :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` on ``arms.features``)
-        has refitted its kernel since the last call, add up to ``count`` points near
-        its best arms, snapped to the domains (``values_at``); those outside the
-        first arms' bounding box or already arms are dropped, the others join
-        ``arms`` and the loop, in the same order."""
+        r"""After a tell to ``loop`` (a
+        :class:`~botorch_sketch.generation.bbkb_loop.BBKB` or
+        :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` on ``arms.features``):
+        count the new rewards in the trust region, then, once
+        the kernel has been fitted, add its candidates, and the refined points if
+        the loop refitted since the last call."""
         refits = getattr(loop, "refits", None)
-        if (
-            not self.count
-            or refits is None
-            or refits.last == self.refined_at
-            or not arms.refinable
-        ):
+        if refits is None or not arms.refinable:
             return
-        self.refined_at = refits.last
-        best = best_arms(loop.observed, loop.rewards, NUM_REFINEMENT_CENTERS)
-        unit = refinement_points(
-            loop.kernel_inputs[best],
-            loop.covar_module.base_kernel.lengthscale,
-            self.count,
-            self.generator,
-        )
-        low, high = loop.box
-        values = arms.values_at(low + unit * (high - low))
-        inside = arms.features_of(values)
-        inside = ((inside >= low) & (inside <= high)).all(-1)
-        features = arms.add_values(values[inside])
-        if features.numel():
-            loop.add_arms(features)
+        rewards = loop.rewards
+        if self.region is None:
+            self.region = TrustRegion(loop.kernel_inputs.shape[-1])
+        spread = float(rewards.std()) if rewards.numel() > 1 else 0.0
+        self.region.observe(rewards[self.told :], spread)
+        self.told = rewards.numel()
+        if refits.last is None or rewards.numel() == 0:
+            return
+        lengthscales = loop.covar_module.base_kernel.lengthscale
+        unit = []
+        if self.num_local:
+            best = best_arms(loop.observed, rewards, 1)
+            unit.append(
+                self.region.candidates(
+                    loop.kernel_inputs[best[0]],
+                    lengthscales,
+                    self.num_local,
+                    self.generator,
+                )
+            )
+        if self.count and refits.last != self.refined_at:
+            self.refined_at = refits.last
+            best = best_arms(loop.observed, rewards, NUM_REFINEMENT_CENTERS)
+            unit.append(
+                refinement_points(
+                    loop.kernel_inputs[best], lengthscales, self.count, self.generator
+                )
+            )
+        if unit:
+            _add_points(loop, arms, torch.cat(unit))
+
+    def state_dict(self) -> dict[str, Any]:
+        r"""Everything needed to resume the draws exactly."""
+        return {
+            "count": self.count,
+            "num_local": self.num_local,
+            "generator": self.generator.get_state(),
+            "refined_at": self.refined_at,
+            "region": None if self.region is None else self.region.state_dict(),
+            "told": self.told,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> ArmRefiner:
+        r"""The refiner saved by :meth:`state_dict`."""
+        refiner = cls(state["count"], num_local=state["num_local"])
+        refiner.generator.set_state(state["generator"])
+        refiner.refined_at = state["refined_at"]
+        refiner.told = check_int(state["told"], "state['told']", 0)
+        if state["region"] is not None:
+            refiner.region = TrustRegion(state["region"]["dim"])
+            refiner.region.load_state_dict(state["region"])
+        return refiner
+
+
+def _add_points(loop: Any, arms: RefinableArms, unit: Tensor) -> None:
+    r"""Snap points of the loop's unit cube (``n x d``) to the domains and add
+    those inside the first arms' box that are not arms yet, to ``arms`` and the
+    loop, in order."""
+    low, high = loop.box
+    values = arms.values_at(low + unit * (high - low))
+    inside = arms.features_of(values)
+    inside = ((inside >= low) & (inside <= high)).all(-1)
+    features = arms.add_values(values[inside])
+    if features.numel():
+        loop.add_arms(features)

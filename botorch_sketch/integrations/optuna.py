@@ -73,6 +73,7 @@ from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.integrations.arm_refinement import (
+    DEFAULT_NUM_LOCAL,
     DEFAULT_NUM_REFINED,
     ArmRefiner,
 )
@@ -119,6 +120,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         seed: int | None = None,
         num_arms: int = DEFAULT_NUM_ARMS,
         num_refined: int = DEFAULT_NUM_REFINED,
+        num_local: int = DEFAULT_NUM_LOCAL,
         independent_sampler: BaseSampler | None = None,
         warn_independent_sampling: bool = True,
         options: BBKBOptions | SGPTSOptions | None = None,
@@ -128,6 +130,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         check_int(num_arms, "num_arms", 1)
         check_allocation(num_arms, "`num_arms`")  # arm rows of one entry at least
         check_int(num_refined, "num_refined", 0)
+        check_int(num_local, "num_local", 0)
         check_bool(warn_independent_sampling, "warn_independent_sampling")
         if seed is not None:  # the refined arms' generator takes seed + 1
             check_int(seed, "seed", 0, MAX_SEED)
@@ -138,6 +141,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         self._keep_loop_settings(options, covar_module, overrides)
         self._seed = random.SystemRandom().randrange(2**31) if seed is None else seed
         self._num_arms, self._num_refined = num_arms, num_refined
+        self._num_local = num_local
         #: None: a RandomSampler per trial, seeded by the seed and the trial number
         self._independent = independent_sampler
         self._random_of: dict[int, RandomSampler] = {}  # trial number -> sampler
@@ -300,7 +304,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         again, as long as it gives the recorded arm), then the rest is caught up."""
         self.arms = arms_of_space(space, self._num_arms, self._seed)
         self.loop = self._build_loop(self.arms.features, self._seed)
-        self._refiner = ArmRefiner(self._num_refined, self._seed)
+        self._refiner = ArmRefiner(self._num_refined, self._seed, self._num_local)
         self._space, self._tag = dict(space), f"{type(self).__name__}:{self._seed}"
         self._sign = 1.0 if study.direction == StudyDirection.MAXIMIZE else -1.0
         self.told_trials, self.failed_trials = [], []
@@ -471,6 +475,8 @@ class BBKBSampler(_LoopSampler):
         num_arms: Sobol points of the search space (default 2,048).
         num_refined: Arms added near the best ones at each refit of the learned
             kernel (0: none).
+        num_local: Arms added in the trust region around the best one after
+            each completed trial, once the kernel is fitted (0: none).
         num_workers: Trials run at once (threads and processes together).
         max_wait: Longest wait, in seconds, of a trial for results while the
             batch rule is full (default 0: none).
@@ -495,6 +501,7 @@ class BBKBSampler(_LoopSampler):
         seed: int | None = None,
         num_arms: int = DEFAULT_NUM_ARMS,
         num_refined: int = DEFAULT_NUM_REFINED,
+        num_local: int = DEFAULT_NUM_LOCAL,
         num_workers: int = 1,
         max_wait: float = 0.0,
         poll_interval: float = 0.05,
@@ -515,6 +522,7 @@ class BBKBSampler(_LoopSampler):
             seed=seed,
             num_arms=num_arms,
             num_refined=num_refined,
+            num_local=num_local,
             independent_sampler=independent_sampler,
             warn_independent_sampling=warn_independent_sampling,
             options=options,
@@ -532,7 +540,7 @@ class SGPTSSampler(_LoopSampler):
     trial: it never waits).
 
     Args:
-        seed, num_arms, num_refined, independent_sampler,
+        seed, num_arms, num_refined, num_local, independent_sampler,
             warn_independent_sampling, covar_module: As for :class:`BBKBSampler`.
         options: The loop's
             :class:`~botorch_sketch.generation.options.SGPTSOptions`.

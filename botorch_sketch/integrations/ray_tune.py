@@ -72,6 +72,7 @@ from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.integrations.arm_refinement import (
+    DEFAULT_NUM_LOCAL,
     DEFAULT_NUM_REFINED,
     ArmRefiner,
 )
@@ -100,6 +101,7 @@ class _LoopSearch(LoopBuilder, Searcher):
         max_concurrent: int | None = None,
         num_arms: int = DEFAULT_NUM_ARMS,
         num_refined: int = DEFAULT_NUM_REFINED,
+        num_local: int = DEFAULT_NUM_LOCAL,
         seed: int = 0,
         options: BBKBOptions | SGPTSOptions | None = None,
         covar_module: Kernel | None = None,
@@ -110,8 +112,8 @@ class _LoopSearch(LoopBuilder, Searcher):
         _check_savable(options, covar_module, overrides, type(self).__name__)
         check_int(num_arms, "num_arms", 1)
         check_int(seed, "seed", 0)
-        # refined arms: drawn at each refit of a learned kernel
-        self._refiner = ArmRefiner(num_refined, seed)
+        # arms added as the learned kernel learns
+        self._refiner = ArmRefiner(num_refined, seed, num_local)
         if max_concurrent is not None:
             check_int(max_concurrent, "max_concurrent", 1)
         self._points = copy.deepcopy(checked_points(points_to_evaluate))
@@ -262,9 +264,7 @@ class _LoopSearch(LoopBuilder, Searcher):
             "overrides": self._overrides,
             "covar_module": self._covar_module,
             "loop": self.loop.state_dict() if self.loop is not None else None,
-            "num_refined": self._refiner.count,
-            "refined_at": self._refiner.refined_at,
-            "refine_generator": self._refiner.generator.get_state(),
+            "refiner": self._refiner.state_dict(),
             "added_values": None
             if self.loop is None or not self.arm_space.refinable
             else self.arm_space.values[self._initial_num_arms :].clone(),
@@ -285,9 +285,7 @@ class _LoopSearch(LoopBuilder, Searcher):
         self._points = state["points_to_evaluate"]
         self._max_concurrent = state["max_concurrent"]
         self._spec, self.arm_space, self.loop = None, None, None
-        self._refiner = ArmRefiner(state["num_refined"])
-        self._refiner.refined_at = state["refined_at"]
-        self._refiner.generator.set_state(state["refine_generator"])
+        self._refiner = ArmRefiner.from_state_dict(state["refiner"])
         if state["spec"]:
             self._set_space(state["spec"])
             if state["added_values"] is not None:
@@ -339,6 +337,9 @@ class BBKBSearch(_LoopSearch):
         num_refined: Configurations added near the best ones at each refit of a
             learned kernel (:data:`DEFAULT_NUM_REFINED`; 0: none; a list
             ``space`` gets none).
+        num_local: Configurations added in the trust region around the best
+            one after each result, once the kernel is fitted
+            (:data:`DEFAULT_NUM_LOCAL`; 0: none; a list ``space`` gets none).
         seed: Seed of the arm set, of the refined configurations and of the
             loop.
         options: The loop's :class:`~botorch_sketch.generation.options.BBKBOptions`
@@ -360,7 +361,7 @@ class SGPTSSearch(_LoopSearch):
 
     Arguments: those of :class:`BBKBSearch` (``space``, ``metric``, ``mode``,
     ``points_to_evaluate``, ``max_concurrent``, ``num_arms``, ``num_refined``,
-    ``seed``, ``covar_module``), with ``options`` an
+    ``num_local``, ``seed``, ``covar_module``), with ``options`` an
     :class:`~botorch_sketch.generation.options.SGPTSOptions` and ``**overrides``
     its fields (``noise``, ``num_inducing``, ``num_features``, ``alpha``, ...).
     """

@@ -147,7 +147,15 @@ def test_refined_configurations_are_valid_arms_of_the_loop(searcher_class):
         assert 1e-4 <= config["lr"] <= 1e-1 and config["act"] in ACTIVATION
         assert config["depth"] in range(1, 6)
         assert abs(config["width"] / 0.05 - round(config["width"] / 0.05)) < 1e-9
-    fixed = searcher_class(SPACE, "score", "max", seed=1, num_arms=64, num_refined=0)
+    fixed = searcher_class(
+        SPACE,
+        "score",
+        "max",
+        seed=1,
+        num_arms=64,
+        num_refined=0,
+        num_local=0,
+    )
     for trial in range(20):
         config = fixed.suggest(str(trial))
         fixed.on_trial_complete(str(trial), {"score": score(config)})
