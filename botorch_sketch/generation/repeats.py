@@ -40,8 +40,6 @@ import math
 
 from torch import Tensor
 
-from botorch_sketch.models.hyperparameters import MIN_LEARNED_NOISE
-
 #: ``delta`` of a self-tuning loop: a repeat must remove at least 0.1% of the
 #: prior variance at the arm (its standard deviation about 3% of the prior's).
 #: An arm is then measured again only when ``lambda > 0.002 k`` (noise standard
@@ -49,9 +47,11 @@ from botorch_sketch.models.hyperparameters import MIN_LEARNED_NOISE
 #: about three times, with ``lambda = 0.1 k`` about ten.
 DEFAULT_MIN_REPEAT_REDUCTION = 1e-3
 
-#: A learned ``lambda`` at most this is "at its floor" (:data:`MIN_LEARNED_NOISE`,
-#: up to the optimizer's last steps): the objective is taken as deterministic.
-DETERMINISTIC_NOISE = 1.01 * MIN_LEARNED_NOISE
+#: A learned ``lambda`` at most this (BoTorch's noise floor, up to the optimizer's
+#: last steps; the loops' own floor is lower,
+#: :data:`~botorch_sketch.models.hyperparameters.MIN_LEARNED_NOISE`): the
+#: objective is taken as deterministic.
+DETERMINISTIC_NOISE = 1.01e-4
 
 
 def repeat_threshold(

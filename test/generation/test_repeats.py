@@ -16,6 +16,7 @@ from botorch_sketch.generation.bbkb import gen_bbkb_batch
 from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.repeats import (
     DEFAULT_MIN_REPEAT_REDUCTION,
+    DETERMINISTIC_NOISE,
     repeat_reduction,
     repeat_threshold,
 )
@@ -43,12 +44,15 @@ def test_a_self_tuning_loop_never_repeats_a_deterministic_objective(loop_class):
     arms = _arms()
     loop = loop_class(arms, seed=0)
     asked = []
-    for _ in range(30):
+    for _ in range(60):  # BBKB's batches: one arm or more
+        deterministic = loop.noise <= DETERMINISTIC_NOISE
         indices = loop.ask(4) if loop_class is SGPTS else loop.ask()
+        # a repeat only while a fit has found noise (a few observations may)
+        assert not (deterministic and set(indices.tolist()) & set(asked))
         asked += indices.tolist()
         loop.tell(indices, objective(arms[indices]))
-    assert loop.noise <= 1.01 * MIN_LEARNED_NOISE  # deterministic: lambda at its floor
-    assert len(asked) > 40 and len(set(asked)) == len(asked)
+    assert loop.noise <= DETERMINISTIC_NOISE  # deterministic: lambda at its floor
+    assert len(asked) >= 60 and len(set(asked)) >= len(asked) - 2
 
 
 @pytest.mark.parametrize("loop_class", [BBKB, SGPTS])
@@ -145,6 +149,10 @@ def test_threshold_resolution():
     assert repeat_threshold(None, learned_kernel=False, learned_noise=None) == 0.0
     floor = repeat_threshold(None, learned_kernel=True, learned_noise=MIN_LEARNED_NOISE)
     assert floor == math.inf
+    at_botorch_floor = repeat_threshold(
+        None, learned_kernel=True, learned_noise=DETERMINISTIC_NOISE
+    )
+    assert at_botorch_floor == math.inf
     assert (
         repeat_threshold(None, learned_kernel=True, learned_noise=0.01)
         == DEFAULT_MIN_REPEAT_REDUCTION
