@@ -11,9 +11,10 @@ r"""Fault injection into the asynchronous loops and the driver (#26, Deliver).
 - **Exceptions** of every kind (``RuntimeError``, ``KeyboardInterrupt``,
   ``MemoryError``, a custom ``BaseException``) injected into every state-changing
   step of both self-tuning loops (the batch end's updates, the refits and the
-  rebuilds, and the choice of arms in ``ask``: BBKB's batch greedy, S-GP-TS's
-  paths), at the first and the last ``ask``, ``tell`` and ``add_arms`` of a
-  scripted asynchronous run that reach it, transient (the patched method raises
+  rebuilds, S-GP-TS's append of arms once their features are written, and the
+  choice of arms in ``ask``: BBKB's batch greedy, S-GP-TS's paths), at the first
+  and the last ``ask``, ``tell`` and ``add_arms`` of a scripted asynchronous run
+  that reach it, transient (the patched method raises
   at its first call only) or persistent (at every call, as a broken device or
   memory that stays short): the call raises the injected exception, the
   ``state_dict`` after it equals the one before, bit for bit, and loads, the
@@ -251,6 +252,7 @@ SITES = {
         "_reselect": (CachedSparseThompson, "_reselect"),
         "refit": (ask_tell, "fit_dtc_hyperparameters"),
         "sampler rebuild": (SGPTS, "_sampler_from"),
+        "arm append": (ArmFeatureCache, "_write_columns"),
         "path sampling": (CachedSparseThompson, "update_weights"),
     },
 }

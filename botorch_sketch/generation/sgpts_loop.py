@@ -127,7 +127,9 @@ class SGPTS(ArmLoop):
         self.generator, self._basis_seed, self._design = self._fresh(seed)
         self.sampler = self._sampler_from(self._basis_seed)
         #: Observations the sampler was rebuilt from at the last successful refit
-        #: (0: built at construction)
+        #: (0: built at construction), replayed in one update by
+        #: :meth:`load_state_dict` (the later ones in their ``tell`` calls);
+        #: ``add_arms`` rebuilds nothing, so it leaves it
         self._rebuilt_at = 0
         self.tell_sizes: list[int] = []
         #: What a saved state must match (:meth:`load_state_dict`)
@@ -325,10 +327,17 @@ class SGPTS(ArmLoop):
         r"""Append ``n`` arms, e.g. configurations refined near good ones
         (:func:`~botorch_sketch.generation.refinement.refinement_points`).
 
-        The feature cache and the posterior are rebuilt once on all arms,
-        ``O((A + n) M d + t m^2)`` as at a refit; told, pending and failed arms keep
-        their indices. With a learned kernel the points must lie in the bounding
-        box of the arms the loop was built with.
+        Incremental: only the new arms' random features, their entries in the
+        kernel columns of the ``m`` update arms and their prior values for the
+        ``r`` weights drawn ahead are computed, ``O(n (M + m) d + n M r)``, plus an
+        amortized copy of the cached per-arm tensors when their buffers are full
+        (:meth:`~botorch_sketch.generation.thompson_arms.ArmThompsonSampler.add_arms`).
+        The posterior depends on the told arms only, so it is kept: the paths, and
+        the choices from then on, are those of a loop built on all arms that made
+        the same calls, up to rounding (with ``inducing_quality="variance"``, also
+        those of a rebuild on all arms). Told, pending and failed arms keep their
+        indices. With a learned kernel the points must lie in the bounding box of
+        the arms the loop was built with.
 
         Args:
             points: ``n x d`` new arms, in the arms' dtype.
@@ -338,13 +347,9 @@ class SGPTS(ArmLoop):
         """
         points, new_inputs = self._checked_new_arms(points)
         first = self.arms.shape[0]
+        self.sampler.add_arms(new_inputs)
         self.arms = torch.cat([self.arms, points])
         self.kernel_inputs = torch.cat([self.kernel_inputs, new_inputs])
-        sampler = self._sampler_from(
-            self._basis_seed, self.sampler.observed, self.sampler.targets
-        )
-        sampler.prior_bank.load(self.sampler.prior_bank.remaining)
-        self.sampler, self._rebuilt_at = sampler, self.num_observations
         return torch.arange(first, self.arms.shape[0], device=self.arms.device)
 
     def state_dict(self) -> dict[str, Any]:

@@ -174,6 +174,16 @@ class ArmThompsonSampler(ABC, Restorable):
         self.targets = torch.cat([self.targets, rewards])
         return indices, rewards
 
+    def add_arms(self, points: Tensor) -> None:
+        r"""Append ``n`` arms (``n x d``, the cache's arms' dtype): their features,
+        their entries of the update columns and their prior values of the weights
+        drawn ahead, ``O(n (M + s) d + n M r)`` (see
+        :meth:`~botorch_sketch.sampling.arm_features.ArmFeatureCache.add_arms`).
+        The posterior depends on the observed arms only, so nothing else changes:
+        paths keep their values at the old arms."""
+        self.cache.add_arms(points)
+        self.prior_bank.extend()
+
     def sample(
         self, q: int = 1, alpha: float = 1.0, generator: torch.Generator | None = None
     ) -> ThompsonArms:

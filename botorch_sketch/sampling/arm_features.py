@@ -6,8 +6,8 @@ random-feature prior part with ``M`` features drawn once and fresh weights ``w``
 an update through the kernel columns of ``s`` update points ``U``.
 :class:`ArmFeatureCache` stores ``Phi_A`` and the columns ``k(A, u)`` within a memory
 budget; :class:`PriorPathBank` computes prior parts ``Phi_A w`` ahead for blocks of
-weights. The samplers built on them are in
-:mod:`botorch_sketch.generation.thompson_arms`.
+weights. Both take appended arms at the cost of the new arms only. The samplers built
+on them are in :mod:`botorch_sketch.generation.thompson_arms`.
 """
 
 from __future__ import annotations
@@ -50,14 +50,19 @@ class ArmFeatureCache(Restorable):
     are never copied when the set grows and freed slots are reused), as long as they
     fit in ``memory_budget`` bytes; what does not fit is recomputed in chunks of
     ``chunk_size`` arms by :meth:`prior_values` and :meth:`add_column_values`.
-    ``cache_dtype`` (e.g. ``torch.float32``) sets the storage precision; results are
-    in the arms' dtype.
+    :meth:`add_arms` appends arms: the stored features and blocks have room for
+    ``capacity >= N`` arms (exactly ``N`` at construction, a quarter more after an
+    append that overflows them, within the budget), so an append computes the new
+    arms' features and column entries only, ``O(n (M + s) d)``, plus an amortized
+    ``O(N (M + s))`` copy when the room runs out. ``cache_dtype`` (e.g.
+    ``torch.float32``) sets the storage precision; results are in the arms' dtype.
 
     The public methods check their arguments (``TypeError`` / ``ValueError`` naming
     the argument, before any state changes) in ``O(input size)``; the cache's own
     chunk loops and :class:`PriorPathBank` call unchecked private variants.
 
-    Restorable (:class:`~botorch_sketch.utils.atomic.Restorable`): columns are
+    Restorable (:class:`~botorch_sketch.utils.atomic.Restorable`): appended arms
+    are written past the ``N`` arms in use (or into new buffers); columns are
     written into free slots only; a slot freed by :meth:`remove_columns` keeps its
     column until it is reused, and its rows are then saved for the rollback of the
     atomic call in progress (:func:`~botorch_sketch.utils.atomic.preserve`).
@@ -121,15 +126,15 @@ class ArmFeatureCache(Restorable):
         )
         dim = arms.shape[-1]
         self.feature_map = seeded_features(self.kernel, dim, num_features, seed)
-        self.features: Tensor | None = None
+        #: Arms the stored features and blocks have room for
+        self._arm_capacity = arms.shape[0]
+        #: ``capacity x M`` buffer of the stored features (None: recomputed)
+        self._feature_rows: Tensor | None = None
         if self._bytes(num_features) <= self.memory_budget:
-            self.features = arms.new_empty(
+            self._feature_rows = arms.new_empty(
                 arms.shape[0], num_features, dtype=self.cache_dtype
             )
-            for start, chunk in zip(
-                range(0, arms.shape[0], chunk_size), self._chunks(), strict=True
-            ):
-                self.features[start : start + chunk.shape[0]] = self._features(chunk)
+            self._write_features(0)
         self.columns_stored = True
         self._blocks: list[Tensor] = []
         self._capacity = 0
@@ -143,22 +148,40 @@ class ArmFeatureCache(Restorable):
         return self.arms.shape[0]
 
     @property
+    def features(self) -> Tensor | None:
+        r"""The stored ``N x M`` features ``Phi_A`` (storage dtype), or None when
+        they are recomputed."""
+        rows = self._feature_rows
+        return None if rows is None else rows[: self.num_arms]
+
+    @property
     def num_columns(self) -> int:
         r"""Registered kernel columns."""
         return len(self._slot_of)
 
     @property
     def stored_bytes(self) -> int:
-        r"""Bytes held by the stored features and column blocks."""
+        r"""Bytes held by the stored features and column blocks (their room for
+        ``capacity`` arms included)."""
         columns = len(self._blocks) * BLOCK_COLUMNS
-        features = 0 if self.features is None else self.num_features
+        features = 0 if self._feature_rows is None else self.num_features
         return int(self._bytes(columns + features))
 
     def _bytes(self, columns: int) -> float:
-        return float(self.num_arms) * columns * self._itemsize
+        r"""Bytes of ``columns`` stored values per arm of the capacity."""
+        return float(self._arm_capacity) * columns * self._itemsize
 
-    def _chunks(self) -> list[Tensor]:
-        return list(self.arms.split(self.chunk_size))
+    def _chunks(self, first: int = 0) -> list[Tensor]:
+        r"""The arms from ``first`` on, in chunks of ``chunk_size``."""
+        return list(self.arms[first:].split(self.chunk_size))
+
+    def _write_features(self, first: int) -> None:
+        r"""Store the features of the arms from ``first`` on, chunk by chunk."""
+        start = first
+        for chunk in self._chunks(first):
+            stop = start + chunk.shape[0]
+            self._feature_rows[start:stop] = self._features(chunk)
+            start = stop
 
     @torch.no_grad()
     def _features(self, X: Tensor) -> Tensor:
@@ -269,8 +292,87 @@ class ArmFeatureCache(Restorable):
             self._blocks = []
             return
         self._blocks.append(
-            self.arms.new_zeros(BLOCK_COLUMNS, self.num_arms, dtype=self.cache_dtype)
+            self.arms.new_zeros(
+                BLOCK_COLUMNS, self._arm_capacity, dtype=self.cache_dtype
+            )
         )
+
+    def add_arms(self, points: Tensor) -> None:
+        r"""Append ``n`` arms: their features and their entries ``k(x, a)`` in the
+        registered columns, ``O(n (M + s) d)`` for ``s`` registered columns.
+
+        The new entries are written past the ``N`` arms in use while the buffers
+        have room; else the stored features and blocks are first copied into
+        buffers for ``max(N + n, 5 capacity / 4)`` arms (``N + n`` if that exceeds
+        the memory budget; then, as at construction, the features and the columns
+        that still exceed it are dropped and recomputed from then on).
+
+        Args:
+            points: ``n x d`` arms, in the arms' dtype.
+        """
+        check_matrix(points, "points", num_cols=self.arms.shape[-1])
+        check_same_dtype(points, "points", self.arms, "arms")
+        first = self.num_arms
+        arms = torch.cat([self.arms, points.to(self.arms.device)])
+        if arms.shape[0] > self._arm_capacity:
+            self._reserve(arms.shape[0])
+        self.arms = arms
+        if self._feature_rows is not None:
+            self._write_features(first)
+        if self.columns_stored and self._slot_of:
+            self._write_columns(first)
+
+    def _reserve(self, num_arms: int) -> None:
+        r"""Buffers with room for ``num_arms > capacity`` arms (see
+        :meth:`add_arms`), holding the stored values of the ``N`` arms in use."""
+        used = self.num_arms
+        features = 0 if self._feature_rows is None else self.num_features
+        self._arm_capacity = max(num_arms, self._arm_capacity * 5 // 4)
+        if self._bytes(len(self._blocks) * BLOCK_COLUMNS + features) > (
+            self.memory_budget
+        ):
+            self._arm_capacity = num_arms
+        if self._feature_rows is not None:
+            if self._bytes(self.num_features) > self.memory_budget:
+                self._feature_rows, features = None, 0
+            else:
+                rows = self._feature_rows.new_empty(
+                    self._arm_capacity, self.num_features
+                )
+                rows[:used] = self._feature_rows[:used]
+                self._feature_rows = rows
+        if not self.columns_stored:
+            return
+        if self._bytes(self._capacity + features) > self.memory_budget:
+            self.columns_stored = False
+            self._blocks = []
+            return
+        blocks = []
+        for block in self._blocks:
+            grown = block.new_zeros(BLOCK_COLUMNS, self._arm_capacity)
+            grown[:, :used] = block[:, :used]
+            blocks.append(grown)
+        self._blocks = blocks
+
+    @torch.no_grad()
+    def _write_columns(self, first: int) -> None:
+        r"""Store the entries of the arms from ``first`` on in every block: their
+        kernel values against the registered arms, zero in free slots."""
+        device = self.arms.device
+        slots = torch.tensor(list(self._slot_of.values()), device=device)
+        points = self.arms[torch.tensor(list(self._slot_of), device=device)]
+        values = self.arms.new_zeros(
+            self._capacity, self.num_arms - first, dtype=self.cache_dtype
+        )
+        start = 0
+        for chunk in self._chunks(first):
+            stop = start + chunk.shape[0]
+            entries = self._kernel_matrix(chunk, points).mT
+            values[slots, start:stop] = entries.to(self.cache_dtype)
+            start = stop
+        for b, block in enumerate(self._blocks):
+            rows = values[b * BLOCK_COLUMNS : (b + 1) * BLOCK_COLUMNS]
+            block[:, first : self.num_arms] = rows
 
     def prior_values(self, weights: Tensor) -> Tensor:
         r"""``Phi_A W^T`` in the storage dtype, ``O(N M q)``.
@@ -285,12 +387,13 @@ class ArmFeatureCache(Restorable):
         return self._prior_values(weights)
 
     @torch.no_grad()
-    def _prior_values(self, weights: Tensor) -> Tensor:
+    def _prior_values(self, weights: Tensor, first: int = 0) -> Tensor:
+        r"""``Phi W^T`` at the arms from ``first`` on (``(N - first) x q``)."""
         W = weights.mT.to(self.cache_dtype)
-        if self.features is not None:
-            return self.features @ W
+        if self._feature_rows is not None:
+            return self._feature_rows[first : self.num_arms] @ W
         return torch.cat(
-            [self._features(c).to(self.cache_dtype) @ W for c in self._chunks()]
+            [self._features(c).to(self.cache_dtype) @ W for c in self._chunks(first)]
         )
 
     @torch.no_grad()
@@ -347,9 +450,8 @@ class ArmFeatureCache(Restorable):
         used = torch.zeros(len(self._blocks), dtype=torch.bool)
         used[(slots // BLOCK_COLUMNS).cpu()] = True
         for b in used.nonzero().flatten().tolist():
-            out.addmm_(
-                self._blocks[b].mT, dense[b * BLOCK_COLUMNS : (b + 1) * BLOCK_COLUMNS]
-            )
+            block = self._blocks[b][:, : self.num_arms]
+            out.addmm_(block.mT, dense[b * BLOCK_COLUMNS : (b + 1) * BLOCK_COLUMNS])
         return out.to(dtype)
 
 
@@ -362,7 +464,10 @@ class PriorPathBank(Restorable):
     paths at a time then reads the ``N x M`` features once per ``block / q`` draws
     instead of at every draw (a memory-bound product for one path). Every weight is
     fresh, used once and independent of the data, so the paths keep their
-    distribution. Memory: ``block x N`` values in the cache's storage dtype.
+    distribution. Memory: ``block x N`` values in the cache's storage dtype (with
+    room for the cache's ``capacity`` arms). Arms appended to the cache get their
+    values at :meth:`extend` (or the next :meth:`take`), ``O(n M r)`` for the ``r``
+    weights left.
 
     Example:
         >>> bank = PriorPathBank(cache, block=64)
@@ -382,7 +487,10 @@ class PriorPathBank(Restorable):
         self.cache = cache
         self.block = check_int(block, "block", 1)
         self._weights = cache.arms.new_empty(0, cache.num_features)
+        #: ``rows x capacity`` buffer of the values ``Phi_A W^T``, of which the
+        #: first ``_num_arms`` columns are in use
         self._values = cache.arms.new_empty(0, cache.num_arms, dtype=cache.cache_dtype)
+        self._num_arms = cache.num_arms
         self._next = 0
 
     @property
@@ -404,9 +512,28 @@ class PriorPathBank(Restorable):
         self._hold(weights)
 
     def _hold(self, weights: Tensor) -> None:
-        self._weights = weights.to(self.cache.arms)
-        self._values = self.cache._prior_values(self._weights).mT.contiguous()
-        self._next = 0
+        cache = self.cache
+        self._weights = weights.to(cache.arms)
+        values = self._weights.new_empty(
+            weights.shape[0], cache._arm_capacity, dtype=cache.cache_dtype
+        )
+        values[:, : cache.num_arms] = cache._prior_values(self._weights).mT
+        self._values, self._num_arms, self._next = values, cache.num_arms, 0
+
+    def extend(self) -> None:
+        r"""Compute the values of the weights left at the arms appended to the cache
+        since the last call, ``O(n M r)`` (written past the columns in use; into a
+        buffer with the cache's ``capacity`` when it has no room)."""
+        cache, first, rows = self.cache, self._num_arms, slice(self._next, None)
+        if first == cache.num_arms:
+            return
+        values = self._values
+        if values.shape[1] < cache.num_arms:
+            values = values.new_empty(values.shape[0], cache._arm_capacity)
+            values[rows, :first] = self._values[rows, :first]
+        prior = cache._prior_values(self._weights[rows], first)
+        values[rows, first : cache.num_arms] = prior.mT
+        self._values, self._num_arms = values, cache.num_arms
 
     def take(self, q: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
         r"""The next ``q`` weights and their prior values; when fewer than ``q``
@@ -421,6 +548,8 @@ class PriorPathBank(Restorable):
         if self._weights.shape[0] - self._next < q:
             shape = (max(q, self.block), self.cache.num_features)
             self._hold(standard_normal(shape, generator))
+        else:
+            self.extend()
         rows = slice(self._next, self._next + q)
         self._next += q
-        return self._weights[rows], self._values[rows].mT
+        return self._weights[rows], self._values[rows, : self._num_arms].mT

@@ -1,15 +1,18 @@
 r"""Asynchronous S-GP-TS loop: oracle against a hand-driven CachedSparseThompson,
-exact resumption with pending and failed arms, input validation."""
+exact resumption with pending and failed arms, input validation; appended arms
+against the rebuild on all arms."""
+
+import copy
 
 import pytest
 import torch
 
 from botorch_sketch.generation import ask_tell, thompson_arms
 from botorch_sketch.generation.initial_design import space_filling_arms
-from botorch_sketch.generation.sgpts_loop import SGPTS
+from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
 from botorch_sketch.generation.thompson_arms import CachedSparseThompson
 from botorch_sketch.models.hyperparameters import learnable_covar_module, unit_cube
-from botorch_sketch.sampling.arm_features import ArmFeatureCache
+from botorch_sketch.sampling.arm_features import ArmFeatureCache, PriorPathBank
 
 from ..gp_helpers import DTYPE, rbf_kernel, seeded, uniform, zero_mean_gp_posterior
 
@@ -569,3 +572,220 @@ def test_added_arms_join_the_posterior_and_resume():
     torch.testing.assert_close(paths, mean, rtol=1e-4, atol=1e-4)
     twin.load_state_dict(loop.state_dict())
     assert _run_learned(twin, twin.arms, 8) == _run_learned(loop, loop.arms, 8)
+
+
+def _add_by_rebuild(loop, points):
+    r"""Append ``points`` as ``add_arms`` did before it was incremental (the
+    oracle): the feature cache and the posterior rebuilt on all arms, the told
+    arms observed in one update, the prior weights left reloaded."""
+    points, inputs = loop._checked_new_arms(points)
+    loop.arms = torch.cat([loop.arms, points])
+    loop.kernel_inputs = torch.cat([loop.kernel_inputs, inputs])
+    sampler = loop._sampler_from(loop._basis_seed, loop.observed, loop.rewards)
+    sampler.prior_bank.load(loop.sampler.prior_bank.remaining)
+    loop.sampler, loop._rebuilt_at = sampler, loop.num_observations
+
+
+def _assert_same_paths(loop, expected):
+    r"""The paths of ``loop`` equal those of ``expected`` at all arms (float64):
+    for fixed prior weights and update draws, and the next draw of each loop's
+    prior bank and generator (on copies)."""
+    sampler, oracle = loop.sampler, expected.sampler
+    assert loop.arms.shape == expected.arms.shape
+    assert torch.equal(sampler.update_arms, oracle.update_arms)
+    g = seeded(9)
+    W = torch.randn(3, NUM_FEATURES, generator=g, dtype=DTYPE)
+    E = torch.randn(3, sampler.noise_size, generator=g, dtype=DTYPE)
+    close = {"rtol": 0.0, "atol": 1e-10}
+    for alpha in (0.0, 0.7):
+        torch.testing.assert_close(
+            sampler.path_values(W, E, alpha), oracle.path_values(W, E, alpha), **close
+        )
+    state = loop.generator.get_state()
+    assert torch.equal(state, expected.generator.get_state())
+    draws = [
+        copy.deepcopy(each).sample_values(2, 1.0, torch.Generator().set_state(state))
+        for each in (sampler, oracle)
+    ]
+    torch.testing.assert_close(*draws, **close)
+
+
+def _appending_loop(loop_class, learned, arms, **options):
+    if learned:
+        options = {"num_inducing": 16, **options}
+        return loop_class(arms, num_features=NUM_FEATURES, seed=3, **options)
+    return loop_class(
+        arms,
+        covar_module=_kernel(arms),
+        noise=NOISE,
+        num_features=NUM_FEATURES,
+        seed=3,
+        **{"num_inducing": NUM_INDUCING, **options},
+    )
+
+
+def _inside(arms, n, seed):
+    r"""``n`` uniform points in the bounding box of ``arms``."""
+    low, high = arms.min(0).values, arms.max(0).values
+    return low + (high - low) * torch.rand(n, 2, generator=seeded(seed), dtype=DTYPE)
+
+
+@pytest.mark.parametrize("learned", [True, False], ids=["learned", "fixed"])
+@pytest.mark.parametrize("loop_class", [SGPTS, ExactGPTS])
+def test_appended_arms_give_the_rebuilds_paths_and_choices(loop_class, learned):
+    # oracle: the rebuild on all arms that add_arms was; appends while arms are
+    # pending, after refits, repeated, new arms asked and told; the later asks
+    # equal the rebuilding twin's, and a loop resumed from the state (rebuilt on
+    # all arms from the start) has the same paths
+    arms = _arms(120)
+    loop, twin = (_appending_loop(loop_class, learned, arms) for _ in range(2))
+    rounds = [(8, 16), (6, 1), (0, 24), (5, 32), (6, 3)]
+    for number, (events, count) in enumerate(rounds):
+        events = list(_script(events, seed=number))
+        asked = [
+            _drive(each, each.arms, events, seeded(number)) for each in (loop, twin)
+        ]
+        assert all(map(torch.equal, *asked))
+        assert loop.pending.numel() > 0
+        rebuilt_at = loop._rebuilt_at
+        points = _inside(arms, count, seed=number)
+        added = loop.add_arms(points)
+        _add_by_rebuild(twin, points)
+        assert added.tolist() == list(
+            range(loop.arms.shape[0] - count, loop.arms.shape[0])
+        )
+        assert loop._rebuilt_at == rebuilt_at  # nothing was rebuilt
+        _assert_same_paths(loop, twin)
+        if number == 2:  # new arms pending, then told
+            for each in (loop, twin):
+                each.ask_arms(added[:2])
+    if learned:
+        assert loop.refits.last is not None and loop._rebuilt_at > 0
+    assert set(loop.observed.tolist()) & set(range(120, loop.arms.shape[0]))
+    resumed = _appending_loop(loop_class, learned, arms)
+    resumed.load_state_dict(loop.state_dict())
+    _assert_same_paths(resumed, loop)
+    events = list(_script(8, seed=7))
+    asked = [
+        _drive(each, each.arms, events, seeded(7)) for each in (loop, twin, resumed)
+    ]
+    assert all(map(torch.equal, asked[0], asked[1]))
+    assert all(map(torch.equal, asked[0], asked[2]))
+
+
+@pytest.mark.parametrize("learned", [True, False], ids=["learned", "fixed"])
+def test_appends_keep_the_inducing_points_chosen_by_improvement(learned):
+    # "improvement" weights the selection by the model before each update, so
+    # the inducing points depend on the tell calls: an append keeps them (the
+    # rebuild re-chose them from all observations at once); the oracle is a
+    # loop resumed on all arms, which replays the same calls
+    arms = _arms(120)
+    options = {"inducing_quality": "improvement", "num_inducing": 8}
+    loop = _appending_loop(SGPTS, learned, arms, **options)
+    for number, count in enumerate((16, 1, 32)):
+        _drive(loop, loop.arms, list(_script(8, seed=number)), seeded(number))
+        before = copy.deepcopy(loop)
+        loop.add_arms(_inside(arms, count, seed=number))
+        # the same paths at the old arms: the posterior is kept
+        assert torch.equal(loop.sampler.update_arms, before.sampler.update_arms)
+        W = torch.randn(2, NUM_FEATURES, generator=seeded(number), dtype=DTYPE)
+        E = torch.randn(2, loop.sampler.noise_size, generator=seeded(8), dtype=DTYPE)
+        torch.testing.assert_close(
+            loop.sampler.path_values(W, E)[: before.arms.shape[0]],
+            before.sampler.path_values(W, E),
+            rtol=0.0,
+            atol=1e-10,
+        )
+        resumed = _appending_loop(SGPTS, learned, arms, **options)
+        resumed.load_state_dict(loop.state_dict())
+        _assert_same_paths(loop, resumed)
+    events = list(_script(8, seed=7))
+    asked = [_drive(each, each.arms, events, seeded(7)) for each in (loop, resumed)]
+    assert all(map(torch.equal, *asked))
+
+
+def test_bad_arms_to_add_change_nothing():
+    arms = _arms(120)
+    loop = _appending_loop(SGPTS, True, arms)
+    _drive(loop, arms, list(_script(8)), seeded(1))
+    before, paths = loop.state_dict(), copy.deepcopy(loop)
+    good = _inside(arms, 2, seed=0)
+    cases = [
+        (ValueError, "bounding box", good + 2),
+        (ValueError, "points", good[:, :1]),
+        (ValueError, "points", good[0]),
+        (ValueError, "points", good[:0]),
+        (ValueError, "points", good * torch.nan),
+        (ValueError, "points", good * 1e300),
+        (TypeError, "points", good.float()),
+        (TypeError, "points", good.tolist()),
+    ]
+    for error, match, points in cases:
+        with pytest.raises(error, match=match):
+            loop.add_arms(points)
+        _assert_same_state(loop.state_dict(), before)
+        assert loop.sampler.cache.num_arms == 120
+        _assert_same_paths(loop, paths)
+
+
+class _Fault(Exception):
+    pass
+
+
+def _fault_now(function):
+    r"""A fault instead of ``function``."""
+
+    def faulty(*args, **kwargs):
+        raise _Fault
+
+    return faulty
+
+
+def _after(function):
+    r"""``function``, then a fault (the append has written everything)."""
+
+    def faulty(*args, **kwargs):
+        function(*args, **kwargs)
+        raise _Fault
+
+    return faulty
+
+
+@pytest.mark.parametrize("where", ["features", "columns", "bank", "after the bank"])
+@pytest.mark.parametrize("room", [True, False], ids=["in place", "new buffers"])
+def test_a_failed_append_changes_nothing_and_can_be_retried(where, room, monkeypatch):
+    # a fault inside the append, after the new buffers were allocated or the
+    # new arms written past the arms in use: the loop is as it was (state,
+    # cache, bank and paths), and a retry equals a fault-free twin
+    arms = _arms(120)
+    loop, twin = (_appending_loop(SGPTS, True, arms) for _ in range(2))
+    events = list(_script(8))
+    for each in (loop, twin):
+        _drive(each, arms, events, seeded(1))
+        if room:  # room for a quarter more arms
+            each.add_arms(_inside(arms, 1, seed=4))
+        each.ask(2)  # the bank's weights in use
+    before, unchanged = loop.state_dict(), copy.deepcopy(loop)
+    num_arms = loop.arms.shape[0]
+    target = {
+        "features": (ArmFeatureCache, "_write_features", _fault_now),
+        "columns": (ArmFeatureCache, "_write_columns", _fault_now),
+        "bank": (PriorPathBank, "extend", _fault_now),
+        "after the bank": (PriorPathBank, "extend", _after),
+    }[where]
+    owner, name, fault = target
+    monkeypatch.setattr(owner, name, fault(getattr(owner, name)))
+    points = _inside(arms, 5, seed=5)
+    with pytest.raises(_Fault):
+        loop.add_arms(points)
+    monkeypatch.undo()
+    _assert_same_state(loop.state_dict(), before)
+    assert loop.arms.shape[0] == loop.sampler.cache.num_arms == num_arms
+    assert loop.sampler.prior_bank._num_arms == num_arms
+    _assert_same_paths(loop, unchanged)
+    for each in (loop, twin):
+        each.add_arms(points)
+    _assert_same_paths(loop, twin)
+    events = list(_script(6, seed=2))
+    asked = [_drive(each, each.arms, events, seeded(2)) for each in (loop, twin)]
+    assert all(map(torch.equal, *asked))

@@ -1,5 +1,6 @@
 r"""The cached prior features and kernel columns of a finite arm set, and prior
-path values drawn ahead, against dense features and kernel matrices."""
+path values drawn ahead, against dense features and kernel matrices; appended arms
+against a cache built on all arms."""
 
 import pytest
 import torch
@@ -9,6 +10,7 @@ from botorch_sketch.sampling.arm_features import (
     ArmFeatureCache,
     PriorPathBank,
 )
+from botorch_sketch.utils.atomic import rolled_back_on_failure
 
 from ..gp_helpers import DTYPE, assert_close, rbf_kernel, seeded, uniform
 
@@ -315,6 +317,36 @@ BAD_CALLS = {
         TypeError,
         "`values`",
     ),
+    "points NaN": (
+        "add_arms",
+        lambda c: (torch.full((1, 2), _NAN, dtype=DTYPE),),
+        ValueError,
+        "`points`",
+    ),
+    "points columns": (
+        "add_arms",
+        lambda c: (torch.zeros(1, 3, dtype=DTYPE),),
+        ValueError,
+        "`points`",
+    ),
+    "points 1-d": (
+        "add_arms",
+        lambda c: (torch.zeros(2, dtype=DTYPE),),
+        ValueError,
+        "`points`",
+    ),
+    "points empty": (
+        "add_arms",
+        lambda c: (torch.zeros(0, 2, dtype=DTYPE),),
+        ValueError,
+        "`points`",
+    ),
+    "points dtype": (
+        "add_arms",
+        lambda c: (torch.zeros(1, 2, dtype=torch.float32),),
+        TypeError,
+        "`points`",
+    ),
 }
 
 
@@ -369,3 +401,163 @@ def test_empty_arguments_are_accepted(stored):
 def test_prior_bank_needs_a_cache():
     with pytest.raises(TypeError, match="`cache`"):
         PriorPathBank("not a cache")
+
+
+def _grown_and_scratch(stored, tkwargs):
+    r"""A cache of 60 arms with the columns of the even ones registered (the odd
+    ones' registered, then removed: free slots), grown by 3, 1, 40 and 7 arms
+    (the columns of arms 60 to 99 registered before the last append: two
+    blocks), and a cache built on all 111 arms with the same basis and columns;
+    chunks of 7 arms."""
+    arms = _arms(n=111, **tkwargs)
+    kernel = rbf_kernel(0.3, 1.5, **tkwargs)
+    budget = 2.0**30 if stored else 8
+
+    def cache(points):
+        return ArmFeatureCache(
+            points, kernel, NUM_FEATURES, basis_seed=3, memory_budget=budget,
+            chunk_size=7,
+        )  # fmt: skip
+
+    def indices(*args):
+        return torch.arange(*args, device=arms.device)
+
+    grown = cache(arms[:60])
+    grown.add_columns(indices(60))
+    grown.remove_columns(indices(1, 60, 2))
+    for start, stop in ((60, 63), (63, 64), (64, 104), (104, 111)):
+        if start == 104:
+            grown.add_columns(indices(60, 100))
+        grown.add_arms(arms[start:stop])
+    registered = torch.cat([indices(0, 60, 2), indices(60, 100)])
+    scratch = cache(arms)
+    scratch.add_columns(registered)
+    return grown, scratch, registered
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["stored", "recomputed"])
+def test_appended_arms_equal_a_cache_built_on_all_arms(stored, tkwargs):
+    grown, scratch, registered = _grown_and_scratch(stored, tkwargs)
+    assert grown.num_arms == scratch.num_arms == 111
+    assert grown.num_columns == scratch.num_columns
+    assert (grown.features is None) == (scratch.features is None) == (not stored)
+    assert grown.columns_stored == scratch.columns_stored == stored
+    assert grown.multiplied_columns(registered) == (
+        2 * BLOCK_COLUMNS if stored else registered.numel()
+    )
+    if stored:  # equal up to rounding (the products' blocking differs)
+        assert grown.features.shape == (111, NUM_FEATURES)
+        assert_close(grown.features, scratch.features)
+    arms = scratch.arms
+    W = _normal(3, NUM_FEATURES, seed=2, like=arms)
+    V = _normal(len(registered), 3, seed=3, like=arms)
+    assert_close(
+        _evaluate(grown, W, registered, V), _evaluate(scratch, W, registered, V)
+    )
+    indices = torch.tensor([0, 64, 110], device=arms.device)
+    assert_close(grown.features_at(indices), scratch.features_at(indices))
+
+
+def test_appends_grow_the_buffers_by_a_quarter_within_the_budget():
+    arms = _arms(n=126, d=2)
+    kernel = rbf_kernel(0.3, 1.5)
+    columns = torch.tensor([0, 1])
+    W, V = _normal(2, NUM_FEATURES, seed=2, like=arms), _normal(2, 2, seed=3, like=arms)
+    expected = ArmFeatureCache(arms, kernel, NUM_FEATURES, basis_seed=4)
+    expected.add_columns(columns)
+    # bytes per arm of the features, and of the features and one block
+    features, both = NUM_FEATURES * 8, (NUM_FEATURES + BLOCK_COLUMNS) * 8
+
+    def appended(budget):
+        r"""The bytes stored after appending 1, 24 and 1 arms to 100."""
+        cache = ArmFeatureCache(
+            arms[:100], kernel, NUM_FEATURES, basis_seed=4, memory_budget=budget
+        )
+        cache.add_columns(columns)
+        stored = []
+        for start, stop in ((100, 101), (101, 125), (125, 126)):
+            cache.add_arms(arms[start:stop])
+            stored.append(cache.stored_bytes)
+            assert cache.stored_bytes <= budget
+        assert_close(
+            _evaluate(cache, W, columns, V), _evaluate(expected, W, columns, V)
+        )
+        return cache, stored
+
+    # room for 125 arms after the first append, filled in place; then 156
+    cache, stored = appended(2.0**30)
+    assert stored == [125 * both, 125 * both, 156 * both] and cache.columns_stored
+    # a quarter more does not fit: room for 101; at 125 the block no longer fits
+    # beside the features: dropped; the features alone get a quarter more
+    cache, stored = appended(125 * both - 1)
+    assert stored == [101 * both, 125 * features, 156 * features]
+    assert not cache.columns_stored and cache.features is not None
+    # the features fit up to 125 arms (the block never did): then dropped too
+    cache, stored = appended(125 * features)
+    assert stored == [125 * features, 125 * features, 0]
+    assert not cache.columns_stored and cache.features is None
+
+
+def test_prior_bank_extends_its_values_to_appended_arms(tkwargs):
+    arms = _arms(n=90, **tkwargs)
+    kernel = rbf_kernel(0.3, 1.5, **tkwargs)
+    cache = ArmFeatureCache(arms[:50], kernel, NUM_FEATURES, basis_seed=1)
+    full = ArmFeatureCache(arms, kernel, NUM_FEATURES, basis_seed=1)
+    bank = PriorPathBank(cache, block=5)
+    generator, g = seeded(7), seeded(7)
+    weights = torch.randn(5, NUM_FEATURES, generator=g, dtype=DTYPE).to(arms)
+    bank.take(2, generator)
+    cache.add_arms(arms[50:80])  # new buffers
+    bank.extend()
+    taken, values = bank.take(1, generator)
+    assert_close(taken, weights[2:3])
+    assert_close(values, full.features[:80] @ weights[2:3].mT)
+    cache.add_arms(arms[80:81])  # in place; taken without an explicit extend
+    taken, values = bank.take(2, generator)
+    assert_close(values, full.features[:81] @ weights[3:5].mT)
+    assert bank.remaining.shape == (0, NUM_FEATURES)
+    cache.add_arms(arms[81:])
+    refill = torch.randn(5, NUM_FEATURES, generator=g, dtype=DTYPE).to(arms)
+    taken, values = bank.take(1, generator)  # a fresh block, at all 90 arms
+    assert_close(values, full.features @ refill[:1].mT)
+
+
+class _Fault(Exception):
+    pass
+
+
+@pytest.mark.parametrize("room", [True, False], ids=["in place", "new buffers"])
+def test_a_failed_append_leaves_the_cache_as_it_was(room, monkeypatch):
+    r"""An append that fails after it wrote the new features (past the arms in
+    use, or into new buffers): the rollback of the atomic call restores the
+    cache, and a retry equals a fault-free append."""
+    arms = _arms(n=70, d=2)
+    kernel = rbf_kernel(0.3, 1.5)
+
+    def built():
+        cache = ArmFeatureCache(arms[:50], kernel, NUM_FEATURES, basis_seed=2)
+        cache.add_columns(torch.tensor([3, 4, 5]))
+        if room:
+            cache.add_arms(arms[50:51])  # room for 62 arms
+        return cache
+
+    cache, twin = built(), built()
+    first = cache.num_arms
+    W, V = _normal(2, NUM_FEATURES, seed=2, like=arms), _normal(3, 2, seed=3, like=arms)
+    columns = torch.tensor([3, 4, 5])
+    before = _evaluate(cache, W, columns, V)
+    features, stored = cache.features.clone(), cache.stored_bytes
+
+    def failing(self, first):
+        raise _Fault
+
+    monkeypatch.setattr(ArmFeatureCache, "_write_columns", failing)
+    with pytest.raises(_Fault), rolled_back_on_failure(cache):
+        cache.add_arms(arms[first : first + 10])
+    monkeypatch.undo()
+    assert cache.num_arms == first and cache.stored_bytes == stored
+    assert torch.equal(cache.features, features)
+    assert torch.equal(_evaluate(cache, W, columns, V), before)
+    cache.add_arms(arms[first : first + 10])
+    twin.add_arms(arms[first : first + 10])
+    assert torch.equal(_evaluate(cache, W, columns, V), _evaluate(twin, W, columns, V))
