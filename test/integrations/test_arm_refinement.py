@@ -77,8 +77,9 @@ def test_the_last_local_arms_lie_in_the_box_around_the_best():
     scales = loop.covar_module.base_kernel.lengthscale.detach().reshape(-1)
     sides = refiner.region.length * scales / scales.log().mean().exp()
     center = loop.kernel_inputs[best]
-    # snapping integers and categories moves a point by up to one grid step
-    step = torch.tensor([0.0, 1 / 8, 1.0, 1.0], dtype=DTYPE)
+    # snapping integers and categories moves a point by up to one grid step (an
+    # integer is 1/7 of the loop's cube: the arms' values are 1-8)
+    step = torch.tensor([0.0, 1 / 7, 1.0, 1.0], dtype=DTYPE)
     assert bool(((new - center).abs() <= sides / 2 + step + 1e-9).all())
 
 
