@@ -250,9 +250,21 @@ def to_trace(key: Key, log: TrialLog, minimum: float | None) -> RunTrace:
     r"""The run as a :class:`RunTrace`: rewards are the negated losses (so
     ``simple_regret`` is the best loss so far minus the minimum; an unknown
     ``minimum`` makes ``optimum`` NaN, see :func:`with_optima`), the problem label
-    holds the concurrency (:func:`label`) and ``metadata["stopped"]`` says why a run
-    ended before its budget (absent if it did not)."""
+    holds the concurrency (:func:`label`), ``metadata["stopped"]`` says why a run
+    ended before its budget (absent if it did not) and ``metadata["repeats"]``
+    lists the trials (0-based, in completion order) whose configuration an earlier
+    trial had."""
     name, in_flight, method, seed = key
+    seen: set[str] = set()
+    repeats = []
+    for trial, config in enumerate(log.configs):
+        config_key = json.dumps(config, sort_keys=True, default=str)
+        if config_key in seen:
+            repeats.append(trial)
+        seen.add(config_key)
+    metadata: dict[str, Any] = {"repeats": repeats}
+    if log.stopped:
+        metadata["stopped"] = log.stopped
     return RunTrace(
         problem=label(name, in_flight),
         policy=method,
@@ -265,7 +277,7 @@ def to_trace(key: Key, log: TrialLog, minimum: float | None) -> RunTrace:
         batch_index=np.arange(len(log.losses)),
         setup_seconds=log.setup_seconds,
         environment={"torch_threads": 1},
-        metadata={"stopped": log.stopped} if log.stopped else {},
+        metadata=metadata,
     )
 
 

@@ -49,10 +49,20 @@ def regret_rows(
                     "seconds_per_trial_last": float(
                         seconds[:, budget - tail : budget].mean()
                     ),
+                    "distinct_per_100": float(
+                        np.mean([_distinct_per_100(t, budget) for t in reached])
+                    ),
                     "stopped": budget in extra,
                 }
             )
     return rows
+
+
+def _distinct_per_100(trace: RunTrace, budget: int) -> float:
+    r"""Distinct configurations per 100 of the first ``budget`` trials (100 when
+    the trace did not record its repeats)."""
+    repeats = trace.metadata.get("repeats", [])
+    return 100.0 * (budget - sum(trial < budget for trial in repeats)) / budget
 
 
 def _trial_seconds(trace: RunTrace) -> np.ndarray:
@@ -186,6 +196,11 @@ def markdown_tables(rows: Sequence[dict[str, object]], budgets: Sequence[int]) -
         "the last tenth of them):",
         "",
         _pivot(rows, budget, _time_cell),
+        "",
+        f"Distinct configurations per 100 trials over {budget} trials (mean over "
+        "seeds):",
+        "",
+        _pivot(rows, budget, lambda row: f"{row['distinct_per_100']:.1f}"),
     ]
     for row in rows:
         if row["stopped"]:

@@ -52,3 +52,24 @@ def test_waiting_with_nothing_running_is_an_error_and_a_time_cap_stops():
     log = run_trials(Waiting, lambda c: 0.0, 50, 2, 0, max_optimizer_seconds=0.0)
     assert len(log.losses) == 1 and "stopped after 1 trials" in log.stopped
     assert np.isfinite(log.optimizer_seconds)
+
+
+def test_repeated_configurations_are_recorded_and_counted_per_100():
+    from botorch_sketch.benchmarks.tuning.driver import TrialLog, to_trace
+    from botorch_sketch.benchmarks.tuning.report import markdown_tables, regret_rows
+
+    # trials 3, 5 and 6 repeat an earlier configuration (the dict order differs)
+    configs = [{"x": 0.1, "c": "a"}, {"x": 0.2, "c": "a"}, {"x": 0.3, "c": "b"}]
+    configs += [{"c": "a", "x": 0.1}, {"x": 0.4, "c": "a"}]
+    configs += [{"x": 0.4, "c": "a"}, {"x": 0.3, "c": "b"}, {"x": 0.5, "c": "b"}]
+    log = TrialLog(
+        configs=configs,
+        losses=[1.0] * 8,
+        ask_seconds=[0.0] * 8,
+        tell_seconds=[0.0] * 8,
+    )
+    trace = to_trace(("p", 1, "m", 0), log, 0.0)
+    assert trace.metadata["repeats"] == [3, 5, 6]
+    rows = regret_rows([trace], [4, 8])
+    assert [row["distinct_per_100"] for row in rows] == [75.0, 62.5]
+    assert markdown_tables(rows, [4, 8]).endswith("| p, 1 in flight | 62.5 |")

@@ -65,7 +65,8 @@ def test_every_method_makes_the_budget_of_valid_evaluations(tiny_run):
         ("branin", k, m, s) for k in (1, 2) for m in METHODS for s in (0, 1)
     ]
     for trace in traces.values():
-        assert trace.horizon == 8 and trace.metadata == {}  # none stopped
+        assert trace.horizon == 8 and "stopped" not in trace.metadata
+        assert trace.metadata["repeats"] == []  # 8 distinct configurations
         assert len(trace.ask_seconds) == len(trace.tell_seconds) == 8
         assert trace.setup_seconds >= 0 and min(trace.ask_seconds) >= 0
 
@@ -195,7 +196,8 @@ def test_a_stopped_run_keeps_why_in_its_stored_trace(tmp_path):
     (trace,) = run_preset(preset, problems, store=store).values()
     assert trace.horizon == 1
     assert trace.metadata == {
-        "stopped": "stopped after 1 trials: optimizer time above 0 s"
+        "stopped": "stopped after 1 trials: optimizer time above 0 s",
+        "repeats": [],
     }
     done, notes = stored_runs(preset, problems, store)
     assert notes == [] and list(done.values())[0].to_dict() == trace.to_dict()
