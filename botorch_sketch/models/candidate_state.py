@@ -31,13 +31,18 @@ Cholesky factor for ``F``). :class:`CandidateState` caches the ``A x m`` feature
   ``(z^T u)^2`` from ``||z||^2``, ``(z^T V^{-1} u)^2 / u^T V^{-1} u`` from
   ``z^T V^{-1} z`` and ``(z^T V^{-1} u)(u^T w) / u^T V^{-1} u`` from ``mu``
   (inverse of a principal submatrix); one Householder reflection of the ``m x m``
-  quantities then rotates ``u`` onto the last coordinate, which is dropped.
+  quantities then rotates ``u`` onto the last coordinate, which is dropped;
+- ``n`` candidates appended: ``F^{-1}`` is kept in the rotated coordinates, so
+  ``z(x) = F^{-1} k_S(x)`` gives their features, ``||z||^2``, ``z^T V^{-1} z``
+  and ``mu``, ``O(n m (m + d))``; nothing changes for the others.
 
 The posterior is invariant under the rotation, so ``F`` need not stay triangular,
 and the cached features need not be rotated at all: the cache holds ``s >= m`` raw
 columns ``P`` and a basis ``B`` (``s x m``, orthonormal columns) with
 ``Phi = P^T B``; a removal reflects ``B`` (``O(s m)``), an append adds raw columns, and
-``P`` is compacted to ``B^T P`` (one ``A x s x m`` product) once ``s > 2 m``. All the
+``P`` is compacted to ``B^T P`` (one ``A x s x m`` product) once ``s > 2 m``. An
+appended candidate's raw column is ``B z(x)`` (``B^T B = I``), in a spare column of
+the buffer (one is left for ``A / 8`` more candidates when it grows). All the
 per-candidate updates of one batch end read the cache once, in one product
 ``P^T [B r_1, ..., B r_j]``. When the dictionary holds every observed candidate this
 is the incremental exact GP (noise ``lambda``): a step costs ``O(A t)`` and never
@@ -80,6 +85,10 @@ _INITIAL_CAPACITY = 32
 #: Candidates per chunk when the raw feature cache is compacted or rebuilt.
 _CHUNK = 8192
 
+#: A cache buffer too narrow for appended candidates grows to ``A + A / 8``
+#: columns, so that appends of ``n`` candidates copy it once every ``~A / 8 n``.
+_SPARE_WIDTH = 8
+
 
 class _AppendPlan(NamedTuple):
     r"""A planned append: the number of points appended, right-hand sides for the
@@ -112,9 +121,10 @@ class CandidateState(Restorable):
 
     Restorable (:class:`~botorch_sketch.utils.atomic.Restorable`): an update
     replaces the per-candidate sums and the ``m x m`` matrices instead of changing
-    them, and writes the ``A x m`` cache only past its used columns, or into a new
-    buffer (a compaction or a :meth:`refresh`), so a checkpoint records the state
-    by reference and a failed update leaves it as it was.
+    them, and writes the ``A x m`` cache only past its used feature columns or
+    candidates, or into a new buffer (a compaction, a :meth:`refresh`, a growth),
+    so a checkpoint records the state by reference and a failed update leaves it
+    as it was.
 
     Example:
         >>> state = CandidateState(arms, kernel, noise=1.0)
@@ -167,7 +177,7 @@ class CandidateState(Restorable):
         with torch.no_grad():
             self.prior_variance = kernel(points, diag=True).detach().to(points)
         self._columns = KernelColumns(kernel, points)
-        self._raw_t = self._allocate(_INITIAL_CAPACITY)
+        self._cache = self._allocate(_INITIAL_CAPACITY, num_points)
         self._stored = 0
         self.counts = points.new_zeros(num_points)
         self.target_sums = points.new_zeros(num_points)
@@ -646,11 +656,12 @@ class CandidateState(Restorable):
         if s == m or (not force and s <= 2 * m + 32):
             return
         basis = self._basis.to(self.cache_dtype)
-        compacted = self._allocate(self._raw_t.shape[0])
+        cache = self._allocate(self._cache.shape[0])
+        compacted = cache[:, : self.num_points]
         for start in range(0, self.num_points, _CHUNK):
             columns = slice(start, start + _CHUNK)
             compacted[:m, columns] = basis.mT @ self._raw_t[:s, columns]
-        self._raw_t = compacted
+        self._cache = cache
         self._basis = torch.eye(m, dtype=self.points.dtype, device=self.points.device)
         self._stored = m
         self.flops += 2.0 * self.num_points * s * m
@@ -663,6 +674,64 @@ class CandidateState(Restorable):
     def _record(self, indices: Tensor, counts: Tensor, sums: Tensor) -> None:
         self.counts = self.counts.index_add(0, indices, counts)
         self.target_sums = self.target_sums.index_add(0, indices, sums)
+
+    @torch.no_grad()
+    def append_points(self, points: Tensor) -> None:
+        r"""Append ``n`` candidates ``x`` (indices ``A, ..., A + n - 1``), neither
+        observed nor in the dictionary: ``O(n m (m + d + s))``, without a pass
+        over the cache but a copy of it (``O(A s)``) when its buffer has no spare
+        columns left; the new buffer has ``(A + n) / 8`` spare columns, so the
+        copy is amortized over appends.
+
+        In the current (rotated) coordinates ``z(x) = F^{-1} k_S(x)``, stored as
+        the raw column ``B z(x)`` (``B^T B = I``); the candidates then have
+        ``||z||^2``, ``z^T V^{-1} z``, the means ``z^T w`` and ``k(x, x)``. The
+        state's tensors are replaced only once everything is computed, so a
+        failed call leaves it as it was (the new raw columns go past the held
+        buffer's used columns, or into a new buffer).
+
+        Args:
+            points: ``n x d`` candidates, of the dtype of :attr:`points`.
+        """
+        check_magnitude(
+            check_matrix(
+                check_model_dtype(points, "points"),
+                "points",
+                num_cols=self.points.shape[-1],
+            ),
+            "points",
+        )
+        if points.dtype != self.points.dtype:
+            raise TypeError(
+                f"`points` must have the candidates' dtype {self.points.dtype}, "
+                f"got {points.dtype}."
+            )
+        points = points.detach().to(self.points.device)
+        A, n, m, s = self.num_points, points.shape[0], self.size, self._stored
+        prior_variance = self.kernel(points, diag=True).detach().to(self.points)
+        features = points.new_zeros(n, m)  # n x m
+        if m:
+            block = self.kernel(points, self.points[self.dictionary]).to_dense()
+            features = block.to(self.points) @ self._factor_inverse.mT
+        cache = self._widened(A + n)
+        cache[:s, A : A + n] = (self._basis @ features.mT).to(self.cache_dtype)
+        columns = self._columns.extended(points)
+        zeros = points.new_zeros(n)
+        explained = torch.cat([self._explained, features.square().sum(-1)])
+        quadratic = torch.cat(
+            [self._quadratic, ((features @ self._gram_inverse) * features).sum(-1)]
+        )
+        means = torch.cat([self._means, features @ self._weights])
+        counts = torch.cat([self.counts, zeros])
+        target_sums = torch.cat([self.target_sums, zeros])
+        prior_variance = torch.cat([self.prior_variance, prior_variance])
+        # nothing below can fail
+        self._explained, self._quadratic, self._means = explained, quadratic, means
+        self.counts, self.target_sums = counts, target_sums
+        self.points, self.prior_variance = columns.points, prior_variance  # A + n
+        self._cache, self._columns = cache, columns
+        d = points.shape[-1]
+        self.flops += n * (3.0 * m * d + 4.0 * m * m + 2.0 * s * m + 6.0 * m)
 
     @torch.no_grad()
     def remove_from_dictionary(self, index: int) -> None:
@@ -704,14 +773,15 @@ class CandidateState(Restorable):
                 self.kernel, self.points[dictionary], dtype=self.points.dtype
             )
             self._factor_inverse = torch.linalg.solve_triangular(chol, eye, upper=False)
-            raw_t = self._allocate(self._capacity_for(m))
+            cache = self._allocate(self._capacity_for(m))
+            raw_t = cache[:, : self.num_points]
             for start in range(0, self.num_points, _CHUNK):
                 rows = slice(start, start + _CHUNK)
                 block = self.kernel(self.points[rows], self.points[dictionary])
                 raw_t[:m, rows] = (
                     self._factor_inverse @ block.to_dense().to(self.points).mT
                 ).to(self.cache_dtype)
-            self._raw_t = raw_t
+            self._cache = cache
         else:
             self._factor_inverse = eye
         self._stored, self._basis = m, eye
@@ -732,30 +802,59 @@ class CandidateState(Restorable):
         )
 
     # ---------------------------------------------------------------- helpers
+    @property
+    def _raw_t(self) -> Tensor:
+        r"""The ``capacity x A`` cache: raw feature columns (the first ``s`` rows
+        used) of the ``A`` candidates, a view of the buffer (which may hold spare
+        columns for appended candidates, :meth:`append_points`)."""
+        return self._cache[:, : self.num_points]
+
     def _read_cache(self, rhs: Tensor) -> Tensor:
         r"""``P^T rhs`` (``A x r``, candidates' dtype) for ``s x r`` right-hand sides
-        in stored coordinates: one pass over the (transposed, contiguous) cache."""
+        in stored coordinates: one pass over the (transposed) cache, whose rows are
+        contiguous."""
         if self._stored == 0:
             return rhs.new_zeros(self.num_points, rhs.shape[-1])
         product = rhs.mT.to(self.cache_dtype) @ self._raw_t[: self._stored]
         return product.to(self.points).mT
 
-    def _allocate(self, columns: int) -> Tensor:
-        itemsize = torch.empty(0, dtype=self.cache_dtype).element_size()
-        needed = self.num_points * columns * itemsize
+    def _allocate(self, columns: int, width: int | None = None) -> Tensor:
+        r"""A zero cache buffer of ``columns`` feature columns for ``width``
+        candidates (default: the held buffer's width, spare columns included);
+        a ``MemoryError`` past the memory budget."""
+        width = self._cache.shape[1] if width is None else width
+        needed = width * columns * self._itemsize
         if self.memory_budget is not None and needed > self.memory_budget:
             raise MemoryError(
                 f"The feature cache needs {needed / 2**30:.2f} GiB for {columns} "
-                f"columns, over `memory_budget` = "
+                f"columns of {width} candidates, over `memory_budget` = "
                 f"{self.memory_budget / 2**30:.2f} GiB; use "
                 "cache_dtype=torch.float32 or the stateless scoring path."
             )
         return torch.zeros(
-            columns,
-            self.num_points,
-            dtype=self.cache_dtype,
-            device=self.points.device,
+            columns, width, dtype=self.cache_dtype, device=self.points.device
         )
+
+    @property
+    def _itemsize(self) -> int:
+        r"""Bytes per entry of the cache."""
+        return torch.empty(0, dtype=self.cache_dtype).element_size()
+
+    def _widened(self, width: int) -> Tensor:
+        r"""A cache buffer with room for ``width`` candidates: the one held, or
+        (when its spare columns are used up) a new one ``width + width / 8`` wide
+        (within the memory budget) holding the used rows, ``O(A s)``; the held
+        buffer is only read."""
+        if width <= self._cache.shape[1]:
+            return self._cache
+        columns = self._cache.shape[0]
+        grown = width + width // _SPARE_WIDTH
+        if self.memory_budget is not None:
+            fits = self.memory_budget // (columns * self._itemsize)
+            grown = max(width, min(grown, fits))
+        cache = self._allocate(columns, grown)
+        cache[: self._stored, : self.num_points] = self._raw_t[: self._stored]
+        return cache
 
     def _capacity_for(self, columns: int) -> int:
         r"""The capacity of a buffer that holds ``columns``: the current one, or
@@ -770,8 +869,8 @@ class CandidateState(Restorable):
         if capacity == self._raw_t.shape[0]:
             return
         grown = self._allocate(capacity)
-        grown[: self._stored] = self._raw_t[: self._stored]
-        self._raw_t = grown
+        grown[: self._stored, : self.num_points] = self._raw_t[: self._stored]
+        self._cache = grown
 
     def _check_index(self, index: object) -> int:
         if isinstance(index, Tensor) and index.numel() == 1:

@@ -16,6 +16,8 @@ kernel goes through GPyTorch.
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from torch import Tensor
@@ -43,10 +45,32 @@ class KernelColumns:
         if rbf is not None:
             with torch.no_grad():
                 lengthscale = rbf.lengthscale.detach().to(points).reshape(-1)
+            self._lengthscale = lengthscale
             self._scaled = points / lengthscale
             self._half_sq_norms = 0.5 * self._scaled.square().sum(-1)
             self._scale = scale
             self.flops_per_column = (2.0 * points.shape[-1] + 5.0) * points.shape[0]
+
+    def extended(self, points: Tensor) -> KernelColumns:
+        r"""The columns on ``A + n`` points: these and ``n`` more, with the
+        hyperparameters read at construction, ``O((A + n) d)`` (a copy).
+
+        Args:
+            points: ``n x d`` points, appended after the ``A`` held.
+
+        Returns:
+            A new :class:`KernelColumns` (this one is left as it was).
+        """
+        grown = copy.copy(self)
+        grown.points = torch.cat([self.points, points])
+        grown.flops_per_column *= grown.points.shape[0] / self.points.shape[0]
+        if self._scale is not None:
+            scaled = points / self._lengthscale
+            grown._scaled = torch.cat([self._scaled, scaled])
+            grown._half_sq_norms = torch.cat(
+                [self._half_sq_norms, 0.5 * scaled.square().sum(-1)]
+            )
+        return grown
 
     @torch.no_grad()
     def __call__(self, indices: Tensor) -> Tensor:

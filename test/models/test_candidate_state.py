@@ -1,6 +1,6 @@
 r"""CandidateState: the in-place DTC posterior against from-scratch float64
-computations (a fresh DTCState, the dense exact GP), for float32 and float64 candidates
-on every device."""
+computations (a fresh DTCState, the dense exact GP, a state built on all candidates
+for appended ones), for float32 and float64 candidates on every device."""
 
 from __future__ import annotations
 
@@ -397,3 +397,182 @@ def test_refresh_with_a_new_noise_equals_from_scratch(tkwargs):
     state.refresh(noise=0.05)
     assert state.noise == 0.05
     assert_matches_scratch(state, 30.0 if arms.dtype == torch.float32 else 1)
+
+
+def scratch_twin(state: CandidateState) -> CandidateState:
+    r"""A state built from scratch on ``state``'s points, observations (each copy
+    with its candidate's mean reward: the same counts and sums) and dictionary
+    (:meth:`CandidateState.from_observations`; the prior if it is empty)."""
+    observed = state.observed
+    counts = state.counts[observed]
+    indices = observed.repeat_interleave(counts.long())
+    rewards = (state.target_sums[observed] / counts).repeat_interleave(counts.long())
+    if state.size == 0:
+        scratch = CandidateState(state.points, state.kernel, state.noise)
+        scratch.observe(indices, rewards)
+        return scratch
+    return CandidateState.from_observations(
+        state.points,
+        state.kernel,
+        state.noise,
+        indices,
+        rewards,
+        state.dictionary,
+    )
+
+
+def assert_same_posterior(state: CandidateState, tolerance: float = 1e-10) -> None:
+    r"""``state`` agrees with :func:`scratch_twin` (float64 cache) to ``tolerance``
+    (relative to each quantity's largest entry): mean, variance and explained
+    variance, and the features and ``V^{-1}`` up to the rotation of the feature
+    coordinates (orthogonal Procrustes: ``Phi = Phi_0 Q``, ``V^{-1} = Q^T
+    V_0^{-1} Q``)."""
+    scratch = scratch_twin(state)
+
+    def close(actual: torch.Tensor, expected: torch.Tensor) -> None:
+        atol = tolerance * max(float(expected.abs().max()), 1.0)
+        torch.testing.assert_close(actual.to(expected), expected, rtol=0, atol=atol)
+
+    for name in ("mean", "variance", "explained_variance", "prior_variance"):
+        close(getattr(state, name), getattr(scratch, name))
+    assert state.num_points == scratch.num_points and state.size == scratch.size
+    if state.size:
+        features, reference = state.features.to(DTYPE), scratch.features
+        left, _, right = torch.linalg.svd(reference.mT @ features)
+        rotation = left @ right
+        close(features, reference @ rotation)
+        close(state.gram_inverse, rotation.mT @ scratch.gram_inverse @ rotation)
+
+
+def grown_state(case: str, device=None, cache_dtype=None) -> CandidateState:
+    r"""A state on the first 200 of :func:`make_arms`' 250 arms (lengthscale 0.3):
+    ``"fresh"`` (the prior), ``"observed"`` (observations and a dictionary, one
+    block of appends: ``s = m``) or ``"rotated"`` (dictionary points appended and
+    removed since the last compaction: a reflected basis and ``s > m``)."""
+    arms, kernel = make_arms(lengthscale=0.3, device=device)
+    state = CandidateState(arms[:200], kernel, 0.1, cache_dtype=cache_dtype)
+    if case == "fresh":
+        return state
+    generator = torch.Generator().manual_seed(10)
+    indices = torch.randint(200, (60,), generator=generator)
+    rewards = torch.randn(60, generator=generator, dtype=DTYPE).to(arms)
+    state.update(indices, rewards, torch.unique(indices)[:25])
+    if case == "rotated":
+        state.add_to_dictionary(torch.tensor([3, 50, 97, 150]))
+        for index in state.dictionary[[1, 4, 9, 20, 26]].tolist():
+            state.remove_from_dictionary(index)
+        assert state._stored > state.size
+    return state
+
+
+@pytest.mark.parametrize("case", ["fresh", "observed", "rotated"])
+def test_appended_points_equal_a_state_built_on_all_points(case, device):
+    arms, _ = make_arms(lengthscale=0.3, device=device)
+    state = grown_state(case, device)
+    stored, width = state._stored, state._cache.shape[1]
+    state.append_points(arms[200:230])
+    assert state.num_points == 230 and state._stored == stored
+    assert state._cache.shape[1] == 230 + 230 // 8 > width  # spare columns
+    assert_same_posterior(state)
+    buffer = state._cache
+    for start in range(230, 250, 5):  # repeated appends fill the spare columns
+        state.append_points(arms[start : start + 5])
+        assert_same_posterior(state)
+    assert state._cache is buffer and state.num_points == 250
+    # later updates see the appended candidates (observed, in the dictionary)
+    state.observe(torch.tensor([201, 240, 240, 7]), torch.tensor([0.3, -1.0, 0.5, 2.0]))
+    state.add_to_dictionary(torch.tensor([201, 240, 7]))
+    assert_same_posterior(state)
+    for _ in random_walk(state, 60, seed=11):
+        pass
+    assert_same_posterior(state, 1e-9)
+    state.refresh()  # on the widened buffer
+    assert_same_posterior(state)
+
+
+def test_appended_points_with_a_single_precision_cache():
+    arms, _ = make_arms(lengthscale=0.3)
+    state = grown_state("rotated", cache_dtype=torch.float32)
+    double = grown_state("rotated")
+    for each in (state, double):
+        each.append_points(arms[200:240])
+        each.append_points(arms[240:])
+        each.update(torch.tensor([210, 245, 3]), torch.tensor([0.2, 0.4, -0.1]), None)
+        each.add_to_dictionary(torch.tensor([210, 245]))
+    assert state.features.dtype == torch.float32 and state.mean.dtype == DTYPE
+    assert_same_posterior(double)
+    assert_same_posterior(state, 1e-5)
+
+
+def snapshot(state: CandidateState) -> tuple:
+    r"""What a failed call must leave as it was: the size, the flops, the very
+    cache buffer and kernel columns, the mean, variance and features."""
+    return (
+        state.num_points,
+        state.flops,
+        state._cache,
+        state._columns,
+        state.mean.clone(),
+        state.variance.clone(),
+        state.features.clone(),
+    )
+
+
+def assert_snapshot(state: CandidateState, expected: tuple) -> None:
+    actual = snapshot(state)
+    assert actual[:2] == expected[:2]
+    assert actual[2] is expected[2] and actual[3] is expected[3]
+    for ours, theirs in zip(actual[4:], expected[4:], strict=True):
+        assert torch.equal(ours, theirs)
+
+
+def test_append_points_checks_its_input_and_a_fault_changes_nothing(monkeypatch):
+    arms, _ = make_arms(lengthscale=0.3)
+    state, twin = grown_state("rotated"), grown_state("rotated")
+    before = snapshot(state)
+    new = arms[200:210]
+    for bad, error in (
+        (new[:, :2], ValueError),
+        (new.float(), TypeError),
+        (new[:0], ValueError),
+        (new * float("nan"), ValueError),
+        (new.tolist(), TypeError),
+    ):
+        with pytest.raises(error, match="points"):
+            state.append_points(bad)
+        assert_snapshot(state, before)
+
+    def broken(self, points):
+        raise RuntimeError("injected fault")
+
+    # a fault after the new raw columns were written: into a new buffer (the
+    # first append), then into the spare columns of the held one (the second);
+    # a retry equals a twin that never failed
+    for block in (new, arms[210:212]):
+        before = snapshot(state)
+        monkeypatch.setattr(KernelColumns, "extended", broken)
+        with pytest.raises(RuntimeError, match="injected fault"):
+            state.append_points(block)
+        monkeypatch.undo()
+        assert_snapshot(state, before)
+        for each in (state, twin):
+            each.append_points(block)
+        ours, theirs = snapshot(state), snapshot(twin)
+        assert ours[:2] == theirs[:2]
+        for actual, expected in zip(ours[4:], theirs[4:], strict=True):
+            assert torch.equal(actual, expected)
+    assert state._cache.shape == twin._cache.shape
+
+
+def test_append_points_keeps_the_memory_budget():
+    arms, kernel = make_arms(num_arms=300, lengthscale=0.3)
+    row = 200 * 8 * 32  # 32 feature columns of the first 200 candidates
+    state = CandidateState(arms[:200], kernel, 1.0, memory_budget=row * 205 // 200)
+    state.update(torch.arange(10), torch.ones(10, dtype=DTYPE), torch.arange(10))
+    before = snapshot(state)
+    with pytest.raises(MemoryError, match="memory_budget"):
+        state.append_points(arms[200:220])
+    assert_snapshot(state, before)
+    state.append_points(arms[200:204])  # fits, with less spare than A / 8
+    assert state._cache.shape == (32, 205)
+    assert_same_posterior(state)

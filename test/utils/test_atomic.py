@@ -70,16 +70,44 @@ def test_a_rolled_back_candidate_state_is_as_before(change):
     # updates, compactions and a refresh write the A x m cache aside (or past
     # its used columns): the rollback takes the very buffer back, uncopied
     state, twin = candidate_state(), candidate_state()
-    buffer = state._raw_t
+    buffer = state._cache
     with pytest.raises(Fault), rolled_back_on_failure(state):
         change(state)
-        assert state._raw_t is not buffer
+        assert state._cache is not buffer
         raise Fault
-    assert state._raw_t is buffer
+    assert state._cache is buffer
     assert_same_candidate_state(state, twin)
     for each in (state, twin):
         for indices, rewards, dictionary in batches(4, seed=3):
             each.update(indices, rewards, dictionary)
+    assert_same_candidate_state(state, twin)
+
+
+@pytest.mark.parametrize("spare", [False, True], ids=["new buffer", "spare columns"])
+def test_a_rolled_back_append_of_candidates_is_as_before(spare):
+    # the appended candidates' raw columns go into a new, wider buffer, or into
+    # the spare columns of the held one, past its used candidates: the rollback
+    # takes the held buffer back, and later appends agree with the twin's
+    state, twin = candidate_state(), candidate_state()
+    points = torch.rand(12, 2, generator=torch.Generator().manual_seed(9)).to(DTYPE)
+    if spare:
+        for each in (state, twin):
+            each.append_points(points[:2])
+    buffer = state._cache
+    with pytest.raises(Fault), rolled_back_on_failure(state):
+        state.append_points(points[2:7])
+        state.update(torch.tensor([NUM_ARMS + 3]), torch.ones(1, dtype=DTYPE), None)
+        state.add_to_dictionary(NUM_ARMS + 3)
+        assert (state._cache is buffer) == spare
+        raise Fault
+    assert state._cache is buffer
+    assert_same_candidate_state(state, twin)
+    for each in (state, twin):
+        each.append_points(points[7:])
+        for indices, rewards, dictionary in batches(4, seed=3):
+            each.update(
+                indices, rewards, torch.cat([dictionary, torch.tensor([NUM_ARMS + 4])])
+            )
     assert_same_candidate_state(state, twin)
 
 
