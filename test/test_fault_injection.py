@@ -11,10 +11,10 @@ r"""Fault injection into the asynchronous loops and the driver (#26, Deliver).
 - **Exceptions** of every kind (``RuntimeError``, ``KeyboardInterrupt``,
   ``MemoryError``, a custom ``BaseException``) injected into every state-changing
   step of both self-tuning loops (the batch end's updates, the refits and the
-  rebuilds, S-GP-TS's append of arms once their features are written, and the
-  choice of arms in ``ask``: BBKB's batch greedy, S-GP-TS's paths), at the first
-  and the last ``ask``, ``tell`` and ``add_arms`` of a scripted asynchronous run
-  that reach it, transient (the patched method raises
+  rebuilds, BBKB's and S-GP-TS's appends of arms, the latter once their features
+  are written, and the choice of arms in ``ask``: BBKB's batch greedy, S-GP-TS's
+  paths), at the first and the last ``ask``, ``tell`` and ``add_arms`` of a
+  scripted asynchronous run that reach it, transient (the patched method raises
   at its first call only) or persistent (at every call, as a broken device or
   memory that stays short): the call raises the injected exception, the
   ``state_dict`` after it equals the one before, bit for bit, and loads, the
@@ -54,6 +54,7 @@ from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.generation.thompson_arms import CachedSparseThompson
 from botorch_sketch.models.candidate_state import CandidateState
+from botorch_sketch.models.kernel_columns import KernelColumns
 from botorch_sketch.parallel import load_checkpoint, run_parallel
 from botorch_sketch.sampling.arm_features import ArmFeatureCache
 
@@ -242,7 +243,9 @@ SITES = {
         "refit": (ask_tell, "fit_dtc_hyperparameters"),
         "refit's refresh": (CandidateState, "refresh"),
         "dictionary update": (CandidateState, "update"),
-        "state rebuild": (CandidateState, "from_observations"),
+        "arm append": (CandidateState, "append_points"),
+        # inside the append, after the new raw columns were written
+        "appended kernel columns": (KernelColumns, "extended"),
         "batch greedy": (BatchGreedy, "extend"),
     },
     "sgpts": {

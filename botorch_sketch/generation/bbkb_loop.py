@@ -534,10 +534,14 @@ class BBKB(ArmLoop):
         r"""Append ``n`` arms, e.g. configurations refined near good ones
         (:func:`~botorch_sketch.generation.refinement.refinement_points`).
 
-        The candidate state is rebuilt once on all arms, ``O((A + n) m^2)`` as at
-        a refit; told, pending and failed arms, the dictionary and the open batch
-        keep their indices. With a learned kernel the points must lie in the
-        bounding box of the arms the loop was built with.
+        The new arms join the candidate state, which holds the posterior given the
+        observations incorporated so far
+        (:meth:`~botorch_sketch.models.candidate_state.CandidateState.append_points`,
+        ``O(n m (m + d))`` and, once in ``~A / 8 n`` calls, a copy of the feature
+        cache); told, pending and failed arms, the dictionary and the open batch
+        keep their indices (its greedy reopens at the next ask, holding the same
+        arms). With a learned kernel the points must lie in the bounding box of the
+        arms the loop was built with.
 
         Args:
             points: ``n x d`` new arms, in the arms' dtype.
@@ -546,18 +550,10 @@ class BBKB(ArmLoop):
             Their indices ``A, ..., A + n - 1``.
         """
         points, new_inputs = self._checked_new_arms(points)
-        inputs = torch.cat([self.kernel_inputs, new_inputs])
-        done = slice(0, self.incorporated)
-        state = self._new_state(
-            self.observed[done],
-            self.rewards[done],
-            self.state.dictionary,
-            kernel_inputs=inputs,
-        )
-        state.flops += self.state.flops
+        self.state.append_points(new_inputs)
         first = self.arms.shape[0]
         self.arms = torch.cat([self.arms, points])
-        self.kernel_inputs, self.state = inputs, state
+        self.kernel_inputs = self.state.points
         self.draws = torch.cat([self.draws, torch.full_like(points[:, 0], torch.nan)])
         self._greedy = self._model = None
         return torch.arange(first, self.arms.shape[0], device=self.arms.device)
