@@ -195,6 +195,8 @@ class DomainArms:
         values = self.values_at(unit.draw(num_arms, dtype=torch.float64))
         self.values = values[_first_unique_rows(values)]
         self.features = self.features_of(self.values)
+        #: The arm of each row of values (a hash table: lookups in ``O(P)``)
+        self._index = {row: i for i, row in enumerate(map(tuple, self.values.tolist()))}
 
     @property
     def num_arms(self) -> int:
@@ -235,24 +237,26 @@ class DomainArms:
         )
 
     def index_of(self, row: Tensor) -> int | None:
-        r"""The first arm whose values are ``row`` (``P``), None if none,
-        ``O(A P)``."""
-        same = (self.values == row).all(dim=-1).nonzero()
-        return int(same[0]) if same.numel() else None
+        r"""The arm whose values are ``row`` (``P``), None if none, ``O(P)``."""
+        return self._index.get(tuple(row.tolist()))
 
     def add_values(self, values: Tensor) -> Tensor:
         r"""Append the arms of parameter ``values`` (``n x P``) that no arm has yet
-        (each once), ``O(n A P)``.
+        (each once), ``O(n P)`` besides appending to the ``A`` rows.
 
         Returns:
             The features (``n' x D``) of the appended arms, in order.
         """
-        values = values[_first_unique_rows(values)]
-        known = (values.unsqueeze(1) == self.values.unsqueeze(0)).all(-1).any(-1)
-        values = values[~known]
+        fresh: dict[tuple[float, ...], int] = {}
+        for position, row in enumerate(map(tuple, values.tolist())):
+            if row not in self._index and row not in fresh:
+                fresh[row] = position
+        values = values[list(fresh.values())]
         features = self.features_of(values)
+        first = self.num_arms
         self.values = torch.cat([self.values, values])
         self.features = torch.cat([self.features, features])
+        self._index.update((row, first + i) for i, row in enumerate(fresh))
         return features
 
     def params(self, index: int) -> dict[str, Any]:
