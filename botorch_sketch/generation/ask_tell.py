@@ -22,7 +22,7 @@ from botorch_sketch.generation.arm_growth import checked_new_arms
 from botorch_sketch.generation.initial_design import space_filling_arms
 from botorch_sketch.generation.options import ArmLoopOptions, options_record
 from botorch_sketch.generation.pending import staying_pending
-from botorch_sketch.generation.repeats import repeat_threshold
+from botorch_sketch.generation.repeats import repeat_threshold, repeats_agree
 from botorch_sketch.models.hyperparameters import (
     INITIAL_LEARNED_NOISE,
     RefitSchedule,
@@ -284,10 +284,14 @@ class ArmLoop(Restorable):
         r"""The repeat rule's ``delta`` now (``min_repeat_reduction``, resolved by
         :func:`~botorch_sketch.generation.repeats.repeat_threshold` for the
         current kernel and ``lambda``)."""
+        option, learned = self.options.min_repeat_reduction, self.refits is not None
         return repeat_threshold(
-            self.options.min_repeat_reduction,
-            learned_kernel=self.refits is not None,
+            option,
+            learned_kernel=learned,
             learned_noise=self.noise if self.learn_noise else None,
+            repeats_agree=option is None
+            and learned
+            and repeats_agree(self.observed, self.rewards),
         )
 
     def _checked_ask(self, max_arms: int | None, wait: bool, default: int) -> int:

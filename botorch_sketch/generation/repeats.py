@@ -54,8 +54,17 @@ DEFAULT_MIN_REPEAT_REDUCTION = 1e-3
 DETERMINISTIC_NOISE = 1.01e-4
 
 
+#: Repeated rewards of an arm closer than this fraction of the spread of all
+#: rewards count as equal (:func:`repeats_agree`).
+EQUAL_REPEATS = 1e-12
+
+
 def repeat_threshold(
-    option: float | None, *, learned_kernel: bool, learned_noise: float | None
+    option: float | None,
+    *,
+    learned_kernel: bool,
+    learned_noise: float | None,
+    repeats_agree: bool = False,
 ) -> float:
     r"""The ``delta`` a loop applies now.
 
@@ -63,19 +72,42 @@ def repeat_threshold(
         option: ``min_repeat_reduction``, the user's ``delta``; None: the default.
         learned_kernel: Whether the loop learns its kernel (self-tuning).
         learned_noise: The learned ``lambda``, or None when ``lambda`` is fixed.
+        repeats_agree: Whether the arms measured more than once (some) gave the
+            same reward each time (:func:`repeats_agree`).
 
     Returns:
         ``option`` if given; else 0 with a fixed kernel (the papers' batches),
-        ``inf`` while a learned ``lambda`` is at its floor, and
+        ``inf`` while a learned ``lambda`` is at its floor or the repeats agree
+        (a deterministic objective, whatever misfit the fit took for noise), and
         :data:`DEFAULT_MIN_REPEAT_REDUCTION` otherwise.
     """
     if option is not None:
         return option
     if not learned_kernel:
         return 0.0
-    if learned_noise is not None and learned_noise <= DETERMINISTIC_NOISE:
+    if repeats_agree or (
+        learned_noise is not None and learned_noise <= DETERMINISTIC_NOISE
+    ):
         return math.inf
     return DEFAULT_MIN_REPEAT_REDUCTION
+
+
+def repeats_agree(observed: Tensor, rewards: Tensor) -> bool:
+    r"""Whether some arm of ``observed`` (``t`` indices) was measured more than
+    once and every such arm's ``rewards`` (``t``) agree to
+    :data:`EQUAL_REPEATS` of the rewards' range, ``O(t)``: the evidence that the
+    objective is deterministic."""
+    if observed.numel() < 2:
+        return False
+    _, inverse, counts = observed.unique(return_inverse=True, return_counts=True)
+    repeated = counts > 1
+    if not bool(repeated.any()):
+        return False
+    fill = rewards.new_full(counts.shape, math.nan)
+    high = fill.scatter_reduce(0, inverse, rewards, "amax", include_self=False)
+    low = fill.scatter_reduce(0, inverse, rewards, "amin", include_self=False)
+    tolerance = EQUAL_REPEATS * float(rewards.max() - rewards.min())
+    return bool(((high - low)[repeated] <= tolerance).all())
 
 
 def repeat_reduction(

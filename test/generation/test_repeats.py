@@ -17,8 +17,10 @@ from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.repeats import (
     DEFAULT_MIN_REPEAT_REDUCTION,
     DETERMINISTIC_NOISE,
+    EQUAL_REPEATS,
     repeat_reduction,
     repeat_threshold,
+    repeats_agree,
 )
 from botorch_sketch.models.hyperparameters import MIN_LEARNED_NOISE
 
@@ -45,9 +47,11 @@ def test_a_self_tuning_loop_never_repeats_a_deterministic_objective(loop_class):
     loop = loop_class(arms, seed=0)
     asked = []
     for _ in range(60):  # BBKB's batches: one arm or more
-        deterministic = loop.noise <= DETERMINISTIC_NOISE
+        told_repeat = len(set(asked)) < len(asked)
+        deterministic = loop.noise <= DETERMINISTIC_NOISE or told_repeat
         indices = loop.ask(4) if loop_class is SGPTS else loop.ask()
-        # a repeat only while a fit has found noise (a few observations may)
+        # a repeat only while a fit has found noise (a few observations may) and
+        # before a repeat has shown the same reward
         assert not (deterministic and set(indices.tolist()) & set(asked))
         asked += indices.tolist()
         loop.tell(indices, objective(arms[indices]))
@@ -173,3 +177,58 @@ def test_threshold_resolution():
 def test_bad_min_repeat_reduction(options_class, value, error):
     with pytest.raises(error, match="min_repeat_reduction"):
         options_class(min_repeat_reduction=value)
+
+
+def test_repeats_agree_against_a_brute_force_check():
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(200):
+        t = int(torch.randint(1, 12, (1,), generator=generator))
+        observed = torch.randint(0, 6, (t,), generator=generator)
+        rewards = torch.randint(0, 3, (t,), generator=generator).to(DTYPE)
+        if trial % 3 == 0:  # a deterministic objective
+            rewards = observed.to(DTYPE) ** 2
+        if trial % 7 == 0:  # agreement up to rounding
+            rewards = rewards + EQUAL_REPEATS * 0.1 * torch.rand(t, generator=generator)
+        spread = float(rewards.max() - rewards.min())
+        by_arm: dict[int, list[float]] = {}
+        for arm, reward in zip(observed.tolist(), rewards.tolist(), strict=True):
+            by_arm.setdefault(arm, []).append(reward)
+        repeated = [values for values in by_arm.values() if len(values) > 1]
+        expected = bool(repeated) and all(
+            max(v) - min(v) <= EQUAL_REPEATS * spread for v in repeated
+        )
+        assert repeats_agree(observed, rewards) == expected
+
+
+def test_agreeing_repeats_stop_the_repeats_of_a_self_tuning_loop():
+    learned = {"learned_kernel": True, "learned_noise": 0.05}
+    assert repeat_threshold(None, **learned) == DEFAULT_MIN_REPEAT_REDUCTION
+    assert repeat_threshold(None, **learned, repeats_agree=True) == math.inf
+    assert repeat_threshold(0.2, **learned, repeats_agree=True) == 0.2
+    fixed = {"learned_kernel": False, "learned_noise": None, "repeats_agree": True}
+    assert repeat_threshold(None, **fixed) == 0.0
+
+
+@pytest.mark.parametrize("loop_class", [BBKB, SGPTS])
+def test_once_a_repeat_gave_the_same_reward_a_rough_objective_is_not_repeated(
+    loop_class,
+):
+    # a deterministic objective that a smooth kernel fits with noise: the learned
+    # lambda alone would let arms be measured again (11 and 2 repeats without the
+    # agreement rule)
+    arms = _arms(200)
+
+    def rough(x):
+        steps = torch.sign(torch.sin(25 * x[:, 0])) + torch.sign(
+            torch.sin(17 * x[:, 1])
+        )
+        return steps + x.sum(-1)
+
+    loop, asked, late = loop_class(arms, seed=0), [], 0
+    for _ in range(50):
+        told_repeat = len(set(asked)) < len(asked)
+        indices = loop.ask(2) if loop_class is SGPTS else loop.ask()
+        late += told_repeat * len(set(indices.tolist()) & set(asked))
+        asked += indices.tolist()
+        loop.tell(indices, rough(arms[indices]))
+    assert late == 0 and len(set(asked)) >= len(asked) - 2
