@@ -96,9 +96,9 @@ class ArmRefiner:
         r"""After a tell to ``loop`` (a
         :class:`~botorch_sketch.generation.bbkb_loop.BBKB` or
         :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` on ``arms.features``):
-        count the new rewards in the trust region, then, once
-        the kernel has been fitted, add its candidates, and the refined points if
-        the loop refitted since the last call."""
+        count the new rewards in the trust region, then, once the kernel has been
+        fitted, add its candidates, and the refined points if the loop refitted
+        since the last call."""
         refits = getattr(loop, "refits", None)
         if refits is None or not arms.refinable:
             return
