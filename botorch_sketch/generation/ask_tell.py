@@ -25,6 +25,7 @@ from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.repeats import repeat_threshold, repeats_agree
 from botorch_sketch.models.hyperparameters import (
     INITIAL_LEARNED_NOISE,
+    REFIT_MAX_ITERATIONS,
     RefitSchedule,
     bounding_box,
     checked_hyperparameters,
@@ -383,6 +384,7 @@ class ArmLoop(Restorable):
             targets,
             self.kernel_inputs[inducing],
             learn_noise=self.learn_noise,
+            max_iterations=REFIT_MAX_ITERATIONS,
         )
         if fitted is not None:
             self._use_hyperparameters(*fitted)

@@ -68,6 +68,15 @@ EARLY_REFIT_UNTIL = 200
 #: scipy's default (about 2e-9) let refits run 100-400 evaluations on cadata.
 REFIT_FTOL = 1e-6
 
+#: Most L-BFGS-B iterations of a loop's fit. Warm-started, the hyperparameters
+#: then move a bounded way per fit and settle over the geometric schedule of fits
+#: rather than jumping to each new optimum of a few dozen points. Three seeds, 500
+#: trials, 1 in flight (BBKBSampler / SGPTSSampler, mean simple regret, against no
+#: cap): Branin 1.9e-6 / 9.8e-7 (2.3e-5 / 1.5e-5), Levy-10 1.7 / 6.4 (3.3 / 5.3),
+#: the mixed space 0.017 / 0.0067 (0.020 / 0.020), Hartmann-6 0.080 / 9.6e-5
+#: (0.080 / 2.2e-4), at 30-55% less optimizer time per trial.
+REFIT_MAX_ITERATIONS = 20
+
 #: Most inducing points a loop's refit uses. The collapsed bound on a few inducing
 #: points favours the smoother hyperparameters that these points can explain, and
 #: keeps a fit ``O(n m^2)`` with ``m`` fixed. On cadata (sequential BKB, 1,000
@@ -195,6 +204,7 @@ def fit_dtc_hyperparameters(
     dictionary: Tensor,
     learn_noise: bool = True,
     max_inducing: int | None = FIT_INDUCING,
+    max_iterations: int | None = None,
 ) -> tuple[Kernel, float] | None:
     r"""MAP of the kernel hyperparameters and ``lambda`` on the collapsed (Titsias)
     bound of the DTC posterior on ``dictionary``, plus the log densities of the
@@ -214,12 +224,17 @@ def fit_dtc_hyperparameters(
         learn_noise: Whether ``lambda`` is fitted too (else it stays ``noise``).
         max_inducing: Most inducing points the fit uses (None: the whole
             dictionary); default :data:`FIT_INDUCING`.
+        max_iterations: Most L-BFGS-B iterations (None: until converged; the
+            loops pass :data:`REFIT_MAX_ITERATIONS`).
 
     Returns:
         The fitted kernel and ``lambda``, or None if the fit failed (keep the
         current ones).
     """
     y = units_free(y)
+    options: dict[str, float] = {"ftol": REFIT_FTOL}
+    if max_iterations is not None:
+        options["maxiter"] = check_int(max_iterations, "max_iterations", 1)
     if max_inducing is not None:
         check_int(max_inducing, "max_inducing", 1)
         if len(dictionary) > max_inducing:
@@ -242,7 +257,7 @@ def fit_dtc_hyperparameters(
             fit_gpytorch_mll(
                 mll,
                 max_attempts=1,
-                optimizer_kwargs={"options": {"ftol": REFIT_FTOL}},
+                optimizer_kwargs={"options": options},
             )
         except (ModelFittingError, NotPSDError, NanError, ValueError, RuntimeError):
             return None

@@ -68,6 +68,43 @@ def test_full_dictionary_fit_equals_the_exact_gp_map_fit():
     assert not any(p.requires_grad for p in kernel.parameters())
 
 
+def test_an_iteration_cap_stops_the_fit_short_of_the_exact_optimum():
+    # the exact GP's MAP objective (every point inducing) is at most the converged
+    # fit's after a capped fit, which still moves from the start
+    generator = torch.Generator().manual_seed(3)
+    X = torch.rand(40, 3, generator=generator, dtype=DTYPE)
+    y = torch.sin(5 * X[:, 0]) + X[:, 1] ** 2
+    y = (y - y.mean()) / y.std()
+    start = learnable_covar_module(3).to(DTYPE)
+    exact = SingleTaskGP(
+        X,
+        y.unsqueeze(-1),
+        covar_module=learnable_covar_module(3).to(DTYPE),
+        likelihood=get_gaussian_likelihood_with_lognormal_prior().to(DTYPE),
+        outcome_transform=None,
+    )
+    mll = ExactMarginalLogLikelihood(exact.likelihood, exact)
+
+    def objective(fitted) -> float:
+        kernel, noise = fitted
+        exact.covar_module.load_state_dict(kernel.state_dict())
+        exact.likelihood.noise = max(noise, 1e-4)  # BoTorch's floor
+        exact.train()
+        with torch.no_grad():
+            return float(mll(exact(X), y))
+
+    converged = fit_dtc_hyperparameters(start, INITIAL_LEARNED_NOISE, X, y, X)
+    capped = fit_dtc_hyperparameters(
+        start, INITIAL_LEARNED_NOISE, X, y, X, max_iterations=2
+    )
+    moved = capped[0].base_kernel.lengthscale != start.base_kernel.lengthscale
+    assert bool(moved.any())
+    assert objective(capped) < objective(converged) - 1e-3
+    for bad, error in ((0, ValueError), (2.5, TypeError)):
+        with pytest.raises(error, match="max_iterations"):
+            fit_dtc_hyperparameters(start, 0.1, X, y, X, max_iterations=bad)
+
+
 def test_fixed_noise_stays_fixed():
     X = torch.rand(20, 2, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
     y = torch.cos(4 * X).sum(-1)
