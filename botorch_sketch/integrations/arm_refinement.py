@@ -35,8 +35,7 @@ DEFAULT_NUM_REFINED = 128
 #: Trust-region candidates added after every told trial. Three seeds, 500 trials,
 #: one in flight, uncapped refits (BBKBSampler / SGPTSSampler mean simple regret):
 #: 8 against none took Levy-10 from 6.6 / 8.3 to 3.3 / 5.3 and left Hartmann-6 and
-#: the mixed
-#: space as they were; 32 gave the same on Levy-10 (3.3 / 6.8) but led one
+#: the mixed space as they were; 32 gave the same on Levy-10 (3.3 / 6.8) but led one
 #: S-GP-TS seed of Hartmann-6 and two BBKB seeds of the mixed space into a local
 #: optimum (0.04 against 2.2e-4, 0.07 against 0.02) at 2-3x the arms.
 DEFAULT_NUM_LOCAL = 8
