@@ -190,10 +190,11 @@ def wave_points(n=5, dtype=DTYPE, seed=11, device=None):
     return uniform(n, 2, seed=seed, scale=2.0, dtype=dtype, device=device)
 
 
-def assert_loop_matches_scratch(loop) -> None:
+def assert_loop_matches_scratch(loop, **tolerances: float) -> None:
     r"""A ``BBKB`` loop's candidate state equals one rebuilt from scratch from its
     observations and dictionary, with its kernel, ``lambda``, kernel inputs and
-    reward standardization."""
+    reward standardization (``tolerances``: ``rtol`` and ``atol`` of
+    ``assert_close``; its defaults otherwise)."""
     from botorch_sketch.models.candidate_state import CandidateState
     from botorch_sketch.models.hyperparameters import reward_statistics
 
@@ -207,5 +208,5 @@ def assert_loop_matches_scratch(loop) -> None:
     )
     if loop.standardize:
         scratch.standardize(*reward_statistics(loop.rewards))
-    torch.testing.assert_close(loop.state.mean, scratch.mean)
-    torch.testing.assert_close(loop.state.variance, scratch.variance)
+    torch.testing.assert_close(loop.state.mean, scratch.mean, **tolerances)
+    torch.testing.assert_close(loop.state.variance, scratch.variance, **tolerances)
