@@ -192,11 +192,11 @@ class DomainArms:
         self.domains = list(domains)
         width = sum(domain.width for domain in self.domains)
         unit = torch.quasirandom.SobolEngine(width, scramble=True, seed=seed)
-        values = self.values_at(unit.draw(num_arms, dtype=torch.float64))
-        self.values = values[_first_unique_rows(values)]
-        self.features = self.features_of(self.values)
+        self.values = torch.empty(0, len(self.domains), dtype=torch.float64)
+        self.features = torch.empty(0, width, dtype=torch.float64)
         #: The arm of each row of values (a hash table: lookups in ``O(P)``)
-        self._index = {row: i for i, row in enumerate(map(tuple, self.values.tolist()))}
+        self._index: dict[tuple[float, ...], int] = {}
+        self.add_values(self.values_at(unit.draw(num_arms, dtype=torch.float64)))
 
     @property
     def num_arms(self) -> int:
@@ -284,14 +284,3 @@ def _check_bounds(name: str, lower: float, upper: float, integer: bool) -> None:
         f"`space` parameter {name}: needs lower < upper, got "
         f"lower={lower}, upper={upper}{single}."
     )
-
-
-def _first_unique_rows(values: Tensor) -> Tensor:
-    r"""Indices of the first occurrence of each distinct row, in order (none for
-    no rows)."""
-    if values.shape[0] == 0:
-        return torch.empty(0, dtype=torch.long)
-    _, inverse = torch.unique(values, dim=0, return_inverse=True)
-    first = torch.full((int(inverse.max()) + 1,), values.shape[0], dtype=torch.long)
-    first.scatter_reduce_(0, inverse, torch.arange(values.shape[0]), "amin")
-    return first.sort().values
