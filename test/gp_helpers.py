@@ -193,20 +193,18 @@ def wave_points(n=5, dtype=DTYPE, seed=11, device=None):
 def assert_loop_matches_scratch(loop, **tolerances: float) -> None:
     r"""A ``BBKB`` loop's candidate state equals one rebuilt from scratch from its
     observations and dictionary, with its kernel, ``lambda``, kernel inputs and
-    reward standardization (``tolerances``: ``rtol`` and ``atol`` of
-    ``assert_close``; its defaults otherwise)."""
+    targets (its rewards, or their warped values: ``loop.targets_of``;
+    ``tolerances``: ``rtol`` and ``atol`` of ``assert_close``; its defaults
+    otherwise)."""
     from botorch_sketch.models.candidate_state import CandidateState
-    from botorch_sketch.models.hyperparameters import reward_statistics
 
     scratch = CandidateState.from_observations(
         loop.kernel_inputs,
         loop.covar_module,
         loop.noise,
         loop.observed,
-        loop.rewards,
+        loop.targets_of(loop.rewards),
         loop.state.dictionary,
     )
-    if loop.standardize:
-        scratch.standardize(*reward_statistics(loop.rewards))
     torch.testing.assert_close(loop.state.mean, scratch.mean, **tolerances)
     torch.testing.assert_close(loop.state.variance, scratch.variance, **tolerances)

@@ -239,7 +239,8 @@ ERRORS = [RuntimeError, KeyboardInterrupt, MemoryError, InjectedFault]
 SITES = {
     "bbkb": {
         "posterior update": (BBKB, "_update_posterior"),
-        "standardization": (CandidateState, "standardize"),
+        "new targets": (CandidateState, "set_targets"),
+        "power fit": (ask_tell, "fit_power"),
         "refit": (ask_tell, "fit_dtc_hyperparameters"),
         "refit's refresh": (CandidateState, "refresh"),
         "dictionary update": (CandidateState, "update"),
@@ -250,7 +251,8 @@ SITES = {
     },
     "sgpts": {
         "observe": (CachedSparseThompson, "observe"),
-        "new statistics": (CachedSparseThompson, "_set_statistics"),
+        "new targets": (SGPTS, "targets_of"),
+        "power fit": (ask_tell, "fit_power"),
         "_refresh_q": (CachedSparseThompson, "_refresh_q"),
         "_reselect": (CachedSparseThompson, "_reselect"),
         "refit": (ask_tell, "fit_dtc_hyperparameters"),
@@ -575,13 +577,13 @@ PERSISTENT = [RuntimeError, MemoryError, KeyboardInterrupt]
 
 @pytest.mark.parametrize("error", PERSISTENT)
 @pytest.mark.parametrize(
-    "kind, site", [("bbkb", "standardization"), ("sgpts", "_refresh_q")]
+    "kind, site", [("bbkb", "new targets"), ("sgpts", "_refresh_q")]
 )
 def test_a_tell_under_a_persistent_fault_loses_and_duplicates_nothing(
     kind, site, error, monkeypatch
 ):
     r"""#37: a tell whose update fails at every attempt (S-GP-TS's Titsias
-    refresh, BBKB's standardization) raises and leaves the loop as before it (no
+    refresh, BBKB's new targets) raises and leaves the loop as before it (no
     observation added, the arms still pending, a state that loads); the retry
     once the fault is gone records each outcome once, as an undisturbed twin."""
     arms = make_arms(20)

@@ -23,6 +23,7 @@ from botorch_sketch.generation.initial_design import space_filling_arms
 from botorch_sketch.generation.options import ArmLoopOptions, options_record
 from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.repeats import repeat_threshold, repeats_agree
+from botorch_sketch.generation.reward_warping import fit_power, warped_rewards
 from botorch_sketch.models.hyperparameters import (
     INITIAL_LEARNED_NOISE,
     REFIT_MAX_ITERATIONS,
@@ -33,7 +34,6 @@ from botorch_sketch.models.hyperparameters import (
     fit_dtc_hyperparameters,
     hyperparameter_state,
     learnable_covar_module,
-    reward_statistics,
     unit_cube,
 )
 from botorch_sketch.utils.atomic import Restorable, atomic
@@ -235,6 +235,9 @@ class ArmLoop(Restorable):
             noise = INITIAL_LEARNED_NOISE if learned else 1.0
         self.noise = float(noise)
         self.standardize = standardize
+        #: The Yeo-Johnson power of the targets (1: the rewards standardized;
+        #: fitted at each refit; :meth:`targets_of`)
+        self.power = 1.0
         self.num_initial = num_initial
         self._design_asked = 0
         empty = torch.empty(0, dtype=torch.long, device=arms.device)
@@ -356,42 +359,50 @@ class ArmLoop(Restorable):
         self.pending = self.pending[keep]
 
     # --------------------------------------------------------------- self-tuning
-    def _reward_statistics(self, rewards: Tensor) -> tuple[float, float] | None:
-        r"""The mean and standard deviation the ``t`` rewards are standardized by
-        (None when the loop does not standardize)."""
-        return reward_statistics(rewards) if self.standardize else None
+    def targets_of(self, rewards: Tensor) -> Tensor:
+        r"""The ``t`` targets the posterior is conditioned on for the ``t``
+        rewards so far: when the loop standardizes, the rewards standardized and
+        warped with the fitted :attr:`power`
+        (:func:`~botorch_sketch.generation.reward_warping.warped_rewards`), else
+        the rewards themselves."""
+        return warped_rewards(rewards, self.power) if self.standardize else rewards
 
     def _refit_due(self, num_observations: int) -> bool:
         r"""Whether a learned kernel is due for a refit at ``num_observations``."""
         return self.refits is not None and self.refits.due(num_observations)
 
-    def _refit(self, observed: Tensor, targets: Tensor, inducing: Tensor) -> None:
-        r"""MAP refit of the learned kernel (and ``lambda``) on the collapsed bound,
-        warm-started, then :meth:`_use_hyperparameters`; the CPU time goes to
-        :attr:`refit_seconds`. A failed fit keeps the hyperparameters.
+    def _refit(self, observed: Tensor, rewards: Tensor, inducing: Tensor) -> None:
+        r"""Refit the targets' power (if the loop standardizes,
+        :func:`~botorch_sketch.generation.reward_warping.fit_power`), then MAP
+        refit of the learned kernel (and ``lambda``) on the collapsed bound with
+        the new targets, warm-started; then :meth:`_use_hyperparameters` (with
+        the old kernel and ``lambda`` if the fit failed). The CPU time goes to
+        :attr:`refit_seconds`.
 
         Args:
             observed: ``t`` observed arm indices.
-            targets: Their ``t`` standardized rewards.
+            rewards: Their ``t`` rewards.
             inducing: ``m`` arm indices of the inducing points.
         """
         start = time.process_time()
         self.refits.done(observed.shape[0])
+        if self.standardize:
+            self.power = fit_power(rewards)
         fitted = fit_dtc_hyperparameters(
             self.covar_module,
             self.noise,
             self.kernel_inputs[observed],
-            targets,
+            self.targets_of(rewards),
             self.kernel_inputs[inducing],
             learn_noise=self.learn_noise,
             max_iterations=REFIT_MAX_ITERATIONS,
         )
-        if fitted is not None:
-            self._use_hyperparameters(*fitted)
+        self._use_hyperparameters(*(fitted or (self.covar_module, self.noise)))
         self.refit_seconds += time.process_time() - start
 
     def _use_hyperparameters(self, kernel: Kernel, noise: float) -> None:
-        r"""Adopt a refitted kernel and ``lambda`` and recompute the posterior."""
+        r"""Adopt a refitted kernel and ``lambda`` and recompute the posterior
+        (with the targets of the current :attr:`power`)."""
         raise NotImplementedError
 
     def _checked_new_arms(self, points: Tensor) -> tuple[Tensor, Tensor]:
@@ -468,3 +479,6 @@ class ArmLoop(Restorable):
         self.covar_module, self.noise = saved.kernel, saved.noise
         if self.refits is not None:
             self.refits.last = saved.last_fit
+        # the power fitted at the last refit, on the rewards told by then
+        fitted = self.standardize and saved.last_fit is not None
+        self.power = fit_power(saved.rewards[: saved.last_fit]) if fitted else 1.0

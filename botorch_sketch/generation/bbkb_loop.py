@@ -8,7 +8,6 @@ from typing import Any
 
 import torch
 from botorch.models.transforms.input import Normalize
-from botorch.models.transforms.outcome import Standardize
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
@@ -160,17 +159,19 @@ class BBKB(ArmLoop):
 
     Self-tuning (the default when no ``covar_module`` is given): the arms are mapped
     to the unit cube by their bounding box, the first ``num_initial`` arms asked are
-    a space-filling design (the arms nearest to scrambled Sobol points), the rewards
-    are standardized by the mean and standard deviation of those in the posterior
-    (an ``O(A)`` change of the cached means at each batch end,
-    :meth:`~botorch_sketch.models.candidate_state.CandidateState.standardize`), and
+    a space-filling design (the arms nearest to scrambled Sobol points), the
+    posterior is conditioned on the rewards standardized and warped by a
+    Yeo-Johnson power fitted at each refit
+    (:mod:`~botorch_sketch.generation.reward_warping`; an ``O(A m)`` recomputation
+    of the cached means at each batch end,
+    :meth:`~botorch_sketch.models.candidate_state.CandidateState.set_targets`), and
     the kernel's ARD lengthscales and outputscale and ``lambda`` are refitted by MAP
     on the collapsed bound (BoTorch's default priors,
     :func:`~botorch_sketch.models.hyperparameters.learnable_covar_module`) each time
     the observations have grown by ``refit_growth`` since the last fit, warm-started
     from it, at a batch end (then the candidate state is recomputed once). A
     ``covar_module`` given by the user stays fixed and the rewards are taken as
-    reported unless ``standardize=True``.
+    reported unless ``standardize=True`` (then standardized, never warped).
 
     Every call that changes the loop (``ask``, ``tell``, ``fail``, ``add_arms``,
     ``load_state_dict``...) is atomic: if it fails or is interrupted, the loop is
@@ -256,14 +257,15 @@ class BBKB(ArmLoop):
     def model(self) -> NystromGP | None:
         r"""The current posterior as a ``NystromGP`` on all told observations (built
         on first access after each batch, ``O(u m^2)``; the loop itself never needs
-        it), on the arms' coordinates and in the rewards' units (with BoTorch's
-        ``Normalize`` and ``Standardize`` transforms when the loop learns its kernel
-        and standardizes). None before any data."""
+        it), on the arms' coordinates (with BoTorch's ``Normalize`` transform when
+        the loop learns its kernel) and the loop's targets (:meth:`targets_of`: the
+        rewards, or their standardized and warped values when the loop
+        standardizes). None before any data."""
         if self._model is None and self.num_observations > 0:
             learned = self.refits is not None
             self._model = NystromGP(
                 self.arms[self.observed],
-                self.rewards.unsqueeze(-1),
+                self.targets_of(self.rewards).unsqueeze(-1),
                 covar_module=self.covar_module,
                 noise=self.noise,
                 qbar=self.options.qbar,
@@ -271,7 +273,6 @@ class BBKB(ArmLoop):
                 input_transform=Normalize(self.arms.shape[-1], bounds=self.box)
                 if learned
                 else None,
-                outcome_transform=Standardize(1) if self.standardize else None,
             )
         return self._model
 
@@ -427,13 +428,9 @@ class BBKB(ArmLoop):
         self._greedy = None  # it reads the state, which the update changes
         if observed[fresh].numel():
             self._update_posterior(observed[fresh], rewards[fresh], draws)
-            self._standardize(self.state, rewards)
             if self._refit_due(observed.shape[0]):
-                self._refit(
-                    observed,
-                    (rewards - self.state.center) / self.state.scale,
-                    self.state.dictionary,
-                )
+                self._refit(observed, rewards, self.state.dictionary)
+            self._retarget(self.state, observed, rewards)
         self.draws = draws
         self.incorporated = observed.shape[0]
         self._batch = self._batch_radius = None
@@ -516,12 +513,14 @@ class BBKB(ArmLoop):
         self.total_churn += added + removed
         self.num_batches += 1
 
-    def _standardize(self, state: CandidateState, rewards: Tensor) -> None:
-        r"""Standardize ``state``'s rewards by the statistics of ``rewards`` (those
-        in its posterior), if the loop standardizes."""
-        statistics = self._reward_statistics(rewards)
-        if statistics is not None:
-            state.standardize(*statistics)
+    def _retarget(
+        self, state: CandidateState, observed: Tensor, rewards: Tensor
+    ) -> None:
+        r"""Condition ``state`` (whose posterior holds the ``t`` ``observed`` arms)
+        on the targets of their ``rewards`` (:meth:`targets_of`), if the loop
+        standardizes; else it holds the rewards themselves."""
+        if self.standardize:
+            state.set_targets(observed, self.targets_of(rewards))
 
     def _use_hyperparameters(self, kernel: Kernel, noise: float) -> None:
         r"""Recompute the candidate state once for a refitted kernel and
@@ -567,7 +566,7 @@ class BBKB(ArmLoop):
         kernel_inputs: Tensor | None = None,
     ) -> CandidateState:
         r"""The prior state, or one rebuilt from scratch from observations and a
-        dictionary (standardized by their rewards' statistics), with the loop's
+        dictionary (on their targets, :meth:`targets_of`), with the loop's
         kernel and ``lambda`` or the given ``hyperparameters``, on the loop's
         kernel inputs or the given ones."""
         kernel, noise = hyperparameters or (self.covar_module, self.noise)
@@ -584,7 +583,7 @@ class BBKB(ArmLoop):
             dictionary,
             **options,
         )
-        self._standardize(state, rewards)
+        self._retarget(state, observed, rewards)
         return state
 
     def diagnostics(self) -> dict[str, float]:
@@ -645,6 +644,7 @@ class BBKB(ArmLoop):
             raise ValueError("`state['design']` must hold `num_initial` arms.")
         done = slice(0, incorporated)
         inputs = cube_coordinates(arms, self.box)
+        self._restore(saved)  # the targets' power first (atomic: undone on error)
         new_state = self._new_state(
             observed[done],
             rewards[done],
@@ -654,7 +654,6 @@ class BBKB(ArmLoop):
         )
         if isinstance(self.radius, TheoryRadius) and state["radius"] is not None:
             self.radius.load_state_dict(state["radius"])
-        self._restore(saved)
         self._design = design.clone().to(self.arms.device)
         self.state, self.arms, self.kernel_inputs = new_state, arms, inputs
         self.observed, self.rewards, self.draws = observed, rewards, draws

@@ -67,7 +67,10 @@ class ArmLoopOptions:
 
     #: Fixed ``lambda > 0``; None: learned with a learned kernel, 1 with a fixed one.
     noise: float | None = None
-    #: Condition on standardized rewards; None: iff the kernel is learned.
+    #: Condition on standardized rewards (with a learned kernel, also warped by
+    #: the power fitted at each refit,
+    #: :mod:`~botorch_sketch.generation.reward_warping`); None: iff the kernel is
+    #: learned.
     standardize: bool | None = None
     #: Arms of the space-filling design asked first; None: ``max(5, 2 d)`` with a
     #: learned kernel (Ax's count), else 0.

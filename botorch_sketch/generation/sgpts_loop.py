@@ -56,15 +56,17 @@ class SGPTS(ArmLoop):
     :class:`~botorch_sketch.generation.bbkb_loop.BBKB`: the arms are mapped to the
     unit cube, the first ``max(5, 2 d)`` asks return a space-filling design
     (:func:`~botorch_sketch.generation.initial_design.space_filling_arms`), the
-    paths are conditioned on the rewards standardized by their mean and standard
-    deviation (updated at each ``tell``, ``O(m^3)``: the posterior is linear in the
-    rewards), and the ARD lengthscales, outputscale and ``lambda`` are refitted by
+    paths are conditioned on the rewards standardized and warped by a Yeo-Johnson
+    power fitted at each refit (:mod:`~botorch_sketch.generation.reward_warping`;
+    updated at each ``tell``, ``O(t m + m^3)``: the posterior is linear in the
+    targets), and the ARD lengthscales, outputscale and ``lambda`` are refitted by
     MAP of Titsias' collapsed bound on the inducing points each time the
     observations have grown by ``refit_growth``; a refit rebuilds the feature cache
     once (the same random basis directions, rescaled by the new kernel) and
     re-selects the inducing points. Choices then do not depend on the rewards'
     units. With a fixed kernel, rewards are used as reported unless
-    ``standardize=True`` and the first asks are uniformly random.
+    ``standardize=True`` (then standardized, never warped) and the first asks are
+    uniformly random.
 
     Every call that changes the loop (``ask``, ``tell``, ``fail``, ``add_arms``,
     ``load_state_dict``...) is atomic: if it fails or is interrupted, the loop is
@@ -168,7 +170,7 @@ class SGPTS(ArmLoop):
     @property
     def rewards(self) -> Tensor:
         r"""Their rewards as reported (``t``)."""
-        return self.sampler.targets
+        return self.sampler.rewards
 
     def ask(self, max_arms: int | None = None, *, wait: bool = True) -> Tensor:
         r"""``max_arms`` (default 1) new arm indices, added to :attr:`pending`.
@@ -272,23 +274,16 @@ class SGPTS(ArmLoop):
         self.tell_sizes.append(indices.shape[0])
         if self._refit_due(self.num_observations):
             sampler = self.sampler
-            self._refit(
-                sampler.observed,
-                sampler.standardized_targets,
-                sampler.update_arms.unique(),
-            )
+            self._refit(sampler.observed, sampler.rewards, sampler.update_arms.unique())
         self._drop_pending(keep)
 
     def _observe(
         self, sampler: ArmThompsonSampler, indices: Tensor, rewards: Tensor
     ) -> None:
-        r"""``sampler`` observes, standardized by the statistics of all its rewards
-        (if the loop standardizes) in the same update."""
-        targets = sampler.targets
-        statistics = self._reward_statistics(
-            torch.cat([targets, rewards.reshape(-1).to(targets)])
-        )
-        sampler.observe(indices, rewards, statistics)
+        r"""``sampler`` observes, conditioned on the targets of all its rewards
+        (:meth:`targets_of`) in the same update."""
+        told = torch.cat([sampler.rewards, rewards.reshape(-1).to(sampler.rewards)])
+        sampler.observe(indices, rewards, self.targets_of(told))
 
     def _use_hyperparameters(self, kernel: Kernel, noise: float) -> None:
         r"""Rebuild the feature cache and the posterior once for a refitted kernel
@@ -296,7 +291,7 @@ class SGPTS(ArmLoop):
         self.covar_module, self.noise = kernel, noise
         sampler = self.sampler
         rebuilt = self._sampler_from(
-            self._basis_seed, sampler.observed, sampler.targets
+            self._basis_seed, sampler.observed, sampler.rewards
         )
         rebuilt.prior_bank.load(sampler.prior_bank.remaining)
         self.sampler, self._rebuilt_at = rebuilt, self.num_observations
@@ -385,7 +380,7 @@ class SGPTS(ArmLoop):
             state["rebuilt_at"], "state['rebuilt_at']", 0, observed.shape[0]
         )
         replayed = _replayed_chunks(sizes, rebuilt_at)
-        self.covar_module, self.noise = saved.kernel, saved.noise
+        self._restore(saved)  # the hyperparameters first (atomic: undone on error)
         self.arms, self.kernel_inputs = arms, cube_coordinates(arms, self.box)
         generator, basis_seed, design = self._fresh(seed)
         sampler = self._sampler_from(
@@ -399,7 +394,6 @@ class SGPTS(ArmLoop):
             self._observe(sampler, chunk, values)
         sampler.prior_bank.load(prior_weights)
         generator.set_state(state["generator"])
-        self._restore(saved)
         self.seed, self.generator, self.sampler = seed, generator, sampler
         self._basis_seed, self._design = basis_seed, design
         self._rebuilt_at = rebuilt_at

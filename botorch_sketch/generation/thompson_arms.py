@@ -57,7 +57,6 @@ from botorch_sketch.utils.validation import (
     check_finite,
     check_generator,
     check_int,
-    check_number,
     check_positive,
 )
 
@@ -96,35 +95,36 @@ class ArmThompsonSampler(ABC, Restorable):
         self.prior_bank = PriorPathBank(cache, prior_block)
         arms = cache.arms
         self.observed = torch.empty(0, dtype=torch.long, device=arms.device)
+        #: The ``t`` rewards as observed
+        self.rewards = arms.new_empty(0)
+        #: The ``t`` values the paths are conditioned on: the rewards, or the
+        #: targets given to :meth:`observe` or :meth:`set_targets`
         self.targets = arms.new_empty(0)
-        #: Center and scale of the rewards: paths are conditioned on
-        #: ``(targets - center) / scale`` (:meth:`standardize`).
-        self.center, self.scale = 0.0, 1.0
 
     @property
     def num_observations(self) -> int:
         return self.observed.shape[0]
 
-    @property
-    def standardized_targets(self) -> Tensor:
-        r"""The ``t`` rewards the paths are conditioned on, ``(y - center) / scale``."""
-        return (self.targets - self.center) / self.scale
+    def set_targets(self, targets: Tensor) -> None:
+        r"""Condition on ``targets`` (``t``, one per observation, e.g. the rewards
+        standardized or warped by a loop) instead of the current ones. The
+        posterior is linear in them: ``O(t m + m^3)`` for the sparse sampler (it
+        keeps ``L^{-1} K_{Z X}``), nothing for the exact one."""
+        self.targets = self._checked_targets(targets, self.num_observations)
+        self._retargeted()
 
-    def standardize(self, center: float, scale: float) -> None:
-        r"""Condition on ``(y - center) / scale`` from now on (the paths are then in
-        those units). The posterior is linear in the rewards, so this costs no
-        rebuild: ``O(m^3)`` for the sparse sampler (its statistics keep the raw
-        rewards' and the all-ones' projections), nothing for the exact one.
+    def _checked_targets(self, targets: Tensor, count: int) -> Tensor:
+        r"""``count`` finite targets, in the rewards' dtype and device."""
+        check_finite(targets, "targets")
+        if targets.shape != (count,):
+            raise ValueError(
+                f"`targets` must hold one value per observation, shape ({count},), "
+                f"got {tuple(targets.shape)}."
+            )
+        return targets.detach().to(self.rewards)
 
-        Args:
-            center: The rewards' center ``c``.
-            scale: Their scale ``s > 0``.
-        """
-        self._set_statistics(center, scale)
-
-    def _set_statistics(self, center: float, scale: float) -> None:
-        self.center = check_number(center, "center")
-        self.scale = check_positive(scale, "scale")
+    def _retargeted(self) -> None:
+        r"""Recompute what depends on :attr:`targets` (none by default)."""
 
     @property
     @abstractmethod
@@ -134,7 +134,7 @@ class ArmThompsonSampler(ABC, Restorable):
     @property
     def memory_bytes(self) -> int:
         r"""Bytes held: the cache's stored tensors and the sampler's state."""
-        held = [self.observed, self.targets, *self._state()]
+        held = [self.observed, self.rewards, self.targets, *self._state()]
         own = sum(x.numel() * x.element_size() for x in held)
         return self.cache.stored_bytes + self.prior_bank.memory_bytes + own
 
@@ -151,10 +151,10 @@ class ArmThompsonSampler(ABC, Restorable):
         self,
         indices: Tensor,
         rewards: Tensor,
-        statistics: tuple[float, float] | None,
+        targets: Tensor | None,
     ) -> tuple[Tensor, Tensor]:
-        r"""Check and store observations (and the new ``statistics``, if any);
-        return them as arm indices and targets."""
+        r"""Check and store observations and the targets of all (the rewards if
+        None); return the new arm indices and rewards."""
         if not isinstance(indices, Tensor) or indices.dtype != torch.long:
             raise TypeError("`indices` must be a LongTensor of arm indices.")
         indices = indices.reshape(-1).to(self.observed.device)
@@ -163,15 +163,17 @@ class ArmThompsonSampler(ABC, Restorable):
         if bool((indices < 0).any()) or bool((indices >= self.cache.num_arms).any()):
             raise ValueError(f"`indices` must lie in [0, {self.cache.num_arms}).")
         check_finite(rewards, "rewards")
-        rewards = rewards.reshape(-1).to(self.targets)
+        rewards = rewards.reshape(-1).to(self.rewards)
         if rewards.shape != indices.shape:
             raise ValueError(
                 f"`rewards` must hold {indices.numel()} values, got {rewards.numel()}."
             )
-        if statistics is not None:
-            self._set_statistics(*statistics)
+        all_rewards = torch.cat([self.rewards, rewards])
+        if targets is not None:
+            targets = self._checked_targets(targets, all_rewards.shape[0])
         self.observed = torch.cat([self.observed, indices])
-        self.targets = torch.cat([self.targets, rewards])
+        self.rewards = all_rewards
+        self.targets = all_rewards if targets is None else targets
         return indices, rewards
 
     def add_arms(self, points: Tensor) -> None:
@@ -235,11 +237,12 @@ class ArmThompsonSampler(ABC, Restorable):
         self,
         indices: Tensor,
         rewards: Tensor,
-        statistics: tuple[float, float] | None = None,
+        targets: Tensor | None = None,
     ) -> None:
         r"""Append ``b`` observations: arm ``indices`` (``b``) with ``rewards``;
-        with ``statistics``, condition on ``(y - c) / s`` from now on, as
-        :meth:`standardize` would, in the same update."""
+        condition on ``targets`` (``t + b``, one per observation, all of them)
+        from now on, as :meth:`set_targets` would, in the same update (None: on
+        the rewards)."""
 
     @abstractmethod
     def update_weights(self, weights: Tensor, noise: Tensor, alpha: float) -> Tensor:
@@ -298,10 +301,10 @@ class IncrementalExactThompson(ArmThompsonSampler):
         self,
         indices: Tensor,
         rewards: Tensor,
-        statistics: tuple[float, float] | None = None,
+        targets: Tensor | None = None,
     ) -> None:
         old = self.num_observations
-        indices, _ = self._append(indices, rewards, statistics)
+        indices, _ = self._append(indices, rewards, targets)
         cache = self.cache
         cache.add_columns(indices)
         X_new = cache.arms[indices]
@@ -330,7 +333,7 @@ class IncrementalExactThompson(ArmThompsonSampler):
         t = self.num_observations
         prior = self._features[:t] @ weights.mT  # t x q
         noisy = prior + self.noise**0.5 * noise.mT
-        return self._chol.solve(self.standardized_targets.unsqueeze(-1) - alpha * noisy)
+        return self._chol.solve(self.targets.unsqueeze(-1) - alpha * noisy)
 
 
 class CachedSparseThompson(ArmThompsonSampler):
@@ -339,8 +342,9 @@ class CachedSparseThompson(ArmThompsonSampler):
     The inducing points ``Z`` (at most ``num_inducing``) are chosen from the observed
     arms by greedy conditional-variance selection, as
     :class:`~botorch_sketch.models.variational.DecomposedSamplingSVGP` does on the same
-    data, and ``q(v) = N(m_w, C_w C_w^T)`` is Titsias' optimum, kept as the statistics
-    ``sum_i phi_i phi_i^T`` and ``sum_i phi_i y_i`` with
+    data, and ``q(v) = N(m_w, C_w C_w^T)`` is Titsias' optimum, computed from the
+    statistics ``sum_i phi_i phi_i^T`` and the ``m x t`` columns ``phi_i`` (so
+    :meth:`set_targets` costs ``O(t m + m^3)``), with
     ``phi_i = L^{-1} k(Z, x_i)``, ``L L^T = K_ZZ + jitter I``
     (:func:`~botorch_sketch.models.dtc.titsias_q_from_statistics`). Path ``j``
     is the model's scaled Matheron path
@@ -351,12 +355,13 @@ class CachedSparseThompson(ArmThompsonSampler):
     With ``inducing_quality="variance"`` :meth:`observe` checks in ``O(m^2 b)``
     whether greedy selection on all data would still pick the same pivots (a new
     point must beat a pivot's residual variance at its stage); if so, ``Z`` is kept
-    and the statistics get ``b`` rank-one terms, ``O(m^2 b + m^3)``; else ``Z`` is
+    and the statistics get ``b`` rank-one terms, ``O(m^2 b + m t + m^3)``; else ``Z`` is
     re-selected and the statistics rebuilt, ``O(n m^2)``, and only the kernel columns
     of new inducing arms are computed, ``O(N d)`` each. With ``"improvement"`` the
     quality weights (expected improvement of every observed point under the model
     before the update) change at every update, so each update re-selects,
-    ``O(n m^2)``. A draw costs ``O(N (M + m) q + m^2 q)``, memory ``O(N (M + m))``.
+    ``O(n m^2)``. A draw costs ``O(N (M + m) q + m^2 q)``, memory
+    ``O(N (M + m) + t m)``.
 
     Example:
         >>> sampler = CachedSparseThompson(ArmFeatureCache(arms, kernel), 0.5, 100)
@@ -413,18 +418,25 @@ class CachedSparseThompson(ArmThompsonSampler):
     def _state(self) -> list[Tensor]:
         if self.num_observations == 0:
             return []
-        return [self._chol, self._phi_z, self._gram, self._pivot_chol, self._chol_w]
+        return [
+            self._chol,
+            self._phi_z,
+            self._gram,
+            self._phi,
+            self._pivot_chol,
+            self._chol_w,
+        ]
 
     def observe(
         self,
         indices: Tensor,
         rewards: Tensor,
-        statistics: tuple[float, float] | None = None,
+        targets: Tensor | None = None,
     ) -> None:
         r"""Append ``b`` observations and update ``Z`` and ``q(u)`` once (see the
         class)."""
         first = self.num_observations == 0
-        indices, rewards = self._append(indices, rewards, statistics)
+        indices, rewards = self._append(indices, rewards, targets)
         improvement = self.inducing_quality == "improvement"
         if first:
             self._reselect(None)  # first the conditional-variance model of the data
@@ -440,8 +452,7 @@ class CachedSparseThompson(ArmThompsonSampler):
                 return
             phi = torch.linalg.solve_triangular(self._chol, k_zx, upper=False)
             self._gram = self._gram + phi @ phi.mT
-            self._projected = self._projected + phi @ rewards
-            self._projected_ones = self._projected_ones + phi.sum(-1)
+            self._phi = torch.cat([self._phi, phi], -1)
             self._refresh_q()
 
     def _selection_changes(self, X_new: Tensor, k_zx: Tensor) -> bool:
@@ -487,19 +498,17 @@ class CachedSparseThompson(ArmThompsonSampler):
         self._phi_z = cache.features_at(self.inducing_arms)
         phi = solve_lower(self._chol, cache.kernel_matrix(Z, X))
         self._gram = phi @ phi.mT
-        self._projected = phi @ self.targets
-        self._projected_ones = phi.sum(-1)
+        self._phi = phi
         self.reselections += 1
         self._refresh_q()
 
     def _refresh_q(self) -> None:
-        projected = (self._projected - self.center * self._projected_ones) / self.scale
+        r"""Titsias' ``q(v)`` from the statistics and the targets, ``O(t m + m^3)``."""
         self._mean_w, self._chol_w = titsias_q_from_statistics(
-            self._gram, projected, self.noise
+            self._gram, self._phi @ self.targets, self.noise
         )
 
-    def standardize(self, center: float, scale: float) -> None:
-        super().standardize(center, scale)
+    def _retargeted(self) -> None:
         if self.num_observations:
             self._refresh_q()
 

@@ -70,7 +70,6 @@ from botorch_sketch.utils.validation import (
     check_magnitude,
     check_matrix,
     check_model_dtype,
-    check_number,
     check_positive,
 )
 
@@ -181,7 +180,6 @@ class CandidateState(Restorable):
         self._stored = 0
         self.counts = points.new_zeros(num_points)
         self.target_sums = points.new_zeros(num_points)
-        self.center, self.scale = 0.0, 1.0
         self._reset_dictionary(points.new_empty(0, dtype=torch.long))
 
     @classmethod
@@ -284,26 +282,46 @@ class CandidateState(Restorable):
 
     @property
     def mean(self) -> Tensor:
-        r"""``A`` posterior means of the standardized rewards ``(y - c) / s``
-        (:meth:`standardize`; the rewards themselves by default), ``O(A)``."""
-        return (self._means[:, 0] - self.center * self._means[:, 1]) / self.scale
+        r"""``A`` posterior means of the rewards (or of the targets set by
+        :meth:`set_targets`), ``O(A)``."""
+        return self._means[:, 0]
 
-    def standardize(self, center: float, scale: float) -> None:
-        r"""Condition on the rewards as ``(y - center) / scale`` from now on.
-
-        The DTC mean is linear in the rewards, and the state carries the mean of
-        the rewards ``mu_y`` and that of all-ones rewards ``mu_1`` through every
-        update, so ``mu = (mu_y - c mu_1) / s`` for any statistics: changing them
-        costs nothing here and ``O(A)`` at the next read of :attr:`mean`. The
-        variances do not depend on the rewards.
+    @torch.no_grad()
+    def set_targets(self, indices: Tensor, targets: Tensor) -> None:
+        r"""Condition on ``targets`` instead of the rewards observed so far (e.g.
+        the rewards standardized, or warped by a loop), from now on: the DTC mean
+        is linear in the per-candidate sums of the targets, so this recomputes
+        their projection and the means, ``O(u s m + A s m)`` for ``u`` distinct
+        observed candidates; the variances do not depend on the targets. Later
+        observations add their own rewards to the sums.
 
         Args:
-            center: The offset ``c`` (finite).
-            scale: The scale ``s > 0``.
+            indices: ``n`` candidate indices: the observations so far, as a
+                multiset (each candidate as often as it was observed).
+            targets: Their ``n`` targets, in any order matching ``indices``.
         """
-        center = check_number(center, "center")
-        scale = check_positive(scale, "scale")
-        self.center, self.scale = center, scale
+        indices = self._check_indices(indices, "indices")
+        self._check_rewards(targets, indices, "targets")
+        targets = targets.detach().to(self.points)
+        counts = torch.zeros_like(self.counts).index_add_(
+            0, indices, torch.ones_like(targets)
+        )
+        if not torch.equal(counts, self.counts):
+            raise ValueError(
+                "`indices` must hold the observed candidates, each as often as it "
+                "was observed."
+            )
+        self.target_sums = torch.zeros_like(self.target_sums).index_add_(
+            0, indices, targets
+        )
+        observed, m = self.observed, self.size
+        if m == 0:
+            return
+        projected = self.feature_rows(observed).mT @ self._targets(observed)
+        self._projected_targets = projected
+        self._weights = self._gram_inverse @ projected
+        self._means = self.features_times(self._weights)
+        self.flops += 2.0 * (observed.numel() + self.num_points) * self._stored * m
 
     # ---------------------------------------------------------------- updates
     @torch.no_grad()
@@ -432,7 +450,7 @@ class CandidateState(Restorable):
         direction = direction / direction.norm()
         solved = self._gram_inverse @ direction
         curvature = float(direction @ solved)
-        along_weights = direction @ self._weights  # 2
+        along_weights = direction @ self._weights  # 1
         rhs = self._basis @ torch.stack([direction, solved], dim=-1)
         last = torch.zeros_like(direction)
         last[-1] = 1.0
@@ -552,7 +570,7 @@ class CandidateState(Restorable):
         schur = safe_cholesky(
             C_X.mT @ (weights * C_X) + self.noise * eye - border.mT @ extension
         )
-        target = C_X.mT @ self._targets(observed)  # k x 2
+        target = C_X.mT @ self._targets(observed)  # k x 1
         step = torch.cholesky_solve(
             target - extension.mT @ self._projected_targets, schur
         )
@@ -610,10 +628,10 @@ class CandidateState(Restorable):
         if append is not None:
             Z_b = torch.cat([Z_b, append.new_features(indices, Z_b)], dim=-1)
         # the mean at the observed rows, after the planned removals and append
-        mean_b = Z_b @ self._weights  # b x 2
+        mean_b = Z_b @ self._weights  # b x 1
         G = self._gram_inverse @ Z_b.mT  # (m + k) x b
         woodbury = safe_cholesky(torch.diag(counts.reciprocal()) + Z_b @ G)
-        averages = torch.stack([sums / counts, torch.ones_like(counts)], dim=-1)
+        averages = (sums / counts).unsqueeze(-1)
         coefficients = torch.cholesky_solve(averages - mean_b, woodbury)
         G_whitened = torch.linalg.solve_triangular(woodbury, G.mT, upper=False)
         self._gram_inverse = _symmetric(self._gram_inverse - G_whitened.mT @ G_whitened)
@@ -667,9 +685,8 @@ class CandidateState(Restorable):
         self.flops += 2.0 * self.num_points * s * m
 
     def _targets(self, indices: Tensor) -> Tensor:
-        r"""``n x 2`` reward sums and counts of candidates: the right-hand sides of
-        ``mu_y`` and ``mu_1`` (:meth:`standardize`)."""
-        return torch.stack([self.target_sums[indices], self.counts[indices]], -1)
+        r"""``n x 1`` target sums of candidates: the right-hand side of the mean."""
+        return self.target_sums[indices].unsqueeze(-1)
 
     def _record(self, indices: Tensor, counts: Tensor, sums: Tensor) -> None:
         self.counts = self.counts.index_add(0, indices, counts)
@@ -883,14 +900,16 @@ class CandidateState(Restorable):
             )
         return index
 
-    def _check_rewards(self, rewards: object, indices: Tensor) -> None:
+    def _check_rewards(
+        self, rewards: object, indices: Tensor, name: str = "rewards"
+    ) -> None:
         if not isinstance(rewards, Tensor) or rewards.shape != indices.shape:
             raise ValueError(
-                f"`rewards` must be a tensor of the shape of `indices`, "
+                f"`{name}` must be a tensor of the shape of `indices`, "
                 f"{tuple(indices.shape)}."
             )
         if not torch.isfinite(rewards).all():
-            raise ValueError("`rewards` contains NaN or infinite values.")
+            raise ValueError(f"`{name}` contains NaN or infinite values.")
 
     def _check_indices(self, indices: object, name: str) -> Tensor:
         if not isinstance(indices, Tensor) or indices.dtype != torch.long:

@@ -9,6 +9,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch import BBKB, BBKBOptions, BKBUpperConfidenceBound, TheoryRadius
 from botorch_sketch.generation import ask_tell
+from botorch_sketch.generation.reward_warping import fit_power, warped_rewards
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.hyperparameters import learnable_covar_module, unit_cube
 
@@ -356,11 +357,8 @@ def test_learned_loop_starts_space_filling_and_refits_geometrically():
     # so two orders of the same products differ by up to ~1e-6 (thread counts too)
     assert_loop_matches_scratch(loop, rtol=1e-5, atol=1e-5)
     assert loop.diagnostics()["radius"] == pytest.approx(2 * loop.noise**0.5)
-    posterior = loop.model.posterior(arms[:5])  # in the arms' units and coordinates
-    torch.testing.assert_close(
-        posterior.mean.squeeze(-1),
-        loop.state.mean[:5] * loop.state.scale + loop.state.center,
-    )
+    posterior = loop.model.posterior(arms[:5])  # in the arms' coordinates
+    torch.testing.assert_close(posterior.mean.squeeze(-1), loop.state.mean[:5])
 
 
 def test_learned_loop_does_not_depend_on_the_rewards_units():
@@ -371,6 +369,42 @@ def test_learned_loop_does_not_depend_on_the_rewards_units():
         for scale, offset in ((1.0, 0.0), (1000.0, 300.0), (0.001, -7.0))
     ]
     assert histories[0] == histories[1] == histories[2]
+
+
+def heavy_tailed(X):
+    r"""A loss spanning orders of magnitude (an ellipsoid), maximized."""
+    return -(10.0 ** (3 * torch.arange(X.shape[-1]).to(X)) * (X - 0.4) ** 2).sum(-1)
+
+
+def test_heavy_tailed_rewards_are_warped_and_the_state_is_their_posterior():
+    gen = torch.Generator().manual_seed(9)
+    arms = torch.rand(300, 2, generator=gen, dtype=DTYPE)
+    loops = [BBKB(arms, seed=3) for _ in range(3)]
+    histories = []
+    units = ((1.0, 0.0), (1e3, 300.0), (1e-3, -5.0))
+    for loop, (scale, offset) in zip(loops, units, strict=True):
+        history = []
+        for _ in range(20):
+            indices = loop.ask(2)
+            loop.tell(indices, scale * heavy_tailed(arms[indices]) + offset)
+            history.append(indices.tolist())
+        histories.append(history)
+    loop = loops[0]
+    # the power of the last refit, on the rewards told by then, spreads the tail
+    assert loop.power == fit_power(loop.rewards[: loop.refits.last]) > 1.0
+    assert histories[0] == histories[1] == histories[2]  # in any units
+    assert all(each.power == loop.power for each in loops)
+    # the state is the posterior of the warped rewards, rebuilt from scratch
+    targets = loop.targets_of(loop.rewards)
+    torch.testing.assert_close(targets, warped_rewards(loop.rewards, loop.power))
+    assert_loop_matches_scratch(loop, rtol=1e-5, atol=1e-5)
+    twin = BBKB(arms, seed=3)
+    twin.load_state_dict(loop.state_dict())
+    assert twin.power == loop.power
+    for each in (loop, twin):
+        indices = each.ask(2)
+        each.tell(indices, heavy_tailed(arms[indices]))
+    assert torch.equal(loop.observed, twin.observed)
 
 
 def test_learned_loop_resumes_exactly():
@@ -480,8 +514,7 @@ def test_added_arms_join_the_posterior_and_resume():
     # the state is the posterior on all arms, and the model's at the new ones
     assert_loop_matches_scratch(loop)
     torch.testing.assert_close(
-        loop.model.posterior(new).mean.squeeze(-1),
-        loop.state.mean[120:] * loop.state.scale + loop.state.center,
+        loop.model.posterior(new).mean.squeeze(-1), loop.state.mean[120:]
     )
     loop.tell(pending, objective(loop.arms[pending]))
     twin.load_state_dict(loop.state_dict())
@@ -554,7 +587,8 @@ def test_added_arms_continue_as_a_state_rebuilt_on_all_arms(learned):
         assert_same_posterior(loop, twin)
     pending = loop.pending
     for each in (loop, twin):  # the last batch ends: every outcome in the state
-        each.tell(pending, objective(each.arms[pending]))
+        if pending.numel():
+            each.tell(pending, objective(each.arms[pending]))
     assert any(open_batches) and not all(open_batches)
     assert_same_posterior(loop, twin)
     assert_loop_matches_scratch(loop)

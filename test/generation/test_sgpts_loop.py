@@ -9,6 +9,7 @@ import torch
 
 from botorch_sketch.generation import ask_tell, thompson_arms
 from botorch_sketch.generation.initial_design import space_filling_arms
+from botorch_sketch.generation.reward_warping import fit_power, warped_rewards
 from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
 from botorch_sketch.generation.thompson_arms import CachedSparseThompson
 from botorch_sketch.models.hyperparameters import learnable_covar_module, unit_cube
@@ -122,7 +123,7 @@ def test_asynchronous_choices_equal_hand_driven_sampler(tkwargs):
         assert sorted(loop.pending.tolist()) == sorted(pending)
     assert loop.failed.tolist() == failed
     assert torch.equal(loop.observed, sampler.observed)
-    assert torch.equal(loop.rewards, sampler.targets)
+    assert torch.equal(loop.rewards, sampler.rewards)
     assert sampler.num_observations > 20 and sampler.reselections > 1
 
 
@@ -378,15 +379,16 @@ def test_learned_loop_starts_space_filling_and_refits_to_the_exact_posterior():
     default = learnable_covar_module(3).base_kernel.lengthscale.to(lengthscale)
     assert not torch.allclose(lengthscale, default)
     # oracle: with every distinct observed arm inducing (m = 40 > 32), the paths'
-    # mean (alpha = 0) is the exact GP's on the standardized rewards, with the
-    # learned kernel on the unit cube
+    # mean (alpha = 0) is the exact GP's on the warped rewards (the power fitted
+    # on the rewards of the last refit), with the learned kernel on the unit cube
     sampler = loop.sampler
     y = loop.rewards
-    standardized = (y - y.mean()) / y.std()
-    torch.testing.assert_close(sampler.standardized_targets, standardized)
+    assert loop.power == fit_power(y[: loop.refits.last])
+    targets = warped_rewards(y, loop.power)
+    torch.testing.assert_close(sampler.targets, targets, rtol=0, atol=0)
     X = unit_cube(arms)
     mean, _ = zero_mean_gp_posterior(
-        X[loop.observed], standardized, loop.noise, loop.covar_module, X
+        X[loop.observed], targets, loop.noise, loop.covar_module, X
     )
     weights = torch.zeros(1, NUM_FEATURES, dtype=DTYPE)
     noise = torch.zeros(1, sampler.noise_size, dtype=DTYPE)
@@ -396,9 +398,52 @@ def test_learned_loop_starts_space_filling_and_refits_to_the_exact_posterior():
     torch.testing.assert_close(paths, mean, rtol=1e-3, atol=1e-3)
 
 
+def test_heavy_tailed_rewards_are_warped_and_the_paths_are_their_posterior():
+    g = seeded(9)
+    arms = torch.rand(200, 2, generator=g, dtype=DTYPE)
+    scales = 10.0 ** torch.tensor([0.0, 3.0], dtype=DTYPE)
+
+    def heavy_tailed(indices):  # an ellipsoid loss, maximized
+        return -(scales * (arms[indices] - 0.4) ** 2).sum(-1)
+
+    loop = _learned(arms, seed=2)
+    for _ in range(16):
+        indices = loop.ask(2)
+        loop.tell(indices, heavy_tailed(indices))
+    assert loop.power == fit_power(loop.rewards[: loop.refits.last]) > 1.0
+    # oracle: the paths' mean is Titsias' posterior mean of the warped rewards on
+    # the inducing points, K_AZ (lambda K_ZZ + K_ZX K_XZ)^{-1} K_ZX y~, from scratch
+    # (K_ZZ with the sampler's jitter)
+    sampler = loop.sampler
+    targets = warped_rewards(loop.rewards, loop.power)
+    torch.testing.assert_close(sampler.targets, targets, rtol=0, atol=0)
+    X = unit_cube(arms)
+    Z = X[sampler.inducing_arms]
+    with torch.no_grad():
+        K_AZ = loop.covar_module(X, Z).to_dense()
+        K_XZ = K_AZ[loop.observed]
+        K_ZZ = loop.covar_module(Z).to_dense()
+    K_ZZ = K_ZZ + sampler.jitter * torch.eye(Z.shape[0], dtype=DTYPE)
+    system = loop.noise * K_ZZ + K_XZ.mT @ K_XZ
+    mean = K_AZ @ torch.linalg.solve(system, K_XZ.mT @ targets)
+    weights = torch.zeros(1, NUM_FEATURES, dtype=DTYPE)
+    noise = torch.zeros(1, sampler.noise_size, dtype=DTYPE)
+    paths = sampler.path_values(weights, noise, alpha=0.0).squeeze(-1)
+    # (the two orders of the same products differ by ~5e-6: K_ZZ is ill-conditioned)
+    torch.testing.assert_close(paths, mean, rtol=1e-4, atol=1e-4)
+    twin = _learned(arms, seed=2)
+    twin.load_state_dict(loop.state_dict())
+    assert twin.power == loop.power
+    for each in (loop, twin):
+        indices = each.ask(2)
+        each.tell(indices, heavy_tailed(indices))
+    assert torch.equal(loop.observed, twin.observed)
+
+
 def test_a_standardizing_tell_computes_q_once(monkeypatch):
-    # the new statistics enter with the observations: one q(u) per tell, and the
-    # result is q(u) computed from scratch on the standardized rewards
+    # the new targets enter with the observations: one q(u) per tell, and the
+    # result is q(u) computed from scratch on the standardized rewards (a fixed
+    # kernel: never warped)
     g = seeded(6)
     arms = torch.rand(120, 2, generator=g, dtype=DTYPE)
     loop = SGPTS(
@@ -423,14 +468,16 @@ def test_a_standardizing_tell_computes_q_once(monkeypatch):
     assert len(computed) == 1
     sampler = loop.sampler
     y = loop.rewards
-    assert (sampler.center, sampler.scale) == (float(y.mean()), float(y.std()))
+    assert loop.power == 1.0
+    torch.testing.assert_close(sampler.targets, (y - y.mean()) / y.std())
     mean, _ = titsias_q(*computed[0])
-    fresh, _ = titsias_q(
-        sampler._gram,
-        (sampler._projected - sampler.center * sampler._projected_ones) / sampler.scale,
-        sampler.noise,
+    X = loop.kernel_inputs
+    Z, observed = X[sampler.inducing_arms], X[sampler.observed]
+    phi = torch.linalg.solve_triangular(
+        sampler._chol, loop.covar_module(Z, observed).to_dense(), upper=False
     )
-    torch.testing.assert_close(mean, fresh, rtol=0, atol=0)
+    fresh, _ = titsias_q(phi @ phi.mT, phi @ sampler.targets, sampler.noise)
+    torch.testing.assert_close(mean, fresh)
 
 
 def _basis_drawn(arms):
@@ -561,9 +608,9 @@ def test_added_arms_join_the_posterior_and_resume():
     X = (torch.cat([arms, new]) - arms.min(0).values) / (
         arms.max(0).values - arms.min(0).values
     )
-    y = loop.rewards
+    targets = warped_rewards(loop.rewards, loop.power)
     mean, _ = zero_mean_gp_posterior(
-        X[loop.observed], (y - y.mean()) / y.std(), loop.noise, loop.covar_module, X
+        X[loop.observed], targets, loop.noise, loop.covar_module, X
     )
     sampler = loop.sampler
     weights = torch.zeros(1, NUM_FEATURES, dtype=DTYPE)

@@ -306,10 +306,12 @@ def test_bad_input_names_the_argument():
 
 
 @pytest.mark.parametrize("sparse", [True, False])
-def test_standardized_paths_equal_paths_of_standardized_rewards(sparse, tkwargs):
-    # standardize(c, s) re-expresses the posterior in (y - c) / s in place; a
-    # sampler fed (y - c) / s from the start, in the same updates, is the oracle
+def test_paths_on_new_targets_equal_paths_of_a_sampler_fed_them(sparse, tkwargs):
+    # set_targets (and observe's targets) re-express the posterior in other
+    # targets in place; a sampler fed those targets as rewards, in the same
+    # updates, is the oracle
     arms = _arms(**tkwargs)
+    generator = torch.Generator().manual_seed(3)
 
     def sampler():
         if sparse:
@@ -318,21 +320,35 @@ def test_standardized_paths_equal_paths_of_standardized_rewards(sparse, tkwargs)
 
     updated, chunks = sampler(), list(_observations(arms, [8, 1, 5, 2]))
     for step, (indices, rewards) in enumerate(chunks):
-        updated.observe(indices, 1000.0 * rewards + 300.0)
-        center, scale = 280.0 + step, 900.0 + 50.0 * step
-        updated.standardize(center, scale)
-        reference = sampler()
-        for old_indices, old_rewards in chunks[: step + 1]:
-            raw = 1000.0 * old_rewards + 300.0
-            reference.observe(old_indices, (raw - center) / scale)
-        assert_close(updated.standardized_targets, reference.targets)
+        raw = 1000.0 * rewards + 300.0
+        told = updated.num_observations + raw.numel()
+        targets = torch.randn(told, generator=generator, dtype=torch.float64)
+        if step % 2:
+            updated.observe(indices, raw, targets.to(arms))
+        else:
+            updated.observe(indices, raw)
+            updated.set_targets(targets.to(arms))
+        reference, start = sampler(), 0
+        for old_indices, _ in chunks[: step + 1]:
+            stop = start + old_indices.numel()
+            reference.observe(old_indices, targets[start:stop].to(arms))
+            start = stop
+        assert_close(updated.targets, reference.rewards)
+        assert torch.equal(updated.rewards[-raw.numel() :], raw)
         weights = _normal(4, NUM_FEATURES, seed=step, like=arms)
         noise = _normal(4, updated.noise_size, seed=10 + step, like=arms)
         assert_close(
             updated.path_values(weights, noise, alpha=1.3),
             reference.path_values(weights, noise, alpha=1.3),
         )
-    with pytest.raises(ValueError, match="`scale`"):
-        updated.standardize(0.0, 0.0)
-    with pytest.raises(TypeError, match="`center`"):
-        updated.standardize("1", 1.0)
+    before = updated.targets
+    for bad in (
+        torch.zeros(updated.num_observations + 1).to(arms),
+        torch.full((updated.num_observations,), float("nan")).to(arms),
+    ):
+        with pytest.raises(ValueError, match="`targets`"):
+            updated.set_targets(bad)
+        with pytest.raises(ValueError, match="`targets`"):
+            updated.observe(indices, raw, bad)
+    assert updated.targets is before
+    assert updated.num_observations == sum(i.numel() for i, _ in chunks)

@@ -363,30 +363,50 @@ def test_a_copy_replacing_its_twin_keeps_the_dictionary_non_empty():
     assert_matches_scratch(state)
 
 
-def test_standardized_mean_equals_a_state_built_on_standardized_rewards(tkwargs):
-    # the statistics change between updates: the O(A) combination of the rewards'
-    # mean and the all-ones mean is the posterior of (y - c) / s from scratch
+def test_set_targets_equals_a_state_built_on_those_targets(tkwargs):
+    # new targets for every observation so far (as a loop's warped rewards): the
+    # state is then the posterior of their sums from scratch, and later updates
+    # (observations, dictionary changes) continue from them exactly
     arms, kernel = make_arms(num_arms=150, **tkwargs)
     state = CandidateState(arms, kernel, 0.2)
     generator = torch.Generator().manual_seed(6)
+    scale = 30.0 if arms.dtype == torch.float32 else 1.0
     checks = 0
     for _ in random_walk(state, 200, seed=7, check_every=25):
-        center = float(torch.randn(1, generator=generator)) * 100
-        scale = float(torch.rand(1, generator=generator)) * 50 + 0.01
-        state.standardize(center, scale)
-        standardized = (state.target_sums - center * state.counts) / scale
-        reference, _ = from_scratch(state, standardized)
-        assert_close(state.mean, reference, 30.0 if arms.dtype == torch.float32 else 1)
+        assert_matches_scratch(state, scale)  # later rewards added to the targets
+        observations = torch.repeat_interleave(
+            torch.arange(state.num_points, device=arms.device), state.counts.long()
+        )
+        order = torch.randperm(observations.numel(), generator=generator)
+        observations = observations[order.to(arms.device)]
+        targets = torch.randn(observations.numel(), generator=generator, dtype=DTYPE)
+        variance = state.variance.clone()
+        state.set_targets(observations, targets.to(arms))
+        sums = torch.zeros(state.num_points, dtype=DTYPE).index_add_(
+            0, observations.cpu(), targets
+        )
+        reference, _ = from_scratch(state, sums)
+        assert_close(state.mean, reference, scale)
+        assert torch.equal(state.variance, variance)
         checks += 1
     assert checks == 8
-    variance = state.variance.clone()
-    state.standardize(0.0, 1.0)
-    assert_matches_scratch(state, 30.0 if arms.dtype == torch.float32 else 1)
-    assert torch.equal(state.variance, variance)
-    with pytest.raises(ValueError, match="scale"):
-        state.standardize(0.0, 0.0)
-    with pytest.raises(ValueError, match="center"):
-        state.standardize(float("nan"), 1.0)
+    observed = state.observed
+    before = state.mean.clone()
+    for bad, error, name in (
+        (observed, ValueError, "indices"),  # each candidate once: not the multiset
+        (observed.float(), TypeError, "indices"),
+    ):
+        with pytest.raises(error, match=name):
+            state.set_targets(bad, torch.zeros(bad.shape[0]).to(arms))
+    counts = state.counts.long()
+    observations = torch.repeat_interleave(observed, counts[observed])
+    for bad in (
+        torch.full((observations.numel(),), float("nan")).to(arms),
+        torch.zeros(observations.numel() + 1).to(arms),
+    ):
+        with pytest.raises(ValueError, match="targets"):
+            state.set_targets(observations, bad)
+    assert torch.equal(state.mean, before)
 
 
 def test_refresh_with_a_new_noise_equals_from_scratch(tkwargs):

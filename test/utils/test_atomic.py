@@ -119,7 +119,7 @@ def sampler(kind):
     else:
         built = IncrementalExactThompson(cache, 0.3, prior_block=4)
     indices, rewards, _ = next(batches(1, seed=4))
-    built.observe(indices, rewards, (0.1, 2.0))
+    built.observe(indices, rewards, (rewards - 0.1) / 2.0)
     return built
 
 
@@ -128,7 +128,8 @@ def observe(sampler, count, seed):
     sparse sampler adds by a rank-one update, then a batch of new arms."""
     for indices, rewards, _ in batches(count, seed):
         sampler.observe(sampler.update_arms[:1], rewards[:1])
-        sampler.observe(indices, rewards, (0.2, 1.5))
+        sampler.observe(indices, rewards)
+        sampler.set_targets((sampler.rewards - 0.2) / 1.5)
 
 
 def draws(sampler):
@@ -141,7 +142,7 @@ def draws(sampler):
 def test_a_rolled_back_sampler_is_as_before(kind):
     # observations one at a time (the sparse sampler's rank-one updates) and in
     # batches (re-selections that reuse freed column slots), draws from the
-    # bank, new statistics
+    # bank, new targets
     rolled, twin = sampler(kind), sampler(kind)
     reselections = getattr(rolled, "reselections", 0)
     with pytest.raises(Fault), rolled_back_on_failure(rolled):
