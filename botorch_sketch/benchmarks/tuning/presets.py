@@ -134,20 +134,24 @@ PRESETS = {
             for dim in (5, 10)
             for k in (1, 8)
         ),
-        TuningPreset(
-            "bbob-5d-100",
-            "COCO bbob, 24 functions, 5-D, instance 1, 1 in flight, 100 trials, "
-            "seed 0, our Optuna samplers, TPE (3), CMA-ES, random; no GPSampler",
-            (
-                Block(
-                    bbob_suite(dims=(5,), instances=(1,)),
-                    ("bbkb-optuna", "sgpts-optuna", *BBOB_BASELINES),
-                    100,
-                    1,
-                    (0,),
+        *(
+            TuningPreset(
+                f"bbob-{dim}d-{budget}",
+                f"COCO bbob, 24 functions, {dim}-D, instance 1, 1 in flight, "
+                f"{budget} trials, seed 0, our Optuna samplers, TPE (3), CMA-ES, "
+                "random; no GPSampler",
+                (
+                    Block(
+                        bbob_suite(dims=(dim,), instances=(1,)),
+                        ("bbkb-optuna", "sgpts-optuna", *BBOB_BASELINES),
+                        budget,
+                        1,
+                        (0,),
+                    ),
                 ),
-            ),
-            (50, 100),
+                tuple(b for b in (50, 100, 300) if b <= budget),
+            )
+            for dim, budget in ((5, 100), (5, 300), (10, 100))
         ),
         TuningPreset(
             "bbob-smoke",

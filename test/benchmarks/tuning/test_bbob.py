@@ -170,7 +170,13 @@ def test_bbob_presets_name_valid_problems_and_methods():
     from botorch_sketch.benchmarks.tuning.methods import METHODS
 
     names = [name for name in PRESETS if name.startswith("bbob")]
-    assert {"bbob-5d", "bbob-10d-parallel", "bbob-5d-100", "bbob-smoke"} <= set(names)
+    assert {
+        "bbob-5d",
+        "bbob-10d-parallel",
+        "bbob-5d-100",
+        "bbob-10d-100",
+        "bbob-smoke",
+    } <= set(names)
     for name in names:
         for block in PRESETS[name].blocks:
             assert set(block.methods) <= set(METHODS)
