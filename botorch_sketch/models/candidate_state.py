@@ -291,8 +291,9 @@ class CandidateState(Restorable):
         r"""Condition on ``targets`` instead of the rewards observed so far (e.g.
         the rewards standardized, or warped by a loop), from now on: the DTC mean
         is linear in the per-candidate sums of the targets, so this recomputes
-        their projection and the means, ``O(u s m + A s m)`` for ``u`` distinct
-        observed candidates; the variances do not depend on the targets. Later
+        their projection and the means from the cached raw features,
+        ``O((u + A) s + s m + m^2)`` for ``u`` distinct observed candidates and
+        ``s`` stored columns; the variances do not depend on the targets. Later
         observations add their own rewards to the sums.
 
         Args:
@@ -317,11 +318,14 @@ class CandidateState(Restorable):
         observed, m = self.observed, self.size
         if m == 0:
             return
-        projected = self.feature_rows(observed).mT @ self._targets(observed)
+        # Z_X^T y = B^T (R_X y) for the raw columns R_X of the observed candidates
+        raw = self._raw_t[: self._stored, observed].to(self.points)
+        projected = self._basis.mT @ (raw @ self._targets(observed))
         self._projected_targets = projected
         self._weights = self._gram_inverse @ projected
         self._means = self.features_times(self._weights)
-        self.flops += 2.0 * (observed.numel() + self.num_points) * self._stored * m
+        s = self._stored
+        self.flops += 2.0 * ((observed.numel() + self.num_points) * s + s * m + m * m)
 
     # ---------------------------------------------------------------- updates
     @torch.no_grad()
