@@ -35,6 +35,10 @@ from botorch_sketch.utils.validation import (
 
 _STATE_KEYS = (*STATE_KEYS, "seed", "tell_sizes", "prior_weights", "rebuilt_at")
 
+#: Arms of a path the repeat rule checks at once (then 4x as many, and so on): a
+#: path whose best arms are all measured does not cost one variance per arm.
+WALK_BLOCK = 64
+
 
 class SGPTS(ArmLoop):
     r"""Asynchronous S-GP-TS: ``ask(k)`` arms (the argmax of one fresh scaled path
@@ -233,31 +237,57 @@ class SGPTS(ArmLoop):
         spent = torch.zeros_like(measured)  # only grows: copies only grow
         picks = []
         for column in values.unbind(-1):
-            scores = column.masked_fill(spent, -torch.inf)
-            while True:
-                pick = int(scores.argmax())
-                if scores[pick] == -torch.inf:  # every arm spent
-                    pick = int(column.argmax())
-                    break
-                if not measured[pick] or self._repeat_pays(pick, copies, threshold):
-                    break
-                spent[pick], scores[pick] = True, -torch.inf
+            pick = self._first_admitted(column, spent, measured, copies, threshold)
             copies[pick] += 1
             measured[pick] = True
             picks.append(pick)
         return torch.tensor(picks, dtype=torch.long, device=self.arms.device)
 
-    def _repeat_pays(self, index: int, copies: Tensor, threshold: float) -> bool:
-        r"""Whether one more evaluation of arm ``index``, with ``copies[index]``
-        evaluations pending, removes at least ``threshold k(x, x)`` of its
-        variance (:func:`~botorch_sketch.generation.repeats.repeat_reduction`)."""
+    def _first_admitted(
+        self,
+        column: Tensor,
+        spent: Tensor,
+        measured: Tensor,
+        copies: Tensor,
+        threshold: float,
+    ) -> int:
+        r"""The best arm of one path's ``column`` (``A``) that the repeat rule
+        admits, walking the arms in decreasing value in blocks (the top 64, 256,
+        ...; one batched variance per block); the arms passed over are marked
+        ``spent``. The path's argmax when every arm is spent."""
+        scores = column.masked_fill(spent, -torch.inf)
+        seen, size = 0, WALK_BLOCK
+        while seen < scores.numel():
+            size = min(size, scores.numel())
+            top = scores.topk(size).indices[seen:]
+            top = top[scores[top] > -torch.inf]
+            if top.numel() == 0:
+                break
+            admitted = ~measured[top]
+            repeated = ~admitted
+            if bool(repeated.any()):
+                admitted[repeated] = self._repeats_pay(top[repeated], copies, threshold)
+            if bool(admitted.any()):
+                first = int(admitted.to(torch.uint8).argmax())
+                spent[top[:first]] = True
+                return int(top[first])
+            spent[top] = True
+            seen, size = size, size * 4
+        return int(column.argmax())
+
+    def _repeats_pay(self, indices: Tensor, copies: Tensor, threshold: float) -> Tensor:
+        r"""Whether one more evaluation of each of ``b`` arms ``indices``, with
+        ``copies[indices]`` evaluations pending, removes at least ``threshold
+        k(x, x)`` of its variance
+        (:func:`~botorch_sketch.generation.repeats.repeat_reduction`): ``b``
+        booleans, one batched variance."""
         if threshold == torch.inf:
-            return False
-        sampler, position = self.sampler, torch.tensor([index], device=copies.device)
-        prior = sampler.cache.kernel(sampler.cache.arms[position], diag=True).detach()
-        told = sampler.variance(position) if sampler.num_observations else prior
-        scaled = hallucinated_variance(told / sampler.noise, copies[position])
-        return bool(repeat_reduction(scaled, prior, sampler.noise) >= threshold)
+            return torch.zeros_like(indices, dtype=torch.bool)
+        sampler = self.sampler
+        prior = sampler.cache.kernel(sampler.cache.arms[indices], diag=True).detach()
+        told = sampler.variance(indices) if sampler.num_observations else prior
+        scaled = hallucinated_variance(told / sampler.noise, copies[indices])
+        return repeat_reduction(scaled, prior, sampler.noise) >= threshold
 
     def tell(self, indices: Tensor, rewards: Tensor) -> None:
         r"""Report outcomes of pending arms (any non-empty sub-multiset, any order).

@@ -130,6 +130,72 @@ def test_noisy_repeats_follow_the_rule_on_a_dense_posterior():
     assert 0 < repeats < papers_repeats / 2
 
 
+def _walked_argmaxes(loop, values, pending, delta):
+    r"""The S-GP-TS repeat rule, arm by arm (the brute force): each path walks its
+    arms in decreasing value and takes the first one unmeasured, or measured
+    with one more evaluation removing at least ``delta k(x, x)``, its own
+    pending copies hallucinated; passed-over arms stay passed over."""
+    sampler = loop.sampler
+    copies = torch.bincount(pending, minlength=values.shape[0])
+    measured = (copies > 0).tolist()
+    for index in sampler.observed.tolist():
+        measured[index] = True
+    spent, picks = set(), []
+    for column in values.unbind(-1):
+        pick = int(column.argmax())
+        for index in column.argsort(descending=True).tolist():
+            if index in spent:
+                continue
+            if not measured[index]:
+                pick = index
+                break
+            x = sampler.cache.arms[index : index + 1]
+            prior = sampler.cache.kernel(x, diag=True).detach()
+            told = sampler.variance(torch.tensor([index])) / sampler.noise
+            scaled = told / (1 + copies[index] * told)
+            if float(repeat_reduction(scaled, prior, sampler.noise)) >= delta:
+                pick = index
+                break
+            spent.add(index)
+        copies[pick] += 1
+        measured[pick] = True
+        picks.append(pick)
+    return picks
+
+
+@pytest.mark.parametrize("delta", [1e-3, 0.2])
+def test_sgpts_walks_blocks_of_arms_as_the_arm_by_arm_rule(delta):
+    # most arms measured: with delta 0.2 no repeat pays and the paths walk past
+    # more than a block of measured arms; with 1e-3 some measured arms are taken
+    arms = _arms(400)
+    loop = SGPTS(
+        arms,
+        covar_module=_kernel(0.15),
+        noise=0.05,
+        seed=3,
+        num_inducing=60,
+        min_repeat_reduction=delta,
+    )
+    noise = torch.Generator().manual_seed(5)
+    for _ in range(75):
+        indices = loop.ask(4)
+        y = objective(arms[indices])
+        loop.tell(indices, y + 0.2 * torch.randn(y.shape, generator=noise, dtype=DTYPE))
+    pending = loop.ask(6)
+    values = loop.sampler.sample_values(12, 1.0, torch.Generator().manual_seed(8))
+    expected = _walked_argmaxes(loop, values, pending, delta)
+    assert loop._admitted_argmaxes(values, pending).tolist() == expected
+    measured = set(loop.observed.tolist()) | set(pending.tolist())
+    ranks = [
+        int((column > column[pick]).sum())
+        for column, pick in zip(values.unbind(-1), expected, strict=True)
+    ]
+    if delta == 0.2:
+        assert not set(expected) & measured and max(ranks) > 64
+    else:
+        assert set(expected) & measured
+
+
 def test_a_fixed_kernel_loop_keeps_the_papers_batches():
     arms = _arms(200)
     loop = BBKB(arms, covar_module=_kernel(0.5), noise=1.0, radius=0.5, seed=0)
