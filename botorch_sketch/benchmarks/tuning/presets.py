@@ -139,7 +139,7 @@ PRESETS = {
                 f"bbob-{dim}d-{budget}",
                 f"COCO bbob, 24 functions, {dim}-D, instance 1, 1 in flight, "
                 f"{budget} trials, seed 0, our Optuna samplers, TPE (3), CMA-ES, "
-                "random; no GPSampler",
+                f"random; GPSampler 100 trials capped at {GP_SECONDS_SMALL:g} s",
                 (
                     Block(
                         bbob_suite(dims=(dim,), instances=(1,)),
@@ -147,6 +147,14 @@ PRESETS = {
                         budget,
                         1,
                         (0,),
+                    ),
+                    Block(
+                        bbob_suite(dims=(dim,), instances=(1,)),
+                        ("gp",),
+                        100,
+                        1,
+                        (0,),
+                        GP_SECONDS_SMALL,
                     ),
                 ),
                 tuple(b for b in (50, 100, 300) if b <= budget),
