@@ -386,6 +386,7 @@ class BBKB(ArmLoop):
         r"""The greedy of the open batch on the current posterior, holding the arms
         of :attr:`_batch` (a new batch: the pending arms)."""
         self._begin_batch()
+        threshold = self._repeat_threshold()
         return BatchGreedy(
             CachedGeometry(self.state),
             radius=self._batch_radius,
@@ -394,8 +395,9 @@ class BBKB(ArmLoop):
             residual_update=self.options.residual_update,
             excluded=excluded,
             held=copies_of(self._batch),
-            repeat_threshold=self._repeat_threshold(),
-            observed=self.state.counts > 0,
+            repeat_threshold=threshold,
+            # a noisy objective's told arms may be asked again (once per batch)
+            observed=self.state.counts > 0 if threshold == torch.inf else None,
         )
 
     def _ratio_threshold(self) -> float:

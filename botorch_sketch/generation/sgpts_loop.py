@@ -233,7 +233,8 @@ class SGPTS(ArmLoop):
         threshold, num_arms = self._repeat_threshold(), values.shape[0]
         copies = torch.bincount(pending, minlength=num_arms)
         measured = copies > 0
-        measured[self.sampler.observed] = True
+        if threshold == torch.inf:  # a noisy objective's told arms may be asked again
+            measured[self.sampler.observed] = True
         spent = torch.zeros_like(measured)  # only grows: copies only grow
         picks = []
         for column in values.unbind(-1):
