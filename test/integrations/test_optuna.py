@@ -503,8 +503,12 @@ def test_bbkb_beats_random_search_on_branin():
 
 
 @pytest.mark.parametrize("name", ["BBKBSampler", "SGPTSSampler"])
-def test_a_deterministic_objective_never_gets_a_configuration_twice(name):
-    # the learned noise reaches its floor: no trial repeats another's parameters
+def test_a_deterministic_objective_repeats_at_most_the_configuration_that_shows_it(
+    name,
+):
+    # a told configuration may be asked again while the learned noise says the
+    # objective is noisy; the first repeat gives the same value, and from then on
+    # (as once the noise reaches its floor) no trial repeats another's parameters
     sampler = {"BBKBSampler": BBKBSampler, "SGPTSSampler": SGPTSSampler}[name](seed=0)
     study = optuna.create_study(sampler=sampler)
     study.optimize(
@@ -514,5 +518,5 @@ def test_a_deterministic_objective_never_gets_a_configuration_twice(name):
         ),
         n_trials=60,
     )
-    configurations = {(t.params["x"], t.params["y"]) for t in study.trials}
-    assert len(configurations) == 60
+    configurations = [(t.params["x"], t.params["y"]) for t in study.trials]
+    assert len(set(configurations)) >= 59
