@@ -225,11 +225,12 @@ class SGPTS(ArmLoop):
 
     def _admitted_argmaxes(self, values: Tensor, pending: Tensor) -> Tensor:
         r"""The argmax of each of ``q`` paths (``A x q`` ``values``), path after
-        path, over the arms the repeat rule admits: an arm told, ``pending`` or
-        taken by an earlier path, asked ``c`` times and not told yet, with
-        ``sigma~^2`` given the told arms, counts as ``sigma~^2 / (1 + c sigma~^2)``
-        (its own copies hallucinated: Thompson sampling hallucinates no other
-        arm). A path whose every arm is spent takes its argmax anyway."""
+        path, over the arms the repeat rule admits: an arm ``pending`` or taken by
+        an earlier path (or told, on a deterministic objective), asked ``c`` times
+        and not told yet, with ``sigma~^2`` given the told arms, counts as
+        ``sigma~^2 / (1 + c sigma~^2)`` (its own copies hallucinated: Thompson
+        sampling hallucinates no other arm). A path whose every arm is spent takes
+        its argmax anyway."""
         threshold, num_arms = self._repeat_threshold(), values.shape[0]
         copies = torch.bincount(pending, minlength=num_arms)
         measured = copies > 0
