@@ -21,6 +21,7 @@ from botorch_sketch.generation.options import (
     BBKBOptions,
     merged_options,
 )
+from botorch_sketch.generation.repeats import holds_told_arms
 from botorch_sketch.generation.variance_tracking import CachedGeometry
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.dictionary import inclusion_probabilities, sample_dictionary
@@ -396,8 +397,7 @@ class BBKB(ArmLoop):
             excluded=excluded,
             held=copies_of(self._batch),
             repeat_threshold=threshold,
-            # a noisy objective's told arms may be asked again (once per batch)
-            observed=self.state.counts > 0 if threshold == torch.inf else None,
+            observed=self.state.counts > 0 if holds_told_arms(threshold) else None,
         )
 
     def _ratio_threshold(self) -> float:

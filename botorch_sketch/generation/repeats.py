@@ -92,6 +92,14 @@ def repeat_threshold(
     return DEFAULT_MIN_REPEAT_REDUCTION
 
 
+def holds_told_arms(threshold: float) -> bool:
+    r"""Whether the rule with ``delta = threshold`` holds arms already told: only
+    on a deterministic objective (``delta = inf``). On a noisy one a told arm is
+    eligible again (what a bandit with cumulative regret needs) and only its
+    further copies in a batch or in flight must pay."""
+    return threshold == math.inf
+
+
 def repeats_agree(observed: Tensor, rewards: Tensor) -> bool:
     r"""Whether some arm of ``observed`` (``t`` indices) was measured more than
     once and every such arm's ``rewards`` (``t``) agree to

@@ -19,7 +19,11 @@ from torch import Tensor
 from botorch_sketch.acquisition.thompson import resolve_alpha
 from botorch_sketch.generation.ask_tell import STATE_KEYS, ArmLoop
 from botorch_sketch.generation.options import SGPTSOptions, merged_options
-from botorch_sketch.generation.repeats import hallucinated_variance, repeat_reduction
+from botorch_sketch.generation.repeats import (
+    hallucinated_variance,
+    holds_told_arms,
+    repeat_reduction,
+)
 from botorch_sketch.generation.thompson_arms import (
     ArmThompsonSampler,
     CachedSparseThompson,
@@ -234,7 +238,7 @@ class SGPTS(ArmLoop):
         threshold, num_arms = self._repeat_threshold(), values.shape[0]
         copies = torch.bincount(pending, minlength=num_arms)
         measured = copies > 0
-        if threshold == torch.inf:  # a noisy objective's told arms may be asked again
+        if holds_told_arms(threshold):
             measured[self.sampler.observed] = True
         spent = torch.zeros_like(measured)  # only grows: copies only grow
         picks = []

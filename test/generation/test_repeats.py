@@ -18,6 +18,7 @@ from botorch_sketch.generation.repeats import (
     DEFAULT_MIN_REPEAT_REDUCTION,
     DETERMINISTIC_NOISE,
     EQUAL_REPEATS,
+    holds_told_arms,
     repeat_reduction,
     repeat_threshold,
     repeats_agree,
@@ -226,6 +227,11 @@ def test_threshold_resolution():
         == DEFAULT_MIN_REPEAT_REDUCTION
     )
     assert repeat_threshold(0.5, learned_kernel=True, learned_noise=1e-4) == 0.5
+    # told arms are held only on a deterministic objective
+    assert holds_told_arms(math.inf)
+    assert not holds_told_arms(DEFAULT_MIN_REPEAT_REDUCTION) and not holds_told_arms(
+        0.0
+    )
 
 
 @pytest.mark.parametrize("options_class", [BBKBOptions, SGPTSOptions])
