@@ -26,6 +26,12 @@ BBOB_BUDGETS = (50, 100, 300, 1000, 5000)
 BBOB_GP_TRIALS = 300
 
 
+def _gp_seconds(budget: int) -> float:
+    r"""``GPSampler``'s cap in the instance-1 ``bbob`` presets: the small one for
+    100 trials (as the ``optuna`` preset), the large one for its 300."""
+    return GP_SECONDS_SMALL if budget <= 100 else GP_SECONDS_LARGE
+
+
 @dataclass(frozen=True)
 class Block:
     r"""Runs of ``methods x problems x seeds``, each of ``budget`` trials with
@@ -136,30 +142,37 @@ PRESETS = {
         ),
         *(
             TuningPreset(
-                f"bbob-{dim}d-{budget}",
-                f"COCO bbob, 24 functions, {dim}-D, instance 1, 1 in flight, "
+                f"bbob-{dim}d-{budget}" + ("-parallel" if k > 1 else ""),
+                f"COCO bbob, 24 functions, {dim}-D, instance 1, {k} in flight, "
                 f"{budget} trials, seed 0, our Optuna samplers, TPE (3), CMA-ES, "
-                f"random; GPSampler 100 trials capped at {GP_SECONDS_SMALL:g} s",
+                f"random; GPSampler {min(budget, BBOB_GP_TRIALS)} trials capped at "
+                f"{_gp_seconds(budget):g} s",
                 (
                     Block(
                         bbob_suite(dims=(dim,), instances=(1,)),
                         ("bbkb-optuna", "sgpts-optuna", *BBOB_BASELINES),
                         budget,
-                        1,
+                        k,
                         (0,),
                     ),
                     Block(
                         bbob_suite(dims=(dim,), instances=(1,)),
                         ("gp",),
-                        100,
-                        1,
+                        min(budget, BBOB_GP_TRIALS),
+                        k,
                         (0,),
-                        GP_SECONDS_SMALL,
+                        _gp_seconds(budget),
                     ),
                 ),
-                tuple(b for b in (50, 100, 300) if b <= budget),
+                tuple(b for b in BBOB_BUDGETS if b <= budget),
             )
-            for dim, budget in ((5, 100), (5, 300), (10, 100))
+            for dim, budget, k in (
+                (5, 100, 1),
+                (5, 300, 1),
+                (10, 100, 1),
+                (5, 1000, 1),
+                (5, 100, 8),
+            )
         ),
         TuningPreset(
             "bbob-smoke",

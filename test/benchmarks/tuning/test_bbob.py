@@ -183,6 +183,12 @@ def test_bbob_presets_name_valid_problems_and_methods():
             assert all(parse_bbob(problem) for problem in block.problems)
     assert PRESETS["bbob-5d"].budgets == (50, 100, 300, 1000, 5000)
     assert {b.in_flight for b in PRESETS["bbob-10d-parallel"].blocks} == {8}
+    assert {b.in_flight for b in PRESETS["bbob-5d-100-parallel"].blocks} == {8}
+    # GPSampler runs to 300 trials at most, with the larger cap beyond 100
+    ours, gp = PRESETS["bbob-5d-1000"].blocks
+    assert (ours.budget, gp.budget, gp.max_optimizer_seconds) == (1000, 300, 300.0)
+    assert PRESETS["bbob-5d-1000"].budgets == (50, 100, 300, 1000)
+    assert PRESETS["bbob-5d-100"].blocks[1].max_optimizer_seconds == 120.0
 
 
 SMOKE = TuningPreset(
