@@ -246,8 +246,8 @@ def test_sigint_keeps_finished_runs_and_resume_completes(
         "--output-dir", str(out),
         "--no-plots",
     ]  # fmt: skip
-    # the child raises KeyboardInterrupt on SIGINT even when the suite runs in
-    # the background, where the shell starts it with SIGINT ignored (inherited)
+    # the child raises KeyboardInterrupt on SIGINT whatever disposition it
+    # inherits (a suite started in the background inherits SIGINT ignored)
     start = (
         "import runpy, signal, sys; "
         "signal.signal(signal.SIGINT, signal.default_int_handler); "
