@@ -27,8 +27,10 @@ BBOB_GP_TRIALS = 300
 
 
 def _gp_seconds(budget: int) -> float:
-    r"""``GPSampler``'s cap in the instance-1 ``bbob`` presets: the small one for
-    100 trials (as the ``optuna`` preset), the large one for its 300."""
+    r"""``GPSampler``'s time cap in the instance-1 ``bbob`` presets:
+    :data:`GP_SECONDS_SMALL` when the budget is 100 trials (as in the ``optuna``
+    preset), :data:`GP_SECONDS_LARGE` when it runs more (up to
+    :data:`BBOB_GP_TRIALS`)."""
     return GP_SECONDS_SMALL if budget <= 100 else GP_SECONDS_LARGE
 
 
