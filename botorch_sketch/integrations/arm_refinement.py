@@ -11,20 +11,25 @@ so that the search is not capped by the precision of its first Sobol arms:
   distances set by the lengthscales
   (:func:`~botorch_sketch.generation.refinement.refinement_points`).
 
-Both only once the kernel has been fitted. The points are snapped to the space's
+Both only once the kernel has been fitted. After ``LOCAL_PHASE_AFTER`` told
+trials, a restart of the trust region also starts a local phase
+(:class:`~botorch_sketch.integrations.local_phase.LocalPhase`): an evolution
+strategy from the best configuration whose points are asked in turn
+(:meth:`ArmRefiner.next_arm`) until it converges. The points are snapped to the space's
 domains; those outside the first arms' bounding box or already arms are dropped,
 the others join the arm set and the loop (``add_arms``)."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import torch
-from torch import Tensor
 
 from botorch_sketch.generation.refinement import best_arms, refinement_points
 from botorch_sketch.generation.trust_region import TrustRegion
-from botorch_sketch.utils.validation import check_int
+from botorch_sketch.integrations.arm_space import RefinableArms, add_unit_points
+from botorch_sketch.integrations.local_phase import LocalPhase
+from botorch_sketch.utils.validation import check_bool, check_int
 
 #: Configurations added near the best ones at each refit of a learned kernel: on
 #: Hartmann-6 (2,048 Sobol arms, 100 trials, 4 in flight, seeds 0-4) 128 took
@@ -44,19 +49,6 @@ DEFAULT_NUM_LOCAL = 8
 NUM_REFINEMENT_CENTERS = 4
 
 
-class RefinableArms(Protocol):
-    r"""An arm set of parameter values that can grow (e.g.
-    :class:`~botorch_sketch.integrations.arm_space.DomainArms`)."""
-
-    refinable: bool
-
-    def values_at(self, unit: Tensor) -> Tensor: ...
-
-    def features_of(self, values: Tensor) -> Tensor: ...
-
-    def add_values(self, values: Tensor) -> Tensor: ...
-
-
 class ArmRefiner:
     r"""Adds arms to a loop with a learned kernel as it learns: ``num_local`` in
     its trust region after each told trial, ``count`` near the best arms after
@@ -70,12 +62,14 @@ class ArmRefiner:
             (None: none yet).
         region: The trust region (None until the first call).
         told: Rewards the trust region has counted.
+        local: The local phases (None: off).
 
     Args:
         count: Arms drawn per refit (:data:`DEFAULT_NUM_REFINED`; 0: none).
         seed: Seed of the draws.
         num_local: Trust-region arms per told trial (:data:`DEFAULT_NUM_LOCAL`;
             0: none).
+        local_phase: Whether restarts of the trust region start local phases.
     """
 
     def __init__(
@@ -83,9 +77,11 @@ class ArmRefiner:
         count: int = DEFAULT_NUM_REFINED,
         seed: int = 0,
         num_local: int = DEFAULT_NUM_LOCAL,
+        local_phase: bool = True,
     ) -> None:
         self.count = check_int(count, "num_refined", 0)
         self.num_local = check_int(num_local, "num_local", 0)
+        self.local = LocalPhase() if check_bool(local_phase, "local_phase") else None
         check_int(seed, "seed", 0)
         self.generator = torch.Generator().manual_seed(seed)
         self.refined_at: int | None = None
@@ -131,7 +127,13 @@ class ArmRefiner:
                 )
             )
         if unit:
-            _add_points(loop, arms, torch.cat(unit))
+            add_unit_points(loop, arms, torch.cat(unit))
+        if self.local is not None:
+            self.local.observe(loop, arms, self.region, self.generator)
+
+    def next_arm(self) -> int | None:
+        r"""The next arm the local phase asks for (None: none, the loop picks)."""
+        return None if self.local is None else self.local.next_arm()
 
     def state_dict(self) -> dict[str, Any]:
         r"""Everything needed to resume the draws exactly."""
@@ -142,29 +144,23 @@ class ArmRefiner:
             "refined_at": self.refined_at,
             "region": None if self.region is None else self.region.state_dict(),
             "told": self.told,
+            "local": None if self.local is None else self.local.state_dict(),
         }
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> ArmRefiner:
         r"""The refiner saved by :meth:`state_dict`."""
-        refiner = cls(state["count"], num_local=state["num_local"])
+        refiner = cls(
+            state["count"],
+            num_local=state["num_local"],
+            local_phase=state.get("local") is not None,
+        )
         refiner.generator.set_state(state["generator"])
         refiner.refined_at = state["refined_at"]
         refiner.told = check_int(state["told"], "state['told']", 0)
         if state["region"] is not None:
             refiner.region = TrustRegion(state["region"]["dim"])
             refiner.region.load_state_dict(state["region"])
+        if state.get("local") is not None:
+            refiner.local = LocalPhase.from_state_dict(state["local"])
         return refiner
-
-
-def _add_points(loop: Any, arms: RefinableArms, unit: Tensor) -> None:
-    r"""Snap points of the loop's unit cube (``n x d``) to the domains and add
-    those inside the first arms' box that are not arms yet, to ``arms`` and the
-    loop, in order."""
-    low, high = loop.box
-    values = arms.values_at(low + unit * (high - low))
-    inside = arms.features_of(values)
-    inside = ((inside >= low) & (inside <= high)).all(-1)
-    features = arms.add_values(values[inside])
-    if features.numel():
-        loop.add_arms(features)

@@ -18,7 +18,7 @@ import copy
 import math
 from collections.abc import Mapping, Sequence
 from numbers import Real
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -267,6 +267,42 @@ class DomainArms:
                 self.domains, self.values[index].tolist(), strict=True
             )
         }
+
+
+class RefinableArms(Protocol):
+    r"""An arm set of parameter values that can grow (e.g. :class:`DomainArms`)."""
+
+    refinable: bool
+
+    def values_at(self, unit: Tensor) -> Tensor: ...
+
+    def features_of(self, values: Tensor) -> Tensor: ...
+
+    def add_values(self, values: Tensor) -> Tensor: ...
+
+    def index_of(self, row: Tensor) -> int | None: ...
+
+
+def add_unit_points(loop: Any, arms: RefinableArms, unit: Tensor) -> list[int | None]:
+    r"""Snap points of the loop's unit cube (``n x d``, the cube of its box
+    ``loop.box``) to the domains, add those inside the box that are not arms yet to
+    ``arms`` and to the loop (``add_arms``), in order.
+
+    Returns:
+        The arm of each point (None for a point whose snapped values leave the
+        box).
+    """
+    low, high = loop.box
+    values = arms.values_at(low + unit.to(low) * (high - low))
+    features = arms.features_of(values)
+    inside = ((features >= low) & (features <= high)).all(-1)
+    added = arms.add_values(values[inside])
+    if added.numel():
+        loop.add_arms(added)
+    return [
+        arms.index_of(row) if keep else None
+        for row, keep in zip(values, inside.tolist(), strict=True)
+    ]
 
 
 def _check_bounds(name: str, lower: float, upper: float, integer: bool) -> None:

@@ -121,6 +121,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         num_arms: int = DEFAULT_NUM_ARMS,
         num_refined: int = DEFAULT_NUM_REFINED,
         num_local: int = DEFAULT_NUM_LOCAL,
+        local_phase: bool = True,
         independent_sampler: BaseSampler | None = None,
         warn_independent_sampling: bool = True,
         options: BBKBOptions | SGPTSOptions | None = None,
@@ -132,6 +133,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         check_int(num_refined, "num_refined", 0)
         check_int(num_local, "num_local", 0)
         check_bool(warn_independent_sampling, "warn_independent_sampling")
+        check_bool(local_phase, "local_phase")
         if seed is not None:  # the refined arms' generator takes seed + 1
             check_int(seed, "seed", 0, MAX_SEED)
         if independent_sampler is not None and not isinstance(
@@ -141,7 +143,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         self._keep_loop_settings(options, covar_module, overrides)
         self._seed = random.SystemRandom().randrange(2**31) if seed is None else seed
         self._num_arms, self._num_refined = num_arms, num_refined
-        self._num_local = num_local
+        self._num_local, self._local_phase = num_local, local_phase
         #: None: a RandomSampler per trial, seeded by the seed and the trial number
         self._independent = independent_sampler
         self._random_of: dict[int, RandomSampler] = {}  # trial number -> sampler
@@ -304,7 +306,9 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         again, as long as it gives the recorded arm), then the rest is caught up."""
         self.arms = arms_of_space(space, self._num_arms, self._seed)
         self.loop = self._build_loop(self.arms.features, self._seed)
-        self._refiner = ArmRefiner(self._num_refined, self._seed, self._num_local)
+        self._refiner = ArmRefiner(
+            self._num_refined, self._seed, self._num_local, self._local_phase
+        )
         self._space, self._tag = dict(space), f"{type(self).__name__}:{self._seed}"
         self._sign = 1.0 if study.direction == StudyDirection.MAXIMIZE else -1.0
         self.told_trials, self.failed_trials = [], []
@@ -336,13 +340,14 @@ class _LoopSampler(LoopBuilder, BaseSampler):
 
     def _replay_ask(self, expected: int | None) -> bool:
         r"""Ask again; True if the loop gives ``expected`` (None: no arm, an ask
-        that waited), else False with the loop as before. An arm is asked without
-        waiting: that ask gives the arm a waiting one would, or the one past the
-        rule that the recorded ask took."""
-        before = self.loop.state_dict()
+        that waited), else False with the loop and the refiner as before. An arm
+        is asked without waiting: that ask gives the arm a waiting one would, or
+        the one past the rule that the recorded ask took."""
+        before, refiner = self.loop.state_dict(), self._refiner.state_dict()
         if self._ask(wait=expected is None) == expected:
             return True
         self.loop.load_state_dict(before)
+        self._refiner = ArmRefiner.from_state_dict(refiner)
         return False
 
     def _catch_up(self, study: Study, current: int, use_cache: bool) -> None:
@@ -418,7 +423,12 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         return index
 
     def _ask(self, wait: bool) -> int | None:
-        r"""One arm from the loop, pending for this trial (None: wait)."""
+        r"""One arm, pending for this trial: the local phase's next one, else the
+        loop's (None: wait)."""
+        index = self._refiner.next_arm()
+        if index is not None:
+            self.loop.ask_arms(torch.tensor([index]))
+            return index
         indices = self.loop.ask(1, wait=wait)
         if indices.numel() == 0:
             self._steps.append([WAITED, -1])
@@ -477,6 +487,9 @@ class BBKBSampler(_LoopSampler):
             kernel (0: none).
         num_local: Arms added in the trust region around the best one after
             each completed trial, once the kernel is fitted (0: none).
+        local_phase: Hand the trials to an evolution strategy from the best
+            arm when the trust region restarts after 100 completed trials, until
+            it converges (:mod:`~botorch_sketch.integrations.local_phase`).
         num_workers: Trials run at once (threads and processes together).
         max_wait: Longest wait, in seconds, of a trial for results while the
             batch rule is full (default 0: none).
@@ -502,6 +515,7 @@ class BBKBSampler(_LoopSampler):
         num_arms: int = DEFAULT_NUM_ARMS,
         num_refined: int = DEFAULT_NUM_REFINED,
         num_local: int = DEFAULT_NUM_LOCAL,
+        local_phase: bool = True,
         num_workers: int = 1,
         max_wait: float = 0.0,
         poll_interval: float = 0.05,
@@ -523,6 +537,7 @@ class BBKBSampler(_LoopSampler):
             num_arms=num_arms,
             num_refined=num_refined,
             num_local=num_local,
+            local_phase=local_phase,
             independent_sampler=independent_sampler,
             warn_independent_sampling=warn_independent_sampling,
             options=options,
@@ -540,7 +555,7 @@ class SGPTSSampler(_LoopSampler):
     trial: it never waits).
 
     Args:
-        seed, num_arms, num_refined, num_local, independent_sampler,
+        seed, num_arms, num_refined, num_local, local_phase, independent_sampler,
             warn_independent_sampling, covar_module: As for :class:`BBKBSampler`.
         options: The loop's
             :class:`~botorch_sketch.generation.options.SGPTSOptions`.

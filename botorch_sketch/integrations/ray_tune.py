@@ -102,6 +102,7 @@ class _LoopSearch(LoopBuilder, Searcher):
         num_arms: int = DEFAULT_NUM_ARMS,
         num_refined: int = DEFAULT_NUM_REFINED,
         num_local: int = DEFAULT_NUM_LOCAL,
+        local_phase: bool = True,
         seed: int = 0,
         options: BBKBOptions | SGPTSOptions | None = None,
         covar_module: Kernel | None = None,
@@ -113,7 +114,7 @@ class _LoopSearch(LoopBuilder, Searcher):
         check_int(num_arms, "num_arms", 1)
         check_int(seed, "seed", 0)
         # arms added as the learned kernel learns
-        self._refiner = ArmRefiner(num_refined, seed, num_local)
+        self._refiner = ArmRefiner(num_refined, seed, num_local, local_phase)
         if max_concurrent is not None:
             check_int(max_concurrent, "max_concurrent", 1)
         self._points = copy.deepcopy(checked_points(points_to_evaluate))
@@ -205,6 +206,9 @@ class _LoopSearch(LoopBuilder, Searcher):
             del self._queue[0]
         elif self._every_arm_failed():
             return Searcher.FINISHED
+        elif (local := self._refiner.next_arm()) is not None:
+            indices = torch.tensor([local])
+            self.loop.ask_arms(indices)
         else:
             indices = self.loop.ask(1)
             if indices.numel() == 0:
@@ -340,6 +344,9 @@ class BBKBSearch(_LoopSearch):
         num_local: Configurations added in the trust region around the best
             one after each result, once the kernel is fitted
             (:data:`DEFAULT_NUM_LOCAL`; 0: none; a list ``space`` gets none).
+        local_phase: Hand the trials to an evolution strategy from the best
+            configuration when the trust region restarts after 100 results,
+            until it converges (:mod:`~botorch_sketch.integrations.local_phase`).
         seed: Seed of the arm set, of the refined configurations and of the
             loop.
         options: The loop's :class:`~botorch_sketch.generation.options.BBKBOptions`
@@ -361,7 +368,7 @@ class SGPTSSearch(_LoopSearch):
 
     Arguments: those of :class:`BBKBSearch` (``space``, ``metric``, ``mode``,
     ``points_to_evaluate``, ``max_concurrent``, ``num_arms``, ``num_refined``,
-    ``num_local``, ``seed``, ``covar_module``), with ``options`` an
+    ``num_local``, ``local_phase``, ``seed``, ``covar_module``), with ``options`` an
     :class:`~botorch_sketch.generation.options.SGPTSOptions` and ``**overrides``
     its fields (``noise``, ``num_inducing``, ``num_features``, ``alpha``, ...).
     """

@@ -266,6 +266,11 @@ class ArmSpace:
             raise ValueError("Arms cannot be added to a list of configurations.")
         return self._arms.add_values(values)
 
+    def index_of(self, row: Tensor) -> int | None:
+        r"""The arm whose values are ``row`` (``P``) in a search space, None if
+        none."""
+        return self._arms.index_of(row)
+
     def config(self, index: int) -> dict:
         r"""The configuration of arm ``index`` (a fresh nested dict)."""
         if self._configs is not None:

@@ -180,6 +180,31 @@ def test_a_restarted_sampler_makes_the_choices_of_one_that_ran_along(name, tmp_p
     check_loop_matches_study(late.sampler, late)
 
 
+def test_a_restart_replays_the_local_phase(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+    along = optuna.create_study(
+        storage=storage, study_name="along", sampler=BBKBSampler(seed=3, **FAST)
+    )
+    along.optimize(branin, n_trials=130)
+    phase = along.sampler._refiner.local
+    assert phase.phases == 1 and phase.strategy.generation > 0
+    assert len({tuple(t.params.values()) for t in along.trials[100:]}) == 30
+    first = optuna.create_study(
+        storage=storage, study_name="restart", sampler=BBKBSampler(seed=3, **FAST)
+    )
+    first.optimize(branin, n_trials=115)
+    restarted = optuna.load_study(
+        storage=storage, study_name="restart", sampler=BBKBSampler(seed=3, **FAST)
+    )
+    restarted.optimize(branin, n_trials=15)
+    assert _params(restarted) == _params(along)
+    resumed = restarted.sampler._refiner.local
+    assert torch.equal(resumed.strategy.mean, phase.strategy.mean)
+    assert resumed.queue == phase.queue
+    ask_and_sync(restarted)
+    check_loop_matches_study(restarted.sampler, restarted)
+
+
 def test_a_restart_replays_waits_and_other_workers_trials():
     def start(study):
         trial = study.ask()

@@ -127,6 +127,40 @@ def test_save_and_restore_continue_exactly(searcher_class, tmp_path):
     assert drive(restored, [f"b{i}" for i in range(12)]) == reference
 
 
+def test_the_local_phase_asks_its_arms_and_survives_save_and_restore(tmp_path):
+    def branin(config: dict) -> float:
+        x, y = config["x"], config["y"]
+        b, c = 5.1 / (4 * math.pi**2), 5 / math.pi
+        return (
+            (y - b * x**2 + c * x - 6) ** 2
+            + 10 * (1 - 1 / (8 * math.pi)) * (math.cos(x))
+            + 10
+        )
+
+    def drive(searcher, trials: list[str]) -> list[dict]:
+        configs = []
+        for trial in trials:
+            queued = list(searcher._refiner.local.queue)
+            config = searcher.suggest(trial)
+            if queued:  # the phase's next arm, not the loop's choice
+                assert config == searcher.arm_space.config(queued[0])
+            searcher.on_trial_complete(trial, {"loss": branin(config)})
+            configs.append(config)
+        return configs
+
+    space = {"x": tune.uniform(-5.0, 10.0), "y": tune.uniform(0.0, 15.0)}
+    searcher = SGPTSSearch(space, "loss", "min", seed=3, num_arms=128)
+    drive(searcher, [f"a{i}" for i in range(120)])
+    assert searcher._refiner.local.strategy is not None
+    path = str(tmp_path / "searcher.pkl")
+    searcher.save(path)
+    restored = SGPTSSearch(seed=3, num_arms=128)
+    restored.restore(path)
+    reference = drive(searcher, [f"b{i}" for i in range(15)])
+    assert drive(restored, [f"b{i}" for i in range(15)]) == reference
+    assert searcher._refiner.local.strategy.generation > 0
+
+
 @pytest.mark.parametrize("searcher_class", [BBKBSearch, SGPTSSearch])
 def test_refined_configurations_are_valid_arms_of_the_loop(searcher_class):
     # #25 item 3: at each refit, configurations near the best ones join the arm

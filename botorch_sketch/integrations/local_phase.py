@@ -1,0 +1,171 @@
+r"""The local phase of the searchers and samplers: once the model-guided search
+has settled in a basin, an evolution strategy takes the trials over and converges
+there, where a stationary global model stalls (curved valleys, ill-conditioned or
+rotated basins).
+
+A phase starts when the trust region (:mod:`~botorch_sketch.generation.trust_region`)
+restarts, after at least :data:`LOCAL_PHASE_AFTER` told trials: CMA-ES
+(:class:`~botorch_sketch.generation.evolution_strategy.EvolutionStrategy`) from the
+best arm, with step :data:`INITIAL_STEP` and the learned lengthscales' shape as its
+covariance. Each generation's points become arms (snapped to the space's domains);
+the arms not evaluated yet are asked in turn, the others give the strategy their
+observed reward without a trial, and every result is also told to the loop, so the
+model keeps learning. When the strategy has converged the phase ends and the model
+picks again, until the next restart starts a phase from the best arm then, with a
+population twice the last one's (IPOP-CMA-ES: Auger and Hansen, "A Restart CMA
+Evolution Strategy With Increasing Population Size", CEC 2005).
+
+On the 24 bbob functions in 5-d (instance 1, 1,000 trials, one in flight) this took
+``BBKBSampler``'s fraction of solved targets at 300 and 1,000 trials from 0.18 and
+0.20 to 0.20 and 0.43, against Optuna's ``CmaEsSampler``'s 0.17 and 0.40
+(docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from botorch_sketch.generation.evolution_strategy import EvolutionStrategy
+from botorch_sketch.generation.refinement import best_arms
+from botorch_sketch.generation.trust_region import TrustRegion
+from botorch_sketch.integrations.arm_space import RefinableArms, add_unit_points
+
+#: Told trials before the first local phase (the model's search alone until then).
+LOCAL_PHASE_AFTER = 100
+
+#: Initial step of the strategy, in the unit cube of the arms' bounding box.
+INITIAL_STEP = 0.2
+
+#: Generations drawn in one call at most when every point lands on an evaluated
+#: arm (a coarse discrete space): the strategy then waits for the next tell.
+MAX_FREE_GENERATIONS = 100
+
+
+class LocalPhase:
+    r"""The evolution strategy of the current local phase and the arms of its
+    generation.
+
+    Attributes:
+        strategy: The running strategy (None between phases).
+        phases: Phases started so far.
+        restarts_seen: The trust region's restarts when the last phase started
+            or ended (a later restart starts the next one).
+        queue: Arms of the generation to ask, in order.
+    """
+
+    def __init__(self) -> None:
+        self.strategy: EvolutionStrategy | None = None
+        self.phases = self.restarts_seen = 0
+        self.queue: list[int] = []
+        self._points = torch.empty(0, 0, dtype=torch.float64)  # the generation
+        self._arms: list[int | None] = []  # the arm of each point
+        self._rewards: list[float | None] = []  # each point's reward, once known
+
+    def next_arm(self) -> int | None:
+        r"""The next arm of the generation to evaluate (None: none left, let the
+        model pick)."""
+        return self.queue.pop(0) if self.queue else None
+
+    def observe(
+        self,
+        loop: Any,
+        arms: RefinableArms,
+        region: TrustRegion,
+        generator: torch.Generator,
+    ) -> None:
+        r"""After a tell to ``loop`` (its kernel fitted): give the generation the
+        rewards of its arms, update the strategy once all are known, start or end
+        a phase."""
+        if self.strategy is not None:
+            self._collect(loop)
+        elif (
+            loop.rewards.numel() >= LOCAL_PHASE_AFTER
+            and region.restarts > self.restarts_seen
+        ):
+            self._start(loop)
+        else:
+            return
+        self._advance(loop, arms, generator)
+        self.restarts_seen = region.restarts
+
+    def _start(self, loop: Any) -> None:
+        r"""A strategy at the best arm, covariance the squared lengthscales (of
+        geometric mean one), population doubled per phase before."""
+        best = best_arms(loop.observed, loop.rewards, 1)
+        scales = loop.covar_module.base_kernel.lengthscale.detach().reshape(-1)
+        dim = loop.kernel_inputs.shape[-1]
+        scales = (scales / scales.log().mean().exp()).to(torch.float64)
+        covariance = torch.diag(scales.square().expand(dim))
+        population = (4 + math.floor(3 * math.log(dim))) * 2**self.phases
+        self.strategy = EvolutionStrategy(
+            loop.kernel_inputs[best[0]].cpu(), INITIAL_STEP, covariance, population
+        )
+        self.phases += 1
+
+    def _collect(self, loop: Any) -> None:
+        r"""The reward of every point whose arm is now observed (its mean reward),
+        or the worst reward so far if its arm failed or could not be added."""
+        worst = float(loop.rewards.min())
+        failed = set(loop.failed.tolist())
+        for position, arm in enumerate(self._arms):
+            if self._rewards[position] is not None:
+                continue
+            told = loop.observed == arm if arm is not None else None
+            if told is not None and bool(told.any()):
+                self._rewards[position] = float(loop.rewards[told].mean())
+            elif arm is None or arm in failed:
+                self._rewards[position] = worst
+
+    def _advance(
+        self, loop: Any, arms: RefinableArms, generator: torch.Generator
+    ) -> None:
+        r"""While the generation is complete: update the strategy, end the phase
+        if it has converged, else draw the next generation."""
+        for _ in range(MAX_FREE_GENERATIONS):
+            if self._rewards and any(r is None for r in self._rewards):
+                return
+            if self._rewards:
+                self.strategy.tell(
+                    self._points, torch.tensor(self._rewards, dtype=torch.float64)
+                )
+            if self.strategy.converged:
+                self.strategy, self.queue = None, []
+                self._points, self._arms, self._rewards = self._points[:0], [], []
+                return
+            self._points = self.strategy.ask(self.strategy.population, generator)
+            self._arms = add_unit_points(loop, arms, self._points)
+            self._rewards = [None] * len(self._arms)
+            self._collect(loop)
+            unknown = [
+                arm
+                for arm, reward in zip(self._arms, self._rewards, strict=True)
+                if reward is None
+            ]
+            self.queue = list(dict.fromkeys(unknown))
+
+    def state_dict(self) -> dict[str, Any]:
+        r"""Everything needed to resume exactly."""
+        return {
+            "strategy": None if self.strategy is None else self.strategy.state_dict(),
+            "phases": self.phases,
+            "restarts_seen": self.restarts_seen,
+            "queue": list(self.queue),
+            "points": self._points.clone(),
+            "arms": list(self._arms),
+            "rewards": list(self._rewards),
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> LocalPhase:
+        r"""The phase saved by :meth:`state_dict`."""
+        phase = cls()
+        if state["strategy"] is not None:
+            phase.strategy = EvolutionStrategy.from_state_dict(state["strategy"])
+        phase.phases, phase.restarts_seen = state["phases"], state["restarts_seen"]
+        phase.queue = list(state["queue"])
+        phase._points = state["points"].clone()
+        phase._arms, phase._rewards = list(state["arms"]), list(state["rewards"])
+        return phase
