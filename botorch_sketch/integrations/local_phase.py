@@ -6,19 +6,18 @@ rotated basins).
 A phase starts when the trust region (:mod:`~botorch_sketch.generation.trust_region`)
 restarts, after at least :data:`LOCAL_PHASE_AFTER` told trials: CMA-ES
 (:class:`~botorch_sketch.generation.evolution_strategy.EvolutionStrategy`) from the
-best arm, with step :data:`INITIAL_STEP` and the learned lengthscales' shape as its
-covariance. Each generation's points become arms (snapped to the space's domains);
-the arms not evaluated yet are asked in turn, the others give the strategy their
-observed reward without a trial, and every result is also told to the loop, so the
-model keeps learning. When the strategy has converged the phase ends and the model
-picks again, until the next restart starts a phase from the best arm then, with a
-population twice the last one's (IPOP-CMA-ES: Auger and Hansen, "A Restart CMA
-Evolution Strategy With Increasing Population Size", CEC 2005).
+best arm, its first step and covariance those of the best arms around it
+(:func:`warm_start`, after the warm-started CMA-ES of Nomura, Watanabe, Akimoto,
+Ozaki and Onishi, AAAI 2021), so a basin the model has narrowed down is not searched
+again at a coarse scale. Each generation's points become arms (snapped to the
+space's domains); the arms not evaluated yet are asked in turn, the others give the
+strategy their observed reward without a trial, and every result is also told to
+the loop, so the model keeps learning. When the strategy has converged the phase
+ends and the model picks again, until the next restart starts a phase from the best
+arm then, with a population twice the last one's (IPOP-CMA-ES: Auger and Hansen, "A
+Restart CMA Evolution Strategy With Increasing Population Size", CEC 2005).
 
-On the 24 bbob functions in 5-d (instance 1, 1,000 trials, one in flight) this took
-``BBKBSampler``'s fraction of solved targets at 300 and 1,000 trials from 0.18 and
-0.20 to 0.20 and 0.43, against Optuna's ``CmaEsSampler``'s 0.17 and 0.40
-(docs/benchmarks.md).
+Measured on COCO's bbob suite: docs/benchmarks.md, "The local phase".
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ import math
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from botorch_sketch.generation.evolution_strategy import EvolutionStrategy
 from botorch_sketch.generation.refinement import best_arms
@@ -36,8 +36,15 @@ from botorch_sketch.integrations.arm_space import RefinableArms, add_unit_points
 #: Told trials before the first local phase (the model's search alone until then).
 LOCAL_PHASE_AFTER = 100
 
-#: Initial step of the strategy, in the unit cube of the arms' bounding box.
-INITIAL_STEP = 0.2
+#: Share of the observed arms, best first, whose spread around the best one gives
+#: a phase its first step and covariance (at least ``2 d + 1`` arms).
+WARM_START_SHARE = 0.1
+
+#: Bounds of the first step, in the unit cube of the arms' bounding box.
+MIN_INITIAL_STEP, MAX_INITIAL_STEP = 1e-6, 0.3
+
+#: Share of the identity in the first covariance (the rest: the arms' spread).
+ISOTROPIC_SHARE = 0.1
 
 #: Generations drawn in one call at most when every point lands on an evaluated
 #: arm (a coarse discrete space): the strategy then waits for the next tell.
@@ -92,17 +99,16 @@ class LocalPhase:
         self.restarts_seen = region.restarts
 
     def _start(self, loop: Any) -> None:
-        r"""A strategy at the best arm, covariance the squared lengthscales (of
-        geometric mean one), population doubled per phase before."""
-        best = best_arms(loop.observed, loop.rewards, 1)
-        scales = loop.covar_module.base_kernel.lengthscale.detach().reshape(-1)
+        r"""A strategy at the best arm, warm-started from the best
+        :data:`WARM_START_SHARE` of the observed arms, its population doubled per
+        phase before."""
         dim = loop.kernel_inputs.shape[-1]
-        scales = (scales / scales.log().mean().exp()).to(torch.float64)
-        covariance = torch.diag(scales.square().expand(dim))
         population = (4 + math.floor(3 * math.log(dim))) * 2**self.phases
-        self.strategy = EvolutionStrategy(
-            loop.kernel_inputs[best[0]].cpu(), INITIAL_STEP, covariance, population
-        )
+        count = max(2 * dim + 1, int(WARM_START_SHARE * loop.rewards.numel()))
+        best = best_arms(loop.observed, loop.rewards, count)
+        points = loop.kernel_inputs[best].to(torch.float64).cpu()
+        sigma, covariance = warm_start(points)
+        self.strategy = EvolutionStrategy(points[0], sigma, covariance, population)
         self.phases += 1
 
     def _collect(self, loop: Any) -> None:
@@ -169,3 +175,30 @@ class LocalPhase:
         phase._points = state["points"].clone()
         phase._arms, phase._rewards = list(state["arms"]), list(state["rewards"])
         return phase
+
+
+def warm_start(points: Tensor) -> tuple[float, Tensor]:
+    r"""The first step and covariance of a strategy at ``points[0]`` (the best)
+    from the spread of the others around it: with ``S = (1 / (n - 1))
+    sum_{i >= 1} (x_i - x_0)(x_i - x_0)^T`` and ``s^2 = tr(S) / d`` (the mean
+    variance), ``sigma = s`` clipped to ``[MIN_INITIAL_STEP, MAX_INITIAL_STEP]``
+    and ``C = (1 - a) S / s^2 + a I`` with ``a`` :data:`ISOTROPIC_SHARE`, so that a
+    direction the points share (a category, an integer) stays searchable.
+
+    Args:
+        points: ``n x d`` points of the unit cube, best first.
+
+    Returns:
+        ``sigma`` and the ``d x d`` covariance ``C`` (the largest step and the
+        identity for fewer than two distinct points).
+    """
+    dim = points.shape[-1]
+    offsets = points[1:] - points[0]
+    spread = offsets.T @ offsets / max(offsets.shape[0], 1)
+    variance = float(spread.trace()) / dim
+    identity = torch.eye(dim, dtype=points.dtype)
+    if variance <= 0:
+        return MAX_INITIAL_STEP, identity
+    sigma = min(max(math.sqrt(variance), MIN_INITIAL_STEP), MAX_INITIAL_STEP)
+    shape = (1 - ISOTROPIC_SHARE) * spread / variance + ISOTROPIC_SHARE * identity
+    return sigma, shape

@@ -4,6 +4,8 @@ directly, evaluated and failed arms, its end and the next phase, resuming."""
 
 import copy
 
+import numpy as np
+import pytest
 import torch
 
 from botorch_sketch.generation import evolution_strategy
@@ -12,9 +14,11 @@ from botorch_sketch.generation.evolution_strategy import EvolutionStrategy
 from botorch_sketch.generation.trust_region import TrustRegion
 from botorch_sketch.integrations.arm_space import DomainArms, NumericDomain
 from botorch_sketch.integrations.local_phase import (
-    INITIAL_STEP,
     LOCAL_PHASE_AFTER,
+    MAX_INITIAL_STEP,
+    MIN_INITIAL_STEP,
     LocalPhase,
+    warm_start,
 )
 
 
@@ -72,14 +76,20 @@ def test_a_phase_starts_at_a_restart_after_enough_trials_from_the_best_arm():
     phase.observe(loop, arms, region, generator)
     assert phase.phases == 1 and phase.restarts_seen == 1
     strategy = phase.strategy
-    best = int(loop.observed[loop.rewards.argmax()])
-    assert torch.equal(strategy.mean, loop.kernel_inputs[best])
-    assert (
-        strategy.sigma == INITIAL_STEP and strategy.population == 6
-    )  # 4 + floor(3 ln 2)
-    scales = loop.covar_module.base_kernel.lengthscale.detach().reshape(-1)
-    ratio = torch.diag(strategy.covariance) / scales.double().square()
-    assert torch.allclose(ratio, ratio[0].expand(2))  # the lengthscales' shape
+    # warm-started from the best 10% of the arms (100 told: 10 > 2 d + 1)
+    rewards = {}
+    for arm, reward in zip(loop.observed.tolist(), loop.rewards.tolist(), strict=True):
+        rewards.setdefault(arm, []).append(reward)
+    ranked = sorted(rewards, key=lambda arm: -np.mean(rewards[arm]))[:10]
+    points = loop.kernel_inputs[ranked].numpy()
+    offsets = points[1:] - points[0]
+    spread = offsets.T @ offsets / 9
+    variance = np.trace(spread) / 2
+    assert torch.equal(strategy.mean, loop.kernel_inputs[ranked[0]])
+    assert strategy.sigma == pytest.approx(np.sqrt(variance), rel=1e-12)
+    expected = 0.9 * spread / variance + 0.1 * np.eye(2)
+    np.testing.assert_allclose(strategy.covariance.numpy(), expected, rtol=1e-12)
+    assert strategy.population == 6  # 4 + floor(3 ln 2)
     # the generation's points are arms, asked in turn, none evaluated yet
     assert len(phase.queue) == len(set(phase.queue)) == strategy.population
     low, high = loop.box
@@ -169,3 +179,15 @@ def test_a_resumed_phase_asks_the_same_arms():
     generator.set_state(state[2])
     assert evaluate(loop, arms, resumed, region, generator, 12) == first
     assert torch.equal(phase.strategy.mean, resumed.strategy.mean)
+
+
+def test_the_warm_start_is_bounded_and_copes_with_a_single_point():
+    point = torch.full((1, 3), 0.5, dtype=torch.float64)
+    sigma, covariance = warm_start(point)
+    assert sigma == MAX_INITIAL_STEP and torch.equal(covariance, torch.eye(3).double())
+    close = point + 1e-9 * torch.eye(3, dtype=torch.float64)
+    assert warm_start(torch.cat([point, close]))[0] == MIN_INITIAL_STEP
+    far = torch.tensor([[0.5, 0.5], [0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
+    sigma, covariance = warm_start(far)  # collinear: the identity keeps C regular
+    assert sigma == MAX_INITIAL_STEP
+    assert float(torch.linalg.eigvalsh(covariance).min()) == pytest.approx(0.1)
