@@ -11,7 +11,7 @@ so that the search is not capped by the precision of its first Sobol arms:
   distances set by the lengthscales
   (:func:`~botorch_sketch.generation.refinement.refinement_points`).
 
-Both only once the kernel has been fitted. After ``LOCAL_PHASE_AFTER`` told
+Both only once the kernel has been fitted. After ``max(100, 20 d)`` told
 trials, a restart of the trust region also starts a local phase
 (:class:`~botorch_sketch.integrations.local_phase.LocalPhase`): an evolution
 strategy from the best configuration whose points are asked in turn

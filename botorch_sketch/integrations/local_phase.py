@@ -4,7 +4,7 @@ there, where a stationary global model stalls (curved valleys, ill-conditioned o
 rotated basins).
 
 A phase starts when the trust region (:mod:`~botorch_sketch.generation.trust_region`)
-restarts, after at least :data:`LOCAL_PHASE_AFTER` told trials: CMA-ES
+restarts, after at least :func:`trials_before_phase` told trials: CMA-ES
 (:class:`~botorch_sketch.generation.evolution_strategy.EvolutionStrategy`) from the
 best arm, its first step and covariance those of the best arms around it
 (:func:`warm_start`, after the warm-started CMA-ES of Nomura, Watanabe, Akimoto,
@@ -33,8 +33,9 @@ from botorch_sketch.generation.refinement import best_arms
 from botorch_sketch.generation.trust_region import TrustRegion
 from botorch_sketch.integrations.arm_space import RefinableArms, add_unit_points
 
-#: Told trials before the first local phase (the model's search alone until then).
-LOCAL_PHASE_AFTER = 100
+#: Told trials before the first local phase, per dimension and at least (the
+#: model's search alone until then): 100 in 5-d, 200 in 10-d.
+TRIALS_PER_DIMENSION, LOCAL_PHASE_AFTER = 20, 100
 
 #: Share of the observed arms, best first, whose spread around the best one gives
 #: a phase its first step and covariance (at least ``2 d + 1`` arms).
@@ -89,7 +90,7 @@ class LocalPhase:
         if self.strategy is not None:
             self._collect(loop)
         elif (
-            loop.rewards.numel() >= LOCAL_PHASE_AFTER
+            loop.rewards.numel() >= trials_before_phase(region.dim)
             and region.restarts > self.restarts_seen
         ):
             self._start(loop)
@@ -175,6 +176,12 @@ class LocalPhase:
         phase._points = state["points"].clone()
         phase._arms, phase._rewards = list(state["arms"]), list(state["rewards"])
         return phase
+
+
+def trials_before_phase(dim: int) -> int:
+    r"""Told trials before a local phase may start in ``dim`` dimensions:
+    ``max(LOCAL_PHASE_AFTER, TRIALS_PER_DIMENSION * dim)``."""
+    return max(LOCAL_PHASE_AFTER, TRIALS_PER_DIMENSION * dim)
 
 
 def warm_start(points: Tensor) -> tuple[float, Tensor]:

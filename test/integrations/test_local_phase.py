@@ -18,6 +18,7 @@ from botorch_sketch.integrations.local_phase import (
     MAX_INITIAL_STEP,
     MIN_INITIAL_STEP,
     LocalPhase,
+    trials_before_phase,
     warm_start,
 )
 
@@ -191,3 +192,8 @@ def test_the_warm_start_is_bounded_and_copes_with_a_single_point():
     sigma, covariance = warm_start(far)  # collinear: the identity keeps C regular
     assert sigma == MAX_INITIAL_STEP
     assert float(torch.linalg.eigvalsh(covariance).min()) == pytest.approx(0.1)
+
+
+def test_the_phase_waits_longer_in_more_dimensions():
+    assert trials_before_phase(2) == trials_before_phase(5) == LOCAL_PHASE_AFTER
+    assert trials_before_phase(10) == 200 and trials_before_phase(50) == 1000
