@@ -94,7 +94,8 @@ class ArmRefiner:
         :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` on ``arms.features``):
         count the new rewards in the trust region, then, once the kernel has been
         fitted, add its candidates, and the refined points if the loop refitted
-        since the last call."""
+        since the last call (none while a local phase runs), and update the local
+        phase."""
         refits = getattr(loop, "refits", None)
         if refits is None or not arms.refinable:
             return
@@ -106,6 +107,15 @@ class ArmRefiner:
         self.told = rewards.numel()
         if refits.last is None or rewards.numel() == 0:
             return
+        if self.local is None or self.local.strategy is None:
+            self._add_candidates(loop, arms)
+        if self.local is not None:
+            self.local.observe(loop, arms, self.region, self.generator)
+
+    def _add_candidates(self, loop: Any, arms: RefinableArms) -> None:
+        r"""The trust region's candidates, and the refined points if the loop
+        refitted since the last call, as arms."""
+        rewards = loop.rewards
         lengthscales = loop.covar_module.base_kernel.lengthscale
         unit = []
         if self.num_local:
@@ -118,8 +128,8 @@ class ArmRefiner:
                     self.generator,
                 )
             )
-        if self.count and refits.last != self.refined_at:
-            self.refined_at = refits.last
+        if self.count and loop.refits.last != self.refined_at:
+            self.refined_at = loop.refits.last
             best = best_arms(loop.observed, rewards, NUM_REFINEMENT_CENTERS)
             unit.append(
                 refinement_points(
@@ -128,8 +138,6 @@ class ArmRefiner:
             )
         if unit:
             add_unit_points(loop, arms, torch.cat(unit))
-        if self.local is not None:
-            self.local.observe(loop, arms, self.region, self.generator)
 
     def next_arm(self) -> int | None:
         r"""The next arm the local phase asks for (None: none, the loop picks)."""

@@ -110,6 +110,31 @@ def test_a_restored_refiner_draws_the_same_arms():
     assert torch.equal(first.values, second.values)
 
 
+def test_a_local_phase_adds_only_its_own_arms_and_asks_them():
+    refiner = ArmRefiner(count=16, seed=2, num_local=8)
+    arms, loop, _, _ = run(BBKB, refiner, 99)  # a phase waits for 100 told
+    assert refiner.local.strategy is None
+    refiner.region.restarts += 1  # as if the region had just restarted
+    index = loop.ask(1)
+    loop.tell(index, objective(arms.values[index]))
+    refiner.refine(loop, arms)
+    phase = refiner.local
+    assert phase.strategy is not None and phase.queue
+    for _ in range(20):
+        queued, before = list(phase.queue), arms.num_arms
+        index = refiner.next_arm()
+        assert index == queued[0]
+        loop.ask_arms(torch.tensor([index]))
+        loop.tell(torch.tensor([index]), objective(arms.values[[index]]))
+        refiner.refine(loop, arms)
+        added = set(range(before, arms.num_arms))
+        assert added <= set(phase._arms)  # no trust-region or refined arms
+        assert loop.arms.shape[0] == arms.num_arms
+    assert phase.strategy.generation > 0
+    off = ArmRefiner(count=16, seed=2, num_local=8, local_phase=False)
+    assert off.local is None and off.next_arm() is None
+
+
 def test_a_fixed_kernel_gets_no_arms():
     arms = space()
     kernel = ScaleKernel(RBFKernel()).to(DTYPE)
