@@ -139,9 +139,10 @@ class ArmRefiner:
         if unit:
             add_unit_points(loop, arms, torch.cat(unit))
 
-    def next_arm(self) -> int | None:
-        r"""The next arm the local phase asks for (None: none, the loop picks)."""
-        return None if self.local is None else self.local.next_arm()
+    def next_arm(self, loop: Any) -> int | None:
+        r"""The next arm the local phase asks ``loop`` for (None: none, the loop
+        picks)."""
+        return None if self.local is None else self.local.next_arm(loop)
 
     def state_dict(self) -> dict[str, Any]:
         r"""Everything needed to resume the draws exactly."""

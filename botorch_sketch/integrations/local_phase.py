@@ -72,10 +72,15 @@ class LocalPhase:
         self._arms: list[int | None] = []  # the arm of each point
         self._rewards: list[float | None] = []  # each point's reward, once known
 
-    def next_arm(self) -> int | None:
-        r"""The next arm of the generation to evaluate (None: none left, let the
-        model pick)."""
-        return self.queue.pop(0) if self.queue else None
+    def next_arm(self, loop: Any) -> int | None:
+        r"""The next arm of the generation to evaluate, skipping those ``loop``
+        already has pending or observed (another worker's trials); None: none
+        left, let the model pick."""
+        while self.queue:
+            arm = self.queue.pop(0)
+            if not bool((loop.pending == arm).any() or (loop.observed == arm).any()):
+                return arm
+        return None
 
     def observe(
         self,

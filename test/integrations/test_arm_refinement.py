@@ -122,7 +122,7 @@ def test_a_local_phase_adds_only_its_own_arms_and_asks_them():
     assert phase.strategy is not None and phase.queue
     for _ in range(20):
         queued, before = list(phase.queue), arms.num_arms
-        index = refiner.next_arm()
+        index = refiner.next_arm(loop)
         assert index == queued[0]
         loop.ask_arms(torch.tensor([index]))
         loop.tell(torch.tensor([index]), objective(arms.values[[index]]))
@@ -132,7 +132,7 @@ def test_a_local_phase_adds_only_its_own_arms_and_asks_them():
         assert loop.arms.shape[0] == arms.num_arms
     assert phase.strategy.generation > 0
     off = ArmRefiner(count=16, seed=2, num_local=8, local_phase=False)
-    assert off.local is None and off.next_arm() is None
+    assert off.local is None and off.next_arm(None) is None
 
 
 def test_a_fixed_kernel_gets_no_arms():

@@ -54,7 +54,7 @@ def evaluate(loop, arms, phase, region, generator, count: int) -> list[int]:
     r"""Ask and tell ``count`` arms of the phase's queue, observing after each."""
     asked = []
     for _ in range(count):
-        index = phase.next_arm()
+        index = phase.next_arm(loop)
         asked.append(index)
         loop.ask_arms(torch.tensor([index]))
         loop.tell(torch.tensor([index]), objective(arms.values[[index]]))
@@ -138,7 +138,7 @@ def test_a_failed_arm_ranks_last():
     phase = LocalPhase()
     region.restarts = 1
     phase.observe(loop, arms, region, generator)
-    index = phase.next_arm()
+    index = phase.next_arm(loop)
     loop.ask_arms(torch.tensor([index]))
     loop.fail(torch.tensor([index]))
     other = loop.ask(1)
@@ -147,6 +147,19 @@ def test_a_failed_arm_ranks_last():
     position = phase._arms.index(index)
     assert phase._rewards[position] == float(loop.rewards.min())
     assert phase.strategy.generation == 0  # the rest of the generation is asked
+
+
+def test_arms_another_worker_took_are_skipped():
+    loop, arms, region, generator = setup()
+    phase = LocalPhase()
+    region.restarts = 1
+    phase.observe(loop, arms, region, generator)
+    first, second, third = phase.queue[:3]
+    loop.ask_arms(torch.tensor([first]))  # another worker's running trial
+    loop.ask_arms(torch.tensor([second]))
+    loop.tell(torch.tensor([second]), objective(arms.values[[second]]))
+    assert phase.next_arm(loop) == third
+    assert phase.queue[:1] != [third]
 
 
 def test_a_converged_phase_ends_and_the_next_restart_doubles_the_population(
@@ -159,7 +172,7 @@ def test_a_converged_phase_ends_and_the_next_restart_doubles_the_population(
     population = phase.strategy.population
     monkeypatch.setattr(evolution_strategy, "MIN_STEP", 1.0)  # any step is small
     evaluate(loop, arms, phase, region, generator, population)
-    assert phase.strategy is None and phase.queue == [] and phase.next_arm() is None
+    assert phase.strategy is None and phase.queue == [] and phase.next_arm(loop) is None
     monkeypatch.undo()
     region.restarts = 2
     phase.observe(loop, arms, region, generator)
