@@ -94,8 +94,8 @@ class ArmRefiner:
         :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` on ``arms.features``):
         count the new rewards in the trust region, then, once the kernel has been
         fitted, add its candidates, and the refined points if the loop refitted
-        since the last call (none while a local phase runs), and update the local
-        phase."""
+        since the last call (none while a local phase runs and no other trial is
+        in flight), and update the local phase."""
         refits = getattr(loop, "refits", None)
         if refits is None or not arms.refinable:
             return
@@ -107,7 +107,8 @@ class ArmRefiner:
         self.told = rewards.numel()
         if refits.last is None or rewards.numel() == 0:
             return
-        if self.local is None or self.local.strategy is None:
+        # a phase asks its own points; the loop picks only for trials beyond them
+        if self.local is None or self.local.strategy is None or loop.pending.numel():
             self._add_candidates(loop, arms)
         if self.local is not None:
             self.local.observe(loop, arms, self.region, self.generator)

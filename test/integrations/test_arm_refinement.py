@@ -131,6 +131,15 @@ def test_a_local_phase_adds_only_its_own_arms_and_asks_them():
         assert added <= set(phase._arms)  # no trust-region or refined arms
         assert loop.arms.shape[0] == arms.num_arms
     assert phase.strategy.generation > 0
+    # with another trial in flight the loop also picks: trust-region arms again
+    other = loop.ask(1)
+    index = refiner.next_arm(loop)
+    loop.ask_arms(torch.tensor([index]))
+    loop.tell(torch.tensor([index]), objective(arms.values[[index]]))
+    before = arms.num_arms
+    refiner.refine(loop, arms)
+    assert set(range(before, arms.num_arms)) - set(phase._arms)
+    assert bool((loop.pending == other).any())
     off = ArmRefiner(count=16, seed=2, num_local=8, local_phase=False)
     assert off.local is None and off.next_arm(None) is None
 
