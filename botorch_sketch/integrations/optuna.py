@@ -489,8 +489,8 @@ class BBKBSampler(_LoopSampler):
             each completed trial, once the kernel is fitted (0: none).
         local_phase: Hand the trials to an evolution strategy from the best
             arm when the trust region restarts after ``max(100, 20 d)`` completed
-            trials (``d`` the arms' features), until
-            it converges (:mod:`~botorch_sketch.integrations.local_phase`).
+            trials (``d`` the arms' features), until it converges
+            (:mod:`~botorch_sketch.integrations.local_phase`).
         num_workers: Trials run at once (threads and processes together).
         max_wait: Longest wait, in seconds, of a trial for results while the
             batch rule is full (default 0: none).
