@@ -346,8 +346,8 @@ class BBKBSearch(_LoopSearch):
             (:data:`DEFAULT_NUM_LOCAL`; 0: none; a list ``space`` gets none).
         local_phase: Hand the trials to an evolution strategy from the best
             configuration when the trust region restarts after ``max(100, 20 d)``
-            results,
-            until it converges (:mod:`~botorch_sketch.integrations.local_phase`).
+            results (``d`` the arms' features), until it converges
+            (:mod:`~botorch_sketch.integrations.local_phase`).
         seed: Seed of the arm set, of the refined configurations and of the
             loop.
         options: The loop's :class:`~botorch_sketch.generation.options.BBKBOptions`
