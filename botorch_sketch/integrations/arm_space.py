@@ -207,6 +207,17 @@ class DomainArms:
         r"""Arms can be added (always, here)."""
         return True
 
+    @property
+    def continuous(self) -> bool:
+        r"""Whether some parameter is a float off any grid: configurations are
+        then never exhausted, and a new one near an arm is always at hand."""
+        return any(
+            isinstance(domain, NumericDomain)
+            and not domain.integer
+            and domain.step is None
+            for domain in self.domains
+        )
+
     def values_at(self, unit: Tensor) -> Tensor:
         r"""Parameter values (``n x P``) of points of the unit cube (``n x D``):
         numbers from their coordinate (floored for integers, on their grid), each

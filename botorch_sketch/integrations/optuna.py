@@ -305,7 +305,9 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         study: the steps recorded with this sampler's asks are replayed (each ask
         again, as long as it gives the recorded arm), then the rest is caught up."""
         self.arms = arms_of_space(space, self._num_arms, self._seed)
-        self.loop = self._build_loop(self.arms.features, self._seed)
+        self.loop = self._build_loop(
+            self.arms.features, self._seed, self.arms.continuous
+        )
         self._refiner = ArmRefiner(
             self._num_refined, self._seed, self._num_local, self._local_phase
         )

@@ -66,7 +66,6 @@ from typing import Any
 import torch
 from gpytorch.kernels import Kernel
 from ray.tune.search import Searcher
-from torch import Tensor
 
 from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
@@ -133,14 +132,15 @@ class _LoopSearch(LoopBuilder, Searcher):
 
     def _set_space(self, space: dict | list[dict]) -> None:
         arm_space = ArmSpace(space, self._num_arms, self._seed, self._points)
-        self.loop = self._new_loop(arm_space.features)
         self._spec, self.arm_space = space, arm_space
+        self.loop = self._new_loop()
         self._initial_num_arms = arm_space.num_arms
         self._queue = list(arm_space.point_indices)
 
-    def _new_loop(self, features: Tensor) -> Any:
-        r"""The loop on ``features`` (:meth:`_build_loop`)."""
-        return self._build_loop(features, self._seed)
+    def _new_loop(self) -> Any:
+        r"""A loop on the arms of :attr:`arm_space` (:meth:`_build_loop`)."""
+        arm_space = self.arm_space
+        return self._build_loop(arm_space.features, self._seed, arm_space.continuous)
 
     def set_max_concurrency(self, max_concurrent: int) -> bool:
         r"""Run at most ``max_concurrent`` trials at once (Tune's
@@ -149,7 +149,7 @@ class _LoopSearch(LoopBuilder, Searcher):
         check_int(max_concurrent, "max_concurrent", 1)
         self._max_concurrent = max_concurrent
         if self.loop is not None and self._untouched():
-            self.loop = self._new_loop(self.arm_space.features)
+            self.loop = self._new_loop()
         return True
 
     def _untouched(self) -> bool:

@@ -244,6 +244,13 @@ class ArmSpace:
         return self._arms is not None
 
     @property
+    def continuous(self) -> bool:
+        r"""Whether a search space has a float parameter off any grid
+        (:attr:`~botorch_sketch.integrations.arm_space.DomainArms.continuous`);
+        a list of configurations never has."""
+        return self.refinable and self._arms.continuous
+
+    @property
     def values(self) -> Tensor:
         r"""``A x P`` parameter values of the arms of a search space (a float's
         value, an integer, a choice's category index)."""

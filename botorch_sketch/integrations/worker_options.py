@@ -1,9 +1,12 @@
 r"""The loop options of the Ray Tune searchers and the Optuna samplers: BBKB's for
-``W`` asynchronous workers (``max_concurrent``, ``num_workers``) and the options
-object a searcher or sampler builds its loops with."""
+``W`` asynchronous workers (``max_concurrent``, ``num_workers``), no repeats on a
+continuous space, and the options object a searcher or sampler builds its loops
+with."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 from gpytorch.kernels import Kernel
@@ -31,7 +34,14 @@ class LoopBuilder:
     r"""What a Ray Tune searcher or an Optuna sampler builds its loops with: an
     options object of ``loop_class`` (None: the defaults for the workers at hand,
     :meth:`_worker_options`), keyword overrides of its fields (explicit ones win)
-    and the fixed kernel (None: learned)."""
+    and the fixed kernel (None: learned).
+
+    With a learned kernel on a space with a continuous parameter, an unset
+    ``min_repeat_reduction`` becomes ``inf``: no configuration is asked twice. A
+    repeat is never the most informative trial there (an unmeasured configuration
+    next to it measures nearly the same ``f`` and more of the space), and the
+    loops would otherwise spend one on a deterministic objective before the told
+    values show it (:mod:`~botorch_sketch.generation.repeats`)."""
 
     loop_class: type
 
@@ -54,9 +64,10 @@ class LoopBuilder:
         r"""Loop options for the workers (none by default)."""
         return {}
 
-    def _build_loop(self, features: Tensor, seed: int) -> Any:
+    def _build_loop(self, features: Tensor, seed: int, continuous: bool) -> Any:
         r"""The loop on ``features``: the options (or the workers' defaults) with
-        the overrides, the kernel and ``seed``."""
+        the overrides, no repeats if ``continuous`` with a learned kernel and the
+        repeat rule unset, the kernel and ``seed``."""
         options_class = self.loop_class.options_class
         options = self._options
         if options is None and (worker_options := self._worker_options()):
@@ -64,6 +75,9 @@ class LoopBuilder:
         options = merged_options(
             options_class, options, self._overrides, type(self).__name__
         )
+        learned = self._covar_module is None
+        if continuous and learned and options.min_repeat_reduction is None:
+            options = dataclasses.replace(options, min_repeat_reduction=math.inf)
         return self.loop_class(
             features, options, covar_module=self._covar_module, seed=seed
         )

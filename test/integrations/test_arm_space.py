@@ -48,3 +48,17 @@ def test_added_values_are_new_rows_once_each_and_found_again():
         for row in values:
             assert arms.index_of(row) == brute_index(arms.values, row)
     assert arms.index_of(torch.tensor([7.0, 0.0], dtype=torch.float64)) is None
+
+
+def test_continuous_means_a_float_off_any_grid():
+    def arms(*domains):
+        return DomainArms(list(domains), num_arms=4, seed=0)
+
+    choice, integer = (
+        ChoiceDomain("c", ["a", "b"]),
+        NumericDomain("n", 0, 6, integer=True),
+    )
+    assert arms(NumericDomain("x", 0.0, 1.0)).continuous
+    assert arms(NumericDomain("x", 1e-3, 1.0, log=True), choice).continuous
+    assert not arms(integer, choice).continuous
+    assert not arms(NumericDomain("x", 0.0, 1.0, step=0.1), integer).continuous

@@ -354,6 +354,18 @@ def test_a_search_space_saved_before_any_refinement_restores(searcher_class, tmp
         assert restored.suggest(trial) == searcher.suggest(trial)
 
 
+@pytest.mark.parametrize("searcher_class", [BBKBSearch, SGPTSSearch])
+def test_no_repeats_on_a_continuous_space_with_a_learned_kernel(searcher_class):
+    def delta(space, **options):
+        searcher = searcher_class(space, metric="loss", mode="min", **options)
+        return searcher.loop.options.min_repeat_reduction
+
+    assert delta(SPACE) == math.inf  # loguniform lr
+    assert delta({"d": tune.randint(1, 6), "w": tune.quniform(0, 1, 0.1)}) is None
+    assert delta(SPACE, min_repeat_reduction=0.01) == 0.01  # the user's rule wins
+    assert delta(SPACE, covar_module=kernel(0.4), noise=0.1) is None  # the papers'
+
+
 def test_max_concurrent_limits_trials_and_sets_the_worker_options():
     # outputscale 1, noise 0.1: v = 10, C~ = 1 + 0.07 W v = 1 + 0.7 W
     searcher = bbkb(0, max_concurrent=4)

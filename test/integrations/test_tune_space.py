@@ -54,6 +54,13 @@ def test_discrete_spaces_drop_duplicates():
     arms = ArmSpace({"d": tune.randint(1, 6), "a": tune.choice("xyz")}, 500, seed=1)
     configs = [tuple(arms.config(i).values()) for i in range(arms.num_arms)]
     assert len(set(configs)) == arms.num_arms == 15
+    assert not arms.continuous
+
+
+def test_continuous_spaces_have_a_float_off_any_grid():
+    assert ArmSpace(SPACE, 16, seed=0).continuous  # loguniform lr
+    assert not ArmSpace({"w": tune.quniform(0.0, 1.0, 0.05)}, 16, seed=0).continuous
+    assert not ArmSpace([{"lr": 0.1}, {"lr": 0.2}]).continuous
 
 
 def test_arm_space_of_a_list_of_configurations():
