@@ -34,10 +34,24 @@ MAX_REDRAWS = 100
 #: Smallest eigenvalue kept in the covariance (smaller ones, rounding, are raised).
 MIN_EIGENVALUE = 1e-16
 
-#: The strategy has converged when its largest step, ``sigma sqrt(max eig C)``,
-#: is below this (in the unit cube), or when ``C`` is conditioned worse than
-#: :data:`MAX_CONDITION`.
+#: The strategy stops (:attr:`EvolutionStrategy.stopped`) when its largest step,
+#: ``sigma sqrt(max eig C)``, is below this (in the unit cube), or when ``C`` is
+#: conditioned worse than :data:`MAX_CONDITION`.
 MIN_STEP, MAX_CONDITION = 1e-12, 1e14
+
+#: ... or when that step is longer than this many times the cube's diagonal
+#: ``sqrt(d)``: the search is no longer local (a basin on a face or corner of the
+#: cube pulls the mean outside and ``sigma`` grows without bound; most draws then
+#: need a redraw). The tutorial's ``TolUpSigma`` in the cube's units.
+MAX_STEP_IN_DIAGONALS = 1.0
+
+#: ... or when the rewards of the last ``10 + ceil(30 d / lambda)`` generations
+#: (their best and worst) span at most this fraction of their largest magnitude:
+#: the tutorial's ``TolFun`` (``1e-12``), made relative because rewards come in
+#: the user's units. Flat generations (a plateau, or every point clipped onto one
+#: corner of the cube) rank their points arbitrarily and teach the strategy
+#: nothing.
+FLAT_REWARDS = 1e-12
 
 
 class EvolutionStrategy:
@@ -88,7 +102,16 @@ class EvolutionStrategy:
         self.generation = 0
         self._path_sigma = torch.zeros(dim, dtype=torch.float64)
         self._path_c = torch.zeros(dim, dtype=torch.float64)
+        #: The best and worst reward of each of the last generations (at most
+        #: :attr:`history_length`), oldest first.
+        self.history: list[tuple[float, float]] = []
         self._set_parameters(dim)
+
+    @property
+    def history_length(self) -> int:
+        r"""Generations whose rewards :attr:`stopped` compares:
+        ``10 + ceil(30 d / lambda)``."""
+        return 10 + math.ceil(30 * self.dim / self.population)
 
     def _set_parameters(self, dim: int) -> None:
         r"""The weights and learning rates of the tutorial's Table 1."""
@@ -175,6 +198,8 @@ class EvolutionStrategy:
         rewards = check_finite(rewards.detach().to(torch.float64), "rewards")
         if rewards.shape != (self.population,):
             raise ValueError(f"`rewards` must have shape ({self.population},).")
+        self.history = [*self.history, (float(rewards.max()), float(rewards.min()))]
+        self.history = self.history[-self.history_length :]
         vectors, roots = self._eigen()
         steps = points[rewards.argsort(descending=True, stable=True)] - self.mean
         steps = steps / self.sigma
@@ -206,12 +231,27 @@ class EvolutionStrategy:
         self.covariance = (covariance + covariance.T) / 2
 
     @property
-    def converged(self) -> bool:
-        r"""Whether the largest step ``sigma sqrt(max eig C)`` is below
-        :data:`MIN_STEP` or ``C``'s condition number above :data:`MAX_CONDITION`."""
+    def stopped(self) -> bool:
+        r"""Whether the search is over: converged (the largest step ``sigma
+        sqrt(max eig C)`` below :data:`MIN_STEP`, or the rewards of the last
+        :attr:`history_length` generations flat, :data:`FLAT_REWARDS`),
+        degenerate (``C``'s condition number above :data:`MAX_CONDITION`) or no
+        longer local (the step above :data:`MAX_STEP_IN_DIAGONALS` diagonals)."""
         _, roots = self._eigen()
         condition = float((roots.max() / roots.min()) ** 2)
-        return self.sigma * float(roots.max()) < MIN_STEP or condition > MAX_CONDITION
+        step = self.sigma * float(roots.max())
+        global_step = step > MAX_STEP_IN_DIAGONALS * math.sqrt(self.dim)
+        converged = step < MIN_STEP or self._flat()
+        return converged or condition > MAX_CONDITION or global_step
+
+    def _flat(self) -> bool:
+        r"""Whether the last :attr:`history_length` generations' rewards span at
+        most :data:`FLAT_REWARDS` of their largest magnitude."""
+        if len(self.history) < self.history_length:
+            return False
+        values = [value for pair in self.history for value in pair]
+        span = max(values) - min(values)
+        return span <= FLAT_REWARDS * max(abs(value) for value in values)
 
     def state_dict(self) -> dict[str, Any]:
         r"""Everything needed to resume: the distribution, the paths, the counts."""
@@ -223,6 +263,7 @@ class EvolutionStrategy:
             "generation": self.generation,
             "path_sigma": self._path_sigma.clone(),
             "path_c": self._path_c.clone(),
+            "history": [list(pair) for pair in self.history],
         }
 
     @classmethod
@@ -234,4 +275,5 @@ class EvolutionStrategy:
         strategy.generation = check_int(state["generation"], "state['generation']", 0)
         strategy._path_sigma = state["path_sigma"].clone()
         strategy._path_c = state["path_c"].clone()
+        strategy.history = [(best, worst) for best, worst in state.get("history", [])]
         return strategy

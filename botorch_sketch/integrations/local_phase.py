@@ -12,10 +12,11 @@ Ozaki and Onishi, AAAI 2021), so a basin the model has narrowed down is not sear
 again at a coarse scale. Each generation's points become arms (snapped to the
 space's domains); the arms not evaluated yet are asked in turn, the others give the
 strategy their observed reward without a trial, and every result is also told to
-the loop, so the model keeps learning. When the strategy has converged the phase
-ends and the model picks again, until the next restart starts a phase from the best
-arm then, with a population twice the last one's (IPOP-CMA-ES: Auger and Hansen, "A
-Restart CMA Evolution Strategy With Increasing Population Size", CEC 2005).
+the loop, so the model keeps learning. When the strategy stops (converged, or no
+longer a local search) the phase ends and the model picks again, until the next
+restart starts a phase from the best arm then, with a population twice the last
+one's (IPOP-CMA-ES: Auger and Hansen, "A Restart CMA Evolution Strategy With
+Increasing Population Size", CEC 2005).
 
 Measured on COCO's bbob suite: docs/benchmarks.md, "The local phase".
 """
@@ -135,7 +136,7 @@ class LocalPhase:
         self, loop: Any, arms: RefinableArms, generator: torch.Generator
     ) -> None:
         r"""While the generation is complete: update the strategy, end the phase
-        if it has converged, else draw the next generation."""
+        if the strategy stops, else draw the next generation."""
         for _ in range(MAX_FREE_GENERATIONS):
             if self._rewards and any(r is None for r in self._rewards):
                 return
@@ -143,7 +144,7 @@ class LocalPhase:
                 self.strategy.tell(
                     self._points, torch.tensor(self._rewards, dtype=torch.float64)
                 )
-            if self.strategy.converged:
+            if self.strategy.stopped:
                 self.strategy, self.queue = None, []
                 self._points, self._arms, self._rewards = self._points[:0], [], []
                 return

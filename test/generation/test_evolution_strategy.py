@@ -64,7 +64,7 @@ def test_it_converges_on_a_rotated_ill_conditioned_quadratic():
         rewards = rotated_ellipsoid(points, optimum)
         best = max(best, float(rewards.max()))
         strategy.tell(points, rewards)
-        if strategy.converged:
+        if strategy.stopped:
             break
     assert best > -1e-10  # the known optimum, 0
     assert torch.allclose(strategy.mean, optimum, atol=1e-5)
@@ -82,17 +82,47 @@ def test_points_stay_in_the_cube_and_draws_follow_the_generator():
     assert torch.equal(points, again)
 
 
-def test_it_has_converged_once_its_step_is_negligible():
+def test_it_stops_once_its_step_is_negligible_or_global():
     strategy = EvolutionStrategy(torch.full((3,), 0.5, dtype=DTYPE), 0.1)
-    assert not strategy.converged
+    assert not strategy.stopped
     strategy.sigma = 1e-13
-    assert strategy.converged
+    assert strategy.stopped
     ill = EvolutionStrategy(
         torch.full((2,), 0.5, dtype=DTYPE),
         0.1,
         torch.diag(torch.tensor([1.0, 1e-15], dtype=DTYPE)),
     )
-    assert ill.converged  # condition number above 1e14
+    assert ill.stopped  # condition number above 1e14
+    wide = EvolutionStrategy(torch.full((4,), 0.5, dtype=DTYPE), 1.9)
+    assert not wide.stopped
+    wide.sigma = 2.01  # a step longer than the cube's diagonal, 2
+    assert wide.stopped
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e7])
+def test_it_stops_once_its_recent_rewards_are_flat(scale):
+    # the tutorial's TolFun, relative: 10 + ceil(30 d / lambda) generations whose
+    # rewards span at most 1e-12 of their magnitude (in any units)
+    generator = torch.Generator().manual_seed(3)
+    strategy = EvolutionStrategy(torch.full((3,), 0.5, dtype=DTYPE), 0.1)
+    window = strategy.history_length
+    assert window == 10 + math.ceil(30 * 3 / strategy.population)
+
+    def tell(rewards):
+        strategy.tell(strategy.ask(strategy.population, generator), rewards)
+
+    varied = scale * torch.linspace(-1.0, 1.0, strategy.population, dtype=DTYPE)
+    flat = torch.full((strategy.population,), -3.0 * scale, dtype=DTYPE)
+    tell(varied)
+    for _ in range(window - 1):
+        tell(
+            flat + 1e-13 * scale * torch.rand(strategy.population, generator=generator)
+        )
+        assert not strategy.stopped  # the varied generation is still in the window
+    tell(flat)
+    assert strategy.stopped and len(strategy.history) == window
+    tell(flat + 1e-9 * scale)  # a change of 3e-10 of the rewards' magnitude
+    assert not strategy.stopped
 
 
 def test_a_resumed_strategy_makes_the_same_updates():
@@ -112,6 +142,7 @@ def test_a_resumed_strategy_makes_the_same_updates():
     assert torch.equal(strategy.mean, resumed.mean)
     assert torch.equal(strategy.covariance, resumed.covariance)
     assert strategy.sigma == resumed.sigma and resumed.generation == 6
+    assert strategy.history == resumed.history and len(resumed.history) == 6
 
 
 def test_bad_input_is_refused_naming_the_argument():
