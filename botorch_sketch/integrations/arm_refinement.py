@@ -140,10 +140,12 @@ class ArmRefiner:
         if unit:
             add_unit_points(loop, arms, torch.cat(unit))
 
-    def next_arm(self, loop: Any) -> int | None:
-        r"""The next arm the local phase asks ``loop`` for (None: none, the loop
-        picks)."""
-        return None if self.local is None else self.local.next_arm(loop)
+    def next_arm(self, loop: Any, arms: RefinableArms) -> int | None:
+        r"""The next arm the local phase asks ``loop`` for, a spare added to
+        ``arms`` and ``loop`` if need be (None: none, the loop picks)."""
+        if self.local is None:
+            return None
+        return self.local.next_arm(loop, arms, self.generator)
 
     def state_dict(self) -> dict[str, Any]:
         r"""Everything needed to resume the draws exactly."""

@@ -48,6 +48,12 @@ MIN_INITIAL_STEP, MAX_INITIAL_STEP = 1e-6, 0.3
 #: Share of the identity in the first covariance (the rest: the arms' spread).
 ISOTROPIC_SHARE = 0.1
 
+#: Spare points a generation may add, as a share of its population, while its
+#: points are all asked and some still in flight: they keep every worker on the
+#: strategy's distribution (as Optuna's ``CmaEsSampler`` does) instead of the
+#: model's picks; the update takes ``lambda`` told points, the earliest drawn.
+MAX_SPARE_SHARE = 1
+
 #: Generations drawn in one call at most when every point lands on an evaluated
 #: arm (a coarse discrete space): the strategy then waits for the next tell.
 MAX_FREE_GENERATIONS = 100
@@ -73,15 +79,41 @@ class LocalPhase:
         self._arms: list[int | None] = []  # the arm of each point
         self._rewards: list[float | None] = []  # each point's reward, once known
 
-    def next_arm(self, loop: Any) -> int | None:
+    def next_arm(
+        self, loop: Any, arms: RefinableArms, generator: torch.Generator
+    ) -> int | None:
         r"""The next arm of the generation to evaluate, skipping those ``loop``
-        already has pending or observed (another worker's trials); None: none
-        left, let the model pick."""
-        while self.queue:
-            arm = self.queue.pop(0)
-            if not bool((loop.pending == arm).any() or (loop.observed == arm).any()):
-                return arm
-        return None
+        already has pending or observed (another worker's trials); once the
+        generation is all asked but not all told (other trials in flight), a
+        spare point of the same distribution, up to :data:`MAX_SPARE_SHARE` of a
+        population. None: none left, let the model pick."""
+        while True:
+            while self.queue:
+                arm = self.queue.pop(0)
+                pending = bool((loop.pending == arm).any())
+                if not (pending or bool((loop.observed == arm).any())):
+                    return arm
+            if not self._draw_spare(loop, arms, generator):
+                return None
+
+    def _draw_spare(
+        self, loop: Any, arms: RefinableArms, generator: torch.Generator
+    ) -> bool:
+        r"""Add one more point of the running strategy's distribution to the
+        generation (queued unless its arm is evaluated); False when no phase runs
+        or the generation holds its spares already."""
+        strategy = self.strategy
+        limit = (1 + MAX_SPARE_SHARE) * strategy.population if strategy else 0
+        if len(self._arms) >= limit:
+            return False
+        point = strategy.ask(1, generator)
+        self._points = torch.cat([self._points, point])
+        self._arms += add_unit_points(loop, arms, point)
+        self._rewards.append(None)
+        self._collect(loop)
+        if self._rewards[-1] is None and self._arms[-1] is not None:
+            self.queue.append(self._arms[-1])
+        return True
 
     def observe(
         self,
@@ -135,14 +167,20 @@ class LocalPhase:
     def _advance(
         self, loop: Any, arms: RefinableArms, generator: torch.Generator
     ) -> None:
-        r"""While the generation is complete: update the strategy, end the phase
-        if the strategy stops, else draw the next generation."""
+        r"""While ``lambda`` points of the generation are told: update the
+        strategy with the ``lambda`` told ones drawn first (independent draws of
+        one distribution, spares or not), end the phase if the strategy stops,
+        else draw the next generation."""
         for _ in range(MAX_FREE_GENERATIONS):
-            if self._rewards and any(r is None for r in self._rewards):
+            population = self.strategy.population
+            known = [i for i, reward in enumerate(self._rewards) if reward is not None]
+            if self._rewards and len(known) < population:
                 return
-            if self._rewards:
+            if self._rewards:  # the first population points told, spares or not
+                chosen = known[:population]
+                rewards = [self._rewards[i] for i in chosen]
                 self.strategy.tell(
-                    self._points, torch.tensor(self._rewards, dtype=torch.float64)
+                    self._points[chosen], torch.tensor(rewards, dtype=torch.float64)
                 )
             if self.strategy.stopped:
                 self.strategy, self.queue = None, []

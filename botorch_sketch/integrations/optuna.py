@@ -427,7 +427,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
     def _ask(self, wait: bool) -> int | None:
         r"""One arm, pending for this trial: the local phase's next one, else the
         loop's (None: wait)."""
-        index = self._refiner.next_arm(self.loop)
+        index = self._refiner.next_arm(self.loop, self.arms)
         if index is not None:
             self.loop.ask_arms(torch.tensor([index]))
             return index

@@ -206,7 +206,7 @@ class _LoopSearch(LoopBuilder, Searcher):
             del self._queue[0]
         elif self._every_arm_failed():
             return Searcher.FINISHED
-        elif (local := self._refiner.next_arm(self.loop)) is not None:
+        elif (local := self._refiner.next_arm(self.loop, self.arm_space)) is not None:
             indices = torch.tensor([local])
             self.loop.ask_arms(indices)
         else:

@@ -122,7 +122,7 @@ def test_a_local_phase_adds_only_its_own_arms_and_asks_them():
     assert phase.strategy is not None and phase.queue
     for _ in range(20):
         queued, before = list(phase.queue), arms.num_arms
-        index = refiner.next_arm(loop)
+        index = refiner.next_arm(loop, arms)
         assert index == queued[0]
         loop.ask_arms(torch.tensor([index]))
         loop.tell(torch.tensor([index]), objective(arms.values[[index]]))
@@ -133,7 +133,7 @@ def test_a_local_phase_adds_only_its_own_arms_and_asks_them():
     assert phase.strategy.generation > 0
     # with another trial in flight the loop also picks: trust-region arms again
     other = loop.ask(1)
-    index = refiner.next_arm(loop)
+    index = refiner.next_arm(loop, arms)
     loop.ask_arms(torch.tensor([index]))
     loop.tell(torch.tensor([index]), objective(arms.values[[index]]))
     before = arms.num_arms
@@ -141,7 +141,7 @@ def test_a_local_phase_adds_only_its_own_arms_and_asks_them():
     assert set(range(before, arms.num_arms)) - set(phase._arms)
     assert bool((loop.pending == other).any())
     off = ArmRefiner(count=16, seed=2, num_local=8, local_phase=False)
-    assert off.local is None and off.next_arm(None) is None
+    assert off.local is None and off.next_arm(None, None) is None
 
 
 def test_a_fixed_kernel_gets_no_arms():

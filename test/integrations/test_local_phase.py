@@ -54,7 +54,7 @@ def evaluate(loop, arms, phase, region, generator, count: int) -> list[int]:
     r"""Ask and tell ``count`` arms of the phase's queue, observing after each."""
     asked = []
     for _ in range(count):
-        index = phase.next_arm(loop)
+        index = phase.next_arm(loop, arms, generator)
         asked.append(index)
         loop.ask_arms(torch.tensor([index]))
         loop.tell(torch.tensor([index]), objective(arms.values[[index]]))
@@ -138,7 +138,7 @@ def test_a_failed_arm_ranks_last():
     phase = LocalPhase()
     region.restarts = 1
     phase.observe(loop, arms, region, generator)
-    index = phase.next_arm(loop)
+    index = phase.next_arm(loop, arms, generator)
     loop.ask_arms(torch.tensor([index]))
     loop.fail(torch.tensor([index]))
     other = loop.ask(1)
@@ -158,8 +158,37 @@ def test_arms_another_worker_took_are_skipped():
     loop.ask_arms(torch.tensor([first]))  # another worker's running trial
     loop.ask_arms(torch.tensor([second]))
     loop.tell(torch.tensor([second]), objective(arms.values[[second]]))
-    assert phase.next_arm(loop) == third
+    assert phase.next_arm(loop, arms, generator) == third
     assert phase.queue[:1] != [third]
+
+
+def test_spares_keep_every_worker_on_the_strategy_and_any_lambda_told_update_it():
+    loop, arms, region, generator = setup()
+    phase = LocalPhase()
+    region.restarts = 1
+    phase.observe(loop, arms, region, generator)
+    reference = copy.deepcopy(phase.strategy)
+    population = reference.population
+    asked = []  # every worker busy, nothing told: the generation, then spares
+    while (index := phase.next_arm(loop, arms, generator)) is not None:
+        loop.ask_arms(torch.tensor([index]))
+        asked.append(index)
+    assert len(phase._arms) == 2 * population and len(set(asked)) == len(asked)
+    points, drawn = phase._points.clone(), list(phase._arms)
+    for index in reversed(asked):  # the spares come back first
+        if phase.strategy.generation == 1:
+            break
+        loop.tell(torch.tensor([index]), objective(arms.values[[index]]))
+        phase.observe(loop, arms, region, generator)
+    assert phase.strategy.generation == 1
+    # the update: the first lambda drawn points among those told
+    told = [i for i, arm in enumerate(drawn) if bool((loop.observed == arm).any())]
+    chosen = told[:population]
+    assert chosen[-1] >= population  # spares among them
+    rewards = [float(loop.rewards[loop.observed == drawn[i]].mean()) for i in chosen]
+    reference.tell(points[chosen], torch.tensor(rewards, dtype=torch.float64))
+    assert torch.equal(phase.strategy.mean, reference.mean)
+    assert torch.equal(phase.strategy.covariance, reference.covariance)
 
 
 def test_a_converged_phase_ends_and_the_next_restart_doubles_the_population(
@@ -172,7 +201,11 @@ def test_a_converged_phase_ends_and_the_next_restart_doubles_the_population(
     population = phase.strategy.population
     monkeypatch.setattr(evolution_strategy, "MIN_STEP", 1.0)  # any step is small
     evaluate(loop, arms, phase, region, generator, population)
-    assert phase.strategy is None and phase.queue == [] and phase.next_arm(loop) is None
+    assert (
+        phase.strategy is None
+        and phase.queue == []
+        and phase.next_arm(loop, arms, generator) is None
+    )
     monkeypatch.undo()
     region.restarts = 2
     phase.observe(loop, arms, region, generator)
