@@ -3,6 +3,7 @@ arms it asks, the strategy's updates against one told the loop's rewards
 directly, evaluated and failed arms, its end and the next phase, resuming."""
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from botorch_sketch.generation import evolution_strategy
 from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.evolution_strategy import EvolutionStrategy
 from botorch_sketch.generation.trust_region import TrustRegion
+from botorch_sketch.integrations import local_phase
 from botorch_sketch.integrations.arm_space import DomainArms, NumericDomain
 from botorch_sketch.integrations.local_phase import (
     LOCAL_PHASE_AFTER,
@@ -173,7 +175,9 @@ def test_spares_keep_every_worker_on_the_strategy_and_any_lambda_told_update_it(
     while (index := phase.next_arm(loop, arms, generator)) is not None:
         loop.ask_arms(torch.tensor([index]))
         asked.append(index)
-    assert len(phase._arms) == 2 * population and len(set(asked)) == len(asked)
+    spares = math.floor(local_phase.MAX_SPARE_SHARE * population)
+    assert spares >= 1 and len(phase._arms) == population + spares
+    assert len(set(asked)) == len(asked)
     points, drawn = phase._points.clone(), list(phase._arms)
     for index in reversed(asked):  # the spares come back first
         if phase.strategy.generation == 1:
