@@ -417,42 +417,11 @@ def collapsed_log_likelihood(
     if chol_dictionary is None:
         chol_dictionary = dictionary_cholesky(kernel, dictionary)
     Z = _embed(kernel, dictionary, chol_dictionary, U)
-    prior_variances = kernel(U, diag=True)
-    bound = collapsed_bound(
-        dictionary, chol_dictionary, Z, prior_variances, counts, y_sums, y, noise
-    )
-    return bound.to(X.dtype)
-
-
-def collapsed_bound(
-    dictionary: Tensor,
-    chol_dictionary: Tensor,
-    Z: Tensor,
-    prior_variances: Tensor,
-    counts: Tensor,
-    y_sums: Tensor,
-    y: Tensor,
-    noise: Tensor,
-) -> Tensor:
-    r""":func:`collapsed_log_likelihood` from the kernel's values on the ``u``
-    distinct observed points (any way of computing them, e.g. a closed form of the
-    kernel that skips GPyTorch's lazy evaluation in a fit), in the dtype of ``Z``.
-
-    Args:
-        dictionary: ``m x d`` inducing points.
-        chol_dictionary: ``m x m`` lower Cholesky factor of ``K_SS``.
-        Z: ``u x m`` embeddings ``L_S^{-1} k_S(x)`` of the distinct points.
-        prior_variances: ``u`` prior variances ``k(x, x)``.
-        counts: ``u`` multiplicities; y_sums: their ``u`` (or ``o x u``) target
-            sums (:func:`distinct_rows`).
-        y: The ``n`` (or ``o x n``) targets.
-        noise: Scalar tensor ``lambda > 0``.
-    """
     state = DTCState._from_embedding(
         dictionary, chol_dictionary, Z, y_sums, noise, counts
     )
     counts, noise, n = counts.to(Z), state.noise, y.shape[-1]
-    residual = (prior_variances.to(Z) - Z.square().sum(-1)).clamp_min(0.0)
+    residual = (kernel(U, diag=True).to(Z) - Z.square().sum(-1)).clamp_min(0.0)
     half_logdet_gram = state.chol_gram.diagonal().log().sum()
     sum_squares = y.to(Z).square().sum()
     if y.dim() == 1:
@@ -465,7 +434,7 @@ def collapsed_bound(
     total = quadratic + logdet + n * math.log(2 * math.pi) + trace
     if y.dim() > 1:
         total = total + (y.shape[0] - 1) * (logdet + n * math.log(2 * math.pi) + trace)
-    return -0.5 * total / n
+    return (-0.5 * total / n).to(X.dtype)
 
 
 def _embed(kernel: Kernel, dictionary: Tensor, chol: Tensor, X: Tensor) -> Tensor:

@@ -22,12 +22,12 @@ from botorch.fit import fit_gpytorch_mll
 from botorch.models.utils.gpytorch_modules import (
     get_covar_module_with_dim_scaled_prior,
 )
+from botorch.optim.utils import minimize_with_timeout
 from gpytorch.constraints import GreaterThan, Interval
 from gpytorch.kernels import Kernel, ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.priors import LogNormalPrior
 from linear_operator.utils.errors import NanError, NotPSDError
-from scipy.optimize import minimize
 from torch import Tensor
 
 from botorch_sketch.models.inducing import select_inducing_indices
@@ -291,7 +291,9 @@ def _fit_closed_form(
         except (np.linalg.LinAlgError, NotPSDError):
             return math.nan, np.full_like(raw, math.nan)
 
-    result = minimize(
+    # BoTorch's wrapper of scipy's minimize, for its limit of one BLAS thread: from
+    # scipy 1.15 L-BFGS-B left a BLAS thread spinning on another core after a fit
+    result = minimize_with_timeout(
         loss,
         bound.start(),
         jac=True,
