@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import warnings
 from copy import deepcopy
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -22,12 +23,13 @@ from botorch.fit import fit_gpytorch_mll
 from botorch.models.utils.gpytorch_modules import (
     get_covar_module_with_dim_scaled_prior,
 )
-from botorch.optim.utils import minimize_with_timeout
 from gpytorch.constraints import GreaterThan, Interval
 from gpytorch.kernels import Kernel, ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.priors import LogNormalPrior
 from linear_operator.utils.errors import NanError, NotPSDError
+from scipy.optimize import minimize
+from threadpoolctl import ThreadpoolController
 from torch import Tensor
 
 from botorch_sketch.models.inducing import select_inducing_indices
@@ -291,20 +293,28 @@ def _fit_closed_form(
         except (np.linalg.LinAlgError, NotPSDError):
             return math.nan, np.full_like(raw, math.nan)
 
-    # BoTorch's wrapper of scipy's minimize, for its limit of one BLAS thread: from
-    # scipy 1.15 L-BFGS-B left a BLAS thread spinning on another core after a fit
-    result = minimize_with_timeout(
-        loss,
-        bound.start(),
-        jac=True,
-        method="L-BFGS-B",
-        bounds=bound.bounds(),
-        options=options,
-    )
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        result = minimize(
+            loss,
+            bound.start(),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=bound.bounds(),
+            options=options,
+        )
     if result.status not in (0, 1):  # 1: stopped at maxiter
         return None
     bound.assign(result.x)
     return noise if likelihood is None else float(likelihood.noise)
+
+
+@cache
+def _blas_controller() -> ThreadpoolController:
+    r"""The loaded BLAS libraries' thread pools, found once. A fit runs L-BFGS-B on
+    one BLAS thread, as BoTorch's ``minimize_with_timeout`` does: from scipy 1.15 a
+    fit otherwise left a BLAS thread spinning on another core (scipy#22438), and
+    ``threadpool_limits`` finds the libraries anew at each call (2 ms a fit)."""
+    return ThreadpoolController()
 
 
 def _fit_mll(
