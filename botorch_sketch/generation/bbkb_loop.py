@@ -277,6 +277,19 @@ class BBKB(ArmLoop):
             )
         return self._model
 
+    @property
+    def ucb_radius(self) -> float:
+        r"""The papers'-scale radius ``beta~`` of the open batch, or of the next."""
+        if self._batch_radius is not None:
+            return self._batch_radius
+        return self._radius_value()
+
+    def ucb_scores(self) -> Tensor:
+        r"""The ``A`` arms' BKB-UCB ``mu + beta~ sigma~`` on the current posterior
+        (the pending arms not counted), ``O(A)``."""
+        state = self.state
+        return state.mean + self.ucb_radius * (state.variance / self.noise).sqrt()
+
     def ask(self, max_arms: int | None = None, *, wait: bool = True) -> Tensor:
         r"""The next arms of the open batch, given the :attr:`pending` ones.
 

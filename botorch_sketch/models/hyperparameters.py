@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import warnings
 from copy import deepcopy
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -29,7 +28,6 @@ from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.priors import LogNormalPrior
 from linear_operator.utils.errors import NanError, NotPSDError
 from scipy.optimize import minimize
-from threadpoolctl import ThreadpoolController
 from torch import Tensor
 
 from botorch_sketch.models.inducing import select_inducing_indices
@@ -39,6 +37,7 @@ from botorch_sketch.models.scaled_rbf_bound import (
     supports_closed_form,
 )
 from botorch_sketch.utils.atomic import Restorable
+from botorch_sketch.utils.blas import one_blas_thread
 from botorch_sketch.utils.validation import (
     MIN_NOISE,
     check_at_least,
@@ -293,7 +292,7 @@ def _fit_closed_form(
         except (np.linalg.LinAlgError, NotPSDError):
             return math.nan, np.full_like(raw, math.nan)
 
-    with _blas_controller().limit(limits=1, user_api="blas"):
+    with one_blas_thread():
         result = minimize(
             loss,
             bound.start(),
@@ -306,15 +305,6 @@ def _fit_closed_form(
         return None
     bound.assign(result.x)
     return noise if likelihood is None else float(likelihood.noise)
-
-
-@cache
-def _blas_controller() -> ThreadpoolController:
-    r"""The loaded BLAS libraries' thread pools, found once. A fit runs L-BFGS-B on
-    one BLAS thread, as BoTorch's ``minimize_with_timeout`` does: from scipy 1.15 a
-    fit otherwise left a BLAS thread spinning on another core (scipy#22438), and
-    ``threadpool_limits`` finds the libraries anew at each call (2 ms a fit)."""
-    return ThreadpoolController()
 
 
 def _fit_mll(
