@@ -278,8 +278,8 @@ def _fit_closed_form(
     options: dict[str, float],
 ) -> float | None:
     r"""L-BFGS-B on :class:`ScaledRBFBound` (the same objective, bounds and start
-    as BoTorch's ``fit_gpytorch_mll`` on the ``NystromGP``, about 8x cheaper per
-    evaluation on a few dozen points). Writes the fit into ``kernel`` and
+    as BoTorch's ``fit_gpytorch_mll`` on the ``NystromGP``; a fit on 20-100 points
+    is 3-4x cheaper: docs/benchmarks.md). Writes the fit into ``kernel`` and
     ``likelihood`` and returns ``lambda``; None if L-BFGS-B failed (neither
     converged nor stopped at ``maxiter``)."""
     bound = ScaledRBFBound(
