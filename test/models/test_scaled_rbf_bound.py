@@ -122,22 +122,24 @@ def test_loss_and_gradient_are_gpytorchs(learn_noise, seed):
     np.testing.assert_allclose(gradient, reference[1], rtol=1e-8, atol=1e-10)
 
 
-def test_a_jittered_dictionary_factor_gives_gpytorchs_loss_and_gradient():
-    kernel, likelihood, X, y, dictionary = problem(3, repeated_inducing=True)
+@pytest.mark.parametrize(
+    "options, tolerances",
+    [
+        # the jitter of 1e-8 leaves a factor of condition number ~1e8: rounding of
+        # order 1e-8 relative, in another order of the inducing points
+        ({"seed": 3, "repeated_inducing": True}, (1e-6, 1e-4, 1e-5)),
+        # learnable_covar_module's priors: GPyTorch's float32 constants
+        ({"seed": 4, "exact_priors": False}, (1e-8, 1e-6, 1e-8)),
+    ],
+    ids=["jittered-dictionary-factor", "default-modules"],
+)
+def test_loss_and_gradient_agree_to_rounding_elsewhere(options, tolerances):
+    kernel, likelihood, X, y, dictionary = problem(**options)
     loss, gradient = closed_form(kernel, likelihood, X, y, dictionary)
     reference = gpytorch_loss_and_gradient(kernel, likelihood, X, y, dictionary)
-    # the jitter of 1e-8 leaves a factor of condition number ~1e8: rounding of
-    # order 1e-8 relative, in another order of the inducing points
-    assert loss == pytest.approx(reference[0], rel=1e-6)
-    np.testing.assert_allclose(gradient, reference[1], rtol=1e-4, atol=1e-5)
-
-
-def test_the_default_modules_priors_agree_to_gpytorchs_float32_constants():
-    kernel, likelihood, X, y, dictionary = problem(4, exact_priors=False)
-    loss, gradient = closed_form(kernel, likelihood, X, y, dictionary)
-    reference = gpytorch_loss_and_gradient(kernel, likelihood, X, y, dictionary)
-    assert loss == pytest.approx(reference[0], rel=1e-8)
-    np.testing.assert_allclose(gradient, reference[1], rtol=1e-6, atol=1e-8)
+    rel, rtol, atol = tolerances
+    assert loss == pytest.approx(reference[0], rel=rel)
+    np.testing.assert_allclose(gradient, reference[1], rtol=rtol, atol=atol)
 
 
 def test_a_fit_ends_where_botorchs_fit_of_the_same_objective_ends():
