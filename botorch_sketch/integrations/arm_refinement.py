@@ -166,10 +166,10 @@ class ArmRefiner:
 
     def _add_polished(self, loop: Any, arms: RefinableArms) -> None:
         r"""The maxima of the loop's BKB-UCB by L-BFGS-B from its ``num_polished``
-        arms of highest UCB (:func:`~botorch_sketch.generation.ucb_polish.
-        maximize_ucb`), as arms: BBKB loops on :data:`POLISH_MIN_DIM` dimensions or
-        more with no trial in flight (with 8 in flight, bbob 5-D, they gained
-        nothing)."""
+        arms of highest UCB, as arms
+        (:func:`~botorch_sketch.generation.ucb_polish.maximize_ucb`): BBKB loops on
+        :data:`POLISH_MIN_DIM` dimensions or more with no trial in flight (with 8
+        in flight, bbob 5-D, they gained nothing)."""
         dim = loop.kernel_inputs.shape[-1]
         if not self.num_polished or loop.pending.numel() or dim < POLISH_MIN_DIM:
             return
