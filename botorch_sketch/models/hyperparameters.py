@@ -289,7 +289,7 @@ def _fit_closed_form(
     def loss(raw: np.ndarray) -> tuple[float, np.ndarray]:
         try:  # as BoTorch's closures: NaN, so that L-BFGS-B stops and fails
             return bound(raw)
-        except (np.linalg.LinAlgError, NotPSDError):
+        except (torch.linalg.LinAlgError, NotPSDError, NanError):
             return math.nan, np.full_like(raw, math.nan)
 
     with one_blas_thread():

@@ -35,16 +35,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from gpytorch import settings
 from gpytorch.constraints import Interval
 from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.module import Module
 from gpytorch.priors import LogNormalPrior
-from linear_operator.utils.errors import NotPSDError
 from torch import Tensor
 
 from botorch_sketch.models.dtc import distinct_rows
+from botorch_sketch.models.linalg import safe_cholesky, solve_lower
 
 LOG_2PI = math.log(2 * math.pi)
 
@@ -159,36 +158,9 @@ def supports_closed_form(kernel: Kernel, likelihood: GaussianLikelihood | None) 
     return _hyperparameters(kernel, likelihood) is not None
 
 
-def _safe_cholesky(matrix: Tensor) -> Tensor:
-    r"""Lower factor with :func:`~botorch_sketch.models.linalg.safe_cholesky`'s
-    jitter policy (GPyTorch's, relative to the mean absolute diagonal)."""
-    factor, info = torch.linalg.cholesky_ex(matrix)
-    if not info:
-        return factor
-    jitter = (
-        settings.cholesky_jitter.value(matrix.dtype) * matrix.diagonal().abs().mean()
-    )
-    eye = torch.eye(matrix.shape[0], dtype=matrix.dtype, device=matrix.device)
-    for _ in range(settings.cholesky_max_tries.value()):
-        factor, info = torch.linalg.cholesky_ex(matrix + jitter * eye)
-        if not info:
-            return factor
-        jitter = 10 * jitter
-    raise NotPSDError("The inducing points' kernel matrix is not positive definite.")
-
-
-def _cholesky(matrix: Tensor) -> Tensor:
-    r"""Lower Cholesky factor; ``NotPSDError`` if not positive definite."""
-    factor, info = torch.linalg.cholesky_ex(matrix)
-    if info:
-        raise NotPSDError("The matrix is not positive definite.")
-    return factor
-
-
 def _triangular_inverse(factor: Tensor) -> Tensor:
     r"""``L^{-1}`` of a lower triangular ``L``."""
-    eye = torch.eye(factor.shape[0], dtype=factor.dtype, device=factor.device)
-    return torch.linalg.solve_triangular(factor, eye, upper=False)
+    return solve_lower(factor, _eye(factor))
 
 
 def _squared_distances(a: Tensor, b: Tensor) -> Tensor:
@@ -325,12 +297,14 @@ class ScaledRBFBound:
         U = self.points / lengthscales
         K_SS = outputscale * _squared_distances(S, S).mul_(-0.5).exp_()
         K_SU = outputscale * _squared_distances(S, U).mul_(-0.5).exp_()
-        L = _safe_cholesky(0.5 * (K_SS + K_SS.T))
+        L = safe_cholesky(K_SS)
         inverse_L = _triangular_inverse(L)
         M = inverse_L @ K_SU
         m = M.shape[0]
         MC = M * counts
-        inverse_L_A = _triangular_inverse(_cholesky(MC @ M.T + noise * _eye(M)))
+        inverse_L_A = _triangular_inverse(
+            torch.linalg.cholesky(MC @ M.T + noise * _eye(M))
+        )
         inverse_A = inverse_L_A.T @ inverse_L_A
         b = M @ sums
         w = inverse_A @ b
