@@ -46,8 +46,8 @@ DEFAULT_NUM_REFINED = 128
 #: optimum (0.04 against 2.2e-4, 0.07 against 0.02) at 2-3x the arms.
 DEFAULT_NUM_LOCAL = 8
 
-#: L-BFGS-B runs on a BBKB loop's BKB-UCB after every told trial with nothing in
-#: flight, from the arms of highest UCB, whose maxima join the arms: the UCB
+#: L-BFGS-B runs on a BBKB loop's BKB-UCB after every told trial, from the arms
+#: of highest UCB, whose maxima join the arms: the UCB
 #: maximized in the space, as ``GPSampler`` maximizes its own, not only over the
 #: arms drawn so far; on spaces of at least :data:`POLISH_MIN_DIM` dimensions.
 DEFAULT_NUM_POLISHED = 2
@@ -168,10 +168,9 @@ class ArmRefiner:
         r"""The maxima of the loop's BKB-UCB by L-BFGS-B from its ``num_polished``
         arms of highest UCB, as arms
         (:func:`~botorch_sketch.generation.ucb_polish.maximize_ucb`): BBKB loops on
-        :data:`POLISH_MIN_DIM` dimensions or more with no trial in flight (with 8
-        in flight, bbob 5-D, they gained nothing)."""
-        dim = loop.kernel_inputs.shape[-1]
-        if not self.num_polished or loop.pending.numel() or dim < POLISH_MIN_DIM:
+        :data:`POLISH_MIN_DIM` dimensions or more. The UCB is the posterior's; the
+        batch's greedy then counts the trials in flight among all arms."""
+        if not self.num_polished or loop.kernel_inputs.shape[-1] < POLISH_MIN_DIM:
             return
         if not hasattr(loop, "ucb_scores") or loop.model is None:
             return
