@@ -420,7 +420,7 @@ def collapsed_log_likelihood(
     state = DTCState._from_embedding(
         dictionary, chol_dictionary, Z, y_sums, noise, counts
     )
-    counts, noise, n = counts.to(Z), state.noise, y.shape[-1]
+    counts, noise, n = counts.to(Z), state.noise, X.shape[-2]
     residual = (kernel(U, diag=True).to(Z) - Z.square().sum(-1)).clamp_min(0.0)
     half_logdet_gram = state.chol_gram.diagonal().log().sum()
     sum_squares = y.to(Z).square().sum()

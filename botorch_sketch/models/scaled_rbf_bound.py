@@ -164,7 +164,9 @@ def _triangular_inverse(factor: Tensor) -> Tensor:
 
 
 def _squared_distances(a: Tensor, b: Tensor) -> Tensor:
-    r"""``|a_i - b_j|^2`` (``p x q``) as GPyTorch's ``sq_dist`` computes it."""
+    r"""``|a_i - b_j|^2`` (``p x q``) by GPyTorch's ``sq_dist`` formula, on points
+    the bound has centred once on the dictionary's mean (``sq_dist`` would centre
+    again at every evaluation)."""
     a_norms, b_norms = a.square().sum(-1), b.square().sum(-1)
     return (a_norms[:, None] + b_norms[None, :] - 2.0 * a @ b.T).clamp_min_(0.0)
 
