@@ -11,9 +11,11 @@ With the DTC posterior's ``alpha`` and ``Q`` (:attr:`DTCState.mean_coefficients`
     \mathrm{UCB}(x) = k^T \alpha + \tilde\beta \sqrt{(s - \lVert Q k \rVert^2) /
     \lambda}, \qquad \nabla_x k_j = -k_j (x - x_j) / \ell^2,
 
-``O(m^2 + m d)`` per point with its gradient, about 20x cheaper than BoTorch's
-``gen_candidates_scipy`` on ``BKBUpperConfidenceBound`` through GPyTorch and
-autograd (equal to it: test/generation/test_ucb_polish.py).
+``O(m^2 + m d)`` per point with its gradient, equal to BoTorch's
+``BKBUpperConfidenceBound`` (test/generation/test_ucb_polish.py). Two 10-iteration
+runs took 1.0-1.3 ms against 11-18 ms for ``gen_candidates_scipy`` on that
+acquisition through GPyTorch and autograd (3,000 arms, 5-D and 10-D, one thread);
+with the model's rebuild (1.6 ms) a polish costs 4-5x less.
 """
 
 from __future__ import annotations
