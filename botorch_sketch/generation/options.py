@@ -115,6 +115,12 @@ class BBKBOptions(ArmLoopOptions):
     #: learned kernel (``mu + 2 sigma``,
     #: :data:`~botorch_sketch.generation.bbkb_loop.DEFAULT_BAYES_RADIUS`), else 1.
     radius: float | TheoryRadius | None = None
+    #: Papers'-scale radius ``>= 0`` of a batch that opens with arms pending (an
+    #: asynchronous ask: its picks see other trials in flight, hallucinated); None:
+    #: ``0.5 sqrt(lambda)`` with a learned kernel and the default ``radius``
+    #: (:data:`~botorch_sketch.generation.bbkb_loop.DEFAULT_PENDING_BAYES_RADIUS`),
+    #: else ``radius``.
+    pending_radius: float | None = None
     #: ``C~ >= 1`` (1: BKB), or a function of ``v = max k(x, x) / lambda``
     #: evaluated at each batch (e.g. ``WorkerRatioThreshold``).
     ratio_threshold: float | Callable[[float], float] = 2.0
@@ -146,6 +152,8 @@ class BBKBOptions(ArmLoopOptions):
         check_bool(self.retry_failed, "retry_failed")
         if self.radius is not None and not isinstance(self.radius, TheoryRadius):
             check_at_least(self.radius, "radius", 0.0)
+        if self.pending_radius is not None:
+            check_at_least(self.pending_radius, "pending_radius", 0.0)
         threshold = self.ratio_threshold
         check_at_least(
             threshold(1.0) if callable(threshold) else threshold,

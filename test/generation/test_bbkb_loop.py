@@ -168,6 +168,7 @@ def assert_same_state(state, reference):
         ({"ratio_threshold": 0.9}, "ratio_threshold"),
         ({"rule": "any"}, "rule"),
         ({"qbar": 0.1}, "qbar"),
+        ({"pending_radius": -0.1}, "pending_radius"),
     ],
 )
 def test_bad_options(kwargs, match):
@@ -359,6 +360,40 @@ def test_learned_loop_starts_space_filling_and_refits_geometrically():
     assert loop.diagnostics()["radius"] == pytest.approx(2 * loop.noise**0.5)
     posterior = loop.model.posterior(arms[:5])  # in the arms' coordinates
     torch.testing.assert_close(posterior.mean.squeeze(-1), loop.state.mean[:5])
+
+
+def test_learned_loop_asks_with_a_smaller_radius_while_arms_are_pending():
+    # a batch opened with nothing pending plays mu + 2 sigma, one opened with arms
+    # pending mu + 0.5 sigma with them hallucinated: each pick against the argmax
+    # of BoTorch's BKB-UCB scored from scratch on the loop's model
+    gen = torch.Generator().manual_seed(8)
+    arms = torch.rand(300, 2, generator=gen, dtype=DTYPE)
+    loop = BBKB(arms, seed=0, ratio_threshold=1.0, min_repeat_reduction=0.0)
+    run_learned(loop, arms, 12)
+
+    def assert_ucb_argmax(indices, scale, pending=None):
+        radius = scale * loop.noise**0.5
+        assert loop.ucb_radius == pytest.approx(radius)
+        acqf = BKBUpperConfidenceBound(loop.model, radius=radius, X_pending=pending)
+        x, _ = optimize_acqf_discrete(acqf, q=1, choices=arms)
+        assert indices.shape == (1,) and torch.equal(arms[indices], x)
+
+    assert not len(loop.pending) and loop.ucb_radius == pytest.approx(
+        2 * loop.noise**0.5
+    )
+    first = loop.ask()
+    assert_ucb_argmax(first, 2.0)
+    second = loop.ask(wait=False)  # the same batch, past its rule
+    assert_ucb_argmax(second, 2.0, arms[first])
+    loop.tell(first, objective(arms[first]))
+    assert loop.ucb_radius == pytest.approx(2 * loop.noise**0.5)  # still open
+    third = loop.ask(wait=False)  # ends the batch; the next holds `second`
+    assert loop.num_observations == loop.incorporated
+    assert_ucb_argmax(third, 0.5, arms[second])
+    assert loop.diagnostics()["radius"] == pytest.approx(2 * loop.noise**0.5)
+    with_option = BBKB(arms, seed=0, ratio_threshold=1.0, pending_radius=0.3)
+    with_option.ask()  # the design, all pending
+    assert with_option.ucb_radius == 0.3
 
 
 def test_learned_loop_does_not_depend_on_the_rewards_units():
