@@ -471,7 +471,10 @@ def _check_no_constraints(trial: FrozenTrial, name: str) -> None:
 class BBKBSampler(_LoopSampler):
     r"""Asynchronous BBKB as an Optuna sampler.
 
-    With ``num_workers = W > 1`` the loop defaults to
+    By default the loop has ``ratio_threshold=1`` (BKB): each ask conditions on
+    every trial completed before it, the running ones (of other threads or
+    processes) hallucinated. With ``max_wait > 0`` and ``num_workers = W > 1`` it
+    defaults to
     :func:`~botorch_sketch.generation.bbkb_loop.asynchronous_options` of ``W``
     (an ``options`` object given, or explicit keywords, win). A trial whose ask
     finds the batch rule full takes the batch's next UCB arm past the rule, the
@@ -493,7 +496,8 @@ class BBKBSampler(_LoopSampler):
             arm when the trust region restarts after ``max(100, 20 d)`` completed
             trials (``d`` the arms' features), until it converges
             (:mod:`~botorch_sketch.integrations.local_phase`).
-        num_workers: Trials run at once (threads and processes together).
+        num_workers: Trials run at once (threads and processes together); it
+            sets BBKB's batch rule when trials may wait (``max_wait > 0``).
         max_wait: Longest wait, in seconds, of a trial for results while the
             batch rule is full (default 0: none).
         poll_interval: Seconds between two looks at the storage while waiting.
@@ -550,6 +554,12 @@ class BBKBSampler(_LoopSampler):
         self._num_workers, self._wait, self._poll = num_workers, max_wait, poll_interval
 
     def _worker_options(self) -> dict[str, Any]:
+        r"""BKB's rule (``C~ = 1``) unless trials may wait, else
+        ``asynchronous_options(W)`` for ``W > 1`` workers: a trial that cannot
+        wait is asked past the rule anyway, so a larger ``C~`` would only leave
+        the results told since the batch opened out of the next asks."""
+        if not self._wait:
+            return {"ratio_threshold": 1.0}
         return bbkb_worker_options(self._num_workers)
 
 

@@ -20,6 +20,7 @@ import torch
 optuna = pytest.importorskip("optuna")
 pytest.register_assert_rewrite("test.integrations.optuna_helpers")
 
+from botorch_sketch import BBKBOptions, asynchronous_options  # noqa: E402
 from botorch_sketch.integrations.optuna import (  # noqa: E402
     ASK_KEY,
     BBKBSampler,
@@ -271,6 +272,29 @@ def test_bbkb_never_hands_a_trial_to_the_fallback_while_others_run():
     assert sum(r is not None for r in records) == len(study.trials) - 4
     ask_and_sync(study)
     check_loop_matches_study(sampler, study)
+
+
+def test_bbkb_asks_with_every_completed_trial_in_the_posterior():
+    # by default BKB's rule, so a trial asked while others run is chosen on the
+    # posterior of every trial completed before it (after the space-filling
+    # design's 5 arms, which are asked whatever is told); BBKB's batches for 4
+    # asynchronous workers leave some results waiting
+    batches = BBKBOptions(**asynchronous_options(4))
+    for options, always in ((None, True), (batches, False)):
+        sampler = BBKBSampler(seed=0, num_workers=4, options=options, **FAST)
+        study = optuna.create_study(sampler=sampler)
+        running, generator = [], torch.Generator().manual_seed(0)
+        seen = []
+        for _ in range(30):
+            while len(running) < 4:
+                trial = study.ask()
+                running.append((trial, branin(trial)))
+                if trial.number >= 10:
+                    loop = sampler.loop
+                    seen.append(loop.incorporated == loop.num_observations)
+            done = int(torch.randint(len(running), (1,), generator=generator))
+            study.tell(*running.pop(done))
+        assert len(seen) == 23 and all(seen) == always
 
 
 @pytest.mark.parametrize("name", SAMPLERS)
