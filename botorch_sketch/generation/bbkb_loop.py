@@ -297,8 +297,7 @@ class BBKB(ArmLoop):
     def ucb_scores(self) -> Tensor:
         r"""The ``A`` arms' BKB-UCB ``mu + beta~ sigma~`` on the current posterior
         (the pending arms not counted), ``O(A)``."""
-        state = self.state
-        return state.mean + self.ucb_radius * (state.variance / self.noise).sqrt()
+        return self.state.mean + self.ucb_radius * self.state.scaled_variance.sqrt()
 
     def ask(self, max_arms: int | None = None, *, wait: bool = True) -> Tensor:
         r"""The next arms of the open batch, given the :attr:`pending` ones.
