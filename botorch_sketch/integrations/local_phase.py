@@ -15,8 +15,10 @@ strategy their observed reward without a trial, and every result is also told to
 the loop, so the model keeps learning. When the strategy stops (converged, or no
 longer a local search) the phase ends and the model picks again, until the next
 restart starts a phase from the best arm then, with a population twice the last
-one's (IPOP-CMA-ES: Auger and Hansen, "A Restart CMA Evolution Strategy With
-Increasing Population Size", CEC 2005).
+one's and a large isotropic first step, :data:`RESTART_STEP` (IPOP-CMA-ES: Auger
+and Hansen, "A Restart CMA Evolution Strategy With Increasing Population Size",
+CEC 2005): the best arms then crowd the basin the last phase converged in, so a
+warm start would search it again at the scale it ended with.
 
 Measured on COCO's bbob suite: docs/benchmarks.md, "The local phase".
 """
@@ -47,6 +49,13 @@ MIN_INITIAL_STEP, MAX_INITIAL_STEP = 1e-6, 0.3
 
 #: Share of the identity in the first covariance (the rest: the arms' spread).
 ISOTROPIC_SHARE = 0.1
+
+#: First step of every phase after the first, with the identity as covariance (in
+#: the unit cube): IPOP restarts at a global scale. Warm-started instead, restarts
+#: began at the scale the last phase ended with (``sigma`` near ``1e-6``) and spent
+#: up to half of 5,000 trials there (docs/benchmarks.md, "Restarts of the local
+#: phase").
+RESTART_STEP = 0.3
 
 #: Spare points a generation may add, as a share of its population, while its
 #: points are all asked and some still in flight: they keep workers on the
@@ -141,15 +150,18 @@ class LocalPhase:
         self.restarts_seen = region.restarts
 
     def _start(self, loop: Any) -> None:
-        r"""A strategy at the best arm, warm-started from the best
-        :data:`WARM_START_SHARE` of the observed arms, its population doubled per
-        phase before."""
+        r"""A strategy at the best arm, its population doubled per phase before:
+        the first warm-started from the best :data:`WARM_START_SHARE` of the
+        observed arms, the next ones at :data:`RESTART_STEP`."""
         dim = loop.kernel_inputs.shape[-1]
         population = (4 + math.floor(3 * math.log(dim))) * 2**self.phases
         count = max(2 * dim + 1, int(WARM_START_SHARE * loop.rewards.numel()))
         best = best_arms(loop.observed, loop.rewards, count)
         points = loop.kernel_inputs[best].to(torch.float64).cpu()
-        sigma, covariance = warm_start(points)
+        if self.phases == 0:
+            sigma, covariance = warm_start(points)
+        else:
+            sigma, covariance = RESTART_STEP, None
         self.strategy = EvolutionStrategy(points[0], sigma, covariance, population)
         self.phases += 1
 

@@ -19,6 +19,7 @@ from botorch_sketch.integrations.local_phase import (
     LOCAL_PHASE_AFTER,
     MAX_INITIAL_STEP,
     MIN_INITIAL_STEP,
+    RESTART_STEP,
     LocalPhase,
     trials_before_phase,
     warm_start,
@@ -64,6 +65,14 @@ def evaluate(loop, arms, phase, region, generator, count: int) -> list[int]:
     return asked
 
 
+def ranked_arms(loop) -> list[int]:
+    r"""The observed arms, best mean reward first."""
+    rewards = {}
+    for arm, reward in zip(loop.observed.tolist(), loop.rewards.tolist(), strict=True):
+        rewards.setdefault(arm, []).append(reward)
+    return sorted(rewards, key=lambda arm: -np.mean(rewards[arm]))
+
+
 def test_a_phase_starts_at_a_restart_after_enough_trials_from_the_best_arm():
     loop, arms, region, generator = setup(told=LOCAL_PHASE_AFTER - 1)
     phase = LocalPhase()
@@ -80,10 +89,7 @@ def test_a_phase_starts_at_a_restart_after_enough_trials_from_the_best_arm():
     assert phase.phases == 1 and phase.restarts_seen == 1
     strategy = phase.strategy
     # warm-started from the best 10% of the arms (100 told: 10 > 2 d + 1)
-    rewards = {}
-    for arm, reward in zip(loop.observed.tolist(), loop.rewards.tolist(), strict=True):
-        rewards.setdefault(arm, []).append(reward)
-    ranked = sorted(rewards, key=lambda arm: -np.mean(rewards[arm]))[:10]
+    ranked = ranked_arms(loop)[:10]
     points = loop.kernel_inputs[ranked].numpy()
     offsets = points[1:] - points[0]
     spread = offsets.T @ offsets / 9
@@ -202,7 +208,7 @@ def test_a_converged_phase_ends_and_the_next_restart_doubles_the_population(
     phase = LocalPhase()
     region.restarts = 1
     phase.observe(loop, arms, region, generator)
-    population = phase.strategy.population
+    population, phase_sigma = phase.strategy.population, phase.strategy.sigma
     monkeypatch.setattr(evolution_strategy, "MIN_STEP", 1.0)  # any step is small
     evaluate(loop, arms, phase, region, generator, population)
     assert (
@@ -214,6 +220,12 @@ def test_a_converged_phase_ends_and_the_next_restart_doubles_the_population(
     region.restarts = 2
     phase.observe(loop, arms, region, generator)
     assert phase.phases == 2 and phase.strategy.population == 2 * population
+    # IPOP's restart: from the best arm at a large isotropic step, not warm-started
+    # from the arms crowding the basin the first phase searched
+    strategy = phase.strategy
+    assert torch.equal(strategy.mean, loop.kernel_inputs[ranked_arms(loop)[0]])
+    assert strategy.sigma == RESTART_STEP > phase_sigma
+    assert torch.equal(strategy.covariance, torch.eye(2, dtype=torch.float64))
 
 
 def test_a_resumed_phase_asks_the_same_arms():
