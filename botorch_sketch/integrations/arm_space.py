@@ -169,7 +169,10 @@ Domain = NumericDomain | ChoiceDomain
 
 class DomainArms:
     r"""A finite arm set over named domains: scrambled Sobol points of the unit
-    cube as parameter values, and arms added later (:meth:`add_values`).
+    cube as parameter values, the two arms of the domains' end values (so that
+    the features of every value of the space lie in the arms' bounding box: the
+    loops map their arms, and any added later, to the unit cube of that box), and
+    arms added later (:meth:`add_values`).
 
     Attributes:
         domains: The ``P`` domains, in order.
@@ -197,6 +200,7 @@ class DomainArms:
         #: The arm of each row of values (a hash table: lookups in ``O(P)``)
         self._index: dict[tuple[float, ...], int] = {}
         self.add_values(self.values_at(unit.draw(num_arms, dtype=torch.float64)))
+        self.add_values(torch.stack([d.end_values() for d in self.domains], dim=-1))
 
     @property
     def num_arms(self) -> int:

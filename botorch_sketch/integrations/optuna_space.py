@@ -27,7 +27,6 @@ except ImportError as error:  # pragma: no cover - exercised without optuna
 
 from collections.abc import Mapping
 
-import torch
 from optuna.distributions import (
     BaseDistribution,
     CategoricalDistribution,
@@ -80,16 +79,13 @@ def arms_of_space(
 ) -> DomainArms:
     r"""The arm set of an Optuna search space: its parameters in sorted name
     order, ``num_arms`` scrambled Sobol points and the two arms of the domains'
-    end values (so that the features of every value of the space lie in the
-    arms' bounding box, which a loop's ``add_arms`` requires).
+    end values (:class:`~botorch_sketch.integrations.arm_space.DomainArms`).
 
     Args:
         space: Parameter name -> distribution (none single-valued).
         num_arms: Sobol points drawn before duplicates are dropped.
         seed: Seed of the Sobol sequence.
     """
-    arms = DomainArms(
+    return DomainArms(
         [domain_of(name, space[name]) for name in sorted(space)], num_arms, seed
     )
-    arms.add_values(torch.stack([d.end_values() for d in arms.domains], dim=-1))
-    return arms

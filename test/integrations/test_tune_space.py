@@ -25,8 +25,8 @@ def test_arm_space_of_a_search_space():
     unit = torch.quasirandom.SobolEngine(7, scramble=True, seed=0).draw(
         256, dtype=torch.float64
     )
-    assert arms.features.shape == (arms.num_arms, 7) and arms.num_arms == 256
-    for index in range(arms.num_arms):
+    assert arms.features.shape == (arms.num_arms, 7) and arms.num_arms == 256 + 2
+    for index in range(256):
         config, features, u = arms.config(index), arms.features[index], unit[index]
         assert set(config) == {"lr", "width", "depth", "act", "nested"}
         assert config["nested"]["k"] == 3
@@ -48,6 +48,24 @@ def test_arm_space_of_a_search_space():
         z = config["nested"]["z"]
         assert z == round(math.floor(20 * u[6].item()) / 5) * 5 and z in range(0, 21)
         assert isinstance(config["depth"], int) and isinstance(z, int)
+    # then the arms of the end values: they span the features, so a loop's box
+    # (the arms' bounding box) holds every configuration, the bounds included
+    lowest, highest = arms.config(256), arms.config(257)
+    nested = {"k": 3, "z": 0}
+    assert lowest == {
+        "lr": 1e-4,
+        "width": 0.0,
+        "depth": 1,
+        "act": "relu",
+        "nested": nested,
+    }
+    assert highest["lr"] == pytest.approx(1e-1, rel=1e-12)
+    highest.pop("lr")
+    nested = {"k": 3, "z": 20}
+    assert highest == {"width": 1.0, "depth": 5, "act": "gelu", "nested": nested}
+    numeric = arms.features[:, [0, 1, 2, 6]]  # the one-hot columns span [0, 1]
+    assert torch.equal(numeric.min(0).values, numeric[256])
+    assert torch.equal(numeric.max(0).values, numeric[257])
 
 
 def test_discrete_spaces_drop_duplicates():
@@ -108,16 +126,17 @@ def test_bad_spaces(space, error, match):
 def test_points_of_a_search_space_become_arms():
     base = ArmSpace(SPACE, num_arms=256, seed=0)
     arms = ArmSpace(SPACE, num_arms=256, seed=0, points_to_evaluate=[POINT])
-    assert arms.point_indices == [256] and arms.num_arms == 257
-    assert torch.equal(arms.features[:256], base.features)
-    assert arms.config(256) == POINT and isinstance(arms.config(256)["depth"], int)
+    last = base.num_arms  # after the Sobol arms and the end values' two
+    assert arms.point_indices == [last] and arms.num_arms == last + 1
+    assert torch.equal(arms.features[:last], base.features)
+    assert arms.config(last) == POINT and isinstance(arms.config(last)["depth"], int)
     expected = [1 / 2, 0.7, 2 / 5, 0.0, 1.0, 0.0]  # log-lr position, one-hot act
-    assert arms.features[256].tolist() == pytest.approx(expected, abs=1e-12)
+    assert arms.features[last].tolist() == pytest.approx(expected, abs=1e-12)
     # a point with the values of an arm is that arm; repeats are kept
     again = ArmSpace(
         SPACE, num_arms=256, seed=0, points_to_evaluate=[base.config(5), POINT, POINT]
     )
-    assert again.point_indices == [5, 256, 256] and again.num_arms == 257
+    assert again.point_indices == [5, last, last] and again.num_arms == last + 1
     nested = {"a": tune.uniform(0, 1), "sub": {"k": 3, "n": tune.randint(0, 4)}}
     point = {"a": 0.25, "sub": {"n": 3}}  # constants may be left out
     arms = ArmSpace(nested, num_arms=8, points_to_evaluate=[point])
