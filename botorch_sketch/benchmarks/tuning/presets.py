@@ -24,6 +24,10 @@ BBOB_BASELINES = ("tpe", "tpe-multivariate", "tpe-independent", "cmaes", "random
 BBOB_METHODS = ("bbkb-optuna", "sgpts-optuna", "bbkb", "sgpts", *BBOB_BASELINES)
 BBOB_BUDGETS = (50, 100, 300, 1000, 5000)
 BBOB_GP_TRIALS = 300
+#: Budgets of the instance-1 ``bbob`` presets run to 5,000 trials, and TPE's
+#: budget there (its time per trial grows with the trials).
+BBOB_LONG_BUDGETS = (50, 100, 300, 1000, 2000, 5000)
+LONG_TPE_TRIALS = 1000
 
 
 def _gp_seconds(budget: int) -> float:
@@ -175,6 +179,33 @@ PRESETS = {
                 (5, 1000, 1),
                 (5, 100, 8),
             )
+        ),
+        *(
+            TuningPreset(
+                f"bbob-{dim}d-5000" + ("-parallel" if k > 1 else ""),
+                f"COCO bbob, 24 functions, {dim}-D, instance 1, {k} in flight, "
+                f"seed 0: BBKBSampler and CMA-ES to 5,000 trials, TPE to "
+                f"{LONG_TPE_TRIALS:,} (about 30 ms a trial at 5,000)",
+                (
+                    Block(
+                        bbob_suite(dims=(dim,), instances=(1,)),
+                        ("bbkb-optuna", "cmaes"),
+                        5000,
+                        k,
+                        (0,),
+                    ),
+                    Block(
+                        bbob_suite(dims=(dim,), instances=(1,)),
+                        ("tpe",),
+                        LONG_TPE_TRIALS,
+                        k,
+                        (0,),
+                    ),
+                ),
+                BBOB_LONG_BUDGETS,
+            )
+            for dim in (5, 10)
+            for k in (1, 8)
         ),
         TuningPreset(
             "bbob-smoke",

@@ -189,6 +189,16 @@ def test_bbob_presets_name_valid_problems_and_methods():
     assert (ours.budget, gp.budget, gp.max_optimizer_seconds) == (1000, 300, 300.0)
     assert PRESETS["bbob-5d-1000"].budgets == (50, 100, 300, 1000)
     assert PRESETS["bbob-5d-100"].blocks[1].max_optimizer_seconds == 120.0
+    # the 5,000-trial instance-1 presets: TPE stops at 1,000 trials
+    ours, tpe = PRESETS["bbob-10d-5000-parallel"].blocks
+    assert (ours.budget, tpe.budget, ours.in_flight, tpe.in_flight) == (
+        5000,
+        1000,
+        8,
+        8,
+    )
+    assert ours.methods == ("bbkb-optuna", "cmaes") and tpe.methods == ("tpe",)
+    assert len(ours.problems) == 24 and PRESETS["bbob-5d-5000"].budgets[-1] == 5000
 
 
 SMOKE = TuningPreset(
