@@ -45,6 +45,13 @@ MIN_STEP, MAX_CONDITION = 1e-12, 1e14
 #: need a redraw). The tutorial's ``TolUpSigma`` in the cube's units.
 MAX_STEP_IN_DIAGONALS = 1.0
 
+#: Largest change of ``log sigma`` in one generation, as in Hansen's reference
+#: ``purecma``: points clipped onto a face of the cube are no draws of
+#: ``N(m, sigma^2 C)``, and once ``C`` is nearly singular across that face
+#: (eigenvalues near ``1e-12``) their whitened steps, and the path's norm, reach
+#: ``1e6``; uncapped, ``exp`` then overflows (bbob f5 in 10-D, a corner optimum).
+MAX_LOG_STEP_CHANGE = 1.0
+
 #: ... or when the rewards of the last ``10 + ceil(30 d / lambda)`` generations
 #: (their best and worst) span at most this fraction of their largest magnitude:
 #: the tutorial's ``TolFun`` (``1e-12``), made relative because rewards come in
@@ -185,7 +192,8 @@ class EvolutionStrategy:
         With ``y_i = (x_{i:lambda} - m) / sigma`` ranked best first and
         ``<y> = sum_{i <= mu} w_i y_i``: ``m += sigma <y>``; the evolution paths
         ``p_sigma`` (through ``C^{-1/2}``) and ``p_c`` accumulate ``<y>``;
-        ``sigma *= exp(c_sigma / d_sigma (|p_sigma| / E|N(0, I)| - 1))``;
+        ``sigma *= exp(min(1, c_sigma / d_sigma (|p_sigma| / E|N(0, I)| - 1)))``
+        (:data:`MAX_LOG_STEP_CHANGE`);
         ``C <- (1 + c_1 delta - c_1 - c_mu sum w) C + c_1 p_c p_c^T
         + c_mu sum w_i^o y_i y_i^T``.
         """
@@ -211,7 +219,9 @@ class EvolutionStrategy:
             c_sigma * (2 - c_sigma) * self._mu_eff
         ) * (whiten @ step)
         norm = float(self._path_sigma.norm())
-        self.sigma *= math.exp(c_sigma / self._d_sigma * (norm / self._chi - 1))
+        self.sigma *= math.exp(
+            min(MAX_LOG_STEP_CHANGE, c_sigma / self._d_sigma * (norm / self._chi - 1))
+        )
         self.generation += 1
         fresh = math.sqrt(1 - (1 - c_sigma) ** (2 * self.generation))
         stalled = norm / fresh >= (1.4 + 2 / (self.dim + 1)) * self._chi

@@ -99,6 +99,35 @@ def test_it_stops_once_its_step_is_negligible_or_global():
     assert wide.stopped
 
 
+def test_steps_across_a_nearly_singular_covariance_grow_sigma_by_at_most_e():
+    # points clipped onto a face of the cube, where C has all but collapsed, are
+    # no draws of N(m, sigma^2 C): their whitened steps reach 1e6 (bbob f5 in
+    # 10-D, whose optimum is a corner, overflowed exp in the update of sigma)
+    covariance = torch.diag(torch.tensor([1e-12, 1.0, 1.0], dtype=DTYPE))
+    strategy = EvolutionStrategy(torch.full((3,), 0.5, dtype=DTYPE), 0.1, covariance)
+    assert not strategy.stopped  # condition number 1e12, below 1e14
+    lam = strategy.population
+    offsets = torch.zeros(lam, 3, dtype=DTYPE)
+    offsets[:, 0] = torch.linspace(0.2, 0.0, lam, dtype=DTYPE)  # best first
+    rewards = torch.linspace(1.0, 0.0, lam, dtype=DTYPE)
+    strategy.tell(strategy.mean + offsets, rewards)
+    # the uncapped exponent, from the path: beyond exp's range
+    exponent = (
+        strategy._c_sigma
+        / strategy._d_sigma
+        * (float(strategy._path_sigma.norm()) / strategy._chi - 1)
+    )
+    assert exponent > 709.8
+    assert strategy.sigma == pytest.approx(0.1 * math.e, rel=1e-12)
+    generator = torch.Generator().manual_seed(4)
+    for _ in range(200):  # it goes on, then stops as a global search
+        if strategy.stopped:
+            break
+        points = strategy.ask(lam, generator)
+        strategy.tell(points, points.sum(-1))
+    assert strategy.stopped and math.isfinite(strategy.sigma)
+
+
 @pytest.mark.parametrize("scale", [1.0, 1e7])
 def test_it_stops_once_its_recent_rewards_are_flat(scale):
     # the tutorial's TolFun, relative: 10 + ceil(30 d / lambda) generations whose
