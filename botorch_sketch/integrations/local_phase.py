@@ -155,13 +155,14 @@ class LocalPhase:
         observed arms, the next ones at :data:`RESTART_STEP`."""
         dim = loop.kernel_inputs.shape[-1]
         population = (4 + math.floor(3 * math.log(dim))) * 2**self.phases
-        count = max(2 * dim + 1, int(WARM_START_SHARE * loop.rewards.numel()))
+        count = 1  # a restart needs the best arm only
+        if self.phases == 0:
+            count = max(2 * dim + 1, int(WARM_START_SHARE * loop.rewards.numel()))
         best = best_arms(loop.observed, loop.rewards, count)
         points = loop.kernel_inputs[best].to(torch.float64).cpu()
-        if self.phases == 0:
-            sigma, covariance = warm_start(points)
-        else:
-            sigma, covariance = RESTART_STEP, None
+        sigma, covariance = (
+            warm_start(points) if self.phases == 0 else (RESTART_STEP, None)
+        )
         self.strategy = EvolutionStrategy(points[0], sigma, covariance, population)
         self.phases += 1
 
