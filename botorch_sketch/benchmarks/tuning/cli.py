@@ -1,10 +1,16 @@
-r"""``python -m botorch_sketch.benchmarks.tuning``: run a tuning preset, saving each
-run to ``runs/`` as it finishes (``--resume`` reuses those made with the same
-settings); then write ``summary.csv``, ``curves.csv``, ``results.json``,
-``traces.json``, ``regret.csv``, ``tables.md`` (:mod:`.report`) and three PNG plots
-per problem label; for COCO's ``bbob`` problems, COCO's measures instead
-(:mod:`.coco`: ``bbob_ecdf.csv``, its tables and an ECDF plot per dimension and
-trials in flight)."""
+r"""``python -m botorch_sketch.benchmarks.tuning``: run a tuning preset (``--problems
+a,b``: only those of its problems), saving each run to ``runs/`` as it finishes
+(``--resume`` reuses those made with the same settings); then write
+``summary.csv``, ``curves.csv``, ``results.json``, ``traces.json``, ``regret.csv``,
+``tables.md`` (:mod:`.report`) and three PNG plots per problem label; for COCO's
+``bbob`` problems, COCO's measures instead (:mod:`.coco`: ``bbob_ecdf.csv``, its
+tables and an ECDF plot per dimension and trials in flight); for constrained
+problems the best feasible loss (``constrained.csv``, its tables, a
+``_best_feasible.png`` and a time plot per problem label), for problems of several
+losses the hypervolume of the observed losses (``hypervolume.csv``, its tables, a
+``_hypervolume.png`` and a time plot per problem label) instead of the regret
+(their ``values`` in ``summary.csv`` and ``curves.csv`` are the negated first losses
+of every trial, feasible or not)."""
 
 from __future__ import annotations
 
@@ -14,8 +20,10 @@ import json
 import platform
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from botorch_sketch.benchmarks.arguments import (
@@ -44,8 +52,15 @@ from botorch_sketch.benchmarks.tuning.driver import (
 from botorch_sketch.benchmarks.tuning.presets import PRESETS, TuningPreset
 from botorch_sketch.benchmarks.tuning.problems import make_tuning_problem
 from botorch_sketch.benchmarks.tuning.report import (
+    constrained_rows,
+    constrained_tables,
     growth_notes,
+    hypervolume_rows,
+    hypervolume_tables,
+    is_constrained,
+    is_multi_objective,
     markdown_tables,
+    max_hypervolume,
     plot_all,
     regret_rows,
     window_rows,
@@ -61,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Hyperparameter-tuning benchmark: the package's Ray Tune "
         "searchers and Optuna samplers with default options against Optuna's TPE, "
-        "GP, CMA-ES and random samplers, random search and Ax, at equal budgets.",
+        "GP, CMA-ES, NSGA-II and random samplers, random search and Ax, at equal "
+        "budgets (constrained and multi-objective problems too).",
     )
     add_options(
         parser,
@@ -70,7 +86,30 @@ def build_parser() -> argparse.ArgumentParser:
         preset={"choices": list(PRESETS)},
         output_dir={"default": "tuning_PRESET"},
     )
+    parser.add_argument(
+        "--problems",
+        metavar="LIST",
+        help="comma-separated problems of the preset to run (default: all of them)",
+    )
     return parser
+
+
+def restrict(preset: TuningPreset, names: Sequence[str]) -> TuningPreset:
+    r"""The preset with only the problems ``names`` (in the preset's blocks; a
+    block left without any is dropped); ``ValueError`` naming those it lacks."""
+    known = dict.fromkeys(name for block in preset.blocks for name in block.problems)
+    missing = [name for name in names if name not in known]
+    if missing:
+        raise ValueError(
+            f"{preset.name} has no problem {', '.join(missing)}; its problems: "
+            f"{', '.join(known)}"
+        )
+    blocks = tuple(
+        replace(block, problems=tuple(p for p in block.problems if p in names))
+        for block in preset.blocks
+        if any(p in names for p in block.problems)
+    )
+    return replace(preset, blocks=blocks)
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, object]]) -> None:
@@ -119,7 +158,11 @@ def write_outputs(
     r"""Write the result files and plots; return the Markdown tables: those of
     :func:`problem_tables`, then COCO's measures on the ``bbob`` problems
     (:func:`~.coco.coco_tables`, ``bbob_ecdf.csv``, an ECDF plot per dimension and
-    trials in flight) instead of per-problem tables and plots."""
+    trials in flight) instead of per-problem tables and plots, then the best
+    feasible loss on constrained problems (:func:`~.report.constrained_tables`,
+    ``constrained.csv``) and the hypervolume on problems of several losses
+    (:func:`~.report.hypervolume_tables`, ``hypervolume.csv``), each with its
+    plots; ``regret.csv`` holds the other problems' rows (none: not written)."""
     metadata = {
         "preset": preset.name,
         "budgets": list(preset.budgets),
@@ -130,19 +173,45 @@ def write_outputs(
     write_results(traces, output_dir, metadata)
     saved = {"metadata": metadata, "traces": [trace.to_dict() for trace in traces]}
     (output_dir / "traces.json").write_text(json.dumps(saved))
-    rows = regret_rows(traces, preset.budgets)
-    write_csv(output_dir / "regret.csv", rows)
-    others = [trace for trace in traces if bbob_spec(trace.problem) is None]
+    constrained = [trace for trace in traces if is_constrained(trace)]
+    multi = [trace for trace in traces if is_multi_objective(trace)]
+    single = [t for t in traces if not (is_constrained(t) or is_multi_objective(t))]
+    rows = regret_rows(single, preset.budgets)
+    if rows:
+        write_csv(output_dir / "regret.csv", rows)
+    others = [trace for trace in single if bbob_spec(trace.problem) is None]
     sections = []
     if others:
         known = {trace.problem for trace in others}
         at = [row for row in rows if row["problem"] in known]
         sections.append(problem_tables(preset, others, at))
         plot_all(others, output_dir)
-    if len(others) < len(traces):
-        sections.append(coco_tables(traces, rows, preset.budgets))
-        write_csv(output_dir / "bbob_ecdf.csv", ecdf_rows(traces, preset.budgets))
-        plot_ecdf(traces, output_dir)
+    if len(others) < len(single):
+        sections.append(coco_tables(single, rows, preset.budgets))
+        write_csv(output_dir / "bbob_ecdf.csv", ecdf_rows(single, preset.budgets))
+        plot_ecdf(single, output_dir)
+    if constrained:
+        found = constrained_rows(constrained, preset.budgets)
+        write_csv(output_dir / "constrained.csv", found)
+        minima = {
+            parse_label(t.problem)[0]: -t.optimum
+            for t in constrained
+            if not np.isnan(t.optimum)
+        }
+        sections.append(constrained_tables(found, preset.budgets, minima))
+        plot_all(constrained, output_dir)
+    if multi:
+        found = hypervolume_rows(multi, preset.budgets)
+        write_csv(output_dir / "hypervolume.csv", found)
+        references = {
+            parse_label(t.problem)[0]: (
+                t.metadata["reference_point"],
+                max_hypervolume(t),
+            )
+            for t in multi
+        }
+        sections.append(hypervolume_tables(found, preset.budgets, references))
+        plot_all(multi, output_dir)
     tables = "\n\n".join(sections)
     text = "\n".join([tables, *(f"\n- {note}" for note in notes)])
     (output_dir / "tables.md").write_text(text + "\n")
@@ -160,6 +229,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.preset is None:
         parser.error("pass --preset NAME or --list")
     preset = PRESETS[args.preset]
+    if args.problems is not None and not args.collect:
+        try:
+            preset = restrict(preset, [n for n in args.problems.split(",") if n])
+        except ValueError as error:
+            parser.error(f"argument --problems: {error}")
     output_dir = Path(str(args.output_dir).replace("PRESET", preset.name))
     if args.collect:
         saved = [

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from botorch_sketch.benchmarks.tuning.problems import bbob_suite
+from botorch_sketch.benchmarks.tuning.problems import (
+    CONSTRAINED_PROBLEMS,
+    MULTI_OBJECTIVE_PROBLEMS,
+    bbob_suite,
+)
 
 ALL_PROBLEMS = ("branin", "hartmann6", "levy10", "mixed", "hgb-cadata")
 BRANIN_MIXED = ("branin", "mixed")
@@ -28,6 +32,13 @@ BBOB_GP_TRIALS = 300
 #: budget there (its time per trial grows with the trials).
 BBOB_LONG_BUDGETS = (50, 100, 300, 1000, 2000, 5000)
 LONG_TPE_TRIALS = 1000
+#: On constrained problems (the best feasible loss) and problems of several losses
+#: (the hypervolume): the package's Optuna samplers (given ``constraints_func``
+#: as Optuna's are), Optuna's TPE and random sampler, and NSGA-II on several
+#: losses only (``gp``: its own block, as in the ``bbob`` presets).
+CONSTRAINED_METHODS = ("bbkb-optuna", "sgpts-optuna", "tpe", "random-optuna")
+MULTI_OBJECTIVE_METHODS = (*CONSTRAINED_METHODS, "nsga2")
+OUTCOME_BUDGETS = (100, 300, 1000, 5000)
 
 
 def _gp_seconds(budget: int) -> float:
@@ -63,6 +74,51 @@ class TuningPreset:
     #: ``(first, last)`` trial windows (1-based, both included) for a table of
     #: the median optimizer time per trial in each (none: no such table).
     windows: tuple[tuple[int, int], ...] = ()
+
+
+def _outcome_preset(
+    kind: str, problems: tuple[str, ...], methods: tuple[str, ...], budget: int, k: int
+) -> TuningPreset:
+    r"""The ``kind`` (``constrained`` or ``multi-objective``) preset of ``budget``
+    trials with ``k`` in flight, 5 seeds: ``methods`` to ``budget`` (TPE to
+    :data:`LONG_TPE_TRIALS` at most), ``GPSampler`` to :data:`BBOB_GP_TRIALS` at
+    most, capped as in the ``bbob`` presets; named ``KIND``, ``KIND-parallel``
+    (``k > 1``) at 300 trials and ``KIND-BUDGET`` above."""
+    name = kind + (f"-{budget}" if budget > 300 else "") + ("-parallel" * (k > 1))
+    long_tpe = budget > LONG_TPE_TRIALS and "tpe" in methods
+    gp_trials = min(budget, BBOB_GP_TRIALS)
+    description = (
+        f"{kind}: {', '.join(problems)}; {k} in flight, {budget:,} trials, 5 seeds: "
+        f"{', '.join(methods)}"
+        + (f" (tpe {LONG_TPE_TRIALS:,} trials)" if long_tpe else "")
+        + f"; GPSampler {gp_trials} trials capped at {_gp_seconds(budget):g} s"
+    )
+    blocks = [
+        Block(
+            problems,
+            tuple(m for m in methods if not (long_tpe and m == "tpe")),
+            budget,
+            k,
+            SEEDS,
+        )
+    ]
+    if long_tpe:
+        blocks.append(Block(problems, ("tpe",), LONG_TPE_TRIALS, k, SEEDS))
+    blocks.append(Block(problems, ("gp",), gp_trials, k, SEEDS, _gp_seconds(budget)))
+    budgets = tuple(b for b in OUTCOME_BUDGETS if b <= budget)
+    return TuningPreset(name, description, tuple(blocks), budgets)
+
+
+#: The problems and methods of the ``constrained-smoke`` and
+#: ``multi-objective-smoke`` presets.
+OUTCOME_SMOKE = (
+    (
+        "constrained",
+        ("pressure-vessel", "constrained-gramacy"),
+        ("tpe", "random-optuna"),
+    ),
+    ("multi-objective", ("branin-currin", "zdt1"), ("tpe", "nsga2", "random-optuna")),
+)
 
 
 PRESETS = {
@@ -207,6 +263,14 @@ PRESETS = {
             for dim in (5, 10)
             for k in (1, 8)
         ),
+        *(
+            _outcome_preset(kind, problems, methods, budget, k)
+            for kind, problems, methods in (
+                ("constrained", CONSTRAINED_PROBLEMS, CONSTRAINED_METHODS),
+                ("multi-objective", MULTI_OBJECTIVE_PROBLEMS, MULTI_OBJECTIVE_METHODS),
+            )
+            for budget, k in ((300, 1), (300, 8), (5000, 1))
+        ),
         TuningPreset(
             "bbob-smoke",
             "COCO bbob f1, f8, f21, 5-D, instance 1, 12 trials, 1 and 2 in flight, "
@@ -222,6 +286,16 @@ PRESETS = {
                 for k in (1, 2)
             ),
             (6, 12),
+        ),
+        *(
+            TuningPreset(
+                f"{kind}-smoke",
+                f"{', '.join(problems)}; {', '.join(methods)}; 12 trials, 1 and 2 in "
+                "flight, 2 seeds (seconds)",
+                tuple(Block(problems, methods, 12, k, (0, 1)) for k in (1, 2)),
+                (6, 12),
+            )
+            for kind, problems, methods in OUTCOME_SMOKE
         ),
         TuningPreset(
             "optuna-smoke",

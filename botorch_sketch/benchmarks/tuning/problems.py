@@ -1,13 +1,18 @@
 r"""Problems of the tuning benchmark: a search space, a loss to minimize and its
 minimum (docs/benchmarks.md, "Hyperparameter tuning with default options"), by name:
 the keys of :data:`PROBLEMS`, and COCO's ``bbob`` functions named as
-``bbob:function=F:dim=D:instance=I`` (:func:`bbob_suite` names several)."""
+``bbob:function=F:dim=D:instance=I`` (:func:`bbob_suite` names several).
+
+A problem may also have constraints (:data:`CONSTRAINED_PROBLEMS`: BoTorch's
+constrained test functions) or several losses, all minimized
+(:data:`MULTI_OBJECTIVE_PROBLEMS`: BoTorch's multi-objective test functions, with a
+reference point and the largest hypervolume)."""
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
@@ -25,13 +30,38 @@ Config = dict[str, Any]
 @dataclass(frozen=True)
 class TuningProblem:
     r"""A search space, the loss of a configuration, the loss's minimum (None
-    when unknown) and a SHA-256 of the data file it reads (None: none)."""
+    when unknown) and a SHA-256 of the data file it reads (None: none).
+
+    With ``num_objectives > 1``, ``loss`` gives a tuple of that many losses, all
+    minimized; ``optimum`` is None, ``reference_point`` the point (one coordinate a
+    loss) that bounds the hypervolume of the observed losses, and
+    ``max_hypervolume`` the largest (that of the Pareto front; None when unknown).
+    ``constraints``, if given, gives the constraint values of a configuration,
+    which is feasible when all are ``<= 0`` (Optuna's ``constraints_func``
+    convention); ``optimum`` is then the smallest feasible loss."""
 
     name: str
     space: Space
-    loss: Callable[[Config], float]
+    loss: Callable[[Config], float | tuple[float, ...]]
     optimum: float | None
     data_sha256: str | None = None
+    num_objectives: int = 1
+    constraints: Callable[[Config], Sequence[float]] | None = None
+    reference_point: tuple[float, ...] | None = None
+    max_hypervolume: float | None = None
+
+    def __post_init__(self) -> None:
+        check_int(self.num_objectives, "num_objectives", 1)
+        multi = self.num_objectives > 1
+        if multi != (self.reference_point is not None) or (
+            multi and len(self.reference_point) != self.num_objectives
+        ):
+            raise ValueError(
+                f"{self.name}: a reference point, one coordinate per loss, is "
+                "needed with several losses (and only then)."
+            )
+        if multi and self.optimum is not None:
+            raise ValueError(f"{self.name}: several losses have no single minimum.")
 
 
 class MissingDataError(FileNotFoundError):
@@ -63,6 +93,61 @@ def _test_function(name: str, class_name: str, **options: int) -> TuningProblem:
         return float(function.evaluate_true(point))
 
     return TuningProblem(name, space, loss, float(function.optimal_value))
+
+
+def _constrained_function(name: str, class_name: str, **options: int) -> TuningProblem:
+    r"""BoTorch's constrained test function ``class_name`` on its native box,
+    noiseless: its loss, and as constraint values its negated slacks (BoTorch's
+    slack ``>= 0`` is feasible, a constraint value ``<= 0``); the minimum is
+    BoTorch's ``optimal_value`` (the best value its references report)."""
+    from botorch.test_functions import synthetic
+
+    function = getattr(synthetic, class_name)(**options).to(torch.float64)
+    space = box_space(function.bounds.t().tolist())
+
+    def point(config: Config) -> torch.Tensor:
+        return torch.from_numpy(box_point(space, config)).unsqueeze(0)
+
+    def loss(config: Config) -> float:
+        return float(function.evaluate_true(point(config)))
+
+    def constraints(config: Config) -> list[float]:
+        return (-function.evaluate_slack_true(point(config))).squeeze(0).tolist()
+
+    return TuningProblem(
+        name, space, loss, float(function.optimal_value), constraints=constraints
+    )
+
+
+def _multi_objective_function(
+    name: str, class_name: str, **options: int
+) -> TuningProblem:
+    r"""BoTorch's multi-objective test function ``class_name`` on its native box,
+    noiseless, every loss minimized (``negate=False``, BoTorch's default): its
+    ``ref_point`` (given for these minimized losses; BoTorch negates it with the
+    losses) and ``max_hv`` (the same either way; None when it has none)."""
+    from botorch.test_functions import multi_objective
+
+    function = getattr(multi_objective, class_name)(**options).to(torch.float64)
+    space = box_space(function.bounds.t().tolist())
+
+    def loss(config: Config) -> tuple[float, ...]:
+        point = torch.from_numpy(box_point(space, config)).unsqueeze(0)
+        return tuple(function.evaluate_true(point).squeeze(0).tolist())
+
+    try:
+        max_hypervolume = float(function.max_hv)
+    except NotImplementedError:
+        max_hypervolume = None
+    return TuningProblem(
+        name,
+        space,
+        loss,
+        None,
+        num_objectives=function.num_objectives,
+        reference_point=tuple(function.ref_point.tolist()),
+        max_hypervolume=max_hypervolume,
+    )
 
 
 #: COCO's ``bbob`` suite: its 24 noiseless functions, their box and the
@@ -247,4 +332,34 @@ PROBLEMS: dict[str, Callable[[str | Path], TuningProblem]] = {
     "levy10": lambda _: _test_function("levy10", "Levy", dim=10),
     "mixed": lambda _: TuningProblem("mixed", MIXED_SPACE, mixed_loss, mixed_optimum()),
     "hgb-cadata": hgb_cadata,
+    "pressure-vessel": lambda _: _constrained_function(
+        "pressure-vessel", "PressureVessel"
+    ),
+    "welded-beam": lambda _: _constrained_function("welded-beam", "WeldedBeamSO"),
+    "speed-reducer": lambda _: _constrained_function("speed-reducer", "SpeedReducer"),
+    "constrained-hartmann": lambda _: _constrained_function(
+        "constrained-hartmann", "ConstrainedHartmann", dim=6
+    ),
+    "constrained-gramacy": lambda _: _constrained_function(
+        "constrained-gramacy", "ConstrainedGramacy"
+    ),
+    "branin-currin": lambda _: _multi_objective_function(
+        "branin-currin", "BraninCurrin"
+    ),
+    "dtlz2": lambda _: _multi_objective_function(
+        "dtlz2", "DTLZ2", dim=6, num_objectives=2
+    ),
+    "zdt1": lambda _: _multi_objective_function("zdt1", "ZDT1", dim=6),
 }
+#: The problems with constraints: BoTorch's constrained test functions (a
+#: configuration is feasible when every constraint value is ``<= 0``).
+CONSTRAINED_PROBLEMS = (
+    "pressure-vessel",
+    "welded-beam",
+    "speed-reducer",
+    "constrained-hartmann",
+    "constrained-gramacy",
+)
+#: The problems with several losses: BoTorch's multi-objective test functions
+#: (DTLZ2 and ZDT1 in 6 dimensions, 2 losses).
+MULTI_OBJECTIVE_PROBLEMS = ("branin-currin", "dtlz2", "zdt1")
