@@ -23,7 +23,11 @@ from botorch_sketch.generation.initial_design import space_filling_arms
 from botorch_sketch.generation.options import ArmLoopOptions, options_record
 from botorch_sketch.generation.pending import staying_pending
 from botorch_sketch.generation.repeats import repeat_threshold, repeats_agree
-from botorch_sketch.generation.reward_warping import fit_power, warped_rewards
+from botorch_sketch.generation.reward_warping import (
+    fit_power,
+    warped_rewards,
+    warped_values,
+)
 from botorch_sketch.models.hyperparameters import (
     INITIAL_LEARNED_NOISE,
     REFIT_MAX_ITERATIONS,
@@ -97,6 +101,7 @@ STATE_KEYS = (
 #: all of, the loop's state: one call at a time (:func:`one_call_at_a_time`).
 EXCLUSIVE_METHODS = (
     "ask",
+    "ask_values",
     "ask_arms",
     "tell",
     "fail",
@@ -305,6 +310,11 @@ class ArmLoop(Restorable):
         check_bool(wait, "wait")
         return limit
 
+    @property
+    def design_left(self) -> int:
+        r"""The arms of the initial design not asked yet (asked first)."""
+        return self._design.numel() - self._design_asked
+
     def _design_left(self, limit: int) -> Tensor:
         r"""The next at most ``limit`` arms of the initial design (not marked
         asked)."""
@@ -366,6 +376,14 @@ class ArmLoop(Restorable):
         (:func:`~botorch_sketch.generation.reward_warping.warped_rewards`), else
         the rewards themselves."""
         return warped_rewards(rewards, self.power) if self.standardize else rewards
+
+    def targets_at(self, values: Tensor) -> Tensor:
+        r"""The targets of reward ``values`` (``v``) under the map
+        :meth:`targets_of` applies to the rewards so far: a reward level (a
+        constraint's bound, say) in the units of the posterior's values."""
+        if not self.standardize:
+            return values
+        return warped_values(self.rewards, self.power, values)
 
     def _refit_due(self, num_observations: int) -> bool:
         r"""Whether a learned kernel is due for a refit at ``num_observations``."""

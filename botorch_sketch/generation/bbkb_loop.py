@@ -351,6 +351,29 @@ class BBKB(ArmLoop):
         self._pending_variances = torch.cat([self._pending_variances, start_variances])
         return indices.clone()
 
+    def ask_values(self) -> Tensor:
+        r"""The ``A`` values whose argmax BKB would ask next: the in-batch UCB
+        ``mu + beta~ sigma~`` with every told outcome in the posterior (an open
+        batch with an outcome waiting ends first) and the :attr:`pending` arms
+        hallucinated, ``-inf`` at the arms a failure or the repeat rule excludes.
+        With ``ratio_threshold=1`` its argmax is the arm of ``ask(1,
+        wait=False)``. For callers that pick an arm from several loops' values
+        (:class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop`) and
+        then :meth:`ask_arms` it. ``O(A m p)`` for ``p`` pending arms.
+
+        Returns:
+            ``A`` values (``-inf`` at excluded arms).
+        """
+        if self.incorporated < self.num_observations:
+            self._end_batch(self.observed, self.rewards)
+        if self._greedy is None:
+            self._greedy = self._open_batch(self._excluded())
+        reset_on_rollback(self, "_greedy")  # its tracker refreshes in place
+        argmax = self._greedy.argmax
+        every_arm = torch.arange(self.arms.shape[0], device=self.arms.device)
+        variance = self._greedy.tracker.refresh(every_arm)
+        return argmax.mean + argmax.radius * variance.sqrt() + argmax.floor
+
     def ask_arms(self, indices: Tensor) -> None:
         r"""Mark user-chosen arms asked, as if :meth:`ask` had returned them (e.g.
         configurations to evaluate first).

@@ -127,3 +127,28 @@ def warped_rewards(rewards: Tensor, power: float) -> Tensor:
     power = check_number(power, "power")
     z = units_free(_standardized(rewards))
     return z if power == 1.0 else _standardized(yeo_johnson(z, power))
+
+
+def warped_values(rewards: Tensor, power: float, values: Tensor) -> Tensor:
+    r"""The targets of reward ``values`` under the map :func:`warped_rewards`
+    applies to ``rewards`` (the same centers, scales and power): for a reward
+    level, e.g. a constraint's bound, on the targets' scale. ``O(n + v)``.
+
+    Args:
+        rewards: ``n`` finite rewards (the map's).
+        power: The power ``p``.
+        values: ``v`` reward values.
+
+    Returns:
+        ``v`` targets (``warped_rewards(rewards, power)`` at ``values =
+        rewards``, up to the rounding of ``units_free``).
+    """
+    _check_rewards(rewards)
+    power = check_number(power, "power")
+    center, scale = reward_statistics(rewards)
+    z = (values - center) / scale
+    if power == 1.0:
+        return z
+    warped = yeo_johnson(units_free(_standardized(rewards)), power)
+    center, scale = reward_statistics(warped)
+    return (yeo_johnson(z, power) - center) / scale

@@ -208,6 +208,36 @@ class SGPTS(ArmLoop):
         self._hold(indices)
         return indices
 
+    def ask_values(self) -> Tensor:
+        r"""The ``A`` values of a fresh Thompson path (uniform draws before any
+        outcome; the initial design not consulted), ``-inf`` at the arms the
+        repeat rule holds (pending copies, or told arms on a deterministic
+        objective, that would not pay): its argmax is the arm ``ask(1)`` would
+        take after the design, with the same draw. For callers that pick an arm
+        from several loops' values
+        (:class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop`) and
+        then :meth:`ask_arms` it.
+
+        Returns:
+            ``A`` values (``-inf`` at held arms).
+        """
+        sampler, num_arms = self.sampler, self.arms.shape[0]
+        if sampler.num_observations == 0:
+            values = torch.rand(num_arms, 1, generator=self.generator).to(self.arms)
+        else:
+            alpha = resolve_alpha(self.options.alpha, sampler.num_observations + 1)
+            values = sampler.sample_values(1, alpha, self.generator)
+        values, threshold = values[:, 0], self._repeat_threshold()
+        if threshold == 0:
+            return values
+        copies = torch.bincount(self.pending, minlength=num_arms)
+        measured = copies > 0
+        if holds_told_arms(threshold):
+            measured[sampler.observed] = True
+        held = measured.nonzero().squeeze(-1)
+        spent = held[~self._repeats_pay(held, copies, threshold)]
+        return values.index_fill(0, spent, -torch.inf)
+
     def _draw(self, k: int, design: Tensor) -> Tensor:
         r"""``k`` arms after the ``design`` arms of this ask: the argmaxes of ``k``
         fresh paths (uniformly random arms before any outcome), under the repeat

@@ -7,6 +7,7 @@ from botorch_sketch.generation.reward_warping import (
     POWERS,
     fit_power,
     warped_rewards,
+    warped_values,
     yeo_johnson,
 )
 from botorch_sketch.models.hyperparameters import units_free
@@ -86,6 +87,21 @@ def test_warped_rewards_at_power_one_are_the_standardized_rewards():
         warped_rewards(rewards, 1.0), (rewards - rewards.mean()) / rewards.std()
     )
     assert warped_rewards(rewards[:1], 1.7).tolist() == [0.0]
+
+
+@pytest.mark.parametrize("power", [1.0, 2.35])
+def test_warped_values_map_levels_as_the_rewards_are_mapped(power):
+    # the rewards themselves land on their targets (up to units_free's grid);
+    # levels between two rewards land between their targets (the map increases)
+    rewards = _rewards(40, seed=3, heavy=True)
+    targets = warped_rewards(rewards, power)
+    torch.testing.assert_close(
+        warped_values(rewards, power, rewards), targets, rtol=0.0, atol=1e-7
+    )
+    low, high = rewards.sort().values[[10, 11]]
+    level = warped_values(rewards, power, ((low + high) / 2).reshape(1))
+    below, above = targets[rewards == low], targets[rewards == high]
+    assert below.max() < level.item() < above.min()
 
 
 def test_bad_rewards_and_powers_are_named():
