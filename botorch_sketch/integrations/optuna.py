@@ -40,7 +40,18 @@ along. One ``threading.Lock`` per sampler guards the loop and its trial records
 With default options the loops learn their kernel, noise and the objective's scale
 and refine their arms near the best ones at each refit
 (:class:`~botorch_sketch.integrations.arm_refinement.ArmRefiner`), so nothing needs
-to be chosen. Multi-objective studies and constraints are not supported.
+to be chosen.
+
+**Constraints and several objectives.** A study with ``o > 1`` objectives, or whose
+completed trials carry constraint values (``Trial.set_constraint``, or the
+sampler's ``constraints_func`` as for Optuna's ``GPSampler`` and ``TPESampler``;
+feasible where every value is ``<= 0``), gets one loop per objective and per
+constraint on the same arms
+(:class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop`): each trial
+takes the arm of best random scalarization of the objectives' UCBs (BBKB) or
+Thompson samples (S-GP-TS) among the arms the constraints' UCBs or samples allow.
+Infeasible trials inform every loop. Such studies never wait for results and run
+no local phase (its evolution strategy follows one objective).
 
 Example:
     >>> import optuna
@@ -58,18 +69,20 @@ import math
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from gpytorch.kernels import Kernel
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
+from optuna.samplers._base import _process_constraints_after_trial
 from optuna.search_space import IntersectionSearchSpace
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.multi_outcome import MultiOutcomeLoop
 from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.integrations.arm_refinement import (
@@ -105,6 +118,14 @@ MAX_SEED = 2**64 - 2
 
 _FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 
+#: Optuna's trial system attribute of constraint values: a list (``constraints_func``)
+#: or one ``constraints:<name>`` key per value (``Trial.set_constraint``).
+CONSTRAINTS_KEY = "constraints"
+
+#: Seeds of the outcome loops of a multi-outcome study: the sampler's seed plus
+#: this times the outcome (below 2^63).
+OUTCOME_SEED_STRIDE = 1_000_003
+
 _logger = logging.getLogger(__name__)
 
 
@@ -124,6 +145,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         local_phase: bool = True,
         independent_sampler: BaseSampler | None = None,
         warn_independent_sampling: bool = True,
+        constraints_func: Callable[[FrozenTrial], Sequence[float]] | None = None,
         options: BBKBOptions | SGPTSOptions | None = None,
         covar_module: Kernel | None = None,
         **overrides: Any,
@@ -140,6 +162,8 @@ class _LoopSampler(LoopBuilder, BaseSampler):
             independent_sampler, BaseSampler
         ):
             raise TypeError("`independent_sampler` must be an Optuna sampler.")
+        if constraints_func is not None and not callable(constraints_func):
+            raise TypeError("`constraints_func` must be a callable or None.")
         self._keep_loop_settings(options, covar_module, overrides)
         self._seed = random.SystemRandom().randrange(2**31) if seed is None else seed
         self._num_arms, self._num_refined = num_arms, num_refined
@@ -149,6 +173,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         self._random_of: dict[int, RandomSampler] = {}  # trial number -> sampler
         self._warn_independent = warn_independent_sampling
         self._warned: set[str] = set()  # parameters whose independent draw warned
+        self._constraints_func = constraints_func
         self._lock = threading.Lock()
         # BBKB's wait for results (SGPTS never waits)
         self._wait, self._poll = 0.0, 0.0
@@ -181,7 +206,6 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         self, study: Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
         r"""The distributions of every completed trial, single values left out."""
-        _check_single_objective(study, type(self).__name__)
         with self._lock:
             self._follow(study)
             space = self._search_space.calculate(study)
@@ -205,18 +229,36 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         use_cache = True  # the first look: the trial list Optuna read for this ask
         while True:
             with self._lock:
-                if self._space != search_space:
-                    self._rebuild(study, search_space)
-                self._catch_up(study, trial.number, use_cache)
-                late = time.monotonic() >= deadline
-                # an ask that waited, and nothing new since: it would wait again
-                waiting = self._steps and self._steps[-1][0] == WAITED
-                index = None if waiting and not late else self._ask(wait=not late)
+                try:
+                    index = self._look(study, trial, search_space, use_cache, deadline)
+                except BaseException:
+                    self._space = None  # rebuilt from the storage by the next ask
+                    raise
                 if index is not None:
-                    self._record_ask(study, trial, index)
                     return self.arms.params(index)
             time.sleep(self._poll)
             use_cache = False
+
+    def _look(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        search_space: dict[str, BaseDistribution],
+        use_cache: bool,
+        deadline: float,
+    ) -> int | None:
+        r"""One look at the study (under the lock): catch up, then ask; the arm
+        recorded for ``trial`` (None: wait, until the monotonic ``deadline``)."""
+        if self._space != search_space:
+            self._rebuild(study, search_space)
+        self._catch_up(study, trial.number, use_cache)
+        late = time.monotonic() >= deadline
+        # an ask that waited, and nothing new since: it would wait again
+        waiting = self._steps and self._steps[-1][0] == WAITED
+        index = None if waiting and not late else self._ask(wait=not late)
+        if index is not None:
+            self._record_ask(study, trial, index)
+        return index
 
     def sample_independent(
         self,
@@ -227,7 +269,6 @@ class _LoopSampler(LoopBuilder, BaseSampler):
     ) -> Any:
         r"""A parameter outside the relative space, from the independent sampler
         (a warning the first time for ``param_name`` once a trial has completed)."""
-        _check_single_objective(study, type(self).__name__)
         if self._warn_independent and param_name not in self._warned:
             self._warn_once(study, trial, param_name)
         return self._independent_for(trial).sample_independent(
@@ -285,6 +326,12 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         state: TrialState,
         values: Sequence[float] | None,
     ) -> None:
+        r"""Store the ``constraints_func`` values of a trial that completed or was
+        pruned (as Optuna's samplers do), before its state reaches the storage."""
+        if self._constraints_func is not None:
+            _process_constraints_after_trial(
+                self._constraints_func, study, trial, state
+            )
         if self._independent is not None:
             self._independent.after_trial(study, trial, state, values)
         with self._lock:
@@ -304,15 +351,30 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         r"""A fresh arm set and loop on ``space``, brought up to date with the
         study: the steps recorded with this sampler's asks are replayed (each ask
         again, as long as it gives the recorded arm), then the rest is caught up."""
-        self.arms = arms_of_space(space, self._num_arms, self._seed)
-        self.loop = self._build_loop(
-            self.arms.features, self._seed, self.arms.continuous
+        trials = study._get_trials(deepcopy=False, use_cache=True)
+        #: the constraints' names (those of the first completed trial), in order
+        self._constraint_names = next(
+            (
+                sorted(_constraints_of(trial))
+                for trial in trials
+                if trial.state == TrialState.COMPLETE
+            ),
+            [],
         )
+        self._signs = [
+            1.0 if direction == StudyDirection.MAXIMIZE else -1.0
+            for direction in study.directions
+        ]
+        self.arms = arms_of_space(space, self._num_arms, self._seed)
+        self.loop = self._outcome_loop(len(self._signs), len(self._constraint_names))
         self._refiner = ArmRefiner(
-            self._num_refined, self._seed, self._num_local, self._local_phase
+            self._num_refined,
+            self._seed,
+            self._num_local,
+            self._local_phase and len(self._signs) == 1,
         )
         self._space, self._tag = dict(space), f"{type(self).__name__}:{self._seed}"
-        self._sign = 1.0 if study.direction == StudyDirection.MAXIMIZE else -1.0
+        self._single = not isinstance(self.loop, MultiOutcomeLoop)
         self.told_trials, self.failed_trials = [], []
         #: trial number -> arm, for the trials pending in the loop
         self._arm_of: dict[int, int] = {}
@@ -320,7 +382,6 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         self._done: set[int] = set()
         self._steps: list[list[Any]] = []  # since the last ask
         self._first_open = 0  # no trial below it is pending or new
-        trials = study._get_trials(deepcopy=False, use_cache=True)
         for trial in trials:
             record = trial.system_attrs.get(ASK_KEY)
             if not record or record.get("sampler") != self._tag:
@@ -363,7 +424,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
             if trial.number not in self._done and trial.number != current
         ]
         for trial in fresh:  # before any change
-            _check_no_constraints(trial, type(self).__name__)
+            self._check_constraints(trial)
         for trial in fresh:
             if trial.number not in self._arm_of and trial.state in (
                 *_FINISHED,
@@ -391,10 +452,11 @@ class _LoopSampler(LoopBuilder, BaseSampler):
             self._arm_of[number] = index
         elif number not in self._arm_of:
             return
-        elif code == TOLD and math.isfinite(trial.value):
+        elif code == TOLD and (outcomes := self._outcomes_of(trial)) is not None:
             index = self._arm_of.pop(number)
-            reward = torch.tensor([self._sign * trial.value], dtype=torch.float64)
-            self.loop.tell(torch.tensor([index]), reward)
+            self.loop.tell(
+                torch.tensor([index]), outcomes if self._single else outcomes[None]
+            )
             self._refiner.refine(self.loop, self.arms)
             self._done.add(number)
             self.told_trials.append(number)
@@ -404,6 +466,50 @@ class _LoopSampler(LoopBuilder, BaseSampler):
             self.failed_trials.append(number)
             code = FAILED
         self._steps.append([code, number])
+
+    def _outcome_loop(self, num_objectives: int, num_constraints: int) -> Any:
+        r"""The loop on the arms: the sampler's loop for one objective and no
+        constraint, else a
+        :class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop` of one
+        per outcome (seeds ``seed + i OUTCOME_SEED_STRIDE``, below 2^63)."""
+        features, continuous = self.arms.features, self.arms.continuous
+        count = num_objectives + num_constraints
+        loops = [
+            self._build_loop(
+                features, (self._seed + i * OUTCOME_SEED_STRIDE) % 2**63, continuous
+            )
+            for i in range(count)
+        ]
+        if count == 1:
+            return loops[0]
+        return MultiOutcomeLoop(loops, num_objectives, self._seed % 2**63)
+
+    def _check_constraints(self, trial: FrozenTrial) -> None:
+        r"""Raise a ValueError unless a completed ``trial`` has the constraints of
+        the study's first completed trial (by name)."""
+        if trial.state != TrialState.COMPLETE:
+            return
+        names = sorted(_constraints_of(trial))
+        if names != self._constraint_names:
+            raise ValueError(
+                f"{type(self).__name__}: trial {trial.number} has the constraints "
+                f"{names}, the study's first completed trial {self._constraint_names}"
+                "; every completed trial needs the same ones (set them in each "
+                "trial, or give the sampler a `constraints_func`)."
+            )
+
+    def _outcomes_of(self, trial: FrozenTrial) -> torch.Tensor | None:
+        r"""The ``o + k`` outcomes of a completed ``trial``: its values (negated
+        for ``minimize``), then its constraint values; None if one is not
+        finite."""
+        constraints = _constraints_of(trial)
+        values = [
+            sign * value for sign, value in zip(self._signs, trial.values, strict=True)
+        ]
+        values += [constraints[name] for name in self._constraint_names]
+        if not all(math.isfinite(value) for value in values):
+            return None
+        return torch.tensor(values, dtype=torch.float64)
 
     def _arm_of_params(self, trial: FrozenTrial) -> int | None:
         r"""The arm of ``trial``'s parameters, added to the arms and the loop if
@@ -453,19 +559,19 @@ class _LoopSampler(LoopBuilder, BaseSampler):
             return dict(self._arm_of) if self.loop is not None else {}
 
 
-def _check_single_objective(study: Study, name: str) -> None:
-    if len(study.directions) > 1:
-        raise ValueError(
-            f"{name} supports single-objective studies only, got "
-            f"{len(study.directions)} objectives."
-        )
-
-
-def _check_no_constraints(trial: FrozenTrial, name: str) -> None:
-    if any(key.startswith("constraints") for key in trial.system_attrs):
-        raise ValueError(
-            f"{name} does not support constraints (trial {trial.number} has some)."
-        )
+def _constraints_of(trial: FrozenTrial) -> dict[str, float]:
+    r"""Name -> value of ``trial``'s constraints, in both of Optuna's formats: a
+    list (``constraints_func``; names ``"0"``, ``"1"``...) and one key per value
+    (``Trial.set_constraint``)."""
+    attributes = trial.system_attrs
+    constraints = {
+        str(i): value for i, value in enumerate(attributes.get(CONSTRAINTS_KEY) or ())
+    }
+    prefix = f"{CONSTRAINTS_KEY}:"
+    for key, value in attributes.items():
+        if key.startswith(prefix):
+            constraints[key[len(prefix) :]] = value
+    return constraints
 
 
 class BBKBSampler(_LoopSampler):

@@ -62,15 +62,25 @@ def ask_and_sync(study: optuna.Study) -> optuna.Trial:
 
 def check_loop_matches_study(sampler, study: optuna.Study) -> None:
     r"""Oracle: the loop's told rewards are the COMPLETE trials' values (negated
-    for minimize) on their parameters' arms, its failed arms those of the FAIL and
+    for minimize; with several objectives or constraints, each outcome loop's
+    rewards are its objective's values or its constraint's values negated) on
+    their parameters' arms, its failed arms those of the FAIL and
     PRUNED trials, its pending arms those of the RUNNING trials (each of those
     trials with the parameters of the relative space, or asked by this sampler: a
     trial whose worker died before suggesting its parameters has the arm recorded
     with the ask)."""
     trials = study.get_trials(deepcopy=False)
     states = optuna.trial.TrialState
-    sign = -1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else 1.0
+    minimize = optuna.study.StudyDirection.MINIMIZE
+    signs = [-1.0 if d == minimize else 1.0 for d in study.directions]
     arms, loop = sampler.arms, sampler.loop
+    outcome_loops = getattr(loop, "loops", [loop])  # one per outcome, or the loop
+
+    def outcomes(t: optuna.trial.FrozenTrial) -> list[float]:
+        r"""Its values (negated for minimize), then its constraints negated (in
+        the order of their names)."""
+        values = [sign * value for sign, value in zip(signs, t.values, strict=True)]
+        return values + [-value for _, value in sorted(t.constraints.items())]
 
     def covers(t: optuna.trial.FrozenTrial) -> bool:
         return all(t.distributions.get(n) == d for n, d in sampler._space.items())
@@ -94,13 +104,18 @@ def check_loop_matches_study(sampler, study: optuna.Study) -> None:
     assert sorted(sampler.told_trials) == numbers(states.COMPLETE)
     assert loop.num_observations == len(sampler.told_trials)
     for k, number in enumerate(sampler.told_trials):
-        assert loop.rewards[k].item() == sign * trials[number].value
+        told = [outcome_loop.rewards[k].item() for outcome_loop in outcome_loops]
+        assert told == outcomes(trials[number])
         assert loop.observed[k].item() == arm(number)
     assert sorted(sampler.failed_trials) == numbers(states.FAIL, states.PRUNED)
-    assert sorted(loop.failed.tolist()) == sorted(map(arm, sampler.failed_trials))
     pending = sampler.pending_trials
     assert sorted(pending) == numbers(states.RUNNING)
     assert all(pending[number] == arm(number) for number in pending)
+    for outcome_loop in outcome_loops:  # every loop: the same arms
+        assert torch.equal(outcome_loop.observed, loop.observed)
+        failed = sorted(outcome_loop.failed.tolist())
+        assert failed == sorted(map(arm, sampler.failed_trials))
+        assert sorted(outcome_loop.pending.tolist()) == sorted(pending.values())
     assert sorted(loop.pending.tolist()) == sorted(pending.values())
 
 

@@ -1,9 +1,8 @@
 r"""Optuna's sampler conformance suite (``optuna.testing.pytest_samplers``, as
 OptunaHub's unit-test recipe uses it: a test class per sampler that inherits the
 suite's cases and overrides its ``sampler`` fixture, a factory of fresh samplers)
-for both samplers: basic and relative sampling, and the ValueError of a
-single-objective sampler on a multi-objective study. ``MultiObjectiveSamplerTestCase``
-does not apply: it excludes ``SingleOnlySamplerTestCase``."""
+for both samplers: basic, relative and multi-objective sampling (the samplers
+take multi-objective studies, so ``SingleOnlySamplerTestCase`` does not apply)."""
 
 from __future__ import annotations
 
@@ -17,8 +16,8 @@ pytest.importorskip("optuna.testing.pytest_samplers")
 from optuna.samplers import BaseSampler  # noqa: E402
 from optuna.testing.pytest_samplers import (  # noqa: E402
     BasicSamplerTestCase,
+    MultiObjectiveSamplerTestCase,
     RelativeSamplerTestCase,
-    SingleOnlySamplerTestCase,
 )
 
 from botorch_sketch.integrations.optuna import (  # noqa: E402
@@ -32,7 +31,7 @@ CHEAP = {"num_arms": 64, "num_refined": 8}
 
 
 class _Conformance(
-    BasicSamplerTestCase, RelativeSamplerTestCase, SingleOnlySamplerTestCase
+    BasicSamplerTestCase, RelativeSamplerTestCase, MultiObjectiveSamplerTestCase
 ):
     sampler_class: type[BaseSampler]
 
