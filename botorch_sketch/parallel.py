@@ -474,7 +474,9 @@ class EvaluationLog:
 
     Attributes:
         indices: Told arm indices (``n``).
-        rewards: Their rewards (``n``).
+        rewards: Their rewards (``n``; for an optimizer of ``c > 1`` outcomes,
+            e.g. a :class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop`,
+            ``n`` lists of ``c``).
         failed: Failed arm indices, with one :class:`EvaluationError` each in
             ``errors``.
         num_asked: Arms the optimizer returned from ``ask`` over the whole run,
@@ -482,7 +484,7 @@ class EvaluationLog:
     """
 
     indices: list[int] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
+    rewards: list[float] | list[list[float]] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
     errors: list[EvaluationError] = field(default_factory=list)
     num_asked: int = 0
@@ -493,9 +495,15 @@ class EvaluationLog:
         return len(self.indices) + len(self.failed)
 
     def best(self) -> tuple[int, float]:
-        r"""The told arm with the largest reward and that reward."""
+        r"""The told arm with the largest reward and that reward (one outcome
+        only: with several there is no single best)."""
         if not self.rewards:
             raise ValueError("No evaluation has succeeded yet.")
+        if isinstance(self.rewards[0], list):
+            raise ValueError(
+                "The rewards have several outcomes (objectives and constraints): "
+                "no single best; read the optimizer's feasible outcomes instead."
+            )
         position = max(range(len(self.rewards)), key=self.rewards.__getitem__)
         return self.indices[position], self.rewards[position]
 
@@ -590,6 +598,23 @@ def _check_timeout(value: object, name: str) -> float | None:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"`{name}` must be positive and finite, got {value}.")
     return float(value)
+
+
+def _as_outcomes(value: Any, count: int) -> float | list[float]:
+    r"""The reward (``count = 1``, :func:`_as_reward`) or the ``count`` outcomes
+    (a list of finite floats) of an objective's return value: for several, a
+    sequence, tensor or array of ``count`` real numbers; a TypeError naming the
+    count otherwise."""
+    if count == 1:
+        return _as_reward(value)
+    values = value.tolist() if isinstance(value, (Tensor, np.ndarray)) else value
+    if not isinstance(values, (list, tuple)) or len(values) != count:
+        raise TypeError(
+            f"the objective returned {value!r}: the optimizer takes {count} "
+            "outcomes per arm (objectives, then constraints), a sequence of "
+            f"{count} real numbers."
+        )
+    return [_as_reward(element) for element in values]
 
 
 def _as_reward(value: Any) -> float:
@@ -706,7 +731,11 @@ def run_parallel(
             ``KeyboardInterrupt`` raised by it fails the evaluation
             (:class:`EvaluationInterrupted`); a Ctrl-C of the driver still stops
             the run. A reward is a finite real number (an int, a float, a NumPy or
-            one-element torch number); anything else fails the evaluation.
+            one-element torch number); anything else fails the evaluation. For
+            an optimizer of ``c > 1`` outcomes (its ``num_outcomes``: a
+            :class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop`
+            of objectives and constraints), ``c`` of them: a sequence, tensor
+            or array of ``c`` finite real numbers.
         engine: An :class:`Engine`, a ``concurrent.futures.Executor``, a Dask
             ``distributed.Client`` or ``"ray"``.
         num_workers: Evaluations kept in flight (``>= 1``).
@@ -755,6 +784,7 @@ def run_parallel(
         state, log = load_checkpoint(checkpoint)
         optimizer.load_state_dict(state)
     evaluate = functools.partial(_evaluate, objective)
+    count = getattr(optimizer, "num_outcomes", 1)  # outcomes per arm
     # asked but not submitted: the arms a resumed run left pending come first
     queue: deque[int] = deque(optimizer.pending.tolist())
     in_flight: dict[Hashable, _Evaluation] = {}
@@ -791,7 +821,7 @@ def run_parallel(
                 continue
             with _interrupts_deferred():
                 outcomes = _outcomes(
-                    engine, in_flight, done, expired, evaluation_timeout
+                    engine, in_flight, done, expired, evaluation_timeout, count
                 )
                 _record(optimizer, outcomes, log)
                 if checkpoint is not None:
@@ -863,20 +893,21 @@ def _outcomes(
     done: list[Hashable],
     expired: list[Hashable],
     timeout: float | None,
-) -> list[tuple[int, float | Exception]]:
+    count: int,
+) -> list[tuple[int, float | list[float] | Exception]]:
     r"""Remove ``done`` and ``expired`` (after ``timeout`` seconds) from
-    ``in_flight``; return their arms with a finite reward or the error, in
-    submission order."""
+    ``in_flight``; return their arms with a finite reward (``count`` finite
+    outcomes) or the error, in submission order."""
     outcomes = []
     for handle in sorted([*done, *expired], key=lambda h: in_flight[h].order):
         evaluation = in_flight.pop(handle)
         if handle in expired:
-            outcome: float | Exception = TimeoutError(
+            outcome: float | list[float] | Exception = TimeoutError(
                 f"no result within evaluation_timeout={timeout:g} s"
             )
         else:
             try:
-                outcome = _as_reward(engine.result(handle))
+                outcome = _as_outcomes(engine.result(handle), count)
             except Exception as error:  # a worker's error, reported with its arm
                 outcome = error
         outcomes.append((evaluation.index, outcome))
@@ -906,12 +937,14 @@ def _interrupts_deferred() -> Iterator[None]:
 
 def _record(
     optimizer: AskTellOptimizer,
-    outcomes: list[tuple[int, float | Exception]],
+    outcomes: list[tuple[int, float | list[float] | Exception]],
     log: EvaluationLog,
 ) -> None:
-    r"""Tell the rewards of ``outcomes`` (arm index, reward or error) in one call and
-    fail the arms with an error, logging it."""
-    told = [(index, value) for index, value in outcomes if isinstance(value, float)]
+    r"""Tell the rewards of ``outcomes`` (arm index, reward or outcomes, or error)
+    in one call and fail the arms with an error, logging it."""
+    told = [
+        (index, value) for index, value in outcomes if not isinstance(value, Exception)
+    ]
     failed = [index for index, value in outcomes if isinstance(value, Exception)]
     for index, value in outcomes:
         if isinstance(value, Exception):

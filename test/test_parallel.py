@@ -19,6 +19,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch import asynchronous_options
 from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.multi_outcome import MultiOutcomeLoop
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.parallel import (
     DISTRIBUTED_INSTALL_HINT,
@@ -232,6 +233,44 @@ def test_worker_errors_are_recorded_with_their_arm(engine):
             assert x[1] > 0.9 and "non-finite" in error.error
     for index, value in zip(log.indices, log.rewards, strict=True):
         assert arms[index, 0] <= 0.75 and value == reward(arms[index])
+
+
+def reward_and_constraint(x: torch.Tensor) -> tuple[float, float] | list[float]:
+    r"""``reward`` and a constraint, feasible (``<= 0``) where ``x_0 >= 0.3``; one
+    value too many where ``x_1 > 0.8`` (a malformed result)."""
+    outcomes = [reward(x), 0.3 - float(x[0])]
+    return outcomes + [0.0] if x[1] > 0.8 else tuple(outcomes)
+
+
+@pytest.mark.parametrize("engine", ["threads", "processes"], indirect=True)
+def test_a_multi_outcome_loop_is_told_every_outcome(engine, tmp_path):
+    arms = make_arms()
+    loop = MultiOutcomeLoop([BBKB(arms, seed=i) for i in range(2)], num_objectives=1)
+    checkpoint = tmp_path / "run.pt"
+    log = run_parallel(
+        loop,
+        reward_and_constraint,
+        engine,
+        num_workers=2,
+        budget=16,
+        checkpoint=checkpoint,
+    )
+    assert log.num_completed == 16 and loop.pending.numel() == 0
+    for index, outcomes in zip(log.indices, log.rewards, strict=True):
+        assert outcomes == list(reward_and_constraint(arms[index]))
+    assert Counter(loop.observed.tolist()) == Counter(log.indices)
+    expected = [list(reward_and_constraint(arms[i])) for i in loop.observed.tolist()]
+    assert loop.outcomes.tolist() == expected
+    assert log.failed  # the malformed results: failed, with their error
+    for index, error in zip(log.failed, log.errors, strict=True):
+        assert arms[index, 1] > 0.8 and "2 outcomes per arm" in error.error
+    with pytest.raises(ValueError, match="several outcomes"):
+        log.best()
+    state, saved = load_checkpoint(checkpoint)
+    resumed = MultiOutcomeLoop([BBKB(arms, seed=i) for i in range(2)], 1)
+    resumed.load_state_dict(state)
+    assert saved.rewards == log.rewards
+    assert torch.equal(resumed.outcomes, loop.outcomes)
 
 
 def fails_where_x1_is_above_0_6(x: torch.Tensor) -> float:

@@ -99,6 +99,12 @@ class MultiOutcomeLoop:
         raise AttributeError(name)
 
     @property
+    def num_outcomes(self) -> int:
+        r"""``o + k``: the outcomes each :meth:`tell` takes per arm (what
+        :func:`~botorch_sketch.parallel.run_parallel` asks the objective for)."""
+        return len(self.loops)
+
+    @property
     def feasible(self) -> Tensor:
         r"""``t`` booleans: the told outcomes whose constraints are all ``<= 0``."""
         return (self.outcomes[:, self.num_objectives :] <= 0).all(-1)
