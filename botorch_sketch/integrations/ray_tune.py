@@ -31,7 +31,16 @@ metric gives the same suggestions. At each refit of the learned kernel,
 (:mod:`~botorch_sketch.integrations.arm_refinement`) join the arms, so the precision on
 continuous parameters is not capped by the ``num_arms`` Sobol configurations.
 A trial that errored, or ended without a finite value of the metric, is failed
-in the loop (it never enters the posterior) and listed in ``failures``. Once every
+in the loop (it never enters the posterior) and listed in ``failures``.
+
+Several objectives (``metric`` and ``mode`` lists, as Ray's ``OptunaSearch``
+takes them) and constraints (``constraint_metrics``: result keys whose values
+must be ``<= 0``) make the loop a
+:class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop` of one loop per
+objective and constraint: each trial takes the best random scalarization of the
+objectives' UCBs or Thompson samples among the configurations whose constraints
+are optimistically met, and every finished trial, feasible or not, informs every
+loop (no local phase with several objectives). Once every
 arm has failed, ``suggest`` returns ``Searcher.FINISHED`` and Tune starts no more
 trials (BBKB asks no failed arm again; S-GP-TS may, but would only repeat failures).
 
@@ -68,6 +77,7 @@ from gpytorch.kernels import Kernel
 from ray.tune.search import Searcher
 
 from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.multi_outcome import MultiOutcomeLoop
 from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.integrations.arm_refinement import (
@@ -93,9 +103,10 @@ class _LoopSearch(LoopBuilder, Searcher):
     def __init__(
         self,
         space: dict | list[dict] | None = None,
-        metric: str | None = None,
-        mode: str | None = None,
+        metric: str | list[str] | None = None,
+        mode: str | list[str] | None = None,
         *,
+        constraint_metrics: list[str] | None = None,
         points_to_evaluate: list[dict] | None = None,
         max_concurrent: int | None = None,
         num_arms: int = DEFAULT_NUM_ARMS,
@@ -107,6 +118,8 @@ class _LoopSearch(LoopBuilder, Searcher):
         covar_module: Kernel | None = None,
         **overrides: Any,
     ) -> None:
+        _check_objectives(metric, mode)
+        self._constraints = _checked_constraints(constraint_metrics, metric)
         super().__init__(metric=metric, mode=mode)
         self._keep_loop_settings(options, covar_module, overrides)
         _check_savable(options, covar_module, overrides, type(self).__name__)
@@ -138,9 +151,25 @@ class _LoopSearch(LoopBuilder, Searcher):
         self._queue = list(arm_space.point_indices)
 
     def _new_loop(self) -> Any:
-        r"""A loop on the arms of :attr:`arm_space` (:meth:`_build_loop`)."""
+        r"""A loop on the arms of :attr:`arm_space` (:meth:`_build_loop`), or one
+        per objective and constraint in a
+        :class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop` (seeds
+        ``seed + i``; no local phase with several objectives)."""
         arm_space = self.arm_space
-        return self._build_loop(arm_space.features, self._seed, arm_space.continuous)
+        num_objectives = len(self._metric) if isinstance(self._metric, list) else 1
+        count = num_objectives + len(self._constraints)
+        loops = [
+            self._build_loop(arm_space.features, self._seed + i, arm_space.continuous)
+            for i in range(count)
+        ]
+        if num_objectives > 1:
+            self._refiner.local = None
+        return loops[0] if count == 1 else MultiOutcomeLoop(loops, num_objectives)
+
+    def _num_outcomes(self) -> int:
+        r"""The outcomes the metric, mode and constraints call for."""
+        objectives = len(self._metric) if isinstance(self._metric, list) else 1
+        return objectives + len(self._constraints)
 
     def set_max_concurrency(self, max_concurrent: int) -> bool:
         r"""Run at most ``max_concurrent`` trials at once (Tune's
@@ -168,20 +197,26 @@ class _LoopSearch(LoopBuilder, Searcher):
         do; returns True. With a space of its own it returns False (Tune's space is
         not used); Tune's metric and mode then fill in those the searcher lacks, and
         one that differs from the searcher's is a ValueError (Ray's searchers would
-        ignore it)."""
-        if self.arm_space is None:
+        ignore it). A searcher of several objectives keeps its metric and mode
+        lists (it takes Tune's space if it has none); Tune's, if given, must be
+        their first entries, the objective Tune reports on."""
+        if self.arm_space is None and not isinstance(self._metric, list):
             self._set_space(config)
             self._metric, self._mode = metric or self._metric, mode or self._mode
             return True
+        taken = self.arm_space is None  # several objectives: Tune's space only
+        if taken:
+            self._set_space(config)
         for name, tune_value in (("metric", metric), ("mode", mode)):
             own = getattr(self, f"_{name}")
-            if tune_value and own and tune_value != own:
+            first = own[0] if isinstance(own, list) else own  # reported by Tune
+            if tune_value and own and tune_value != first:
                 raise ValueError(
                     f"`{name}` {own!r} of {type(self).__name__} conflicts with "
                     f"{tune_value!r} of tune.TuneConfig: give it in one place."
                 )
         self._metric, self._mode = self._metric or metric, self._mode or mode
-        return False
+        return taken
 
     def suggest(self, trial_id: str) -> dict | str | None:
         r"""The next configuration; None while the loop waits for results;
@@ -191,11 +226,16 @@ class _LoopSearch(LoopBuilder, Searcher):
                 f"{type(self).__name__} has no search space: pass `space` or a "
                 "`param_space` to tune.Tuner."
             )
-        if self._metric is None or self._mode not in ("min", "max"):
+        if self._metric is None or self._mode is None:
             raise RuntimeError(
                 f"{type(self).__name__} needs `metric` and `mode` ('min' or 'max'), "
                 "here or in tune.TuneConfig."
             )
+        _check_objectives(self._metric, self._mode)
+        if self._untouched() and getattr(self.loop, "num_outcomes", 1) != (
+            self._num_outcomes()
+        ):  # the metric came from Tune after the loop was built
+            self.loop = self._new_loop()
         if self._max_concurrent is not None and (
             len(self._trials) >= self._max_concurrent
         ):
@@ -224,18 +264,27 @@ class _LoopSearch(LoopBuilder, Searcher):
     def on_trial_complete(
         self, trial_id: str, result: dict | None = None, error: bool = False
     ) -> None:
-        r"""Tell the trial's metric (negated for ``mode="min"``), or fail its arm
-        if it errored or ended without a finite metric."""
+        r"""Tell the trial's metric (negated for ``mode="min"``; several: each
+        objective, then each constraint), or fail its arm if it errored or ended
+        without a finite value of one of them."""
         index = self._trials.pop(trial_id, None)
         if index is None:  # not suggested by this searcher
             return
         indices = torch.tensor([index])
-        value = (result or {}).get(self._metric)
-        if error or not isinstance(value, Real) or not math.isfinite(value):
+        metrics = self._metric if isinstance(self._metric, list) else [self._metric]
+        modes = self._mode if isinstance(self._mode, list) else [self._mode]
+        keys = [*metrics, *self._constraints]
+        values = [(result or {}).get(key) for key in keys]
+        missing = [
+            (key, value)
+            for key, value in zip(keys, values, strict=True)
+            if not isinstance(value, Real) or not math.isfinite(value)
+        ]
+        if error or missing:
             reason = (
                 "error"
                 if error
-                else f"no finite value of {self._metric!r} (got {value!r})"
+                else f"no finite value of {missing[0][0]!r} (got {missing[0][1]!r})"
             )
             self.loop.fail(indices)
             self.failures.append(
@@ -247,8 +296,14 @@ class _LoopSearch(LoopBuilder, Searcher):
                 }
             )
             return
-        reward = float(value) if self._mode == "max" else -float(value)
-        self.loop.tell(indices, torch.tensor([reward], dtype=torch.float64))
+        signs = [1.0 if mode == "max" else -1.0 for mode in modes]
+        signs += [1.0] * len(self._constraints)
+        outcomes = torch.tensor(
+            [sign * float(value) for sign, value in zip(signs, values, strict=True)],
+            dtype=torch.float64,
+        )
+        single = len(keys) == 1
+        self.loop.tell(indices, outcomes if single else outcomes.unsqueeze(0))
         self._refiner.refine(self.loop, self.arm_space)
 
     def save(self, checkpoint_path: str) -> None:
@@ -262,6 +317,7 @@ class _LoopSearch(LoopBuilder, Searcher):
             "max_concurrent": self._max_concurrent,
             "metric": self._metric,
             "mode": self._mode,
+            "constraint_metrics": list(self._constraints),
             "num_arms": self._num_arms,
             "seed": self._seed,
             "options": self._options,
@@ -283,6 +339,7 @@ class _LoopSearch(LoopBuilder, Searcher):
         with open(checkpoint_path, "rb") as file:
             state = pickle.load(file)
         self._metric, self._mode = state["metric"], state["mode"]
+        self._constraints = state.get("constraint_metrics", [])
         self._num_arms, self._seed = state["num_arms"], state["seed"]
         self._options, self._overrides = state["options"], state["overrides"]
         self._covar_module = state["covar_module"]
@@ -298,6 +355,49 @@ class _LoopSearch(LoopBuilder, Searcher):
         self._queue = list(state["queue"])
         self._trials = dict(state["trials"])
         self.failures = state["failures"]
+
+
+def _check_objectives(
+    metric: str | list[str] | None, mode: str | list[str] | None
+) -> None:
+    r"""Raise a ValueError unless ``mode`` fits ``metric``: ``"min"`` or
+    ``"max"`` (or None) for one metric, a list of as many for a list of distinct
+    metrics."""
+    if isinstance(metric, list):
+        if len(set(metric)) != len(metric) or not metric:
+            raise ValueError(f"`metric` must name distinct results, got {metric}.")
+        if mode is not None and (
+            not isinstance(mode, list)
+            or len(mode) != len(metric)
+            or any(m not in ("min", "max") for m in mode)
+        ):
+            raise ValueError(
+                f"`mode` must be a list of 'min' or 'max', one per metric {metric}, "
+                f"got {mode!r}."
+            )
+    elif mode is not None and mode not in ("min", "max"):
+        raise ValueError(f"`mode` must be 'min' or 'max', got {mode!r}.")
+
+
+def _checked_constraints(
+    constraint_metrics: list[str] | None, metric: str | list[str] | None
+) -> list[str]:
+    r"""The constraint metrics as a list, checked: distinct strings, none of them
+    an objective."""
+    if constraint_metrics is None:
+        return []
+    objectives = metric if isinstance(metric, list) else [metric]
+    if (
+        not isinstance(constraint_metrics, (list, tuple))
+        or not all(isinstance(key, str) for key in constraint_metrics)
+        or len(set(constraint_metrics)) != len(constraint_metrics)
+        or set(constraint_metrics) & set(objectives)
+    ):
+        raise ValueError(
+            "`constraint_metrics` must be a list of distinct result keys, none of "
+            f"them an objective, got {constraint_metrics!r}."
+        )
+    return list(constraint_metrics)
 
 
 def _check_savable(
@@ -331,8 +431,11 @@ class BBKBSearch(_LoopSearch):
     Args:
         space: Tune search space or list of configurations (or None: Tune's
             ``param_space``).
-        metric: The result key to optimize (or None: ``tune.TuneConfig``'s).
-        mode: ``"max"`` or ``"min"``.
+        metric: The result key to optimize (or None: ``tune.TuneConfig``'s); a
+            list of keys for several objectives.
+        mode: ``"max"`` or ``"min"``; a list of them, one per metric.
+        constraint_metrics: Result keys of constraint values, feasible where all
+            are ``<= 0`` (None: none).
         points_to_evaluate: Configurations suggested first, in order (their
             results enter the posterior as the others'); in the list ``space``,
             or values of a search space's domains (extra arms).
@@ -368,8 +471,9 @@ class SGPTSSearch(_LoopSearch):
     ``max_concurrent`` only caps the running trials).
 
     Arguments: those of :class:`BBKBSearch` (``space``, ``metric``, ``mode``,
-    ``points_to_evaluate``, ``max_concurrent``, ``num_arms``, ``num_refined``,
-    ``num_local``, ``local_phase``, ``seed``, ``covar_module``), with ``options`` an
+    ``constraint_metrics``, ``points_to_evaluate``, ``max_concurrent``,
+    ``num_arms``, ``num_refined``, ``num_local``, ``local_phase``, ``seed``,
+    ``covar_module``), with ``options`` an
     :class:`~botorch_sketch.generation.options.SGPTSOptions` and ``**overrides``
     its fields (``noise``, ``num_inducing``, ``num_features``, ``alpha``, ...).
     """

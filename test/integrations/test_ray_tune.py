@@ -127,6 +127,84 @@ def test_save_and_restore_continue_exactly(searcher_class, tmp_path):
     assert drive(restored, [f"b{i}" for i in range(12)]) == reference
 
 
+def outcomes(config: dict) -> dict:
+    r"""Two objectives and a constraint of one configuration: ``score``
+    (maximized), ``cost`` (minimized, larger for deep networks) and ``excess``
+    (feasible, ``<= 0``, unless ``width > 0.8``)."""
+    return {
+        "score": score(config),
+        "cost": config["depth"] * (1.0 + config["width"]),
+        "excess": config["width"] - 0.8,
+    }
+
+
+@pytest.mark.parametrize("searcher_class", [BBKBSearch, SGPTSSearch])
+def test_objectives_and_constraints_reach_their_loops(searcher_class, tmp_path):
+    def make():
+        return searcher_class(
+            SPACE,
+            metric=["score", "cost"],
+            mode=["max", "min"],
+            constraint_metrics=["excess"],
+            seed=2,
+            num_arms=128,
+        )
+
+    def drive(searcher, trials):
+        suggested = []
+        for trial in trials:
+            config = searcher.suggest(trial)
+            suggested.append(config)
+            result = outcomes(config)
+            if trial.endswith("7"):
+                del result["excess"]  # ends without a constraint value
+            searcher.on_trial_complete(trial, result)
+        return suggested
+
+    searcher = make()
+    drive(searcher, [f"a{i}" for i in range(18)])
+    loop = searcher.loop
+    assert (loop.num_objectives, loop.num_constraints) == (2, 1)
+    told = [searcher.arm_space.config(i) for i in loop.observed.tolist()]
+    expected = [[o["score"], -o["cost"], o["excess"]] for o in map(outcomes, told)]
+    torch.testing.assert_close(loop.outcomes, torch.tensor(expected).double())
+    assert [f["trial_id"] for f in searcher.failures] == ["a7", "a17"]
+    assert "'excess'" in searcher.failures[0]["reason"]
+    path = str(tmp_path / "searcher.pkl")
+    searcher.save(path)
+    restored = searcher_class()
+    restored.restore(path)
+    reference = drive(searcher, [f"b{i}" for i in range(6)])
+    assert drive(restored, [f"b{i}" for i in range(6)]) == reference
+
+
+def test_a_metric_from_tune_rebuilds_the_loop_for_its_constraints():
+    searcher = BBKBSearch(SPACE, constraint_metrics=["excess"], seed=0)
+    assert not searcher.set_search_properties("score", "max", {})
+    config = searcher.suggest("t0")
+    searcher.on_trial_complete("t0", outcomes(config))
+    assert searcher.loop.num_outcomes == 2
+    assert searcher.loop.outcomes.tolist() == [
+        [outcomes(config)["score"], outcomes(config)["excess"]]
+    ]
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"metric": ["a", "b"], "mode": "max"}, "mode"),
+        ({"metric": ["a", "b"], "mode": ["max"]}, "mode"),
+        ({"metric": ["a", "a"], "mode": ["max", "min"]}, "distinct"),
+        ({"metric": "a", "mode": "best"}, "mode"),
+        ({"metric": "a", "mode": "max", "constraint_metrics": ["a"]}, "constraint"),
+        ({"metric": "a", "mode": "max", "constraint_metrics": "c"}, "constraint"),
+    ],
+)
+def test_bad_objectives_and_constraints_are_named(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        BBKBSearch(SPACE, **kwargs)
+
+
 def test_the_local_phase_asks_its_arms_and_survives_save_and_restore(tmp_path):
     def branin(config: dict) -> float:
         x, y = config["x"], config["y"]
@@ -496,6 +574,30 @@ def test_sgpts_on_tune_with_failing_trials(local_ray):
     assert sorted(loop.rewards.tolist()) == pytest.approx(
         sorted(r.metrics["score"] for r in told)
     )
+
+
+def trainable_with_outcomes(config: dict) -> dict:
+    return outcomes(config)
+
+
+def test_two_objectives_and_a_constraint_on_tune(local_ray):
+    r"""A real Tune run: the searcher's metric list and constraint reach its
+    loops (Tune's own metric is the first objective, for its reports)."""
+    searcher = BBKBSearch(
+        metric=["score", "cost"],
+        mode=["max", "min"],
+        constraint_metrics=["excess"],
+        seed=0,
+    )
+    results = fit(searcher, str(local_ray), 8, trainable_with_outcomes)
+    assert len(results) == 8 and not any(r.error for r in results)
+    loop = searcher.loop
+    assert loop.num_outcomes == 3 and loop.pending.numel() == 0
+    expected = sorted(
+        [r.metrics["score"], -r.metrics["cost"], r.metrics["excess"]] for r in results
+    )
+    told = sorted(loop.outcomes.tolist())
+    torch.testing.assert_close(torch.tensor(told), torch.tensor(expected))
 
 
 def always_fails(config: dict) -> dict:
