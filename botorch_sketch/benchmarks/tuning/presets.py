@@ -269,7 +269,7 @@ PRESETS = {
                 ("constrained", CONSTRAINED_PROBLEMS, CONSTRAINED_METHODS),
                 ("multi-objective", MULTI_OBJECTIVE_PROBLEMS, MULTI_OBJECTIVE_METHODS),
             )
-            for budget, k in ((300, 1), (300, 8), (5000, 1))
+            for budget, k in ((300, 1), (300, 8), (1000, 1), (5000, 1))
         ),
         TuningPreset(
             "bbob-smoke",
