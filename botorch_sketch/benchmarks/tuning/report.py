@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -582,14 +583,7 @@ def plot_outcome_problem(
             horizon = min(t.horizon for t in group)
             steps = np.unique(np.geomspace(1, horizon, 60).astype(int))
             curves = np.stack([hypervolumes(t, steps) / scale for t in group])
-            axes.plot(steps, curves.mean(0), label=labels[method], **styles[method])
-            axes.fill_between(
-                steps,
-                curves.min(0),
-                curves.max(0),
-                color=styles[method]["color"],
-                alpha=0.12,
-            )
+            _plot_band(axes, steps, curves, labels[method], styles[method])
         name, ylabel = (
             "hypervolume",
             ("hypervolume" if scale == 1.0 else "hypervolume / largest"),
@@ -606,14 +600,7 @@ def plot_outcome_problem(
             curves, steps = curves[:, shown], steps[shown]
             positive &= bool((curves > 0).all())
             drawn = True
-            axes.plot(steps, curves.mean(0), label=labels[method], **styles[method])
-            axes.fill_between(
-                steps,
-                curves.min(0),
-                curves.max(0),
-                color=styles[method]["color"],
-                alpha=0.12,
-            )
+            _plot_band(axes, steps, curves, labels[method], styles[method])
         if not drawn:  # a legend entry saying so
             axes.plot([], [], label="no method feasible in every seed")
         elif positive:
@@ -625,6 +612,16 @@ def plot_outcome_problem(
     written = [plots.finish(figure, axes, path, title, "told trials", ylabel)]
     written.append(_plot_time_per_trial(groups, labels, styles, output_dir, problem))
     return written
+
+
+def _plot_band(
+    axes: Any, steps: np.ndarray, curves: np.ndarray, label: str, style: dict
+) -> None:
+    r"""The mean of ``curves`` (seeds x steps) as a line, their range as a band."""
+    axes.plot(steps, curves.mean(0), label=label, **style)
+    axes.fill_between(
+        steps, curves.min(0), curves.max(0), color=style["color"], alpha=0.12
+    )
 
 
 def _binned_median_seconds(
