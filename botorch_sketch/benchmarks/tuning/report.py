@@ -404,6 +404,20 @@ def _time_and_stops(
     return lines
 
 
+def _per_budget(
+    rows: Sequence[dict[str, object]],
+    budgets: Sequence[int],
+    heading: str,
+    cell: Callable[[dict[str, object]], str],
+) -> list[str]:
+    r"""For each budget, ``heading`` (its ``{}`` the budget) and the table of
+    ``cell`` per problem and method."""
+    lines = []
+    for budget in budgets:
+        lines += [heading.format(budget), "", _pivot(rows, budget, cell), ""]
+    return lines
+
+
 def constrained_tables(
     rows: Sequence[dict[str, object]], budgets: Sequence[int], minima: dict[str, float]
 ) -> str:
@@ -411,15 +425,13 @@ def constrained_tables(
     over the seeds with a feasible trial, 5 seeds unless said); the feasible
     trials per 100 and the optimizer's milliseconds per trial at the largest
     budget; ``minima``: the known minimum of each problem."""
-    lines = []
-    for budget in budgets:
-        lines += [
-            f"Best feasible loss after {budget} trials (mean ± std over the seeds "
-            "that found a feasible configuration):",
-            "",
-            _pivot(rows, budget, _best_feasible_cell),
-            "",
-        ]
+    lines = _per_budget(
+        rows,
+        budgets,
+        "Best feasible loss after {} trials (mean ± std over the seeds that found "
+        "a feasible configuration):",
+        _best_feasible_cell,
+    )
     if minima:
         known = "; ".join(f"{name}: {value:.7g}" for name, value in minima.items())
         lines += [f"Known minima (BoTorch's `optimal_value`): {known}.", ""]
@@ -444,15 +456,13 @@ def hypervolume_tables(
     ``HV`` and the hypervolume itself when the largest is unknown), then the
     optimizer's milliseconds per trial at the largest budget; ``references``: each
     problem's reference point and largest hypervolume (NaN: unknown)."""
-    lines = []
-    for budget in budgets:
-        lines += [
-            f"Hypervolume of the observed losses after {budget} trials, as a "
-            "fraction of the largest (mean ± std over seeds):",
-            "",
-            _pivot(rows, budget, _hypervolume_cell),
-            "",
-        ]
+    lines = _per_budget(
+        rows,
+        budgets,
+        "Hypervolume of the observed losses after {} trials, as a fraction of the "
+        "largest (mean ± std over seeds):",
+        _hypervolume_cell,
+    )
     if references:
         points = "; ".join(
             f"{name}: reference point {point}, largest hypervolume {largest:.6g}"
