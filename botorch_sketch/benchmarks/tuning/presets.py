@@ -39,6 +39,9 @@ LONG_TPE_TRIALS = 1000
 CONSTRAINED_METHODS = ("bbkb-optuna", "sgpts-optuna", "tpe", "random-optuna")
 MULTI_OBJECTIVE_METHODS = (*CONSTRAINED_METHODS, "nsga2")
 OUTCOME_BUDGETS = (100, 300, 1000, 5000)
+#: COCO's 55 bi-objective functions in 5-D, instance 1 (preset
+#: ``multi-objective-bbob-biobj``).
+BIOBJ_5D = bbob_suite(tuple(range(1, 56)), (5,), (1,), "bbob-biobj")
 
 
 def _gp_seconds(budget: int) -> float:
@@ -270,6 +273,20 @@ PRESETS = {
                 ("multi-objective", MULTI_OBJECTIVE_PROBLEMS, MULTI_OBJECTIVE_METHODS),
             )
             for budget, k in ((300, 1), (300, 8), (1000, 1), (5000, 1))
+        ),
+        TuningPreset(
+            "multi-objective-bbob-biobj",
+            "COCO bbob-biobj, 55 functions, 5-D, instance 1, 1 in flight, 300 "
+            f"trials, seed 0: {', '.join(MULTI_OBJECTIVE_METHODS)}; GPSampler 300 "
+            f"trials capped at {GP_SECONDS_LARGE:g} s",
+            tuple(
+                Block(BIOBJ_5D, methods, 300, 1, (0,), seconds)
+                for methods, seconds in (
+                    (MULTI_OBJECTIVE_METHODS, None),
+                    (("gp",), GP_SECONDS_LARGE),
+                )
+            ),
+            (100, 300),
         ),
         TuningPreset(
             "bbob-smoke",

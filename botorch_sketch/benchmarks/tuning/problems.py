@@ -1,7 +1,9 @@
 r"""Problems of the tuning benchmark: a search space, a loss to minimize and its
 minimum (docs/benchmarks.md, "Hyperparameter tuning with default options"), by name:
 the keys of :data:`PROBLEMS`, and COCO's ``bbob`` functions named as
-``bbob:function=F:dim=D:instance=I`` (:func:`bbob_suite` names several).
+``bbob:function=F:dim=D:instance=I`` (:func:`bbob_suite` names several) and its
+bi-objective ``bbob-biobj`` functions named as
+``bbob-biobj:function=F:dim=D:instance=I``.
 
 A problem may also have constraints (:data:`CONSTRAINED_PROBLEMS`: BoTorch's
 constrained test functions) or several losses, all minimized
@@ -157,55 +159,71 @@ BBOB_BOUNDS = (-5.0, 5.0)
 BBOB_DIMENSIONS = (5, 10)
 BBOB_INSTANCES = (1, 2, 3, 4, 5)
 _BBOB_KEYS = ("function", "dim", "instance")
+#: The number of functions of each COCO suite the benchmark runs: ``bbob``'s 24
+#: and ``bbob-biobj``'s 55 (pairs of ``bbob`` functions, two losses each).
+COCO_SUITES = {"bbob": 24, "bbob-biobj": 55}
 
 
 @dataclass(frozen=True)
 class BBOBSpec:
-    r"""One problem of COCO's ``bbob`` suite: function 1-24, dimension >= 2 and
-    instance >= 1 (each instance shifts and rotates the function and its minimum)."""
+    r"""One problem of a COCO suite (:data:`COCO_SUITES`): ``bbob``'s function
+    1-24 or ``bbob-biobj``'s 1-55, dimension >= 2 and instance >= 1 (each instance
+    shifts and rotates the functions and their minima)."""
 
     function: int
     dim: int
     instance: int
+    suite: str = "bbob"
 
     def __post_init__(self) -> None:
-        check_int(self.function, "function", 1, len(BBOB_FUNCTIONS))
+        if self.suite not in COCO_SUITES:
+            raise ValueError(f"`suite` must be one of {list(COCO_SUITES)}.")
+        check_int(self.function, "function", 1, COCO_SUITES[self.suite])
         check_int(self.dim, "dim", 2)
         check_int(self.instance, "instance", 1)
 
     @property
     def name(self) -> str:
-        r"""``"bbob:function=F:dim=D:instance=I"``: its problem name."""
-        return "bbob:" + ":".join(f"{key}={getattr(self, key)}" for key in _BBOB_KEYS)
+        r"""``"SUITE:function=F:dim=D:instance=I"``: its problem name."""
+        fields = ":".join(f"{key}={getattr(self, key)}" for key in _BBOB_KEYS)
+        return f"{self.suite}:{fields}"
 
 
 def parse_bbob(name: str) -> BBOBSpec | None:
     r"""The ``bbob`` problem ``name`` denotes (``bbob:function=F:dim=D:instance=I``,
     the fields in any order); None if it does not start with ``bbob:``; a
     ``ValueError`` naming ``name`` if it is malformed."""
-    if not name.startswith("bbob:"):
+    return _parse_coco(name, "bbob")
+
+
+def _parse_coco(name: str, suite: str) -> BBOBSpec | None:
+    r"""The problem of COCO's ``suite`` that ``name`` denotes
+    (``SUITE:function=F:dim=D:instance=I``), as :func:`parse_bbob`."""
+    prefix = f"{suite}:"
+    if not name.startswith(prefix):
         return None
-    pairs = [item.partition("=")[::2] for item in name[5:].split(":")]
+    pairs = [item.partition("=")[::2] for item in name[len(prefix) :].split(":")]
     if sorted(key for key, _ in pairs) != sorted(_BBOB_KEYS) or not all(
         value.isascii() and value.isdigit() for _, value in pairs
     ):
         raise ValueError(
-            f"`name` {name!r}: a bbob problem is bbob:function=F:dim=D:instance=I "
-            "(positive integers)."
+            f"`name` {name!r}: a {suite} problem is "
+            f"{suite}:function=F:dim=D:instance=I (positive integers)."
         )
-    return BBOBSpec(**{key: int(value) for key, value in pairs})
+    return BBOBSpec(**{key: int(value) for key, value in pairs}, suite=suite)
 
 
 def bbob_suite(
     functions: tuple[int, ...] = BBOB_FUNCTIONS,
     dims: tuple[int, ...] = BBOB_DIMENSIONS,
     instances: tuple[int, ...] = BBOB_INSTANCES,
+    suite: str = "bbob",
 ) -> tuple[str, ...]:
-    r"""The names of the ``bbob`` problems ``functions x dims x instances`` (by
-    dimension, then function, then instance); the defaults name the suite of the
-    presets: 24 functions, dimensions 5 and 10, instances 1-5."""
+    r"""The names of the ``suite`` problems ``functions x dims x instances`` (by
+    dimension, then function, then instance); the defaults name the ``bbob``
+    suite of the presets: 24 functions, dimensions 5 and 10, instances 1-5."""
     return tuple(
-        BBOBSpec(function, dim, instance).name
+        BBOBSpec(function, dim, instance, suite).name
         for dim in dims
         for function in functions
         for instance in instances
@@ -225,6 +243,31 @@ def bbob_problem(spec: BBOBSpec) -> TuningProblem:
         return float(function(box_point(space, config)))
 
     return TuningProblem(spec.name, space, loss, float(function.best_value()))
+
+
+def bbob_biobj_problem(spec: BBOBSpec) -> TuningProblem:
+    r"""The ``bbob-biobj`` problem ``spec`` (two losses, both minimized) on
+    ``[-5, 5]^dim``, COCO's region of interest, evaluated by ``cocoex`` (no
+    observer); its reference point is COCO's nadir point
+    (``largest_fvalues_of_interest``), its largest hypervolume unknown."""
+    import cocoex
+
+    options = f"dimensions:{spec.dim} instance_indices:{spec.instance}"
+    suite = cocoex.Suite("bbob-biobj", "", options)
+    function = suite.get_problem_by_function_dimension_instance(
+        spec.function, spec.dim, spec.instance
+    )
+    space = box_space([BBOB_BOUNDS] * spec.dim)
+
+    def loss(config: Config) -> tuple[float, float]:
+        first, second = function(box_point(space, config))
+        return float(first), float(second)
+
+    loss.suite = suite  # the problem lives as long as its suite
+    nadir = tuple(float(value) for value in function.largest_fvalues_of_interest)
+    return TuningProblem(
+        spec.name, space, loss, None, num_objectives=2, reference_point=nadir
+    )
 
 
 MIXED_SPACE: Space = (
@@ -312,15 +355,19 @@ def hgb_cadata(data_dir: str | Path) -> TuningProblem:
 
 
 def make_tuning_problem(name: str, data_dir: str | Path = "data") -> TuningProblem:
-    r"""The problem ``name``: a key of :data:`PROBLEMS` or a ``bbob`` problem
-    (:func:`parse_bbob`)."""
+    r"""The problem ``name``: a key of :data:`PROBLEMS`, a ``bbob`` problem
+    (:func:`parse_bbob`) or a ``bbob-biobj`` one."""
     spec = parse_bbob(name)
     if spec is not None:
         return bbob_problem(spec)
+    spec = _parse_coco(name, "bbob-biobj")
+    if spec is not None:
+        return bbob_biobj_problem(spec)
     if name not in PROBLEMS:
         raise ValueError(
-            f"Unknown problem {name!r}; known: {sorted(PROBLEMS)} and "
-            "bbob:function=F:dim=D:instance=I."
+            f"Unknown problem {name!r}; known: {sorted(PROBLEMS)}, "
+            "bbob:function=F:dim=D:instance=I and "
+            "bbob-biobj:function=F:dim=D:instance=I."
         )
     return PROBLEMS[name](data_dir)
 

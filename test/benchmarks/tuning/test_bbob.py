@@ -62,6 +62,36 @@ def test_bbob_names_parse_and_bad_names_raise():
     assert bbob_suite((2,), (10,), (3,)) == ("bbob:function=2:dim=10:instance=3",)
 
 
+def test_bbob_biobj_problems_are_cocoexs_two_losses_with_its_nadir():
+    # the suite object of each problem is built apart: its values are cocoex's own
+    suite = cocoex.Suite("bbob-biobj", "", "dimensions:5 instance_indices:1")
+    rng = np.random.default_rng(1)
+    for function in (1, 28, 55):
+        name = f"bbob-biobj:function={function}:dim=5:instance=1"
+        problem = make_tuning_problem(name)
+        assert problem.num_objectives == 2 and problem.optimum is None
+        assert [(p.low, p.high) for p in problem.space] == [(-5.0, 5.0)] * 5
+        reference = suite.get_problem_by_function_dimension_instance(function, 5, 1)
+        points = rng.uniform(-5.0, 5.0, (20, 5))
+        assert [problem.loss(_config(x)) for x in points] == [
+            tuple(reference(x)) for x in points
+        ]
+        assert problem.reference_point == tuple(reference.largest_fvalues_of_interest)
+    assert (
+        BBOBSpec(7, 5, 2, "bbob-biobj").name == "bbob-biobj:function=7:dim=5:instance=2"
+    )
+    assert parse_bbob("bbob-biobj:function=7:dim=5:instance=2") is None  # bbob only
+    with pytest.raises(ValueError, match="`function`"):
+        make_tuning_problem("bbob-biobj:function=56:dim=5:instance=1")
+    with pytest.raises(ValueError, match="bbob-biobj problem is"):
+        make_tuning_problem("bbob-biobj:function=1:dim=5")
+    preset = PRESETS["multi-objective-bbob-biobj"]
+    problems = bbob_suite(tuple(range(1, 56)), (5,), (1,), "bbob-biobj")
+    assert [block.problems for block in preset.blocks] == [problems] * 2
+    assert len(set(problems)) == 55
+    assert problems[-1] == "bbob-biobj:function=55:dim=5:instance=1"
+
+
 @pytest.mark.parametrize("dim", [5, 10])
 def test_bbob_values_equal_cocoex_and_never_beat_f_opt(dim):
     suite = cocoex.Suite("bbob", "instances: 1-2", f"dimensions: {dim}")
