@@ -272,8 +272,6 @@ _LEAD_ATTRIBUTES = frozenset(
         "covar_module",
         "refits",
         "num_observations",
-        "design_left",
-        "options",
     }
 )
 
