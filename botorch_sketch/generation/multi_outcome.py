@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from botorch.utils.multi_objective.pareto import is_non_dominated
 from torch import Tensor
 
 from botorch_sketch.generation.ask_tell import ArmLoop
@@ -82,6 +83,10 @@ class MultiOutcomeLoop:
         self.generator = torch.Generator().manual_seed(seed)
         #: ``t x (o + k)`` told outcomes as given (constraints as ``c``)
         self.outcomes = lead.arms.new_zeros(0, len(loops))
+        #: The weights of the last scalarization (equal before the first)
+        self.weights = torch.full((num_objectives,), num_objectives**-0.5).to(
+            self.outcomes
+        )
 
     # -- what the arm refiners read (the first objective's loop) ---------------
 
@@ -112,17 +117,22 @@ class MultiOutcomeLoop:
     @property
     def rewards(self) -> Tensor:
         r"""``t`` merits of the told outcomes, larger better (for the refiners'
-        best arms and trust regions): the objective (``o = 1``) or the smallest
-        objective in units of its spread above its minimum (``o > 1``); an
-        infeasible outcome sits below every feasible one, by its violation."""
+        best arms and trust regions): the objective (``o = 1``), or (``o > 1``)
+        the last scalarization ``min_i (y_i - r_i) / (w_i s_i)`` with ``r_i`` and
+        ``s_i`` the worst value and the range of objective ``i`` on the Pareto
+        front of the feasible outcomes (of all, if none is feasible), so that
+        the trust region follows the weights along the front; an infeasible
+        outcome sits below every feasible one, by its violation."""
         objectives = self.outcomes[:, : self.num_objectives]
         if objectives.shape[0] == 0:
             return objectives[:, 0]
         if self.num_objectives == 1:
             merit = objectives[:, 0]
         else:
-            low, spread = _low_and_spread(objectives)
-            merit = ((objectives - low) / spread).min(-1).values
+            feasible = self.feasible
+            pool = objectives[feasible] if bool(feasible.any()) else objectives
+            low, spread = _low_and_spread(pool[is_non_dominated(pool)])
+            merit = ((objectives - low) / (spread * self.weights)).min(-1).values
         if self.num_constraints == 0:
             return merit
         constraints = self.outcomes[:, self.num_objectives :]
@@ -181,8 +191,8 @@ class MultiOutcomeLoop:
             low = torch.stack(
                 [loop.targets_of(loop.rewards).min() for loop in self.loops[:o]]
             )
-            weights = self.scalarization_weights()
-            score = ((values[:, :o] - low) / weights).min(-1).values
+            self.weights = self.scalarization_weights()
+            score = ((values[:, :o] - low) / self.weights).min(-1).values
         return score.masked_fill(~feasible, -torch.inf).argmax()
 
     def scalarization_weights(self) -> Tensor:
@@ -242,6 +252,7 @@ class MultiOutcomeLoop:
             "loops": [loop.state_dict() for loop in self.loops],
             "num_objectives": self.num_objectives,
             "outcomes": self.outcomes.clone(),
+            "weights": self.weights.clone(),
             "generator": self.generator.get_state(),
         }
 
@@ -257,6 +268,7 @@ class MultiOutcomeLoop:
         for loop, saved in zip(self.loops, state["loops"], strict=True):
             loop.load_state_dict(saved)
         self.outcomes = state["outcomes"].to(self.outcomes)
+        self.weights = state["weights"].to(self.outcomes)
         self.generator.set_state(state["generator"])
 
 

@@ -160,6 +160,32 @@ def test_each_loop_is_told_its_column_and_constraints_negated(arms):
         assert loop.rewards[~loop.feasible].max() < feasible_rewards.min()
 
 
+def test_the_merit_of_several_objectives_follows_the_last_weights_on_the_front(arms):
+    # brute force: the Pareto front of the feasible outcomes (no other feasible
+    # outcome at least as good in both objectives and better in one), its worst
+    # value and range per objective, the last weights
+    loop = MultiOutcomeLoop([BBKB(arms, seed=i) for i in range(3)], num_objectives=2)
+    run(loop, arms, 15)
+    rows = loop.outcomes.tolist()
+    feasible = [row for row in rows if row[2] <= 0]
+
+    def dominated(row):
+        return any(
+            all(o[i] >= row[i] for i in (0, 1)) and o[:2] != row[:2] for o in feasible
+        )
+
+    front = [row for row in feasible if not dominated(row)]
+    low = [min(row[i] for row in front) for i in (0, 1)]
+    span = [max(row[i] for row in front) - low[i] or 1.0 for i in (0, 1)]
+    weights = loop.weights.tolist()
+    merits = loop.rewards.tolist()
+    for row, merit in zip(rows, merits, strict=True):
+        if row[2] <= 0:
+            expected = min((row[i] - low[i]) / (span[i] * weights[i]) for i in (0, 1))
+            assert merit == pytest.approx(expected, rel=1e-12)
+    assert weights != [2**-0.5] * 2  # drawn by the asks after the design
+
+
 def test_bad_outcomes_raise_naming_them_and_change_nothing(arms):
     loop = MultiOutcomeLoop([BBKB(arms, seed=i) for i in range(3)], num_objectives=2)
     run(loop, arms, 3)
