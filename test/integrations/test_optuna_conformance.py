@@ -25,7 +25,7 @@ from botorch_sketch.integrations.optuna import (  # noqa: E402
     SGPTSSampler,
 )
 
-#: Small arm sets and few refined arms keep the suite's 222 cases (111 per
+#: Small arm sets and few refined arms keep the suite's 252 cases (126 per
 #: sampler) at about 10 s on two cores (15 s with the default 2,048 + 128 arms).
 CHEAP = {"num_arms": 64, "num_refined": 8}
 
