@@ -100,7 +100,7 @@ class MultiOutcomeLoop:
         ``box``, ``covar_module``, ``refits``, ``num_observations`` ...: the lead
         loop's (the same arms and asks in every loop)."""
         if name in _LEAD_ATTRIBUTES:
-            return getattr(self.loops[0], name)
+            return getattr(self.lead, name)
         raise AttributeError(name)
 
     @property
@@ -154,8 +154,8 @@ class MultiOutcomeLoop:
         count = 1 if max_arms is None else check_int(max_arms, "max_arms", 1)
         check_bool(wait, "wait")
         chosen = []
+        lead = self.lead
         for _ in range(count):
-            lead = self.loops[0]
             if lead.design_left or lead.num_observations == 0:
                 index = lead.ask(1, wait=False)
                 others = self.loops[1:]

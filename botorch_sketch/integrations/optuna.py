@@ -122,10 +122,6 @@ _FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 #: or one ``constraints:<name>`` key per value (``Trial.set_constraint``).
 CONSTRAINTS_KEY = "constraints"
 
-#: Seeds of the outcome loops of a multi-outcome study: the sampler's seed plus
-#: this times the outcome (below 2^63).
-OUTCOME_SEED_STRIDE = 1_000_003
-
 _logger = logging.getLogger(__name__)
 
 
@@ -366,7 +362,13 @@ class _LoopSampler(LoopBuilder, BaseSampler):
             for direction in study.directions
         ]
         self.arms = arms_of_space(space, self._num_arms, self._seed)
-        self.loop = self._outcome_loop(len(self._signs), len(self._constraint_names))
+        self.loop = self._build_outcome_loop(
+            self.arms.features,
+            self._seed,
+            self.arms.continuous,
+            len(self._signs),
+            len(self._constraint_names),
+        )
         self._refiner = ArmRefiner(
             self._num_refined,
             self._seed,
@@ -466,23 +468,6 @@ class _LoopSampler(LoopBuilder, BaseSampler):
             self.failed_trials.append(number)
             code = FAILED
         self._steps.append([code, number])
-
-    def _outcome_loop(self, num_objectives: int, num_constraints: int) -> Any:
-        r"""The loop on the arms: the sampler's loop for one objective and no
-        constraint, else a
-        :class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop` of one
-        per outcome (seeds ``seed + i OUTCOME_SEED_STRIDE``, below 2^63)."""
-        features, continuous = self.arms.features, self.arms.continuous
-        count = num_objectives + num_constraints
-        loops = [
-            self._build_loop(
-                features, (self._seed + i * OUTCOME_SEED_STRIDE) % 2**63, continuous
-            )
-            for i in range(count)
-        ]
-        if count == 1:
-            return loops[0]
-        return MultiOutcomeLoop(loops, num_objectives, self._seed % 2**63)
 
     def _check_constraints(self, trial: FrozenTrial) -> None:
         r"""Raise a ValueError unless a completed ``trial`` has the constraints of

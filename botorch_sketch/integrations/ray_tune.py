@@ -77,7 +77,6 @@ from gpytorch.kernels import Kernel
 from ray.tune.search import Searcher
 
 from botorch_sketch.generation.bbkb_loop import BBKB
-from botorch_sketch.generation.multi_outcome import MultiOutcomeLoop
 from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.integrations.arm_refinement import (
@@ -153,23 +152,22 @@ class _LoopSearch(LoopBuilder, Searcher):
     def _new_loop(self) -> Any:
         r"""A loop on the arms of :attr:`arm_space` (:meth:`_build_loop`), or one
         per objective and constraint in a
-        :class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop` (seeds
-        ``seed + i``; no local phase with several objectives)."""
-        arm_space = self.arm_space
-        num_objectives = len(self._metric) if isinstance(self._metric, list) else 1
-        count = num_objectives + len(self._constraints)
-        loops = [
-            self._build_loop(arm_space.features, self._seed + i, arm_space.continuous)
-            for i in range(count)
-        ]
+        :class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop`
+        (:meth:`_build_outcome_loop`; no local phase with several objectives)."""
+        arm_space, num_objectives = self.arm_space, self._num_objectives()
         if num_objectives > 1:
             self._refiner.local = None
-        return loops[0] if count == 1 else MultiOutcomeLoop(loops, num_objectives)
+        return self._build_outcome_loop(
+            arm_space.features,
+            self._seed,
+            arm_space.continuous,
+            num_objectives,
+            len(self._constraints),
+        )
 
-    def _num_outcomes(self) -> int:
-        r"""The outcomes the metric, mode and constraints call for."""
-        objectives = len(self._metric) if isinstance(self._metric, list) else 1
-        return objectives + len(self._constraints)
+    def _num_objectives(self) -> int:
+        r"""The objectives the metric names (a list: several)."""
+        return len(self._metric) if isinstance(self._metric, list) else 1
 
     def set_max_concurrency(self, max_concurrent: int) -> bool:
         r"""Run at most ``max_concurrent`` trials at once (Tune's
@@ -232,9 +230,9 @@ class _LoopSearch(LoopBuilder, Searcher):
                 "here or in tune.TuneConfig."
             )
         _check_objectives(self._metric, self._mode)
-        if self._untouched() and getattr(self.loop, "num_outcomes", 1) != (
-            self._num_outcomes()
-        ):  # the metric came from Tune after the loop was built
+        # the metric came from Tune after the loop was built: rebuild it for them
+        wanted = self._num_objectives() + len(self._constraints)
+        if self._untouched() and getattr(self.loop, "num_outcomes", 1) != wanted:
             self.loop = self._new_loop()
         if self._max_concurrent is not None and (
             len(self._trials) >= self._max_concurrent

@@ -13,12 +13,17 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.generation.bbkb_loop import asynchronous_options
+from botorch_sketch.generation.multi_outcome import MultiOutcomeLoop
 from botorch_sketch.generation.options import (
     BBKBOptions,
     SGPTSOptions,
     merged_options,
 )
 from botorch_sketch.utils.validation import check_kernel
+
+#: Seeds of the outcome loops of a study with several objectives or constraints:
+#: the sampler's or searcher's seed plus this times the outcome (mod 2^64).
+OUTCOME_SEED_STRIDE = 1_000_003
 
 
 def bbkb_worker_options(num_workers: int | None) -> dict[str, Any]:
@@ -81,3 +86,25 @@ class LoopBuilder:
         return self.loop_class(
             features, options, covar_module=self._covar_module, seed=seed
         )
+
+    def _build_outcome_loop(
+        self,
+        features: Tensor,
+        seed: int,
+        continuous: bool,
+        num_objectives: int,
+        num_constraints: int,
+    ) -> Any:
+        r"""The loop of :meth:`_build_loop` for one objective and no constraint,
+        else a :class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop`
+        of one per outcome (seeds ``seed + i OUTCOME_SEED_STRIDE``, mod 2^64)."""
+        count = num_objectives + num_constraints
+        loops = [
+            self._build_loop(
+                features, (seed + i * OUTCOME_SEED_STRIDE) % 2**64, continuous
+            )
+            for i in range(count)
+        ]
+        if count == 1:
+            return loops[0]
+        return MultiOutcomeLoop(loops, num_objectives, seed)
