@@ -31,6 +31,7 @@ from botorch_sketch.generation.reward_warping import (
 from botorch_sketch.models.hyperparameters import (
     INITIAL_LEARNED_NOISE,
     REFIT_MAX_ITERATIONS,
+    restart_due,
     RefitSchedule,
     bounding_box,
     checked_hyperparameters,
@@ -393,7 +394,8 @@ class ArmLoop(Restorable):
         r"""Refit the targets' power (if the loop standardizes,
         :func:`~botorch_sketch.generation.reward_warping.fit_power`), then MAP
         refit of the learned kernel (and ``lambda``) on the collapsed bound with
-        the new targets, warm-started; then :meth:`_use_hyperparameters` (with
+        the new targets, warm-started and, when :func:`restart_due`, restarted
+        at :meth:`_initial_hyperparameters`; then :meth:`_use_hyperparameters` (with
         the old kernel and ``lambda`` if the fit failed). The CPU time goes to
         :attr:`refit_seconds`.
 
@@ -403,6 +405,7 @@ class ArmLoop(Restorable):
             inducing: ``m`` arm indices of the inducing points.
         """
         start = time.process_time()
+        restart = restart_due(self.refits.last, observed.shape[0])
         self.refits.done(observed.shape[0])
         if self.standardize:
             self.power = fit_power(rewards)
@@ -414,9 +417,16 @@ class ArmLoop(Restorable):
             self.kernel_inputs[inducing],
             learn_noise=self.learn_noise,
             max_iterations=REFIT_MAX_ITERATIONS,
+            restart=self._initial_hyperparameters() if restart else None,
         )
         self._use_hyperparameters(*(fitted or (self.covar_module, self.noise)))
         self.refit_seconds += time.process_time() - start
+
+    def _initial_hyperparameters(self) -> tuple[Kernel, float]:
+        r"""The learned kernel and ``lambda`` a loop starts with, a refit's
+        second start (:func:`fit_dtc_hyperparameters`)."""
+        noise = INITIAL_LEARNED_NOISE if self.learn_noise else self.noise
+        return learnable_covar_module(self.arms.shape[-1]).to(self.arms), noise
 
     def _use_hyperparameters(self, kernel: Kernel, noise: float) -> None:
         r"""Adopt a refitted kernel and ``lambda`` and recompute the posterior

@@ -31,7 +31,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from botorch.utils.multi_objective.pareto import is_non_dominated
 from torch import Tensor
 
 from botorch_sketch.generation.ask_tell import ArmLoop
@@ -87,6 +86,7 @@ class MultiOutcomeLoop:
         self.weights = torch.full((num_objectives,), num_objectives**-0.5).to(
             self.outcomes
         )
+        self._forget_fronts()
 
     # -- what the arm refiners read (the first objective's loop) ---------------
 
@@ -129,9 +129,7 @@ class MultiOutcomeLoop:
         if self.num_objectives == 1:
             merit = objectives[:, 0]
         else:
-            feasible = self.feasible
-            pool = objectives[feasible] if bool(feasible.any()) else objectives
-            low, spread = _low_and_spread(pool[is_non_dominated(pool)])
+            low, spread = _low_and_spread(self.pareto_front())
             merit = ((objectives - low) / (spread * self.weights)).min(-1).values
         if self.num_constraints == 0:
             return merit
@@ -139,6 +137,32 @@ class MultiOutcomeLoop:
         violation = (constraints.clamp_min(0) / _low_and_spread(constraints)[1]).sum(-1)
         floor = merit.min() - merit.std(correction=0) - 1.0
         return torch.where(self.feasible, merit, floor - violation)
+
+    def pareto_front(self) -> Tensor:
+        r"""``f x o``: the Pareto front of the feasible told objectives (of all
+        of them, if none is feasible). Kept up to date by merging the outcomes
+        told since the last call into the fronts so far, ``O(f b)`` for ``b``
+        new outcomes, so that reading it stays flat as ``t`` grows (the front of
+        a union is the front of the parts' fronts)."""
+        seen, fronts = self._fronts
+        new = self.outcomes[seen:]
+        if new.shape[0]:
+            objectives = new[:, : self.num_objectives]
+            feasible = (new[:, self.num_objectives :] <= 0).all(-1)
+            fronts = tuple(
+                _merged_front(front, points)
+                for front, points in zip(
+                    fronts, (objectives, objectives[feasible]), strict=True
+                )
+            )
+            self._fronts = (self.outcomes.shape[0], fronts)
+        every, feasible_front = fronts
+        return feasible_front if feasible_front.shape[0] else every
+
+    def _forget_fronts(self) -> None:
+        r"""Make :meth:`pareto_front` rebuild its fronts from every outcome."""
+        empty = self.outcomes.new_zeros(0, self.num_objectives)
+        self._fronts = (0, (empty, empty))
 
     # -- ask and tell ------------------------------------------------------------
 
@@ -268,6 +292,7 @@ class MultiOutcomeLoop:
         for loop, saved in zip(self.loops, state["loops"], strict=True):
             loop.load_state_dict(saved)
         self.outcomes = state["outcomes"].to(self.outcomes)
+        self._forget_fronts()
         self.weights = state["weights"].to(self.outcomes)
         self.generator.set_state(state["generator"])
 
@@ -296,3 +321,17 @@ def _low_and_spread(values: Tensor) -> tuple[Tensor, Tensor]:
     low, high = values.min(0).values, values.max(0).values
     spread = high - low
     return low, torch.where(spread > 0, spread, torch.ones_like(spread))
+
+
+def _merged_front(front: Tensor, points: Tensor) -> Tensor:
+    r"""The Pareto front (larger better, one copy of equal rows) of the rows of
+    ``front`` (a front) and ``points``, one point at a time: a point at most as
+    good as a front row in every column is left out; else it joins the front and
+    the rows at most as good as it leave. ``O(f b o)`` for ``f`` and ``b`` rows
+    of ``o`` columns, where recomputing the front of every outcome is
+    ``O(t^2 o)``."""
+    for point in points:
+        if bool((front >= point).all(-1).any()):
+            continue
+        front = torch.cat([front[~(point >= front).all(-1)], point.unsqueeze(0)])
+    return front

@@ -212,12 +212,14 @@ def fit_dtc_hyperparameters(
     learn_noise: bool = True,
     max_inducing: int | None = FIT_INDUCING,
     max_iterations: int | None = None,
+    restart: tuple[Kernel, float] | None = None,
 ) -> tuple[Kernel, float] | None:
     r"""MAP of the kernel hyperparameters and ``lambda`` on the collapsed (Titsias)
     bound of the DTC posterior on ``dictionary``, plus the log densities of the
     kernel's priors and the noise prior of :func:`learnable_likelihood`,
-    warm-started at ``kernel`` and ``noise`` (one L-BFGS-B run: no random
-    restart, so the fit is reproducible; in closed form,
+    warm-started at ``kernel`` and ``noise`` and, given ``restart``, started
+    again there, keeping the better of the two optima (L-BFGS-B runs from fixed
+    starts, no random restart: the fit is reproducible; in closed form,
     :class:`~botorch_sketch.models.scaled_rbf_bound.ScaledRBFBound`, for the
     kernel of :func:`learnable_covar_module`, else BoTorch's
     ``fit_gpytorch_mll``). ``O(u m^2 + m^3)`` per iteration for ``u`` distinct
@@ -234,12 +236,17 @@ def fit_dtc_hyperparameters(
         learn_noise: Whether ``lambda`` is fitted too (else it stays ``noise``).
         max_inducing: Most inducing points the fit uses (None: the whole
             dictionary); default :data:`FIT_INDUCING`.
-        max_iterations: Most L-BFGS-B iterations (None: until converged; the
-            loops pass :data:`REFIT_MAX_ITERATIONS`).
+        max_iterations: Most L-BFGS-B iterations of each start (None: until
+            converged; the loops pass :data:`REFIT_MAX_ITERATIONS`).
+        restart: A second start, a kernel like ``kernel`` and its ``lambda``
+            (the loops pass their hyperparameters before any fit): a warm start
+            whose early fits found the flat basin (long lengthscales, a large
+            ``lambda``) stays in it, capped fit after capped fit.
 
     Returns:
-        The fitted kernel and ``lambda``, or None if the fit failed (keep the
-        current ones).
+        The fitted kernel and ``lambda`` of the start that ends with the larger
+        objective (the warm one on a tie), or None if every start failed (keep
+        the current ones).
     """
     y = units_free(y)
     options: dict[str, float] = {"ftol": REFIT_FTOL}
@@ -250,6 +257,27 @@ def fit_dtc_hyperparameters(
         if len(dictionary) > max_inducing:
             chosen = select_inducing_indices(dictionary, kernel, max_inducing)
             dictionary = dictionary[chosen]
+    starts = [(kernel, noise)] + ([] if restart is None else [restart])
+    fits = [_fit_from(*start, learn_noise, X, y, dictionary, options) for start in starts]
+    fits = [fit for fit in fits if fit is not None]
+    if not fits:
+        return None
+    best = min(fits, key=lambda fit: fit[2])  # the first of equal losses
+    return best[0], best[1]
+
+
+def _fit_from(
+    kernel: Kernel,
+    noise: float,
+    learn_noise: bool,
+    X: Tensor,
+    y: Tensor,
+    dictionary: Tensor,
+    options: dict[str, float],
+) -> tuple[Kernel, float, float] | None:
+    r"""One start of :func:`fit_dtc_hyperparameters`: the fitted copy of
+    ``kernel``, ``lambda`` and the negative objective at the end, or None if the
+    fit failed."""
     kernel = deepcopy(kernel)
     likelihood = None
     if learn_noise:
@@ -262,10 +290,15 @@ def fit_dtc_hyperparameters(
             fitted = fit(kernel, likelihood, noise, X, y, dictionary, options)
         except (ModelFittingError, NotPSDError, NanError, ValueError, RuntimeError):
             return None
-    if fitted is None or not math.isfinite(fitted) or fitted < MIN_NOISE:
+    if fitted is None:
+        return None
+    fitted_noise, loss = fitted
+    if not math.isfinite(fitted_noise) or fitted_noise < MIN_NOISE:
+        return None
+    if not math.isfinite(loss):
         return None
     kernel.requires_grad_(False)
-    return kernel, fitted
+    return kernel, fitted_noise, loss
 
 
 def _fit_closed_form(
@@ -276,12 +309,12 @@ def _fit_closed_form(
     y: Tensor,
     dictionary: Tensor,
     options: dict[str, float],
-) -> float | None:
+) -> tuple[float, float] | None:
     r"""L-BFGS-B on :class:`ScaledRBFBound` (the same objective, bounds and start
     as BoTorch's ``fit_gpytorch_mll`` on the ``NystromGP``; a fit on 20-100 points
     is 3-4x cheaper: docs/benchmarks.md). Writes the fit into ``kernel`` and
-    ``likelihood`` and returns ``lambda``; None if L-BFGS-B failed (neither
-    converged nor stopped at ``maxiter``)."""
+    ``likelihood`` and returns ``lambda`` and the loss; None if L-BFGS-B failed
+    (neither converged nor stopped at ``maxiter``)."""
     bound = ScaledRBFBound(
         kernel, likelihood, None if likelihood is not None else noise, X, y, dictionary
     )
@@ -304,7 +337,7 @@ def _fit_closed_form(
     if result.status not in (0, 1):  # 1: stopped at maxiter
         return None
     bound.assign(result.x)
-    return noise if likelihood is None else float(likelihood.noise)
+    return noise if likelihood is None else float(likelihood.noise), float(result.fun)
 
 
 def _fit_mll(
@@ -315,9 +348,10 @@ def _fit_mll(
     y: Tensor,
     dictionary: Tensor,
     options: dict[str, float],
-) -> float:
+) -> tuple[float, float]:
     r"""BoTorch's ``fit_gpytorch_mll`` on a ``NystromGP`` with ``kernel`` (any
-    kernel), one attempt; writes the fit into ``kernel`` and ``likelihood``."""
+    kernel), one attempt; writes the fit into ``kernel`` and ``likelihood`` and
+    returns ``lambda`` and the loss (the negative objective)."""
     model = NystromGP(
         X,
         y.unsqueeze(-1),
@@ -329,7 +363,9 @@ def _fit_mll(
         model.likelihood = likelihood
     mll = NystromMarginalLogLikelihood(model.likelihood, model)
     fit_gpytorch_mll(mll, max_attempts=1, optimizer_kwargs={"options": options})
-    return float(model.noise.detach())
+    with torch.no_grad():
+        loss = float(mll.compute_custom_loss())
+    return float(model.noise.detach()), loss
 
 
 class RefitSchedule(Restorable):
@@ -384,6 +420,22 @@ class RefitSchedule(Restorable):
     def done(self, num_observations: int) -> None:
         r"""Record a fit at ``num_observations``."""
         self.last = num_observations
+
+
+def restart_due(last_fit: int | None, num_observations: int) -> bool:
+    r"""Whether a loop's refit at ``num_observations`` also restarts at the
+    loop's initial hyperparameters (``restart`` of
+    :func:`fit_dtc_hyperparameters`): at the first refit after the observations
+    pass a power of two since the last fit (``last_fit``; None: this is the
+    first fit, which starts there anyway). ``O(log T)`` restarts in ``T``
+    observations, whose cost adds up to about twice the last one's, where a
+    restart at every refit doubled the cost of all of them.
+
+    Example:
+        >>> [n for n, last in ((12, 11), (16, 15), (17, 16), (33, 30)) if restart_due(last, n)]
+        [16, 33]
+    """
+    return last_fit is not None and num_observations.bit_length() > last_fit.bit_length()
 
 
 def hyperparameter_state(

@@ -15,6 +15,7 @@ from botorch_sketch.generation import ask_tell
 from botorch_sketch.generation.ask_tell import STATE_KEYS, ArmLoop, AskTellOptimizer
 from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
+from botorch_sketch.models.hyperparameters import INITIAL_LEARNED_NOISE
 from botorch_sketch.parallel import AskTellOptimizer as ParallelAskTellOptimizer
 
 from ..gp_helpers import DTYPE, rbf_kernel
@@ -162,15 +163,18 @@ def test_bad_shared_state_raises_naming_it_before_any_change(name, key, value, e
 
 @pytest.mark.parametrize("name", ["bbkb", "sgpts"])
 def test_refit_bookkeeping(name, monkeypatch):
-    r"""A learned loop refits on schedule, counts its CPU time, and keeps its
-    hyperparameters when the fit gives nothing."""
+    r"""A learned loop refits on schedule, counts its CPU time, keeps its
+    hyperparameters when the fit gives nothing, and restarts a fit at the
+    hyperparameters it began with once the observations pass a power of two."""
     arms = _arms()
     loop = LOOPS[name](arms, num_initial=2)
     assert loop.refits is not None and loop.refit_seconds == 0.0
-    calls = []
+    initial = {k: v.clone() for k, v in loop.covar_module.state_dict().items()}
+    calls, restarts = [], []
 
     def no_fit(*args, **kwargs):
         calls.append(args[2].shape[0])
+        restarts.append(kwargs["restart"])
         return None
 
     monkeypatch.setattr(ask_tell, "fit_dtc_hyperparameters", no_fit)
@@ -183,6 +187,16 @@ def test_refit_bookkeeping(name, monkeypatch):
     for key, value in loop.covar_module.state_dict().items():
         assert torch.equal(value, kernel[key])
     assert loop.state_dict()["hyperparameters"]["last_fit"] == 2
+    assert restarts == [None]
+    loop.covar_module.base_kernel.lengthscale = 7.0
+    for _ in range(2):
+        indices = loop.ask(1)
+        loop.tell(indices, torch.tensor([0.1], dtype=DTYPE))
+    assert calls == [2, 3, 4] and restarts[1] is None
+    restart_kernel, restart_noise = restarts[2]
+    assert restart_noise == INITIAL_LEARNED_NOISE
+    for key, value in restart_kernel.state_dict().items():
+        assert torch.equal(value, initial[key])
 
 
 def test_fixed_kernel_loops_do_not_refit():

@@ -13,6 +13,7 @@ from botorch.models import SingleTaskGP
 from botorch.models.utils.gpytorch_modules import (
     get_gaussian_likelihood_with_lognormal_prior,
 )
+from gpytorch.kernels import MaternKernel, ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from botorch_sketch.models.hyperparameters import (
@@ -21,6 +22,7 @@ from botorch_sketch.models.hyperparameters import (
     RefitSchedule,
     fit_dtc_hyperparameters,
     learnable_covar_module,
+    restart_due,
     reward_statistics,
     unit_cube,
     units_free,
@@ -103,6 +105,62 @@ def test_an_iteration_cap_stops_the_fit_short_of_the_exact_optimum():
     for bad, error in ((0, ValueError), (2.5, TypeError)):
         with pytest.raises(error, match="max_iterations"):
             fit_dtc_hyperparameters(start, 0.1, X, y, X, max_iterations=bad)
+
+
+@pytest.mark.parametrize("closed_form", [True, False])
+def test_a_restart_keeps_the_fit_with_the_larger_exact_map_objective(closed_form):
+    # a warm start in the flat basin (long lengthscales, large lambda) stays
+    # there in a capped fit; the restart at the default start leaves it. The
+    # oracle: SingleTaskGP's MAP objective (the dictionary holds every point)
+    generator = torch.Generator().manual_seed(0)
+    X = torch.rand(40, 3, generator=generator, dtype=DTYPE)
+    y = torch.sin(6 * X[:, 0]) + 0.05 * torch.randn(40, generator=generator, dtype=DTYPE)
+    y = (y - y.mean()) / y.std()
+
+    def make_kernel():
+        if closed_form:
+            return learnable_covar_module(3).to(DTYPE)
+        return ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=3)).to(DTYPE)
+
+    def exact_objective(fit):
+        likelihood = get_gaussian_likelihood_with_lognormal_prior().to(DTYPE)
+        likelihood.noise = fit[1]
+        model = SingleTaskGP(
+            X,
+            y.unsqueeze(-1),
+            covar_module=fit[0],
+            likelihood=likelihood,
+            outcome_transform=None,
+        )
+        mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        model.train()
+        with torch.no_grad():
+            return float(mll(model(X), y))
+
+    flat, default = make_kernel(), make_kernel()
+    flat.base_kernel.lengthscale = 20.0
+    starts = {"flat": (flat, 0.5), "default": (default, INITIAL_LEARNED_NOISE)}
+    alone = {
+        name: fit_dtc_hyperparameters(*start, X, y, X, max_iterations=5)
+        for name, start in starts.items()
+    }
+    assert exact_objective(alone["default"]) > exact_objective(alone["flat"]) + 1.0
+    for first, second in (("flat", "default"), ("default", "flat")):
+        kernel, noise = fit_dtc_hyperparameters(
+            *starts[first], X, y, X, max_iterations=5, restart=starts[second]
+        )
+        assert noise == alone["default"][1]
+        for name, value in kernel.state_dict().items():
+            assert torch.equal(value, alone["default"][0].state_dict()[name])
+
+
+def test_a_restart_is_due_once_the_observations_pass_a_power_of_two():
+    powers = [2**k for k in range(12)]
+    assert not restart_due(None, 10)  # the first fit starts at the default anyway
+    for last in range(2, 300):
+        for n in range(last + 1, 700, 7):
+            passed = any(last < p <= n for p in powers)
+            assert restart_due(last, n) == passed
 
 
 def test_fixed_noise_stays_fixed():
