@@ -31,7 +31,6 @@ from botorch_sketch.generation.reward_warping import (
 from botorch_sketch.models.hyperparameters import (
     INITIAL_LEARNED_NOISE,
     REFIT_MAX_ITERATIONS,
-    restart_due,
     RefitSchedule,
     bounding_box,
     checked_hyperparameters,
@@ -39,6 +38,7 @@ from botorch_sketch.models.hyperparameters import (
     fit_dtc_hyperparameters,
     hyperparameter_state,
     learnable_covar_module,
+    restart_due,
     unit_cube,
 )
 from botorch_sketch.utils.atomic import Restorable, atomic

@@ -258,7 +258,9 @@ def fit_dtc_hyperparameters(
             chosen = select_inducing_indices(dictionary, kernel, max_inducing)
             dictionary = dictionary[chosen]
     starts = [(kernel, noise)] + ([] if restart is None else [restart])
-    fits = [_fit_from(*start, learn_noise, X, y, dictionary, options) for start in starts]
+    fits = [
+        _fit_from(*start, learn_noise, X, y, dictionary, options) for start in starts
+    ]
     fits = [fit for fit in fits if fit is not None]
     if not fits:
         return None
@@ -432,10 +434,13 @@ def restart_due(last_fit: int | None, num_observations: int) -> bool:
     restart at every refit doubled the cost of all of them.
 
     Example:
-        >>> [n for n, last in ((12, 11), (16, 15), (17, 16), (33, 30)) if restart_due(last, n)]
+        >>> fits = ((12, 11), (16, 15), (17, 16), (33, 30))
+        >>> [n for n, last in fits if restart_due(last, n)]
         [16, 33]
     """
-    return last_fit is not None and num_observations.bit_length() > last_fit.bit_length()
+    return (
+        last_fit is not None and num_observations.bit_length() > last_fit.bit_length()
+    )
 
 
 def hyperparameter_state(

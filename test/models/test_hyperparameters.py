@@ -114,7 +114,9 @@ def test_a_restart_keeps_the_fit_with_the_larger_exact_map_objective(closed_form
     # oracle: SingleTaskGP's MAP objective (the dictionary holds every point)
     generator = torch.Generator().manual_seed(0)
     X = torch.rand(40, 3, generator=generator, dtype=DTYPE)
-    y = torch.sin(6 * X[:, 0]) + 0.05 * torch.randn(40, generator=generator, dtype=DTYPE)
+    y = torch.sin(6 * X[:, 0]) + 0.05 * torch.randn(
+        40, generator=generator, dtype=DTYPE
+    )
     y = (y - y.mean()) / y.std()
 
     def make_kernel():

@@ -1,7 +1,7 @@
 r"""``python -m botorch_sketch.benchmarks.tuning``: run a tuning preset (``--problems
-a,b``: only those of its problems), saving each run to ``runs/`` as it finishes
-(``--resume`` reuses those made with the same settings); then write
-``summary.csv``, ``curves.csv``, ``results.json``, ``traces.json``, ``regret.csv``,
+a,b``, ``--methods c,d``: only those of its problems and methods), saving each run
+to ``runs/`` as it finishes (``--resume`` reuses those made with the same
+settings); then write ``summary.csv``, ``curves.csv``, ``results.json``, ``traces.json``, ``regret.csv``,
 ``tables.md`` (:mod:`.report`) and three PNG plots per problem label; for COCO's
 ``bbob`` problems, COCO's measures instead (:mod:`.coco`: ``bbob_ecdf.csv``, its
 tables and an ECDF plot per dimension and trials in flight); for constrained
@@ -86,29 +86,43 @@ def build_parser() -> argparse.ArgumentParser:
         preset={"choices": list(PRESETS)},
         output_dir={"default": "tuning_PRESET"},
     )
-    parser.add_argument(
-        "--problems",
-        metavar="LIST",
-        help="comma-separated problems of the preset to run (default: all of them)",
-    )
+    for field in ("problems", "methods"):
+        parser.add_argument(
+            f"--{field}",
+            metavar="LIST",
+            help=f"comma-separated {field} of the preset to run (default: all of them)",
+        )
     return parser
 
 
-def restrict(preset: TuningPreset, names: Sequence[str]) -> TuningPreset:
-    r"""The preset with only the problems ``names`` (in the preset's blocks; a
-    block left without any is dropped); ``ValueError`` naming those it lacks."""
-    known = dict.fromkeys(name for block in preset.blocks for name in block.problems)
-    missing = [name for name in names if name not in known]
-    if missing:
-        raise ValueError(
-            f"{preset.name} has no problem {', '.join(missing)}; its problems: "
-            f"{', '.join(known)}"
+def restrict(
+    preset: TuningPreset,
+    problems: Sequence[str] | None = None,
+    methods: Sequence[str] | None = None,
+) -> TuningPreset:
+    r"""The preset with only the ``problems`` and ``methods`` named (None: all of
+    them) in its blocks (a block left without any is dropped); ``ValueError``
+    naming those it lacks."""
+    blocks = preset.blocks
+    for field, names in (("problems", problems), ("methods", methods)):
+        if names is None:
+            continue
+        known = dict.fromkeys(
+            n for block in preset.blocks for n in getattr(block, field)
         )
-    blocks = tuple(
-        replace(block, problems=tuple(p for p in block.problems if p in names))
-        for block in preset.blocks
-        if any(p in names for p in block.problems)
-    )
+        missing = [name for name in names if name not in known]
+        if missing:
+            raise ValueError(
+                f"{preset.name} has no {field[:-1]} {', '.join(missing)}; its "
+                f"{field}: {', '.join(known)}"
+            )
+        kept = (
+            replace(
+                block, **{field: tuple(n for n in getattr(block, field) if n in names)}
+            )
+            for block in blocks
+        )
+        blocks = tuple(block for block in kept if getattr(block, field))
     return replace(preset, blocks=blocks)
 
 
@@ -229,11 +243,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.preset is None:
         parser.error("pass --preset NAME or --list")
     preset = PRESETS[args.preset]
-    if args.problems is not None and not args.collect:
+    for field in ("problems", "methods"):
+        given = getattr(args, field)
+        if given is None or args.collect:
+            continue
         try:
-            preset = restrict(preset, [n for n in args.problems.split(",") if n])
+            preset = restrict(preset, **{field: [n for n in given.split(",") if n]})
         except ValueError as error:
-            parser.error(f"argument --problems: {error}")
+            parser.error(f"argument --{field}: {error}")
     output_dir = Path(str(args.output_dir).replace("PRESET", preset.name))
     if args.collect:
         saved = [

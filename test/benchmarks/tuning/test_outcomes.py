@@ -355,7 +355,9 @@ def test_cli_writes_the_constrained_and_hypervolume_tables(tmp_path, monkeypatch
     assert (out / "tables.md").read_text() == tables
 
 
-def test_problems_option_runs_part_of_a_preset(tmp_path, monkeypatch, capsys):
+def test_problems_and_methods_options_run_part_of_a_preset(
+    tmp_path, monkeypatch, capsys
+):
     preset = cli.restrict(PRESETS["constrained"], ["welded-beam", "speed-reducer"])
     assert [block.problems for block in preset.blocks] == [
         ("welded-beam", "speed-reducer")
@@ -375,5 +377,26 @@ def test_problems_option_runs_part_of_a_preset(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         cli.main([*argv, "--problems", "zdt1,dtlz2"])
     assert "argument --problems: tiny-outcomes has no problem dtlz2" in (
+        capsys.readouterr().err
+    )
+    only_tpe = cli.restrict(TINY, methods=["tpe"])
+    assert [(block.problems, block.methods) for block in only_tpe.blocks] == [
+        (("constrained-gramacy", "zdt1"), ("tpe",))
+    ]
+    both = cli.restrict(TINY, ["zdt1", "branin"], ["random"])
+    assert [(block.problems, block.methods) for block in both.blocks] == [
+        (("zdt1",), ("random",)),
+        (("branin",), ("random",)),
+    ]
+    fresh = tmp_path / "fresh"
+    argv = ["--preset", TINY.name, "--output-dir", str(fresh), "--no-progress"]
+    assert cli.main([*argv, "--problems", "zdt1", "--methods", "tpe"]) == 0
+    assert sorted(path.name for path in (fresh / "runs").glob("*.json")) == [
+        "zdt1_1_in_flight__tpe__seed0.json",
+        "zdt1_1_in_flight__tpe__seed1.json",
+    ]
+    with pytest.raises(SystemExit):
+        cli.main([*argv, "--methods", "cmaes"])
+    assert "argument --methods: tiny-outcomes has no method cmaes" in (
         capsys.readouterr().err
     )
