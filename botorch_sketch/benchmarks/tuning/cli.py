@@ -1,16 +1,16 @@
 r"""``python -m botorch_sketch.benchmarks.tuning``: run a tuning preset (``--problems
 a,b``, ``--methods c,d``: only those of its problems and methods), saving each run
-to ``runs/`` as it finishes (``--resume`` reuses those made with the same
-settings); then write ``summary.csv``, ``curves.csv``, ``results.json``, ``traces.json``, ``regret.csv``,
-``tables.md`` (:mod:`.report`) and three PNG plots per problem label; for COCO's
-``bbob`` problems, COCO's measures instead (:mod:`.coco`: ``bbob_ecdf.csv``, its
-tables and an ECDF plot per dimension and trials in flight); for constrained
-problems the best feasible loss (``constrained.csv``, its tables, a
+to ``runs/`` as it finishes (``--resume`` reuses those made with the same settings);
+then write ``summary.csv``, ``curves.csv``, ``results.json``, ``traces.json``,
+``regret.csv``, ``tables.md`` (:mod:`.report`) and three PNG plots per problem
+label; for COCO's ``bbob`` problems, COCO's measures instead (:mod:`.coco`:
+``bbob_ecdf.csv``, its tables and an ECDF plot per dimension and trials in flight);
+for constrained problems the best feasible loss (``constrained.csv``, its tables, a
 ``_best_feasible.png`` and a time plot per problem label), for problems of several
 losses the hypervolume of the observed losses (``hypervolume.csv``, its tables, a
-``_hypervolume.png`` and a time plot per problem label) instead of the regret
-(their ``values`` in ``summary.csv`` and ``curves.csv`` are the negated first losses
-of every trial, feasible or not)."""
+``_hypervolume.png`` and a time plot per problem label) instead of the regret (their
+``values`` in ``summary.csv`` and ``curves.csv`` are the negated first losses of
+every trial, feasible or not)."""
 
 from __future__ import annotations
 
