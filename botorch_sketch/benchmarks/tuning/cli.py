@@ -1,16 +1,16 @@
 r"""``python -m botorch_sketch.benchmarks.tuning``: run a tuning preset (``--problems
-a,b``, ``--methods c,d``: only those of its problems and methods), saving each run
-to ``runs/`` as it finishes (``--resume`` reuses those made with the same settings);
-then write ``summary.csv``, ``curves.csv``, ``results.json``, ``traces.json``,
-``regret.csv``, ``tables.md`` (:mod:`.report`) and three PNG plots per problem
-label; for COCO's ``bbob`` problems, COCO's measures instead (:mod:`.coco`:
-``bbob_ecdf.csv``, its tables and an ECDF plot per dimension and trials in flight);
-for constrained problems the best feasible loss (``constrained.csv``, its tables, a
-``_best_feasible.png`` and a time plot per problem label), for problems of several
-losses the hypervolume of the observed losses (``hypervolume.csv``, its tables, a
-``_hypervolume.png`` and a time plot per problem label) instead of the regret (their
-``values`` in ``summary.csv`` and ``curves.csv`` are the negated first losses of
-every trial, feasible or not)."""
+a,b``, ``--methods c,d``, ``--seeds 0,1``: only those of its problems, methods and
+seeds), saving each run to ``runs/`` as it finishes (``--resume`` reuses those made
+with the same settings); then write ``summary.csv``, ``curves.csv``,
+``results.json``, ``traces.json``, ``regret.csv``, ``tables.md`` (:mod:`.report`)
+and three PNG plots per problem label; for COCO's ``bbob`` problems, COCO's measures
+instead (:mod:`.coco`: ``bbob_ecdf.csv``, its tables and an ECDF plot per dimension
+and trials in flight); for constrained problems the best feasible loss
+(``constrained.csv``, its tables, a ``_best_feasible.png`` and a time plot per
+problem label), for problems of several losses the hypervolume of the observed
+losses (``hypervolume.csv``, its tables, a ``_hypervolume.png`` and a time plot per
+problem label) instead of the regret (their ``values`` in ``summary.csv`` and
+``curves.csv`` are the negated first losses of every trial, feasible or not)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         preset={"choices": list(PRESETS)},
         output_dir={"default": "tuning_PRESET"},
     )
-    for field in ("problems", "methods"):
+    for field in ("problems", "methods", "seeds"):
         parser.add_argument(
             f"--{field}",
             metavar="LIST",
@@ -99,22 +99,27 @@ def restrict(
     preset: TuningPreset,
     problems: Sequence[str] | None = None,
     methods: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> TuningPreset:
-    r"""The preset with only the ``problems`` and ``methods`` named (None: all of
-    them) in its blocks (a block left without any is dropped); ``ValueError``
-    naming those it lacks."""
+    r"""The preset with only the ``problems``, ``methods`` and ``seeds`` named
+    (None: all of them) in its blocks (a block left without any is dropped);
+    ``ValueError`` naming those it lacks."""
     blocks = preset.blocks
-    for field, names in (("problems", problems), ("methods", methods)):
+    for field, names in (
+        ("problems", problems),
+        ("methods", methods),
+        ("seeds", seeds),
+    ):
         if names is None:
             continue
         known = dict.fromkeys(
             n for block in preset.blocks for n in getattr(block, field)
         )
-        missing = [name for name in names if name not in known]
+        missing = [str(name) for name in names if name not in known]
         if missing:
             raise ValueError(
                 f"{preset.name} has no {field[:-1]} {', '.join(missing)}; its "
-                f"{field}: {', '.join(known)}"
+                f"{field}: {', '.join(map(str, known))}"
             )
         kept = (
             replace(
@@ -243,12 +248,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.preset is None:
         parser.error("pass --preset NAME or --list")
     preset = PRESETS[args.preset]
-    for field in ("problems", "methods"):
+    for field in ("problems", "methods", "seeds"):
         given = getattr(args, field)
         if given is None or args.collect:
             continue
+        names: list = [n for n in given.split(",") if n]
         try:
-            preset = restrict(preset, **{field: [n for n in given.split(",") if n]})
+            if field == "seeds":
+                names = [int(n) for n in names]
+            preset = restrict(preset, **{field: names})
         except ValueError as error:
             parser.error(f"argument --{field}: {error}")
     output_dir = Path(str(args.output_dir).replace("PRESET", preset.name))

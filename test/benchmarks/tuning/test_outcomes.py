@@ -400,3 +400,11 @@ def test_problems_and_methods_options_run_part_of_a_preset(
     assert "argument --methods: tiny-outcomes has no method cmaes" in (
         capsys.readouterr().err
     )
+    one_seed = cli.restrict(TINY, seeds=[1])
+    assert [(block.problems, block.seeds) for block in one_seed.blocks] == [
+        (("constrained-gramacy", "zdt1"), (1,))
+    ]
+    for bad in ("2", "x"):
+        with pytest.raises(SystemExit):
+            cli.main([*argv, "--seeds", bad])
+        assert "argument --seeds:" in capsys.readouterr().err
