@@ -349,7 +349,8 @@ class ArmLoop(Restorable):
             arms' device and the ``b`` rewards in the arms' dtype.
         """
         keep = staying_pending(self.pending, indices, self.arms.shape[0])
-        rewards = check_rewards(rewards, indices.shape[0]).to(self.arms)
+        fix = "report an evaluation that gave no number with fail(indices)"
+        rewards = check_rewards(rewards, indices.shape[0], fix=fix).to(self.arms)
         return keep, indices.to(self.arms.device), rewards
 
     @one_call_at_a_time

@@ -16,21 +16,34 @@ from botorch.models.transforms.outcome import OutcomeTransform
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
+#: The fix a ``TypeError`` of :func:`check_tensor` names.
+AS_TENSOR_FIX = "convert it first, e.g. torch.as_tensor(x, dtype=torch.float64)"
+
 
 def check_tensor(value: object, name: str) -> Tensor:
-    r"""Return ``value`` if it is a floating-point tensor, else raise ``TypeError``."""
+    r"""Return ``value`` if it is a floating-point tensor, else raise ``TypeError``
+    (naming the conversion, :data:`AS_TENSOR_FIX`)."""
     if not isinstance(value, Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor, got {type(value).__name__}.")
+        raise TypeError(
+            f"`{name}` must be a torch.Tensor, got {type(value).__name__}: "
+            f"{AS_TENSOR_FIX}."
+        )
     if not value.is_floating_point():
-        raise TypeError(f"`{name}` must be a floating-point tensor, got {value.dtype}.")
+        raise TypeError(
+            f"`{name}` must be a floating-point tensor, got {value.dtype}: "
+            f"{AS_TENSOR_FIX}."
+        )
     return value
 
 
-def check_finite(value: Tensor, name: str) -> Tensor:
-    r"""Raise ``ValueError`` if ``value`` holds NaN or infinite entries."""
+def check_finite(value: Tensor, name: str, fix: str = "") -> Tensor:
+    r"""Raise ``ValueError`` if ``value`` holds NaN or infinite entries (the
+    message ends with ``fix``, if given)."""
     check_tensor(value, name)
     if not torch.isfinite(value).all():
-        raise ValueError(f"`{name}` contains NaN or infinite values.")
+        raise ValueError(
+            f"`{name}` contains NaN or infinite values" + (f"; {fix}." if fix else ".")
+        )
     return value
 
 
@@ -284,10 +297,13 @@ def check_kernel(value: object, name: str = "covar_module") -> Kernel:
     return value
 
 
-def check_rewards(value: object, count: int, name: str = "rewards") -> Tensor:
+def check_rewards(
+    value: object, count: int, name: str = "rewards", fix: str = ""
+) -> Tensor:
     r"""Check ``count`` rewards, shaped ``count`` or ``count x 1``: a floating-point
-    tensor, finite and within :func:`check_magnitude`'s bound (the loops' sums of
-    squares must not overflow).
+    tensor, finite (else the error names ``fix``, if given) and within
+    :func:`check_magnitude`'s bound (the loops' sums of squares must not
+    overflow).
 
     Returns:
         The rewards as a detached ``count`` tensor.
@@ -298,7 +314,7 @@ def check_rewards(value: object, count: int, name: str = "rewards") -> Tensor:
             f"`{name}` must have shape ({count},) or ({count}, 1), one value per "
             f"arm, got {tuple(value.shape)}."
         )
-    check_finite(value, name)
+    check_finite(value, name, fix)
     return check_magnitude(value, name).detach().reshape(-1)
 
 

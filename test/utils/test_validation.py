@@ -26,6 +26,9 @@ def test_tensor_dtype_and_finiteness():
     ):
         with pytest.raises(error, match="`X`"):
             v.check_matrix(bad, "X")
+    for bad in ([[1.0]], X.numpy(), X.long()):  # the error names the conversion
+        with pytest.raises(TypeError, match=r"`X`.*torch\.as_tensor\(x, dtype="):
+            v.check_matrix(bad, "X")
     assert v.check_matrix(X[:0], "X", allow_empty=True).shape == (0, 2)
     with pytest.raises(ValueError, match="`X`.*3 columns"):
         v.check_matrix(X, "X", num_cols=3)
