@@ -782,7 +782,14 @@ def run_parallel(
     log = EvaluationLog(num_asked=optimizer.pending.numel())
     if checkpoint is not None and Path(checkpoint).exists():
         state, log = load_checkpoint(checkpoint)
-        optimizer.load_state_dict(state)
+        try:
+            optimizer.load_state_dict(state)
+        except (ValueError, TypeError) as error:
+            raise type(error)(
+                f"`checkpoint` {checkpoint} was saved by another optimizer (other "
+                f"arms, options or outcomes): {error} Pass a new checkpoint file, or "
+                "delete this one to start afresh."
+            ) from error
     evaluate = functools.partial(_evaluate, objective)
     count = getattr(optimizer, "num_outcomes", 1)  # outcomes per arm
     # asked but not submitted: the arms a resumed run left pending come first

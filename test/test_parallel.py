@@ -673,6 +673,22 @@ def test_a_checkpoint_that_cannot_be_written_fails_before_any_evaluation(tmp_pat
     assert list(tmp_path.iterdir()) == []  # the probe left nothing
 
 
+def test_a_checkpoint_of_another_optimizer_names_the_file(tmp_path):
+    path = tmp_path / "run.pt"
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        run_parallel(
+            make_optimizer("sgpts", make_arms()), reward, executor, num_workers=1,
+            budget=2, checkpoint=path,
+        )  # fmt: skip
+        other, calls = make_optimizer("sgpts", make_arms()[:-1]), []
+        with pytest.raises(ValueError, match=f"`checkpoint` {path} was saved by an"):
+            run_parallel(
+                other, functools.partial(counted_reward, calls), executor,
+                num_workers=1, budget=3, checkpoint=path,
+            )  # fmt: skip
+    assert not calls and other.num_observations == 0
+
+
 @pytest.mark.parametrize("engine", ["processes", "dask", "ray"], indirect=True)
 def test_an_objective_that_cannot_be_pickled_fails_before_any_evaluation(engine):
     # issue 37: a process pool failed every evaluation, spending the whole budget
