@@ -469,8 +469,54 @@ def hypervolume_tables(
             for name, (point, largest) in references.items()
         )
         lines += [f"Every loss minimized; {points}.", ""]
+    lines += relative_hypervolume_lines(rows, budgets)
     lines += _time_and_stops(rows, budgets[-1], _hypervolume_cell, "hypervolume")
     return "\n".join(lines)
+
+
+def relative_hypervolume_lines(
+    rows: Sequence[dict[str, object]], budgets: Sequence[int]
+) -> list[str]:
+    r"""For the problems of :func:`hypervolume_rows` whose largest hypervolume is
+    unknown (COCO's ``bbob-biobj``), per budget, a table with a row per method:
+    its mean hypervolume on each problem as a fraction of the largest any method
+    reached there, averaged over the problems; the problems where that fraction
+    is at least 0.95; those where it is 1 (the first of equal methods). Problems
+    where no method has a positive hypervolume are left out. No lines when every
+    largest is known."""
+    unknown = [row for row in rows if math.isnan(float(row["max_hypervolume"]))]
+    methods = list(dict.fromkeys(str(row["method"]) for row in unknown))
+    lines: list[str] = []
+    for budget in budgets:
+        volumes: dict[str, dict[str, float]] = {}
+        for row in unknown:
+            if row["budget"] == budget:
+                problem = volumes.setdefault(str(row["problem"]), {})
+                problem[str(row["method"])] = float(row["hypervolume_mean"])
+        volumes = {p: v for p, v in volumes.items() if max(v.values()) > 0}
+        if not volumes:
+            continue
+        lines += [
+            f"Hypervolume after {budget} trials as a fraction of the largest any "
+            f"method reached, over the {len(volumes)} problems whose largest is "
+            "unknown:",
+            "",
+            "| method | mean fraction | problems at 0.95 or more | problems where "
+            "largest |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        for method in methods:
+            fractions = [
+                v[method] / max(v.values()) for v in volumes.values() if method in v
+            ]
+            largest = sum(max(v, key=v.__getitem__) == method for v in volumes.values())
+            close = sum(fraction >= 0.95 for fraction in fractions)
+            lines.append(
+                f"| {method} | {np.mean(fractions):.3f} | {close} of {len(fractions)} "
+                f"| {largest} |"
+            )
+        lines.append("")
+    return lines
 
 
 def markdown_tables(rows: Sequence[dict[str, object]], budgets: Sequence[int]) -> str:

@@ -50,6 +50,7 @@ from botorch_sketch.benchmarks.tuning.report import (
     hypervolume_rows,
     hypervolume_tables,
     hypervolumes,
+    relative_hypervolume_lines,
 )
 
 #: Problem -> BoTorch's function and a point: the optimum its references report
@@ -408,3 +409,36 @@ def test_problems_and_methods_options_run_part_of_a_preset(
         with pytest.raises(SystemExit):
             cli.main([*argv, "--seeds", bad])
         assert "argument --seeds:" in capsys.readouterr().err
+
+
+def test_problems_of_unknown_largest_hypervolume_are_summed_up_relative_to_the_best():
+    def row(problem, method, volume, largest=math.nan, budget=10):
+        return {
+            "problem": problem,
+            "method": method,
+            "budget": budget,
+            "hypervolume_mean": volume,
+            "max_hypervolume": largest,
+        }
+
+    rows = [
+        row("f1", "a", 2.0),
+        row("f1", "b", 4.0),
+        row("f2", "a", 9.0),
+        row("f2", "b", 9.5),
+        row("f3", "a", 0.0),  # no method inside the reference box: left out
+        row("f3", "b", 0.0),
+        row("known", "a", 1.0, largest=3.0),  # a known largest: not in the summary
+        row("known", "b", 3.0, largest=3.0),
+        row("f1", "a", 1.0, budget=20),  # the other budget
+        row("f1", "b", 1.0, budget=20),
+    ]
+    lines = relative_hypervolume_lines(rows, [10, 20])
+    text = "\n".join(lines)
+    # by hand: a = (2/4 + 9/9.5) / 2, b = 1; at 0.95 or more: a on f2 (0.947: no)
+    assert "over the 2 problems whose largest is unknown" in text
+    assert f"| a | {(0.5 + 9 / 9.5) / 2:.3f} | 0 of 2 | 0 |" in lines
+    assert "| b | 1.000 | 2 of 2 | 2 |" in lines
+    assert "| a | 1.000 | 1 of 1 | 1 |" in lines  # budget 20: a tie goes to a
+    assert "| b | 1.000 | 1 of 1 | 0 |" in lines
+    assert relative_hypervolume_lines(rows[6:8], [10]) == []
