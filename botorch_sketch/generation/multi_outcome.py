@@ -143,20 +143,17 @@ class MultiOutcomeLoop:
         of them, if none is feasible). Kept up to date by merging the outcomes
         told since the last call into the fronts so far, ``O(f b)`` for ``b``
         new outcomes, so that reading it stays flat as ``t`` grows (the front of
-        a union is the front of the parts' fronts)."""
-        seen, fronts = self._fronts
+        a union is the front of the parts' fronts). The front of all outcomes
+        is kept only while none is feasible: it is not read after."""
+        seen, (every, feasible_front) = self._fronts
         new = self.outcomes[seen:]
         if new.shape[0]:
             objectives = new[:, : self.num_objectives]
             feasible = (new[:, self.num_objectives :] <= 0).all(-1)
-            fronts = tuple(
-                _merged_front(front, points)
-                for front, points in zip(
-                    fronts, (objectives, objectives[feasible]), strict=True
-                )
-            )
-            self._fronts = (self.outcomes.shape[0], fronts)
-        every, feasible_front = fronts
+            feasible_front = _merged_front(feasible_front, objectives[feasible])
+            if feasible_front.shape[0] == 0:
+                every = _merged_front(every, objectives)
+            self._fronts = (self.outcomes.shape[0], (every, feasible_front))
         return feasible_front if feasible_front.shape[0] else every
 
     def _forget_fronts(self) -> None:

@@ -292,13 +292,9 @@ def _fit_from(
             fitted = fit(kernel, likelihood, noise, X, y, dictionary, options)
         except (ModelFittingError, NotPSDError, NanError, ValueError, RuntimeError):
             return None
-    if fitted is None:
+    if fitted is None or not all(map(math.isfinite, fitted)) or fitted[0] < MIN_NOISE:
         return None
     fitted_noise, loss = fitted
-    if not math.isfinite(fitted_noise) or fitted_noise < MIN_NOISE:
-        return None
-    if not math.isfinite(loss):
-        return None
     kernel.requires_grad_(False)
     return kernel, fitted_noise, loss
 
