@@ -1,13 +1,15 @@
 r"""The package's layering and its lean import.
 
 Imports run one way: ``utils -> models -> sampling -> acquisition -> generation ->
-integrations / benchmarks / parallel``. A module may import its own layer or a lower
-one, at module level or inside a function alike.
+integrations / parallel``. A module may import its own layer or a lower one, at module
+level or inside a function alike. The benchmark harness (``benchmarks/`` beside the
+package) uses the library; the library never imports it, and it is not installed.
 """
 
 from __future__ import annotations
 
 import ast
+import configparser
 import importlib
 import subprocess
 import sys
@@ -23,7 +25,6 @@ LAYERS = {
     "acquisition": 3,
     "generation": 4,
     "integrations": 5,
-    "benchmarks": 5,
     "parallel": 5,
 }
 
@@ -68,6 +69,26 @@ def test_imports_run_one_way():
             if target is not None and target > own:
                 violations.append(f"{module} imports {name}")
     assert not violations, "\n".join(violations)
+
+
+def test_the_library_never_imports_the_benchmark_harness():
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)} imports {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name in _imports(path)
+        if name.split(".")[0] == "benchmarks"
+    ]
+    assert offenders == []
+
+
+def test_only_the_library_is_installed():
+    setuptools = pytest.importorskip("setuptools")
+    config = configparser.ConfigParser()
+    config.read(PACKAGE.parent / "setup.cfg")
+    include = config["options.packages.find"]["include"].split()
+    packages = setuptools.find_packages(str(PACKAGE.parent), include=include)
+    assert "botorch_sketch.models" in packages
+    assert all(name.split(".")[0] == "botorch_sketch" for name in packages)
 
 
 #: The subpackages that export their public names with ``__all__``.

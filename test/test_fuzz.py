@@ -38,9 +38,9 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.results import RunTrace
+from benchmarks.runner import RunStore
 from botorch_sketch import BBKB, SGPTS
-from botorch_sketch.benchmarks.results import RunTrace
-from botorch_sketch.benchmarks.runner import RunStore
 from botorch_sketch.generation.options import (
     BBKBOptions,
     GPThreDSOptions,

@@ -116,3 +116,13 @@ def test_tutorials_contain_no_machine_paths():
         text = path.read_text()
         for fragment in (f"/{name}/" for name in ("work", "tmp", "root", "home")):
             assert fragment not in text, f"{path.name} contains {fragment!r}"
+
+
+def test_tutorials_need_only_the_installed_package():
+    pattern = re.compile(r"^\s*(from|import)\s+benchmarks\b", re.MULTILINE)
+    for path in NOTEBOOKS:
+        notebook = nbformat.read(path, as_version=4)
+        sources = [cell.source for cell in code_cells(notebook)]
+        assert not any(pattern.search(source) for source in sources), (
+            f"{path.name} imports the repository's benchmark harness"
+        )

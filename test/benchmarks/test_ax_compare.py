@@ -13,7 +13,7 @@ import torch
 from ax.utils.common.logger import set_ax_logger_levels
 from botorch.test_functions import Branin
 
-from botorch_sketch.benchmarks.ax_compare import (
+from benchmarks.ax_compare import (
     METHODS,
     AxRun,
     main,

@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from botorch_sketch.benchmarks import __main__ as entry
-from botorch_sketch.benchmarks import methods
-from botorch_sketch.benchmarks.arguments import parse_seeds
-from botorch_sketch.benchmarks.cli import (
+from benchmarks import __main__ as entry
+from benchmarks import methods
+from benchmarks.arguments import parse_seeds
+from benchmarks.cli import (
     apply_options,
     format_seeds,
     main,
     parse_algorithms,
 )
-from botorch_sketch.benchmarks.methods import BenchmarkMethod, PolicyConfig
-from botorch_sketch.benchmarks.policies.baselines import Uniform
-from botorch_sketch.benchmarks.presets import PRESETS, get_preset
+from benchmarks.methods import BenchmarkMethod, PolicyConfig
+from benchmarks.policies.baselines import Uniform
+from benchmarks.presets import PRESETS, get_preset
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
@@ -160,7 +160,7 @@ def test_output_dir_that_is_a_file_in_a_subprocess(tmp_path):
     blocker.write_text("")
     for target in (blocker, blocker / "below"):
         done = subprocess.run(
-            [sys.executable, "-m", "botorch_sketch.benchmarks"]
+            [sys.executable, "-m", "benchmarks"]
             + ["--output-dir", str(target), "-T", "3"],
             capture_output=True,
             text=True,
@@ -251,8 +251,8 @@ def test_sigint_keeps_finished_runs_and_resume_completes(
     start = (
         "import runpy, signal, sys; "
         "signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "sys.argv = ['botorch-sketch-bench', *sys.argv[1:]]; "
-        "runpy.run_module('botorch_sketch.benchmarks', run_name='__main__')"
+        "sys.argv = ['python -m benchmarks', *sys.argv[1:]]; "
+        "runpy.run_module('benchmarks', run_name='__main__')"
     )
     process = subprocess.Popen(
         [sys.executable, "-c", start, *argv],

@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from botorch_sketch.benchmarks.measurement import (
+from benchmarks.measurement import (
     PeakMemoryMonitor,
     matmul_flops,
     max_rss_bytes,

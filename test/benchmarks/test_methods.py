@@ -1,4 +1,4 @@
-r"""The benchmark methods as records (:mod:`botorch_sketch.benchmarks.methods`):
+r"""The benchmark methods as records (:mod:`benchmarks.methods`):
 the registry, options, BBKB/BKB and GP-ThreDS built on the library loops."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 import torch
 
-from botorch_sketch.benchmarks import methods
-from botorch_sketch.benchmarks.methods import (
+from benchmarks import methods
+from benchmarks.methods import (
     METHODS,
     BenchmarkMethod,
     PerHorizon,
@@ -20,12 +20,12 @@ from botorch_sketch.benchmarks.methods import (
     parse_value,
     register_method,
 )
-from botorch_sketch.benchmarks.policies.baselines import ExactBUCB, Uniform
-from botorch_sketch.benchmarks.policies.common import (
+from benchmarks.policies.baselines import ExactBUCB, Uniform
+from benchmarks.policies.common import (
     KernelHyperparameters,
     draw_seed,
 )
-from botorch_sketch.benchmarks.problems import Problem
+from benchmarks.problems import Problem
 from botorch_sketch.generation.bbkb_loop import BBKB
 
 DTYPE = torch.float64

@@ -3,15 +3,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from botorch_sketch.benchmarks import methods
-from botorch_sketch.benchmarks.methods import (
+from benchmarks import methods
+from benchmarks.methods import (
     BenchmarkMethod,
     PolicyConfig,
     register_method,
 )
-from botorch_sketch.benchmarks.op_counts import OpCounter
-from botorch_sketch.benchmarks.problems import make_synthetic_problem
-from botorch_sketch.benchmarks.runner import count_operations, run_policy
+from benchmarks.op_counts import OpCounter
+from benchmarks.problems import make_synthetic_problem
+from benchmarks.runner import count_operations, run_policy
 
 
 def test_counter_sees_each_call_and_the_host_reads():

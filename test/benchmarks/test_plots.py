@@ -2,13 +2,13 @@ import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
-from botorch_sketch.benchmarks.plots import (
+from benchmarks.plots import (
     machine_line,
     plot_all,
     plot_problem,
     plot_title,
 )
-from botorch_sketch.benchmarks.results import RunTrace, aggregate_curve
+from benchmarks.results import RunTrace, aggregate_curve
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

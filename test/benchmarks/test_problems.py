@@ -5,7 +5,7 @@ import pytest
 import torch
 from botorch.test_functions.synthetic import Branin, Cosine8, Hartmann, Levy
 
-from botorch_sketch.benchmarks.problems import (
+from benchmarks.problems import (
     load_csv,
     make_dataset_problem,
     make_problem,

@@ -6,8 +6,8 @@ import pytest
 import torch
 from scipy.stats import t as student_t
 
-from botorch_sketch.benchmarks.problems import Problem
-from botorch_sketch.benchmarks.results import (
+from benchmarks.problems import Problem
+from benchmarks.results import (
     MIN_SEEDS_FOR_INTERVAL,
     RunTrace,
     aggregate_curve,

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from botorch_sketch.benchmarks import methods
-from botorch_sketch.benchmarks.methods import (
+from benchmarks import methods
+from benchmarks.methods import (
     BenchmarkMethod,
     PolicyConfig,
     register_method,
 )
-from botorch_sketch.benchmarks.policies.baselines import Uniform
-from botorch_sketch.benchmarks.problems import make_synthetic_problem
-from botorch_sketch.benchmarks.runner import (
+from benchmarks.policies.baselines import Uniform
+from benchmarks.problems import make_synthetic_problem
+from benchmarks.runner import (
     RunStore,
     environment_metadata,
     run_benchmark,

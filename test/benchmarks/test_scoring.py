@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from botorch_sketch.benchmarks import __main__ as entry
-from botorch_sketch.benchmarks.scoring import MODELS, time_acquisitions
+from benchmarks import __main__ as entry
+from benchmarks.scoring import MODELS, time_acquisitions
 
 
 def test_every_model_and_measurement_is_timed_with_ratios():
@@ -52,7 +52,7 @@ def test_scoring_subcommand_adds_the_acquisition_timings(capsys):
 def test_out_of_memory_is_nan_with_a_warning_and_other_errors_raise():
     import torch
 
-    from botorch_sketch.benchmarks.scoring import _timed_or_nan
+    from benchmarks.scoring import _timed_or_nan
 
     def out_of_memory():
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory: 800 bytes")

@@ -5,8 +5,8 @@ import sys
 import pytest
 import torch
 
-from botorch_sketch.benchmarks import __main__ as entry
-from botorch_sketch.benchmarks import scoring, thompson_steps
+from benchmarks import __main__ as entry
+from benchmarks import scoring, thompson_steps
 
 
 def test_scoring_parser_defaults_are_compare_scorings_and_flags_parse():
@@ -54,12 +54,12 @@ def test_subcommand_help_and_one_line_errors_name_the_subcommand(command, capsys
     with pytest.raises(SystemExit) as done:
         entry.main([command, "--help"])
     assert done.value.code == 0
-    assert capsys.readouterr().out.startswith(f"usage: botorch-sketch-bench {command}")
+    assert capsys.readouterr().out.startswith(f"usage: python -m benchmarks {command}")
     with pytest.raises(SystemExit) as done:
         entry.main([command, "--seed", "x"])
     assert done.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
-        f"botorch-sketch-bench {command}: error: argument --seed: invalid int value: "
+        f"python -m benchmarks {command}: error: argument --seed: invalid int value: "
         "'x' (see --help)"
     ]
 
@@ -81,12 +81,12 @@ def test_cluster_subcommand_runs_and_errors_on_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as done:
         entry.main(["cluster", "--help"])
     assert done.value.code == 0
-    assert capsys.readouterr().out.startswith("usage: botorch-sketch-bench cluster")
+    assert capsys.readouterr().out.startswith("usage: python -m benchmarks cluster")
     with pytest.raises(SystemExit) as done:
         entry.main(["cluster", "--workers", "x"])
     assert done.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
-        "botorch-sketch-bench cluster: error: argument -W/--workers: invalid int "
+        "python -m benchmarks cluster: error: argument -W/--workers: invalid int "
         "value: 'x' (see --help)"
     ]
 
@@ -95,17 +95,17 @@ def test_default_command_without_subcommand_help_lists_the_subcommands(capsys):
     with pytest.raises(SystemExit):
         entry.main(["--help"])
     out = capsys.readouterr().out
-    assert "usage: botorch-sketch-bench [-h] [--preset NAME]" in out
-    assert "botorch-sketch-bench scoring" in out
-    assert "botorch-sketch-bench thompson_steps" in out
-    assert "botorch-sketch-bench cluster" in out
+    assert "usage: python -m benchmarks [-h] [--preset NAME]" in out
+    assert "python -m benchmarks scoring" in out
+    assert "python -m benchmarks thompson_steps" in out
+    assert "python -m benchmarks cluster" in out
 
 
 def _without_matplotlib(argv):
     r"""Run the entry point in a fresh interpreter where matplotlib cannot load."""
     code = (
         "import sys; sys.modules['matplotlib'] = None; "
-        "from botorch_sketch.benchmarks.__main__ import main; "
+        "from benchmarks.__main__ import main; "
         f"sys.exit(main({argv!r}))"
     )
     return subprocess.run(
@@ -118,7 +118,7 @@ def test_missing_bench_extra_is_one_line_and_exit_2(argv):
     done = _without_matplotlib(argv)
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "botorch-sketch-bench: error: matplotlib is missing; install the benchmark "
+        "python -m benchmarks: error: matplotlib is missing; install the benchmark "
         'extra: pip install -e ".[bench]" (from the repository root)'
     ]
     assert done.stdout == ""
@@ -127,4 +127,4 @@ def test_missing_bench_extra_is_one_line_and_exit_2(argv):
 def test_scoring_needs_no_bench_extra():
     done = _without_matplotlib(["scoring", "--help"])
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("usage: botorch-sketch-bench scoring")
+    assert done.stdout.startswith("usage: python -m benchmarks scoring")

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from botorch_sketch.benchmarks.results import summarize
-from botorch_sketch.benchmarks.writers import checkpoints, format_table, write_results
+from benchmarks.results import summarize
+from benchmarks.writers import checkpoints, format_table, write_results
 
 from .traces import make_seed_traces, make_trace
 

@@ -2,7 +2,7 @@ r"""A small hand-made :class:`RunTrace` shared by the results and writers tests.
 
 import numpy as np
 
-from botorch_sketch.benchmarks.results import RunTrace
+from benchmarks.results import RunTrace
 
 
 def make_trace(policy="p", seed=0, values=(0.5, 1.0, 0.0, 0.75), **kwargs):

@@ -1,6 +1,6 @@
 import pytest
 
-from botorch_sketch.benchmarks.problems import make_problem
+from benchmarks.problems import make_problem
 
 
 @pytest.fixture(scope="module")

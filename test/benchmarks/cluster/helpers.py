@@ -7,8 +7,8 @@ import math
 import numpy as np
 import torch
 
-from botorch_sketch.benchmarks.cluster.methods import METHODS, MethodSetup
-from botorch_sketch.benchmarks.results import RunTrace
+from benchmarks.cluster.methods import METHODS, MethodSetup
+from benchmarks.results import RunTrace
 
 
 def world(seed, horizon, sigma=1.0, mean=1.0):

@@ -3,7 +3,7 @@ table."""
 
 import json
 
-from botorch_sketch.benchmarks.cluster.cli import main
+from benchmarks.cluster.cli import main
 
 
 def test_cli_writes_table_json_and_plots(tmp_path):

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from botorch_sketch.benchmarks.cluster import report
-from botorch_sketch.benchmarks.cluster.methods import (
+from benchmarks.cluster import report
+from benchmarks.cluster.methods import (
     METHODS,
     ClusterMethod,
     MethodSetup,
     SynchronousBatches,
 )
-from botorch_sketch.benchmarks.cluster.simulation import simulate
-from botorch_sketch.benchmarks.policies.baselines import Uniform
+from benchmarks.cluster.simulation import simulate
+from benchmarks.policies.baselines import Uniform
 from botorch_sketch.generation.bbkb_loop import asynchronous_options
 from botorch_sketch.generation.sgpts_loop import ExactGPTS
 from botorch_sketch.generation.thompson_arms import IncrementalExactThompson

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from botorch_sketch.benchmarks.cluster.report import (
+from benchmarks.cluster.report import (
     plot_tradeoff,
     summarize,
     time_to_find,

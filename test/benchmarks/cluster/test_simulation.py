@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from botorch_sketch.benchmarks.cluster import report
-from botorch_sketch.benchmarks.cluster.methods import METHODS, SynchronousBatches
-from botorch_sketch.benchmarks.cluster.report import busy_fraction
-from botorch_sketch.benchmarks.cluster.simulation import simulate
-from botorch_sketch.benchmarks.policies.baselines import Uniform
-from botorch_sketch.benchmarks.problems import make_problem
+from benchmarks.cluster import report
+from benchmarks.cluster.methods import METHODS, SynchronousBatches
+from benchmarks.cluster.report import busy_fraction
+from benchmarks.cluster.simulation import simulate
+from benchmarks.policies.baselines import Uniform
+from benchmarks.problems import make_problem
 
 from .helpers import greedy_schedule, heap_simulation, world
 

@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from botorch_sketch.benchmarks.cluster import report
-from botorch_sketch.benchmarks.cluster.cli import main
-from botorch_sketch.benchmarks.cluster.simulation import simulate
-from botorch_sketch.benchmarks.runner import RunStore
+from benchmarks.cluster import report
+from benchmarks.cluster.cli import main
+from benchmarks.cluster.simulation import simulate
+from benchmarks.runner import RunStore
 
 
 def test_a_simulated_run_round_trips_through_the_run_store(tmp_path, problem):

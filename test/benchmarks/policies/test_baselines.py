@@ -6,14 +6,14 @@ import torch
 from botorch.models import SingleTaskGP
 from gpytorch.means import ZeroMean
 
-from botorch_sketch.benchmarks.policies.baselines import (
+from benchmarks.policies.baselines import (
     EpsilonGreedy,
     ExactBUCB,
     ExactUCB,
     Uniform,
 )
-from botorch_sketch.benchmarks.policies.common import KernelHyperparameters
-from botorch_sketch.benchmarks.problems import make_synthetic_problem
+from benchmarks.policies.common import KernelHyperparameters
+from benchmarks.problems import make_synthetic_problem
 
 
 @pytest.fixture(autouse=True)

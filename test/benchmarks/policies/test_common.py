@@ -3,13 +3,13 @@ import math
 import pytest
 import torch
 
-from botorch_sketch.benchmarks.policies.common import (
+from benchmarks.policies.common import (
     BENCHMARK_BAYES_RADIUS,
     IncrementalExactPosterior,
     KernelHyperparameters,
     make_radius_schedule,
 )
-from botorch_sketch.benchmarks.problems import Problem
+from benchmarks.problems import Problem
 
 from ...gp_helpers import zero_mean_gp_posterior
 

@@ -3,14 +3,14 @@ from functools import partial
 import pytest
 import torch
 
-from botorch_sketch.acquisition.thompson import AlphaSchedule
-from botorch_sketch.benchmarks.policies.thompson import (
+from benchmarks.policies.thompson import (
     CachedExactGPTS,
     CachedSGPTS,
     ModelExactGPTS,
     ModelSGPTS,
 )
-from botorch_sketch.benchmarks.problems import Problem
+from benchmarks.problems import Problem
+from botorch_sketch.acquisition.thompson import AlphaSchedule
 
 DTYPE = torch.float64
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)

@@ -6,15 +6,15 @@ import torch
 from botorch.models import SingleTaskGP
 from gpytorch.means import ZeroMean
 
-from botorch_sketch.benchmarks.methods import METHODS
-from botorch_sketch.benchmarks.policies.threds import (
+from benchmarks.methods import METHODS
+from benchmarks.policies.threds import (
     PAPER_SETTINGS,
     IncrementalIGPUCBGrid,
     build_gp_threds,
     exact_posterior,
     resolve_settings,
 )
-from botorch_sketch.benchmarks.problems import Problem
+from benchmarks.problems import Problem
 from botorch_sketch.generation.threds import GPThreDS, default_threds_kernel
 from botorch_sketch.generation.threds_local import first_argmax, threds_radius
 

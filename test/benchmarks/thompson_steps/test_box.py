@@ -2,8 +2,8 @@ r"""One batch on the continuous Hartmann-6 for both methods."""
 
 import pytest
 
-from botorch_sketch.benchmarks.thompson_steps.report import format_box_report
-from botorch_sketch.benchmarks.thompson_steps.steps import time_box_batches
+from benchmarks.thompson_steps.report import format_box_report
+from benchmarks.thompson_steps.steps import time_box_batches
 
 
 def test_box_batches_time_both_methods_on_the_same_points():

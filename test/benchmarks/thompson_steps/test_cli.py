@@ -3,12 +3,12 @@ r"""The command line: tables, JSON, plots from saved results, usage errors."""
 import pytest
 import torch
 
-from botorch_sketch.benchmarks.thompson_steps.cli import main
-from botorch_sketch.benchmarks.thompson_steps.report import (
+from benchmarks.thompson_steps.cli import main
+from benchmarks.thompson_steps.report import (
     format_report,
     load_results,
 )
-from botorch_sketch.benchmarks.thompson_steps.steps import StepTimings
+from benchmarks.thompson_steps.steps import StepTimings
 
 
 def test_command_line_plots_several_arm_counts(capsys, tmp_path):

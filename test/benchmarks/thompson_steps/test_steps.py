@@ -7,13 +7,13 @@ import re
 import pytest
 import torch
 
-from botorch_sketch.benchmarks.policies.thompson import (
+from benchmarks.policies.thompson import (
     CachedExactGPTS,
     CachedSGPTS,
 )
-from botorch_sketch.benchmarks.problems import make_sgpts_hartmann6
-from botorch_sketch.benchmarks.thompson_steps.report import format_report
-from botorch_sketch.benchmarks.thompson_steps.steps import (
+from benchmarks.problems import make_sgpts_hartmann6
+from benchmarks.thompson_steps.report import format_report
+from benchmarks.thompson_steps.steps import (
     BASELINE_OF,
     METHODS,
     StepTimings,

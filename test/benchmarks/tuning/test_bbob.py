@@ -14,21 +14,21 @@ pytest.importorskip("matplotlib")
 
 import cocoex
 
-from botorch_sketch.benchmarks.tuning import cli
-from botorch_sketch.benchmarks.tuning.coco import (
+from benchmarks.tuning import cli
+from benchmarks.tuning.coco import (
     BBOB_TARGETS,
     ecdf_rows,
     fraction_solved,
     targets_hit,
 )
-from botorch_sketch.benchmarks.tuning.driver import (
+from benchmarks.tuning.driver import (
     TrialLog,
     load_problems,
     parse_label,
     to_trace,
 )
-from botorch_sketch.benchmarks.tuning.presets import PRESETS, Block, TuningPreset
-from botorch_sketch.benchmarks.tuning.problems import (
+from benchmarks.tuning.presets import PRESETS, Block, TuningPreset
+from benchmarks.tuning.problems import (
     BBOB_FUNCTIONS,
     BBOBSpec,
     bbob_suite,
@@ -197,7 +197,7 @@ def test_labels_parse_back():
 
 
 def test_bbob_presets_name_valid_problems_and_methods():
-    from botorch_sketch.benchmarks.tuning.methods import METHODS
+    from benchmarks.tuning.methods import METHODS
 
     names = [name for name in PRESETS if name.startswith("bbob")]
     assert {
@@ -271,8 +271,8 @@ def test_cli_reports_cocos_measures_on_a_tiny_run(tmp_path, monkeypatch, capsys)
 
 
 def test_tpe_variants_differ_only_as_optuna_says():
-    from botorch_sketch.benchmarks.tuning.driver import run_trials
-    from botorch_sketch.benchmarks.tuning.methods import TPE_VARIANTS, method_factory
+    from benchmarks.tuning.driver import run_trials
+    from benchmarks.tuning.methods import TPE_VARIANTS, method_factory
 
     problem = make_tuning_problem("bbob:function=1:dim=5:instance=1")
     configs = {}

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from botorch_sketch.benchmarks.tuning.driver import run_trials
+from benchmarks.tuning.driver import run_trials
 
 
 class Waiting:
@@ -55,8 +55,8 @@ def test_waiting_with_nothing_running_is_an_error_and_a_time_cap_stops():
 
 
 def test_repeated_configurations_are_recorded_and_counted_per_100():
-    from botorch_sketch.benchmarks.tuning.driver import TrialLog, to_trace
-    from botorch_sketch.benchmarks.tuning.report import markdown_tables, regret_rows
+    from benchmarks.tuning.driver import TrialLog, to_trace
+    from benchmarks.tuning.report import markdown_tables, regret_rows
 
     # trials 3, 5 and 6 repeat an earlier configuration (the dict order differs)
     configs = [{"x": 0.1, "c": "a"}, {"x": 0.2, "c": "a"}, {"x": 0.3, "c": "b"}]

@@ -11,12 +11,12 @@ pytest.importorskip("matplotlib")
 
 from optuna.trial import TrialState
 
-from botorch_sketch.benchmarks.tuning import cli
-from botorch_sketch.benchmarks.tuning.driver import TrialLog, run_trials, to_traces
-from botorch_sketch.benchmarks.tuning.methods import METHODS, method_factory
-from botorch_sketch.benchmarks.tuning.presets import OPTUNA_METHODS, PRESETS
-from botorch_sketch.benchmarks.tuning.problems import make_tuning_problem
-from botorch_sketch.benchmarks.tuning.report import (
+from benchmarks.tuning import cli
+from benchmarks.tuning.driver import TrialLog, run_trials, to_traces
+from benchmarks.tuning.methods import METHODS, method_factory
+from benchmarks.tuning.presets import OPTUNA_METHODS, PRESETS
+from benchmarks.tuning.problems import make_tuning_problem
+from benchmarks.tuning.report import (
     growth_notes,
     time_growth,
     window_rows,

@@ -14,10 +14,10 @@ pytest.importorskip("matplotlib")
 
 from botorch.test_functions import multi_objective, synthetic
 
-from botorch_sketch.benchmarks.results import RunTrace
-from botorch_sketch.benchmarks.runner import RunStore
-from botorch_sketch.benchmarks.tuning import cli
-from botorch_sketch.benchmarks.tuning.driver import (
+from benchmarks.results import RunTrace
+from benchmarks.runner import RunStore
+from benchmarks.tuning import cli
+from benchmarks.tuning.driver import (
     TrialLog,
     fingerprint,
     load_problems,
@@ -26,15 +26,15 @@ from botorch_sketch.benchmarks.tuning.driver import (
     to_trace,
     with_optima,
 )
-from botorch_sketch.benchmarks.tuning.methods import (
+from benchmarks.tuning.methods import (
     CONSTRAINED_METHODS,
     CONSTRAINTS_ATTR,
     METHODS,
     MULTI_OBJECTIVE_METHODS,
     method_factory,
 )
-from botorch_sketch.benchmarks.tuning.presets import PRESETS, Block, TuningPreset
-from botorch_sketch.benchmarks.tuning.problems import (
+from benchmarks.tuning.presets import PRESETS, Block, TuningPreset
+from benchmarks.tuning.problems import (
     CONSTRAINED_PROBLEMS,
     MULTI_OBJECTIVE_PROBLEMS,
     PROBLEMS,
@@ -42,7 +42,7 @@ from botorch_sketch.benchmarks.tuning.problems import (
     box_space,
     make_tuning_problem,
 )
-from botorch_sketch.benchmarks.tuning.report import (
+from benchmarks.tuning.report import (
     best_feasible,
     constrained_rows,
     constrained_tables,
@@ -308,7 +308,7 @@ def test_the_driver_runs_constrained_and_multi_objective_problems(tmp_path):
 
 @pytest.mark.parametrize("name", ["constrained-gramacy", "branin-currin"])
 def test_optuna_samplers_get_the_constraints_and_the_directions(name):
-    from botorch_sketch.benchmarks.tuning.driver import method_options, run_trials
+    from benchmarks.tuning.driver import method_options, run_trials
 
     problem = make_tuning_problem(name)
     method = method_factory("tpe")(problem.space, 0, 2, **method_options(problem))

@@ -3,14 +3,14 @@ import itertools
 import numpy as np
 import pytest
 
-from botorch_sketch.benchmarks.tuning.problems import (
+from benchmarks.tuning.problems import (
     MIXED_SPACE,
     MissingDataError,
     make_tuning_problem,
     mixed_loss,
     mixed_optimum,
 )
-from botorch_sketch.benchmarks.tuning.space import sample
+from benchmarks.tuning.space import sample
 
 
 def test_mixed_optimum_is_reached_and_never_beaten():

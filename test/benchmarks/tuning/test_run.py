@@ -11,9 +11,9 @@ pytest.importorskip("optuna")
 pytest.importorskip("ray.tune")
 pytest.importorskip("matplotlib")
 
-from botorch_sketch.benchmarks.runner import RunStore
-from botorch_sketch.benchmarks.tuning import cli
-from botorch_sketch.benchmarks.tuning.driver import (
+from benchmarks.runner import RunStore
+from benchmarks.tuning import cli
+from benchmarks.tuning.driver import (
     arm_set_floor,
     fingerprint,
     load_problems,
@@ -22,10 +22,10 @@ from botorch_sketch.benchmarks.tuning.driver import (
     stored_runs,
     with_optima,
 )
-from botorch_sketch.benchmarks.tuning.methods import method_factory
-from botorch_sketch.benchmarks.tuning.presets import PRESETS, Block, TuningPreset
-from botorch_sketch.benchmarks.tuning.problems import PROBLEMS, make_tuning_problem
-from botorch_sketch.benchmarks.tuning.report import regret_rows
+from benchmarks.tuning.methods import method_factory
+from benchmarks.tuning.presets import PRESETS, Block, TuningPreset
+from benchmarks.tuning.problems import PROBLEMS, make_tuning_problem
+from benchmarks.tuning.report import regret_rows
 
 from .helpers import contains
 
@@ -253,9 +253,9 @@ def test_cli_skips_missing_cadata_with_a_message(tmp_path, monkeypatch, capsys):
 
 def test_ax_default_strategy_runs_through_the_driver():
     pytest.importorskip("ax")
-    from botorch_sketch.benchmarks.tuning.driver import run_trials
-    from botorch_sketch.benchmarks.tuning.methods import method_factory
-    from botorch_sketch.benchmarks.tuning.problems import make_tuning_problem
+    from benchmarks.tuning.driver import run_trials
+    from benchmarks.tuning.methods import method_factory
+    from benchmarks.tuning.problems import make_tuning_problem
 
     problem = make_tuning_problem("mixed")
     build = method_factory("ax")

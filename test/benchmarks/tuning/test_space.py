@@ -6,8 +6,8 @@ import pytest
 pytest.importorskip("optuna")
 pytest.importorskip("ray.tune")
 
-from botorch_sketch.benchmarks.tuning.problems import HGB_SPACE, MIXED_SPACE
-from botorch_sketch.benchmarks.tuning.space import Param, sample, to_optuna, to_tune
+from benchmarks.tuning.problems import HGB_SPACE, MIXED_SPACE
+from benchmarks.tuning.space import Param, sample, to_optuna, to_tune
 
 from .helpers import contains
 
@@ -36,7 +36,7 @@ def test_tune_and_optuna_spaces_agree(space):
 
 def test_ax_parameters_agree():
     pytest.importorskip("ax")
-    from botorch_sketch.benchmarks.tuning.space import to_ax
+    from benchmarks.tuning.space import to_ax
 
     for param, config in zip(MIXED_SPACE, to_ax(MIXED_SPACE), strict=True):
         assert config.name == param.name
