@@ -9,7 +9,7 @@ on a finite arm set, share ``ArmLoop`` and follow the ``AskTellOptimizer`` contr
 ``SGPTS`` and ``ExactGPTS``.
 """
 
-from botorch_sketch.generation.ask_tell import ArmLoop, AskTellOptimizer
+from botorch_sketch.generation.ask_tell import ArmLoop, AskTellOptimizer, BestArm
 from botorch_sketch.generation.bbkb import (
     BBKBBatch,
     gen_bbkb_batch,
@@ -44,6 +44,7 @@ __all__ = [
     "ArmLoop",
     "ArmThompsonSampler",
     "AskTellOptimizer",
+    "BestArm",
     "BBKBBatch",
     "BBKBOptions",
     "CachedSparseThompson",

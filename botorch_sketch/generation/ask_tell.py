@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, NamedTuple, Protocol, TypeVar, cast, runtime_checkable
 
 import torch
 from gpytorch.kernels import Kernel
@@ -140,6 +140,17 @@ def one_call_at_a_time(method: Method) -> Method:
             self._call_lock.release()
 
     return cast(Method, exclusive)
+
+
+class BestArm(NamedTuple):
+    r"""The told arm with the largest reward (:meth:`ArmLoop.best`)."""
+
+    #: Its index into the loop's arms
+    index: int
+    #: Its ``d`` coordinates (a copy)
+    point: Tensor
+    #: Its reward, as told
+    reward: float
 
 
 @dataclass(frozen=True)
@@ -288,6 +299,25 @@ class ArmLoop(Restorable):
     def num_observations(self) -> int:
         r"""The number ``t`` of told outcomes."""
         return self.observed.shape[0]
+
+    def best(self) -> BestArm:
+        r"""The told arm with the largest reward, its point and that reward.
+
+        The loops maximize: tell ``-loss`` to minimize a loss. Of equal rewards the
+        one told first wins. On a noisy objective the largest told reward is
+        optimistic (the best of ``t`` noisy draws): evaluate the point again to
+        confirm it.
+
+        Example:
+            >>> index, point, reward = loop.best()
+        """
+        if self.num_observations == 0:
+            raise ValueError(
+                "No reward has been told yet: best() needs one tell(indices, rewards)."
+            )
+        position = int(self.rewards.argmax())
+        index = int(self.observed[position])
+        return BestArm(index, self.arms[index].clone(), float(self.rewards[position]))
 
     # ------------------------------------------------------------------ ask side
     def _repeat_threshold(self) -> float:

@@ -223,10 +223,6 @@ class GPThreDS:
             copy.deepcopy(covar_module).requires_grad_(False).to(**factory)
         )
         self.seed = seed
-        self.noise = float(options.noise)
-        self.rkhs_bound = float(options.rkhs_bound)
-        self.noise_std = float(options.noise_std)
-        self.tol_coef = float(options.tol_coef)
         # Unit-cube points (1 x d each) and values of every query so far.
         self._observed_X: list[Tensor] = []
         self._observed_Y: list[float] = []
@@ -290,6 +286,16 @@ class GPThreDS:
         if not self._is_next_query(X):
             raise ValueError("`X` must be the point returned by the last ask().")
         self._observe(float(Y))
+
+    def best(self) -> tuple[Tensor, float]:
+        r"""The query with the largest observed value (``d``, in the user's bounds)
+        and that value; GP-ThreDS maximizes, and of equal values the earliest wins.
+        """
+        if not self._observed_Y:
+            raise ValueError("No value has been told yet: best() needs one tell(X, Y).")
+        position = max(range(len(self._observed_Y)), key=self._observed_Y.__getitem__)
+        point = self._to_user(self._observed_X[position]).squeeze(0)
+        return point, self._observed_Y[position]
 
     def state_dict(self) -> dict[str, Tensor]:
         r"""Everything needed to resume the run exactly (copies).
@@ -508,8 +514,8 @@ class GPThreDS:
         first_index: int,
         delta: float,
     ) -> LocalTest:
-        rkhs_bound, noise_std = self.rkhs_bound, self.noise_std
-        gamma = self.options.gamma
+        options = self.options
+        bound, noise_std, gamma = options.rkhs_bound, options.noise_std, options.gamma
         reused_X, reused_Y = self._observations_inside(box)
         return LocalTest(
             grid,
@@ -517,11 +523,11 @@ class GPThreDS:
             num_groups,
             box,
             threshold=self.threshold,
-            tolerance=self.tol_coef * float((box[1] - box[0]).max()),
-            radius=lambda n: threds_radius(n, rkhs_bound, noise_std, delta, gamma),
+            tolerance=options.tol_coef * float((box[1] - box[0]).max()),
+            radius=lambda n: threds_radius(n, bound, noise_std, delta, gamma),
             kernel=self.covar_module,
-            noise=self.noise,
-            cap=self.options.cap,
+            noise=float(options.noise),
+            cap=options.cap,
             first_index=first_index,
             reused_X=reused_X,
             reused_Y=reused_Y,

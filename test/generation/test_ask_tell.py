@@ -296,3 +296,28 @@ def test_self_tuning_choices_do_not_depend_on_the_rewards_units(loop_class):
     reference = _self_tuned_choices(loop_class, 1.0, 0.0)
     assert _self_tuned_choices(loop_class, 1e3, 300.0) == reference
     assert _self_tuned_choices(loop_class, 1e-3, -5.0) == reference
+
+
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_best_is_the_largest_told_reward(name):
+    arms = _arms()
+    loop = _fixed(name, arms)
+    with pytest.raises(ValueError, match=r"tell\(indices, rewards\)"):
+        loop.best()
+    told = []  # (index, reward) in the order told, kept by hand
+    generator = torch.Generator().manual_seed(3)
+    for round_ in range(6):
+        indices = loop.ask(4)
+        rewards = torch.randn(len(indices), generator=generator, dtype=DTYPE)
+        if round_ in (1, 3):  # a tie at the top: the reward told first wins
+            rewards[-1 if round_ == 1 else 0] = 5.0
+        for part in (slice(0, 1), slice(1, None)):  # the rest stays pending a while
+            if len(indices[part]):
+                loop.tell(indices[part], rewards[part])
+                told += zip(indices[part].tolist(), rewards[part].tolist(), strict=True)
+            top = max(reward for _, reward in told)
+            index = next(i for i, reward in told if reward == top)
+            best = loop.best()
+            assert (best.index, best.reward) == (index, top)
+            assert torch.equal(best.point, arms[index])
+    assert loop.best().reward == 5.0

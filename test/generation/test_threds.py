@@ -368,7 +368,7 @@ def test_pickle_with_the_former_options_is_rejected():
     with pytest.raises(TypeError, match="`options` must be a GPThreDSOptions"):
         GPThreDS.__new__(GPThreDS).__setstate__(saved | {"options": options})
     twin = pickle.loads(pickle.dumps(gen))
-    assert (twin.rkhs_bound, twin.noise_std) == (2.0, 0.3)
+    assert (twin.options.rkhs_bound, twin.options.noise_std) == (2.0, 0.3)
 
 
 def test_rejected_loads_change_nothing():
@@ -486,3 +486,14 @@ def _same_state(first: dict, second: dict) -> bool:
         else value == second[key]
         for key, value in first.items()
     )
+
+
+def test_best_is_the_query_with_the_largest_value_in_user_bounds():
+    gen = GPThreDS(USER, f_range=(0.5, 1.2))
+    with pytest.raises(ValueError, match=r"tell\(X, Y\)"):
+        gen.best()
+    X, Y = gen.run(lambda X: noisy(branin, 2)((X - USER[0]) / (USER[1] - USER[0])), 50)
+    position = int(Y.argmax())  # the first of equal maxima
+    point, value = gen.best()
+    assert value == float(Y[position]) and torch.equal(point, X[position])
+    assert point.shape == (2,)

@@ -68,7 +68,7 @@ def test_kernel_hyperparameters_come_from_the_problem():
     kernel = threds.covar_module
     assert float(kernel.base_kernel.lengthscale) == pytest.approx(0.3)
     assert float(kernel.outputscale) == pytest.approx(2.0)
-    assert threds.noise == pytest.approx(0.01)  # noise_std ** 2
+    assert threds.options.noise == pytest.approx(0.01)  # noise_std ** 2
     igp = IncrementalIGPUCBGrid(problem, 10, torch.Generator(), noise=0.02)
     assert igp.noise == 0.02
     assert float(igp.covar_module.base_kernel.lengthscale) == pytest.approx(0.3)
@@ -106,7 +106,7 @@ def test_gp_threds_policy_options_and_errors():
     options = threds.options
     assert options.mode == "rwt" and options.reuse_observations
     assert options.cap == 10 and options.max_depth == 2
-    assert threds.interval == (0.0, 20.0) and threds.rkhs_bound == 0.5
+    assert threds.interval == (0.0, 20.0) and options.rkhs_bound == 0.5
     _, threds = drive(build, make_problem(name="other"), 20)
     assert threds.num_queries == 20
     with pytest.raises(ValueError, match="f_range"):
