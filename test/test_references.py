@@ -1,6 +1,7 @@
-r"""Every dotted ``botorch_sketch.`` name in the docs, the README, the tutorials and
-the package's docstrings names something that exists, in the module that defines it
-(or in a package that exports it), so that a moved name leaves no stale reference."""
+r"""Every dotted ``botorch_sketch.`` or ``benchmarks.`` name in the docs, the README,
+the tutorials and the docstrings of the package and of the benchmark harness names
+something that exists, in the module that defines it (or in a package that exports
+it), so that a moved name leaves no stale reference."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOTTED = re.compile(r"botorch_sketch(?:\.[A-Za-z_]\w*)+")
+DOTTED = re.compile(r"(?<![\w./-])(?:botorch_sketch|benchmarks)(?:\.[A-Za-z_]\w*)+")
 
 
 def _texts() -> dict[str, str]:
@@ -23,8 +24,9 @@ def _texts() -> dict[str, str]:
     for path in ROOT.glob("tutorials/*.ipynb"):
         cells = json.loads(path.read_text())["cells"]
         texts[path.name] = "\n".join("".join(cell["source"]) for cell in cells)
-    for path in (ROOT / "botorch_sketch").rglob("*.py"):
-        texts[str(path.relative_to(ROOT))] = path.read_text()
+    for folder in ("botorch_sketch", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            texts[str(path.relative_to(ROOT))] = path.read_text()
     return texts
 
 
