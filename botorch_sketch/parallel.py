@@ -63,7 +63,7 @@ import torch
 from torch import Tensor
 
 from botorch_sketch.generation.ask_tell import AskTellOptimizer
-from botorch_sketch.utils.extras import install_hint
+from botorch_sketch.utils.extras import require
 from botorch_sketch.utils.validation import (
     check_allocation,
     check_at_least,
@@ -85,21 +85,8 @@ __all__ = [
     "run_parallel",
 ]
 
-#: How the optional engines are installed.
-DISTRIBUTED_INSTALL_HINT = install_hint("distributed")
 #: Version of the checkpoint layout written by :func:`run_parallel`.
 CHECKPOINT_VERSION = 1
-
-
-def require(module: str) -> Any:
-    r"""Import ``module`` or raise an ImportError that names the extra to install."""
-    try:
-        return __import__(module, fromlist=["_"])
-    except ImportError as error:
-        raise ImportError(
-            f"This needs the optional dependency {module.split('.')[0]}. "
-            f"{DISTRIBUTED_INSTALL_HINT}"
-        ) from error
 
 
 class Engine(ABC):
@@ -171,7 +158,7 @@ class DaskEngine(Engine):
     repeated arm is evaluated again)."""
 
     def __init__(self, client: Any) -> None:
-        self.distributed = require("distributed")
+        self.distributed = require("distributed", "distributed")
         if not isinstance(client, self.distributed.Client):
             raise TypeError(
                 f"`client` must be a distributed.Client, got {type(client).__name__}."
@@ -214,7 +201,7 @@ class RayEngine(Engine):
     """
 
     def __init__(self, **remote_options: Any) -> None:
-        self.ray = require("ray")
+        self.ray = require("ray", "distributed")
         self.task = self.ray.remote(_call)
         if remote_options:
             self.task = self.task.options(**remote_options)
@@ -661,7 +648,7 @@ def _progress_bar(progress: bool | None, total: int, initial: int) -> Any:
     None when disabled."""
     if progress is False or (progress is None and not sys.stderr.isatty()):
         return None
-    tqdm = require("tqdm").tqdm
+    tqdm = require("tqdm", "distributed").tqdm
     return tqdm(total=total, initial=initial, file=sys.stderr, unit="eval")
 
 

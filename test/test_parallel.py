@@ -22,7 +22,6 @@ from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.multi_outcome import MultiOutcomeLoop
 from botorch_sketch.generation.sgpts_loop import SGPTS
 from botorch_sketch.parallel import (
-    DISTRIBUTED_INSTALL_HINT,
     DaskEngine,
     EvaluationLog,
     ExecutorEngine,
@@ -32,6 +31,7 @@ from botorch_sketch.parallel import (
     load_checkpoint,
     run_parallel,
 )
+from botorch_sketch.utils.extras import install_hint
 
 from .gp_helpers import assert_loop_matches_scratch
 from .ray_helpers import init_local_ray
@@ -145,9 +145,7 @@ def sync_loop(optimizer, budget: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def dask_client():
-    distributed = pytest.importorskip(
-        "distributed", reason=f"needs distributed. {DISTRIBUTED_INSTALL_HINT}"
-    )
+    distributed = pytest.importorskip("distributed", reason=install_hint("distributed"))
     with (
         distributed.LocalCluster(
             n_workers=2,
@@ -163,7 +161,7 @@ def dask_client():
 
 @pytest.fixture(scope="module")
 def ray_module(tmp_path_factory):
-    ray = pytest.importorskip("ray", reason=f"needs ray. {DISTRIBUTED_INSTALL_HINT}")
+    ray = pytest.importorskip("ray", reason=install_hint("distributed"))
     init_local_ray(tmp_path_factory)
     yield ray
     ray.shutdown()

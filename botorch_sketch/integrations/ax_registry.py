@@ -30,9 +30,11 @@ from __future__ import annotations
 try:
     import ax  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised without ax installed
-    from botorch_sketch.integrations.ax_guard import AX_INSTALL_HINT
+    from botorch_sketch.utils.extras import missing_dependency
 
-    raise ImportError(AX_INSTALL_HINT) from error
+    raise missing_dependency(
+        "ax-platform", "ax", "botorch_sketch.integrations.ax"
+    ) from error
 
 import math
 from collections.abc import Callable

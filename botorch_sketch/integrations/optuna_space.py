@@ -18,11 +18,10 @@ from __future__ import annotations
 try:
     import optuna  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised without optuna
-    from botorch_sketch.utils.extras import install_hint
+    from botorch_sketch.utils.extras import missing_dependency
 
-    raise ImportError(
-        "botorch_sketch.integrations.optuna needs the optional dependency optuna. "
-        + install_hint("optuna")
+    raise missing_dependency(
+        "optuna", "optuna", "botorch_sketch.integrations.optuna"
     ) from error
 
 from collections.abc import Mapping

@@ -21,11 +21,10 @@ from __future__ import annotations
 try:
     import ray.tune  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised without ray installed
-    from botorch_sketch.parallel import DISTRIBUTED_INSTALL_HINT
+    from botorch_sketch.utils.extras import missing_dependency
 
-    raise ImportError(
-        "botorch_sketch.integrations.ray_tune needs the optional dependency "
-        f"ray[tune]. {DISTRIBUTED_INSTALL_HINT}"
+    raise missing_dependency(
+        "ray[tune]", "distributed", "botorch_sketch.integrations.ray_tune"
     ) from error
 
 import copy

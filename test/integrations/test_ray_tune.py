@@ -9,9 +9,9 @@ import os
 import pytest
 import torch
 
-from botorch_sketch.parallel import DISTRIBUTED_INSTALL_HINT
+from botorch_sketch.utils.extras import install_hint
 
-pytest.importorskip("ray.tune", reason=f"needs ray[tune]. {DISTRIBUTED_INSTALL_HINT}")
+pytest.importorskip("ray.tune", reason=install_hint("distributed"))
 
 from gpytorch.kernels import RBFKernel, ScaleKernel  # noqa: E402
 from ray import tune  # noqa: E402
