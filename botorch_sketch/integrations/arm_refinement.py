@@ -30,6 +30,7 @@ from botorch_sketch.generation.trust_region import TrustRegion
 from botorch_sketch.generation.ucb_polish import ClosedFormUCB, maximize_ucb
 from botorch_sketch.integrations.arm_space import RefinableArms, add_unit_points
 from botorch_sketch.integrations.local_phase import LocalPhase
+from botorch_sketch.integrations.loop_builder import StudyLoop
 from botorch_sketch.utils.validation import check_bool, check_int
 
 #: Configurations added near the best ones at each refit of a learned kernel: on
@@ -111,7 +112,7 @@ class ArmRefiner:
         self.region: TrustRegion | None = None
         self.told = 0
 
-    def refine(self, loop: Any, arms: RefinableArms) -> None:
+    def refine(self, loop: StudyLoop, arms: RefinableArms) -> None:
         r"""After a tell to ``loop`` (a
         :class:`~botorch_sketch.generation.bbkb_loop.BBKB` or
         :class:`~botorch_sketch.generation.sgpts_loop.SGPTS` on ``arms.features``):
@@ -137,7 +138,7 @@ class ArmRefiner:
         if self.local is not None:
             self.local.observe(loop, arms, self.region, self.generator)
 
-    def _add_candidates(self, loop: Any, arms: RefinableArms) -> None:
+    def _add_candidates(self, loop: StudyLoop, arms: RefinableArms) -> None:
         r"""The trust region's candidates, and the refined points if the loop
         refitted since the last call, as arms."""
         rewards = loop.rewards
@@ -164,7 +165,7 @@ class ArmRefiner:
         if unit:
             add_unit_points(loop, arms, torch.cat(unit))
 
-    def _add_polished(self, loop: Any, arms: RefinableArms) -> None:
+    def _add_polished(self, loop: StudyLoop, arms: RefinableArms) -> None:
         r"""The maxima of the loop's BKB-UCB by L-BFGS-B from its ``num_polished``
         arms of highest UCB, as arms
         (:func:`~botorch_sketch.generation.ucb_polish.maximize_ucb`): BBKB loops on
@@ -180,7 +181,7 @@ class ArmRefiner:
         maxima = maximize_ucb(ucb, loop.kernel_inputs[starts], POLISH_ITERATIONS)
         add_unit_points(loop, arms, maxima)
 
-    def next_arm(self, loop: Any, arms: RefinableArms) -> int | None:
+    def next_arm(self, loop: StudyLoop, arms: RefinableArms) -> int | None:
         r"""The next arm the local phase asks ``loop`` for, a spare added to
         ``arms`` and ``loop`` if need be (None: none, the loop picks)."""
         if self.local is None:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from botorch_sketch.integrations.loop_builder import StudyLoop
 from botorch_sketch.utils.validation import check_int
 
 __all__ = ["DEFAULT_NUM_ARMS", "ChoiceDomain", "DomainArms", "NumericDomain"]
@@ -298,7 +299,9 @@ class RefinableArms(Protocol):
     def index_of(self, row: Tensor) -> int | None: ...
 
 
-def add_unit_points(loop: Any, arms: RefinableArms, unit: Tensor) -> list[int | None]:
+def add_unit_points(
+    loop: StudyLoop, arms: RefinableArms, unit: Tensor
+) -> list[int | None]:
     r"""Snap points of the loop's unit cube (``n x d``, the cube of its box
     ``loop.box``) to the domains, add those inside the box that are not arms yet to
     ``arms`` and to the loop (``add_arms``), in order.

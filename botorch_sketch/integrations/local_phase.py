@@ -35,6 +35,7 @@ from botorch_sketch.generation.evolution_strategy import EvolutionStrategy
 from botorch_sketch.generation.refinement import best_arms
 from botorch_sketch.generation.trust_region import TrustRegion
 from botorch_sketch.integrations.arm_space import RefinableArms, add_unit_points
+from botorch_sketch.integrations.loop_builder import StudyLoop
 
 #: Told trials before the first local phase, per dimension and at least (the
 #: model's search alone until then): 100 in 5-d, 200 in 10-d.
@@ -91,7 +92,7 @@ class LocalPhase:
         self._rewards: list[float | None] = []  # each point's reward, once known
 
     def next_arm(
-        self, loop: Any, arms: RefinableArms, generator: torch.Generator
+        self, loop: StudyLoop, arms: RefinableArms, generator: torch.Generator
     ) -> int | None:
         r"""The next arm of the generation to evaluate, skipping those ``loop``
         already has pending or observed (another worker's trials); once the
@@ -108,7 +109,7 @@ class LocalPhase:
                 return None
 
     def _draw_spare(
-        self, loop: Any, arms: RefinableArms, generator: torch.Generator
+        self, loop: StudyLoop, arms: RefinableArms, generator: torch.Generator
     ) -> bool:
         r"""Add one more point of the running strategy's distribution to the
         generation (queued unless its arm is evaluated); False when no phase runs
@@ -129,7 +130,7 @@ class LocalPhase:
 
     def observe(
         self,
-        loop: Any,
+        loop: StudyLoop,
         arms: RefinableArms,
         region: TrustRegion,
         generator: torch.Generator,
@@ -149,7 +150,7 @@ class LocalPhase:
         self._advance(loop, arms, generator)
         self.restarts_seen = region.restarts
 
-    def _start(self, loop: Any) -> None:
+    def _start(self, loop: StudyLoop) -> None:
         r"""A strategy at the best arm, its population doubled per phase before:
         the first warm-started from the best :data:`WARM_START_SHARE` of the
         observed arms, the next ones at :data:`RESTART_STEP`."""
@@ -166,7 +167,7 @@ class LocalPhase:
         self.strategy = EvolutionStrategy(points[0], sigma, covariance, population)
         self.phases += 1
 
-    def _collect(self, loop: Any) -> None:
+    def _collect(self, loop: StudyLoop) -> None:
         r"""The reward of every point whose arm is now observed (its mean reward),
         or the worst reward so far if its arm failed or could not be added."""
         worst = float(loop.rewards.min())
@@ -181,7 +182,7 @@ class LocalPhase:
                 self._rewards[position] = worst
 
     def _advance(
-        self, loop: Any, arms: RefinableArms, generator: torch.Generator
+        self, loop: StudyLoop, arms: RefinableArms, generator: torch.Generator
     ) -> None:
         r"""While ``lambda`` points of the generation are told: update the
         strategy with the ``lambda`` told ones drawn first (independent draws of

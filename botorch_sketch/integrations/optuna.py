@@ -91,8 +91,9 @@ from botorch_sketch.integrations.arm_refinement import (
     ArmRefiner,
 )
 from botorch_sketch.integrations.arm_space import DEFAULT_NUM_ARMS, DomainArms
-from botorch_sketch.integrations.worker_options import (
+from botorch_sketch.integrations.loop_builder import (
     LoopBuilder,
+    StudyLoop,
     bbkb_worker_options,
 )
 from botorch_sketch.utils.validation import (
@@ -177,7 +178,7 @@ class _LoopSampler(LoopBuilder, BaseSampler):
         self._search_space = IntersectionSearchSpace()
         self._space: dict[str, BaseDistribution] | None = None
         self.arms: DomainArms | None = None
-        self.loop: Any = None
+        self.loop: StudyLoop | None = None
         #: Trial numbers told to the loop, in order (rewards in ``loop.rewards``).
         self.told_trials: list[int] = []
         #: Trial numbers failed in the loop, in order.

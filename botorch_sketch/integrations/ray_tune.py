@@ -84,8 +84,9 @@ from botorch_sketch.integrations.arm_refinement import (
     DEFAULT_NUM_REFINED,
     ArmRefiner,
 )
-from botorch_sketch.integrations.worker_options import (
+from botorch_sketch.integrations.loop_builder import (
     LoopBuilder,
+    StudyLoop,
     bbkb_worker_options,
 )
 from botorch_sketch.utils.validation import check_int
@@ -133,7 +134,7 @@ class _LoopSearch(LoopBuilder, Searcher):
         self._num_arms, self._seed = num_arms, seed
         self._spec: dict | list[dict] | None = None
         self.arm_space: ArmSpace | None = None
-        self.loop: Any = None
+        self.loop: StudyLoop | None = None
         self._trials: dict[str, int] = {}
         #: Arms of ``points_to_evaluate`` not suggested yet, in order.
         self._queue: list[int] = []
@@ -149,7 +150,7 @@ class _LoopSearch(LoopBuilder, Searcher):
         self._initial_num_arms = arm_space.num_arms
         self._queue = list(arm_space.point_indices)
 
-    def _new_loop(self) -> Any:
+    def _new_loop(self) -> StudyLoop:
         r"""A loop on the arms of :attr:`arm_space` (:meth:`_build_loop`), or one
         per objective and constraint in a
         :class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop`

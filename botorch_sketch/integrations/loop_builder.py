@@ -1,7 +1,7 @@
-r"""The loop options of the Ray Tune searchers and the Optuna samplers: BBKB's for
-``W`` asynchronous workers (``max_concurrent``, ``num_workers``), no repeats on a
-continuous space, and the options object a searcher or sampler builds its loops
-with."""
+r"""How the Ray Tune searchers and the Optuna samplers build their loops
+(:class:`LoopBuilder`): BBKB's options for ``W`` asynchronous workers
+(``max_concurrent``, ``num_workers``), no repeats on a continuous space, the options
+object, and one loop per outcome when there are several (:data:`StudyLoop`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
+from botorch_sketch.generation.ask_tell import ArmLoop
 from botorch_sketch.generation.bbkb_loop import asynchronous_options
 from botorch_sketch.generation.multi_outcome import MultiOutcomeLoop
 from botorch_sketch.generation.options import (
@@ -24,6 +25,10 @@ from botorch_sketch.utils.validation import check_kernel
 #: Seeds of the outcome loops of a study with several objectives or constraints:
 #: the sampler's or searcher's seed plus this times the outcome (mod 2^64).
 OUTCOME_SEED_STRIDE = 1_000_003
+#: The loop of a study: one ``BBKB`` or ``SGPTS`` for one objective, a
+#: :class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop` of them for
+#: several objectives or constraints.
+StudyLoop = ArmLoop | MultiOutcomeLoop
 
 
 def bbkb_worker_options(num_workers: int | None) -> dict[str, Any]:
@@ -69,7 +74,7 @@ class LoopBuilder:
         r"""Loop options for the workers (none by default)."""
         return {}
 
-    def _build_loop(self, features: Tensor, seed: int, continuous: bool) -> Any:
+    def _build_loop(self, features: Tensor, seed: int, continuous: bool) -> ArmLoop:
         r"""The loop on ``features``: the options (or the workers' defaults) with
         the overrides, no repeats if ``continuous`` with a learned kernel and the
         repeat rule unset, the kernel and ``seed``."""
@@ -94,7 +99,7 @@ class LoopBuilder:
         continuous: bool,
         num_objectives: int,
         num_constraints: int,
-    ) -> Any:
+    ) -> StudyLoop:
         r"""The loop of :meth:`_build_loop` for one objective and no constraint,
         else a :class:`~botorch_sketch.generation.multi_outcome.MultiOutcomeLoop`
         of one per outcome (seeds ``seed + i OUTCOME_SEED_STRIDE``, mod 2^64)."""
