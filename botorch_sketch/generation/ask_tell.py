@@ -19,16 +19,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.generation.arm_growth import checked_new_arms
-from botorch_sketch.generation.initial_design import space_filling_arms
-from botorch_sketch.generation.options import ArmLoopOptions, options_record
-from botorch_sketch.generation.pending import staying_pending
-from botorch_sketch.generation.repeats import repeat_threshold, repeats_agree
-from botorch_sketch.generation.reward_warping import (
-    fit_power,
-    warped_rewards,
-    warped_values,
-)
-from botorch_sketch.models.hyperparameters import (
+from botorch_sketch.generation.hyperparameters import (
     INITIAL_LEARNED_NOISE,
     REFIT_MAX_ITERATIONS,
     RefitSchedule,
@@ -40,6 +31,15 @@ from botorch_sketch.models.hyperparameters import (
     learnable_covar_module,
     restart_due,
     unit_cube,
+)
+from botorch_sketch.generation.initial_design import space_filling_arms
+from botorch_sketch.generation.options import ArmLoopOptions, options_record
+from botorch_sketch.generation.pending import staying_pending
+from botorch_sketch.generation.repeats import repeat_threshold, repeats_agree
+from botorch_sketch.generation.reward_warping import (
+    fit_power,
+    warped_rewards,
+    warped_values,
 )
 from botorch_sketch.utils.atomic import Restorable, atomic
 from botorch_sketch.utils.fingerprint import (

@@ -17,6 +17,7 @@ from botorch_sketch.generation.bbkb import (
     BatchGreedy,
     copies_of,
 )
+from botorch_sketch.generation.hyperparameters import cube_coordinates
 from botorch_sketch.generation.options import (
     BBKBOptions,
     merged_options,
@@ -25,7 +26,6 @@ from botorch_sketch.generation.repeats import holds_told_arms
 from botorch_sketch.generation.variance_tracking import CachedGeometry
 from botorch_sketch.models.candidate_state import CandidateState
 from botorch_sketch.models.dictionary import inclusion_probabilities, sample_dictionary
-from botorch_sketch.models.hyperparameters import cube_coordinates
 from botorch_sketch.models.nystrom import NystromGP
 from botorch_sketch.utils.atomic import reset_on_rollback
 from botorch_sketch.utils.validation import (
@@ -177,7 +177,7 @@ class BBKB(ArmLoop):
     :meth:`~botorch_sketch.models.candidate_state.CandidateState.set_targets`), and
     the kernel's ARD lengthscales and outputscale and ``lambda`` are refitted by MAP
     on the collapsed bound (BoTorch's default priors,
-    :func:`~botorch_sketch.models.hyperparameters.learnable_covar_module`) each time
+    :func:`~botorch_sketch.generation.hyperparameters.learnable_covar_module`) each time
     the observations have grown by ``refit_growth`` since the last fit, warm-started
     from it, at a batch end (then the candidate state is recomputed once). A
     ``covar_module`` given by the user stays fixed and the rewards are taken as

@@ -30,8 +30,8 @@ import torch
 from botorch_sketch.acquisition.bkb import TheoryRadius
 from botorch_sketch.acquisition.thompson import resolve_alpha
 from botorch_sketch.generation.bbkb import DEFAULT_MAX_BATCH_SIZE, RULES
+from botorch_sketch.generation.hyperparameters import DEFAULT_REFIT_GROWTH
 from botorch_sketch.generation.threds_local import threds_radius
-from botorch_sketch.models.hyperparameters import DEFAULT_REFIT_GROWTH
 from botorch_sketch.models.nystrom import DEFAULT_QBAR
 from botorch_sketch.utils.validation import (
     MIN_NOISE,

@@ -49,7 +49,7 @@ DEFAULT_MIN_REPEAT_REDUCTION = 1e-3
 
 #: A learned ``lambda`` at most this (BoTorch's noise floor, up to the optimizer's
 #: last steps; the loops' own floor is lower,
-#: :data:`~botorch_sketch.models.hyperparameters.MIN_LEARNED_NOISE`): the
+#: :data:`~botorch_sketch.generation.hyperparameters.MIN_LEARNED_NOISE`): the
 #: objective is taken as deterministic.
 DETERMINISTIC_NOISE = 1.01e-4
 

@@ -17,7 +17,7 @@ on rewards without a lower tail the fitted ``p`` stays at or near 1. Powers belo
 are not considered: they would compress an upper tail, the best rewards, which an
 optimizer must resolve most finely. The warp is increasing, so the best rewards
 stay the best targets, and it is computed on standardized rewards rounded as the
-fits' targets are (:func:`~botorch_sketch.models.hyperparameters.units_free`):
+fits' targets are (:func:`~botorch_sketch.generation.hyperparameters.units_free`):
 rewards in other units give bit-identical targets."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from botorch_sketch.models.hyperparameters import reward_statistics, units_free
+from botorch_sketch.generation.hyperparameters import reward_statistics, units_free
 from botorch_sketch.utils.validation import check_finite, check_number
 
 #: The powers :func:`fit_power` chooses among, 1 to 6 in steps of 0.05: none
@@ -81,7 +81,7 @@ def _standardized(values: Tensor) -> Tensor:
 def fit_power(rewards: Tensor) -> float:
     r"""The power of :data:`POWERS` of the highest Gaussian profile log
     likelihood of ``psi_p(z)``, ``z`` the standardized rewards (rounded as
-    :func:`~botorch_sketch.models.hyperparameters.units_free` rounds):
+    :func:`~botorch_sketch.generation.hyperparameters.units_free` rounds):
 
         l(p) = -n/2 log var(psi_p(z)) + (p - 1) sum_i sign(z_i) log(1 + |z_i|),
 
@@ -113,7 +113,7 @@ def fit_power(rewards: Tensor) -> float:
 def warped_rewards(rewards: Tensor, power: float) -> Tensor:
     r"""The targets ``standardize(psi_p(z))`` of ``n`` rewards, ``z`` their
     standardized values rounded as
-    :func:`~botorch_sketch.models.hyperparameters.units_free` rounds, ``O(n)``.
+    :func:`~botorch_sketch.generation.hyperparameters.units_free` rounds, ``O(n)``.
     At ``p = 1``, the standardized rewards themselves.
 
     Args:

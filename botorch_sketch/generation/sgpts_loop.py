@@ -18,6 +18,7 @@ from torch import Tensor
 
 from botorch_sketch.acquisition.thompson import resolve_alpha
 from botorch_sketch.generation.ask_tell import STATE_KEYS, ArmLoop
+from botorch_sketch.generation.hyperparameters import cube_coordinates
 from botorch_sketch.generation.options import SGPTSOptions, merged_options
 from botorch_sketch.generation.repeats import (
     hallucinated_variance,
@@ -29,7 +30,6 @@ from botorch_sketch.generation.thompson_arms import (
     CachedSparseThompson,
     IncrementalExactThompson,
 )
-from botorch_sketch.models.hyperparameters import cube_coordinates
 from botorch_sketch.sampling.arm_features import ArmFeatureCache, draw_basis_seed
 from botorch_sketch.utils.validation import (
     check_allocation,

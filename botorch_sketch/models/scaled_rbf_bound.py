@@ -1,6 +1,6 @@
 r"""The objective of a loop's refit in closed form: the collapsed bound of a
 ``NystromGP`` whose kernel is ``ScaleKernel(RBFKernel)`` (the kernel every loop
-learns, :func:`~botorch_sketch.models.hyperparameters.learnable_covar_module`),
+learns, :func:`~botorch_sketch.generation.hyperparameters.learnable_covar_module`),
 plus its log-normal priors, with its gradient written out (torch, no autograd;
 the hyperparameters' transforms and priors in NumPy).
 
@@ -153,8 +153,8 @@ def supports_closed_form(kernel: Kernel, likelihood: GaussianLikelihood | None) 
     noise of ``likelihood``; None: a fixed noise): a plain ``ScaleKernel(
     RBFKernel)`` whose outputscale, lengthscales and noise have sigmoid or
     unenforced interval constraints and log-normal priors or none, as
-    :func:`~botorch_sketch.models.hyperparameters.learnable_covar_module` and
-    :func:`~botorch_sketch.models.hyperparameters.learnable_likelihood` build."""
+    :func:`~botorch_sketch.generation.hyperparameters.learnable_covar_module` and
+    :func:`~botorch_sketch.generation.hyperparameters.learnable_likelihood` build."""
     return _hyperparameters(kernel, likelihood) is not None
 
 

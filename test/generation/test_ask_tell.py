@@ -14,8 +14,8 @@ from botorch.test_functions import Hartmann
 from botorch_sketch.generation import ask_tell
 from botorch_sketch.generation.ask_tell import STATE_KEYS, ArmLoop, AskTellOptimizer
 from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.hyperparameters import INITIAL_LEARNED_NOISE
 from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
-from botorch_sketch.models.hyperparameters import INITIAL_LEARNED_NOISE
 from botorch_sketch.parallel import AskTellOptimizer as ParallelAskTellOptimizer
 
 from ..gp_helpers import DTYPE, rbf_kernel

@@ -9,9 +9,9 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch import BBKB, BBKBOptions, BKBUpperConfidenceBound, TheoryRadius
 from botorch_sketch.generation import ask_tell
+from botorch_sketch.generation.hyperparameters import learnable_covar_module, unit_cube
 from botorch_sketch.generation.reward_warping import fit_power, warped_rewards
 from botorch_sketch.models.candidate_state import CandidateState
-from botorch_sketch.models.hyperparameters import learnable_covar_module, unit_cube
 
 from ..gp_helpers import assert_loop_matches_scratch
 

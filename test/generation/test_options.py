@@ -16,6 +16,7 @@ from botorch_sketch.generation.bbkb_loop import (
     WorkerRatioThreshold,
     asynchronous_options,
 )
+from botorch_sketch.generation.hyperparameters import DEFAULT_REFIT_GROWTH
 from botorch_sketch.generation.options import (
     BBKBOptions,
     GPThreDSOptions,
@@ -25,7 +26,6 @@ from botorch_sketch.generation.options import (
 )
 from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
 from botorch_sketch.generation.threds import GPThreDS
-from botorch_sketch.models.hyperparameters import DEFAULT_REFIT_GROWTH
 from botorch_sketch.models.nystrom import DEFAULT_QBAR
 
 DTYPE = torch.float64

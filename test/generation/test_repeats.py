@@ -13,6 +13,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch import BBKB, SGPTS
 from botorch_sketch.generation.bbkb import gen_bbkb_batch
+from botorch_sketch.generation.hyperparameters import MIN_LEARNED_NOISE
 from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.repeats import (
     DEFAULT_MIN_REPEAT_REDUCTION,
@@ -23,7 +24,6 @@ from botorch_sketch.generation.repeats import (
     repeat_threshold,
     repeats_agree,
 )
-from botorch_sketch.models.hyperparameters import MIN_LEARNED_NOISE
 
 DTYPE = torch.float64
 

@@ -3,6 +3,7 @@ import pytest
 import scipy.stats
 import torch
 
+from botorch_sketch.generation.hyperparameters import units_free
 from botorch_sketch.generation.reward_warping import (
     POWERS,
     fit_power,
@@ -10,7 +11,6 @@ from botorch_sketch.generation.reward_warping import (
     warped_values,
     yeo_johnson,
 )
-from botorch_sketch.models.hyperparameters import units_free
 
 DTYPE = torch.float64
 

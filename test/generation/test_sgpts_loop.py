@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from botorch_sketch.generation import ask_tell, thompson_arms
+from botorch_sketch.generation.hyperparameters import learnable_covar_module, unit_cube
 from botorch_sketch.generation.initial_design import space_filling_arms
 from botorch_sketch.generation.reward_warping import fit_power, warped_rewards
 from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
 from botorch_sketch.generation.thompson_arms import CachedSparseThompson
-from botorch_sketch.models.hyperparameters import learnable_covar_module, unit_cube
 from botorch_sketch.sampling.arm_features import ArmFeatureCache, PriorPathBank
 
 from ..gp_helpers import DTYPE, rbf_kernel, seeded, uniform, zero_mean_gp_posterior

@@ -8,8 +8,8 @@ from gpytorch.kernels import MaternKernel, ScaleKernel
 
 from botorch_sketch import BKBUpperConfidenceBound
 from botorch_sketch.generation.bbkb_loop import BBKB
+from botorch_sketch.generation.hyperparameters import cube_coordinates
 from botorch_sketch.generation.ucb_polish import ClosedFormUCB, maximize_ucb
-from botorch_sketch.models.hyperparameters import cube_coordinates
 from botorch_sketch.models.nystrom import NystromGP
 
 DTYPE = torch.float64

@@ -18,7 +18,7 @@ from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.priors import GammaPrior, LogNormalPrior
 
-from botorch_sketch.models.hyperparameters import (
+from botorch_sketch.generation.hyperparameters import (
     REFIT_FTOL,
     fit_dtc_hyperparameters,
     learnable_covar_module,

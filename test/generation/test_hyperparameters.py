@@ -16,7 +16,7 @@ from botorch.models.utils.gpytorch_modules import (
 from gpytorch.kernels import MaternKernel, ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-from botorch_sketch.models.hyperparameters import (
+from botorch_sketch.generation.hyperparameters import (
     INITIAL_LEARNED_NOISE,
     TARGET_GRID,
     RefitSchedule,
