@@ -25,7 +25,7 @@ r"""Fault injection into the asynchronous loops and the driver (#26, Deliver).
   after S-GP-TS's tell re-selected its inducing points (the feature cache's
   reused column slots) is checked too.
 
-Timeouts on each engine are tested in ``test/test_parallel.py``.
+Timeouts on each engine are tested in ``test/parallel/test_driver.py``.
 
 The default sizes keep the module CI-sized; ``BOTORCH_SKETCH_FAULTS=large`` runs
 more kills per driver, more seeds and four more random scripts per loop.

@@ -16,7 +16,7 @@ from botorch_sketch.generation.ask_tell import STATE_KEYS, ArmLoop, AskTellOptim
 from botorch_sketch.generation.bbkb_loop import BBKB
 from botorch_sketch.generation.hyperparameters import INITIAL_LEARNED_NOISE
 from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
-from botorch_sketch.parallel import AskTellOptimizer as ParallelAskTellOptimizer
+from botorch_sketch.parallel.driver import AskTellOptimizer as DriverAskTellOptimizer
 
 from ..gp_helpers import DTYPE, rbf_kernel
 
@@ -64,7 +64,7 @@ def _same_state(actual, expected):
 def test_loops_follow_the_one_contract(name):
     loop = _fixed(name, _arms())
     assert isinstance(loop, ArmLoop) and isinstance(loop, AskTellOptimizer)
-    assert ParallelAskTellOptimizer is AskTellOptimizer  # parallel uses this one
+    assert DriverAskTellOptimizer is AskTellOptimizer  # run_parallel uses this one
     assert set(STATE_KEYS) <= set(loop.state_dict())
 
 

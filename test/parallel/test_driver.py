@@ -33,8 +33,8 @@ from botorch_sketch.parallel import (
 )
 from botorch_sketch.utils.extras import install_hint
 
-from .gp_helpers import assert_loop_matches_scratch
-from .ray_helpers import init_local_ray
+from ..gp_helpers import assert_loop_matches_scratch
+from ..ray_helpers import init_local_ray
 
 torch.set_num_threads(1)
 
