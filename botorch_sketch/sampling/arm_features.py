@@ -32,6 +32,13 @@ from botorch_sketch.utils.validation import (
 #: Kernel columns per stored block of :class:`ArmFeatureCache`.
 BLOCK_COLUMNS = 64
 
+#: Bytes of the ``n x M`` features of one chunk when :class:`ArmFeatureCache` stores
+#: them (in the arms' dtype; 524 arms for ``M = 1,000`` in double precision): the
+#: temporaries of the feature map (phases, sines, cosines) stay in the processor's
+#: cache and are not mapped anew for each chunk, 2-3x faster for ``20,640`` arms
+#: and ``M = 1,000`` than chunks of ``16,384`` arms.
+FEATURE_CHUNK_BYTES = 2**22
+
 
 def draw_basis_seed(generator: torch.Generator | None) -> int:
     r"""The seed of a feature basis, one draw from ``generator`` (what
@@ -49,7 +56,9 @@ class ArmFeatureCache(Restorable):
     over long contiguous rows, 3x faster than ``N x BLOCK_COLUMNS`` blocks; blocks
     are never copied when the set grows and freed slots are reused), as long as they
     fit in ``memory_budget`` bytes; what does not fit is recomputed in chunks of
-    ``chunk_size`` arms by :meth:`prior_values` and :meth:`add_column_values`.
+    ``chunk_size`` arms by :meth:`prior_values` and :meth:`add_column_values`
+    (stored features are written in chunks of at most
+    :data:`FEATURE_CHUNK_BYTES`).
     :meth:`add_arms` appends arms: the stored features and blocks have room for
     ``capacity >= N`` arms (exactly ``N`` at construction, a quarter more after an
     append that overflows them, within the budget), so an append computes the new
@@ -171,14 +180,18 @@ class ArmFeatureCache(Restorable):
         r"""Bytes of ``columns`` stored values per arm of the capacity."""
         return float(self._arm_capacity) * columns * self._itemsize
 
-    def _chunks(self, first: int = 0) -> list[Tensor]:
-        r"""The arms from ``first`` on, in chunks of ``chunk_size``."""
-        return list(self.arms[first:].split(self.chunk_size))
+    def _chunks(self, first: int = 0, size: int | None = None) -> list[Tensor]:
+        r"""The arms from ``first`` on, in chunks of ``size`` (default
+        ``chunk_size``)."""
+        return list(self.arms[first:].split(size or self.chunk_size))
 
     def _write_features(self, first: int) -> None:
-        r"""Store the features of the arms from ``first`` on, chunk by chunk."""
+        r"""Store the features of the arms from ``first`` on, in chunks of at most
+        ``chunk_size`` arms and :data:`FEATURE_CHUNK_BYTES`."""
+        row_bytes = self.num_features * self.arms.element_size()
+        size = min(self.chunk_size, max(1, FEATURE_CHUNK_BYTES // row_bytes))
         start = first
-        for chunk in self._chunks(first):
+        for chunk in self._chunks(first, size):
             stop = start + chunk.shape[0]
             self._feature_rows[start:stop] = self._features(chunk)
             start = stop

@@ -5,6 +5,7 @@ against a cache built on all arms."""
 import pytest
 import torch
 
+from botorch_sketch.sampling import arm_features
 from botorch_sketch.sampling.arm_features import (
     BLOCK_COLUMNS,
     ArmFeatureCache,
@@ -90,6 +91,45 @@ def test_float32_storage_of_float64_arms(device):
     assert result.dtype == DTYPE and low.stored_bytes * 2 == exact.stored_bytes
     expected = _evaluate(exact, W, column_arms, V)
     torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cache_dtype", [None, torch.float32])
+def test_stored_features_are_written_in_chunks_of_feature_chunk_bytes(
+    cache_dtype, tkwargs, monkeypatch
+):
+    # at most 7 arms' features per chunk (or chunk_size arms, if fewer): the
+    # stored rows equal the feature map evaluated on all arms at once, at
+    # construction and after appends that start and end inside a chunk
+    arms = _arms(n=150, **tkwargs)
+    kernel = rbf_kernel(0.3, 1.5, **tkwargs)
+    row_bytes = NUM_FEATURES * arms.element_size()
+    monkeypatch.setattr(arm_features, "FEATURE_CHUNK_BYTES", 8 * row_bytes - 1)
+    sizes = []
+    features = ArmFeatureCache._features
+    monkeypatch.setattr(
+        ArmFeatureCache,
+        "_features",
+        lambda self, X: sizes.append(X.shape[0]) or features(self, X),
+    )
+    for chunk_size, expected_sizes in ((16384, [7] * 14 + [2]), (5, [5] * 20)):
+        sizes.clear()
+        cache = ArmFeatureCache(
+            arms[:100],
+            kernel,
+            NUM_FEATURES,
+            basis_seed=4,
+            cache_dtype=cache_dtype,
+            chunk_size=chunk_size,
+        )
+        assert sizes == expected_sizes
+    sizes.clear()
+    cache.add_arms(arms[100:103])
+    cache.add_arms(arms[103:])
+    assert sizes == [3] + [5] * 9 + [2]
+    with torch.no_grad():
+        expected = cache.feature_map(arms).to_dense()
+    assert cache.features.dtype == (cache_dtype or arms.dtype)
+    assert_close(cache.features, expected)
 
 
 def test_prior_bank_takes_fresh_weights_and_their_prior_values(tkwargs):
