@@ -63,45 +63,61 @@ def markdown_table(
     return "\n".join("| " + " | ".join(line) + " |" for line in [header, align, *rows])
 
 
-#: The columns of :func:`format_table`: summary key, header, format.
+#: The two tables of :func:`format_table`, each a list of (summary key, header,
+#: format): what a method found and what it cost, then where its time went.
 TABLE_COLUMNS = (
-    ("problem", "problem", ""),
-    ("policy", "policy", ""),
-    ("horizon", "T", ""),
-    ("seeds", "seeds", ""),
-    ("cumulative_regret", "cum. regret", ".4g"),
-    ("regret_ratio", "regret ratio", ".4f"),
-    ("simple_regret", "simple regret", ".4f"),
-    ("ask_seconds", "select s", ".2f"),
-    ("tell_seconds", "update s", ".2f"),
-    ("total_seconds", "total s", ".2f"),
-    ("time_vs_reference", "time/exact", ".3g"),
-    ("time_vs_flops", "time/flops", ".3g"),
-    ("aten_calls_per_evaluation", "ops/eval", ".0f"),
-    ("syncs_per_evaluation", "syncs/eval", ".1f"),
-    ("max_batch_size", "max batch", ".0f"),
-    ("dictionary_size", "dict size", ".0f"),
-    ("dictionary_churn", "churn", ".1f"),
-    ("peak_memory_mb", "peak MiB", ".0f"),
+    (
+        ("policy", "policy", ""),
+        ("cumulative_regret", "cum. regret", ".4g"),
+        ("regret_ratio", "regret ratio", ".4f"),
+        ("simple_regret", "simple regret", ".4f"),
+        ("total_seconds", "total s", ".2f"),
+        ("time_vs_reference", "time/exact", ".3g"),
+    ),
+    (
+        ("policy", "policy", ""),
+        ("ask_seconds", "select s", ".2f"),
+        ("tell_seconds", "update s", ".2f"),
+        ("time_vs_flops", "time/flops", ".3g"),
+        ("aten_calls_per_evaluation", "ops/eval", ".0f"),
+        ("syncs_per_evaluation", "syncs/eval", ".1f"),
+        ("max_batch_size", "max batch", ".0f"),
+        ("dictionary_size", "dict size", ".0f"),
+        ("dictionary_churn", "churn", ".1f"),
+        ("peak_memory_mb", "peak MiB", ".0f"),
+    ),
 )
 
 
 def format_table(rows: Sequence[dict[str, object]]) -> str:
-    r"""A :func:`text_table` of :func:`summarize` rows: means, with the band of the
-    regret ratio and the total time in brackets when there are several seeds, and a
-    last line saying what the band is."""
+    r"""The terminal summary of :func:`summarize` rows, one block per problem (its
+    name, ``T`` and seeds, then two tables of about 100 characters: regret and time,
+    and where the time went): means, with the band of the regret ratio and of the
+    total time in brackets when there are several seeds, and a last line saying
+    what the band is."""
     interval_keys = {"regret_ratio", "total_seconds"}  # cum. regret: as the ratio
-    cells = []
-    for row in rows:
-        line = []
-        for key, _, spec in TABLE_COLUMNS:
-            text = format_cell(row.get(key), spec)
-            if key in interval_keys and row["seeds"] > 1 and text != "-":
-                low, high = row[f"{key}_low"], row[f"{key}_high"]
-                text += f" [{low:{spec}}, {high:{spec}}]"
-            line.append(text)
-        cells.append(line)
-    table = text_table([header for _, header, _ in TABLE_COLUMNS], cells, labels=2)
+    blocks = []
+    for problem in dict.fromkeys(row["problem"] for row in rows):
+        block = [row for row in rows if row["problem"] == problem]
+        runs = dict.fromkeys(
+            f"T = {r['horizon']}, {r['seeds']} seed{'s' * (r['seeds'] != 1)}"
+            for r in block
+        )
+        lines = [f"{problem} ({'; '.join(runs)})"]
+        for columns in TABLE_COLUMNS:
+            cells = []
+            for row in block:
+                line = []
+                for key, _, spec in columns:
+                    text = format_cell(row.get(key), spec)
+                    if key in interval_keys and row["seeds"] > 1 and text != "-":
+                        low, high = row[f"{key}_low"], row[f"{key}_high"]
+                        text += f" [{low:{spec}}, {high:{spec}}]"
+                    line.append(text)
+                cells.append(line)
+            lines.append(text_table([header for _, header, _ in columns], cells))
+        blocks.append("\n\n".join(lines))
+    table = "\n\n".join(blocks)
     bands = dict.fromkeys(
         band_description(row["seeds"]).removeprefix("mean and ")
         for row in rows

@@ -16,8 +16,11 @@ def test_format_table():
         make_trace(policy="q"),
     ]
     table = format_table(summarize(traces, reference="q"))
-    assert "0.8750" in table and "time/exact" in table
-    assert len(table.splitlines()) == 5  # header, rule, 2 rows, what the band is
+    assert "0.8750" in table and "time/exact" in table and "update s" in table
+    # a title, two tables of a header, a rule and 2 rows, what the band is
+    assert len([line for line in table.splitlines() if line]) == 1 + 2 * 4 + 1
+    assert max(map(len, table.splitlines())) <= 110
+    assert table.splitlines()[0].endswith("(T = 4, 2 seeds; T = 4, 1 seed)")
 
 
 def test_format_table_shows_the_band_in_brackets():
@@ -32,7 +35,7 @@ def test_format_table_shows_the_band_in_brackets():
     assert "+-" not in table and "t-interval" in table.splitlines()[-1]
     assert "0.2500 [0.0500, 0.4500]" in table  # "two": ratio mean [min, max]
     single = format_table([rows["one"]])
-    assert "[" not in single and len(single.splitlines()) == 3
+    assert "[" not in single and len(single.splitlines()) == 1 + 1 + 3 + 1 + 3
 
 
 def test_checkpoints():
