@@ -310,7 +310,7 @@ def _fit_closed_form(
 ) -> tuple[float, float] | None:
     r"""L-BFGS-B on :class:`ScaledRBFBound` (the same objective, bounds and start
     as BoTorch's ``fit_gpytorch_mll`` on the ``NystromGP``; a fit on 20-100 points
-    is 3-4x cheaper: docs/benchmarks.md). Writes the fit into ``kernel`` and
+    is 3-4x cheaper: docs/benchmark-history.md). Writes the fit into ``kernel`` and
     ``likelihood`` and returns ``lambda`` and the loss; None if L-BFGS-B failed
     (neither converged nor stopped at ``maxiter``)."""
     bound = ScaledRBFBound(

@@ -54,7 +54,7 @@ DEFAULT_NUM_LOCAL = 8
 DEFAULT_NUM_POLISHED = 2
 
 #: The fewest arm dimensions whose loops polish. bbob, 100 trials, 1 in flight
-#: (docs/benchmarks.md, "Polished UCB"): in 10-D polishing took the fraction of
+#: (docs/benchmark-history.md, "Polished UCB"): in 10-D polishing took the fraction of
 #: targets solved after 50 / 100 trials from 0.042 / 0.069 to 0.076 / 0.105
 #: (instance 1), in 5-D from 0.124 / 0.160 to 0.120 / 0.144 (instances 1-3): the
 #: 2,048 first arms of a 5-D space and the trust region's leave little for it.

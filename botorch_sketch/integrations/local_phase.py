@@ -20,7 +20,8 @@ and Hansen, "A Restart CMA Evolution Strategy With Increasing Population Size",
 CEC 2005): the best arms then crowd the basin the last phase converged in, so a
 warm start would search it again at the scale it ended with.
 
-Measured on COCO's bbob suite: docs/benchmarks.md, "The local phase".
+Measured on COCO's bbob suite: docs/benchmark-history.md, "The local phase: CMA-ES
+after the model, 1,000 trials".
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ ISOTROPIC_SHARE = 0.1
 #: First step of every phase after the first, with the identity as covariance (in
 #: the unit cube): IPOP restarts at a global scale. Warm-started instead, restarts
 #: began at the scale the last phase ended with (``sigma`` near ``1e-6``) and spent
-#: up to half of 5,000 trials there (docs/benchmarks.md, "Restarts of the local
-#: phase").
+#: up to half of 5,000 trials there (docs/benchmark-history.md, "Restarts of the
+#: local phase").
 RESTART_STEP = 0.3
 
 #: Spare points a generation may add, as a share of its population, while its
@@ -63,7 +64,7 @@ RESTART_STEP = 0.3
 #: strategy's distribution (as Optuna's ``CmaEsSampler`` does) instead of the
 #: model's picks; the update takes ``lambda`` told points, the earliest drawn.
 #: With 8 in flight (bbob 5-D, 72 runs, 1,000 trials) half a population solved
-#: 0.304 of the targets, a whole one 0.292, none 0.233 (docs/benchmarks.md).
+#: 0.304 of the targets, a whole one 0.292, none 0.233 (docs/benchmark-history.md).
 MAX_SPARE_SHARE = 0.5
 
 #: Generations drawn in one call at most when every point lands on an evaluated
