@@ -8,6 +8,7 @@ import torch
 from botorch_sketch.sampling import arm_features
 from botorch_sketch.sampling.arm_features import (
     BLOCK_COLUMNS,
+    PRIOR_VALUE_ROWS,
     ArmFeatureCache,
     PriorPathBank,
 )
@@ -601,3 +602,29 @@ def test_a_failed_append_leaves_the_cache_as_it_was(room, monkeypatch):
     cache.add_arms(arms[first : first + 10])
     twin.add_arms(arms[first : first + 10])
     assert torch.equal(_evaluate(cache, W, columns, V), _evaluate(twin, W, columns, V))
+
+
+def test_prior_bank_computes_values_a_pass_of_prior_value_rows_at_a_time(monkeypatch):
+    arms = _arms(n=90)
+    kernel = rbf_kernel(0.3, 1.5)
+    cache = ArmFeatureCache(arms[:50], kernel, NUM_FEATURES, basis_seed=1)
+    full = ArmFeatureCache(arms, kernel, NUM_FEATURES, basis_seed=1)
+    block = 2 * PRIOR_VALUE_ROWS + 6
+    bank, generator, g = PriorPathBank(cache, block=block), seeded(7), seeded(7)
+    weights = torch.randn(block, NUM_FEATURES, generator=g, dtype=DTYPE)
+    passes = []  # (rows, first arm) of each pass over the features
+    prior_values = ArmFeatureCache._prior_values
+
+    def counted(self, rows, first=0):
+        passes.append((rows.shape[0], first))
+        return prior_values(self, rows, first)
+
+    monkeypatch.setattr(ArmFeatureCache, "_prior_values", counted)
+    for draw in range(block):
+        if draw == 10:  # appended while rows 10..31 are computed, 32.. are not
+            cache.add_arms(arms[50:])
+        taken, values = bank.take(1, generator)
+        assert_close(taken, weights[draw : draw + 1])
+        assert_close(values, full.features[: cache.num_arms] @ taken.mT)
+    rows = PRIOR_VALUE_ROWS
+    assert passes == [(rows, 0), (rows - 10, 50), (rows, 0), (6, 0)]
