@@ -1,18 +1,19 @@
-r"""The methods of the simulated cluster: one :class:`ClusterMethod` record per name
-in :data:`METHODS` (how to build its ask/tell object, and whether it runs in
-synchronous batches or asynchronously), and their labels."""
+r"""The methods of the simulated cluster: one
+:class:`~benchmarks.methods.BenchmarkMethod` record per name in :data:`METHODS`, as
+the main benchmark's, each built as ``build(problem, horizon, generator, *, workers)``
+(BBKB's ``C~`` as the option ``ratio_threshold``, None: the method's default); a
+method run in synchronous batches builds its loop inside a :class:`SynchronousBatches`.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from benchmarks.methods import BenchmarkOptimizer, build_bbkb
+from benchmarks.methods import BenchmarkMethod, BenchmarkOptimizer, build_bbkb
 from benchmarks.policies.baselines import ExactBUCB, Uniform
 from benchmarks.policies.common import (
     KernelHyperparameters,
@@ -22,44 +23,6 @@ from benchmarks.problems import Problem
 from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
 from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
-
-
-@dataclass(frozen=True)
-class MethodSetup:
-    r"""What a method builder gets: the problem, ``W``, ``T``, the method's generator
-    and BBKB's ``C~`` for ``bbkb-sync`` and ``bbkb-async`` (None: their defaults)."""
-
-    problem: Problem
-    workers: int
-    horizon: int
-    generator: torch.Generator
-    ratio_threshold: float | None = None
-
-
-@dataclass(frozen=True)
-class ClusterMethod:
-    r"""A method of the simulated cluster.
-
-    Attributes:
-        name: Registry name (``--methods``).
-        label: Name in tables and legends.
-        build: ``build(setup)``: the run's ask/tell object.
-        synchronous: Driven in :class:`SynchronousBatches`, else asked for the free
-            workers after every completion.
-        uses_ratio: Takes BBKB's ``C~`` (``--ratio-threshold``; the trace's method
-            then gets ``-c<C~>``).
-    """
-
-    name: str
-    label: str
-    build: Callable[[MethodSetup], BenchmarkOptimizer]
-    synchronous: bool = False
-    uses_ratio: bool = False
-
-    def __call__(self, setup: MethodSetup) -> BenchmarkOptimizer:
-        r"""The run's ask/tell object as the simulation drives it."""
-        optimizer = self.build(setup)
-        return SynchronousBatches(optimizer) if self.synchronous else optimizer
 
 
 class SynchronousBatches:
@@ -111,107 +74,145 @@ def refit_seconds(optimizer: Any) -> float:
     return optimizer.refit_seconds
 
 
-def _bbkb(setup: MethodSetup, **options: Any) -> BBKB:
-    return build_bbkb(setup.problem, setup.horizon, setup.generator, **options)
-
-
-def _bbkb_sync(setup: MethodSetup) -> BBKB:
-    threshold = 2.0 if setup.ratio_threshold is None else setup.ratio_threshold
-    return _bbkb(setup, ratio_threshold=threshold, max_batch_size=setup.workers)
-
-
-def _bbkb_async(setup: MethodSetup) -> BBKB:
-    hp = KernelHyperparameters.from_problem(setup.problem)
-    options = asynchronous_options(setup.workers, hp.outputscale / hp.noise)
-    if setup.ratio_threshold is not None:
-        options["ratio_threshold"] = setup.ratio_threshold
-    return _bbkb(setup, **options)
-
-
-def _thompson_loop(loop: type[SGPTS], setup: MethodSetup) -> SGPTS:
-    r"""``loop`` (S-GP-TS or its exact baseline) on the problem's kernel; both draw
-    the same feature basis on the same seed."""
-    hp = KernelHyperparameters.from_problem(setup.problem)
-    arms = setup.problem.arms
-    options = SGPTSOptions(noise=hp.noise, cache_dtype=torch.float32)
-    return loop(
-        arms,
-        options,
-        covar_module=hp.kernel(dtype=arms.dtype, device=arms.device),
-        seed=draw_seed(setup.generator),
+def _bkb(
+    problem: Problem, horizon: int, generator: torch.Generator, *, workers: int
+) -> SynchronousBatches:
+    return SynchronousBatches(
+        build_bbkb(
+            problem, horizon, generator, ratio_threshold=1.0, max_batch_size=workers
+        )
     )
 
 
-#: All cluster methods, by name, in table order. The ``-learned`` ones are the loops
-#: with their defaults (learned kernel, ``lambda`` and scale).
-METHODS: dict[str, ClusterMethod] = {
+def _bbkb_sync(
+    problem: Problem,
+    horizon: int,
+    generator: torch.Generator,
+    *,
+    workers: int,
+    ratio_threshold: float | None = None,
+) -> SynchronousBatches:
+    threshold = 2.0 if ratio_threshold is None else ratio_threshold
+    return SynchronousBatches(
+        build_bbkb(
+            problem,
+            horizon,
+            generator,
+            ratio_threshold=threshold,
+            max_batch_size=workers,
+        )
+    )
+
+
+def _bbkb_async(
+    problem: Problem,
+    horizon: int,
+    generator: torch.Generator,
+    *,
+    workers: int,
+    ratio_threshold: float | None = None,
+) -> BBKB:
+    hp = KernelHyperparameters.from_problem(problem)
+    options = asynchronous_options(workers, hp.outputscale / hp.noise)
+    if ratio_threshold is not None:
+        options["ratio_threshold"] = ratio_threshold
+    return build_bbkb(problem, horizon, generator, **options)
+
+
+def _bbkb_learned(
+    problem: Problem, horizon: int, generator: torch.Generator, *, workers: int
+) -> BBKB:
+    options = BBKBOptions(**asynchronous_options(workers))
+    return BBKB(problem.arms, options, seed=draw_seed(generator))
+
+
+def _gp_bucb(
+    problem: Problem, horizon: int, generator: torch.Generator, *, workers: int
+) -> SynchronousBatches:
+    return SynchronousBatches(
+        ExactBUCB(problem, horizon, generator, batch_size=workers)
+    )
+
+
+def _thompson_loop(
+    loop: type[SGPTS], problem: Problem, generator: torch.Generator
+) -> SGPTS:
+    r"""``loop`` (S-GP-TS or its exact baseline) on the problem's kernel; both draw
+    the same feature basis on the same seed."""
+    hp = KernelHyperparameters.from_problem(problem)
+    options = SGPTSOptions(noise=hp.noise, cache_dtype=torch.float32)
+    return loop(
+        problem.arms,
+        options,
+        covar_module=hp.kernel(dtype=problem.arms.dtype, device=problem.arms.device),
+        seed=draw_seed(generator),
+    )
+
+
+def _sgpts(
+    problem: Problem, horizon: int, generator: torch.Generator, *, workers: int
+) -> SGPTS:
+    return _thompson_loop(SGPTS, problem, generator)
+
+
+def _gpts(
+    problem: Problem, horizon: int, generator: torch.Generator, *, workers: int
+) -> ExactGPTS:
+    return _thompson_loop(ExactGPTS, problem, generator)
+
+
+def _sgpts_learned(
+    problem: Problem, horizon: int, generator: torch.Generator, *, workers: int
+) -> SGPTS:
+    options = SGPTSOptions(cache_dtype=torch.float32)
+    return SGPTS(problem.arms, options, seed=draw_seed(generator))
+
+
+def _uniform(
+    problem: Problem, horizon: int, generator: torch.Generator, *, workers: int
+) -> Uniform:
+    return Uniform(problem, horizon, generator, batch_size=None)
+
+
+#: All cluster methods, by name, in table order; the description is the table and
+#: legend name. The ``-learned`` ones are the loops with their defaults (learned
+#: kernel, ``lambda`` and scale).
+METHODS: dict[str, BenchmarkMethod] = {
     method.name: method
     for method in (
-        ClusterMethod(
-            "bkb",
-            "sequential BKB",
-            lambda setup: _bbkb(
-                setup, ratio_threshold=1.0, max_batch_size=setup.workers
-            ),
-            synchronous=True,
+        BenchmarkMethod("bkb", "sequential BKB", _bkb),
+        BenchmarkMethod("bbkb-sync", "synchronous BBKB", _bbkb_sync),
+        BenchmarkMethod("bbkb-async", "asynchronous BBKB", _bbkb_async),
+        BenchmarkMethod(
+            "bbkb-async-learned", "asynchronous BBKB, learned kernel", _bbkb_learned
         ),
-        ClusterMethod(
-            "bbkb-sync",
-            "synchronous BBKB",
-            _bbkb_sync,
-            synchronous=True,
-            uses_ratio=True,
-        ),
-        ClusterMethod("bbkb-async", "asynchronous BBKB", _bbkb_async, uses_ratio=True),
-        ClusterMethod(
-            "bbkb-async-learned",
-            "asynchronous BBKB, learned kernel",
-            lambda setup: BBKB(
-                setup.problem.arms,
-                BBKBOptions(**asynchronous_options(setup.workers)),
-                seed=draw_seed(setup.generator),
-            ),
-        ),
-        ClusterMethod(
-            "gp-bucb",
-            "GP-BUCB, batches of W",
-            lambda setup: ExactBUCB(
-                setup.problem, setup.horizon, setup.generator, batch_size=setup.workers
-            ),
-            synchronous=True,
-        ),
-        ClusterMethod(
-            "sgpts-async",
-            "asynchronous S-GP-TS",
-            lambda setup: _thompson_loop(SGPTS, setup),
-        ),
-        ClusterMethod(
+        BenchmarkMethod("gp-bucb", "GP-BUCB, batches of W", _gp_bucb),
+        BenchmarkMethod("sgpts-async", "asynchronous S-GP-TS", _sgpts),
+        BenchmarkMethod(
             "sgpts-async-learned",
             "asynchronous S-GP-TS, learned kernel",
-            lambda setup: SGPTS(
-                setup.problem.arms,
-                SGPTSOptions(cache_dtype=torch.float32),
-                seed=draw_seed(setup.generator),
-            ),
+            _sgpts_learned,
         ),
-        ClusterMethod(
-            "gpts-async",
-            "asynchronous exact GP-TS",
-            lambda setup: _thompson_loop(ExactGPTS, setup),
-        ),
-        ClusterMethod(
-            "uniform",
-            "uniform",
-            lambda setup: Uniform(
-                setup.problem, setup.horizon, setup.generator, batch_size=None
-            ),
-        ),
+        BenchmarkMethod("gpts-async", "asynchronous exact GP-TS", _gpts),
+        BenchmarkMethod("uniform", "uniform", _uniform),
     )
 }
 
 
 def _uses_ratio(name: str) -> bool:
-    return getattr(METHODS.get(name), "uses_ratio", False)
+    r"""Whether the method ``name`` takes BBKB's ``C~`` (``--ratio-threshold``)."""
+    return name in METHODS and "ratio_threshold" in METHODS[name].options()
+
+
+def method_options(
+    method: str, workers: int, ratio_threshold: float | None = None
+) -> dict[str, Any]:
+    r"""The options the simulation builds ``method`` with: ``workers``, and BBKB's
+    ``C~`` for a method that takes it."""
+    options: dict[str, Any] = {"workers": workers}
+    if _uses_ratio(method):
+        options["ratio_threshold"] = ratio_threshold
+    return options
 
 
 def _split(method: str) -> tuple[str, str | None]:
@@ -237,5 +238,5 @@ def base_method(method: str) -> str:
 def label(method: str) -> str:
     r"""Table and legend name of a trace's method (``-c<C~>``: BBKB's threshold)."""
     name, threshold = _split(method)
-    text = getattr(METHODS.get(name), "label", name)
+    text = METHODS[name].description if name in METHODS else name
     return text if threshold is None else f"{text}, C~ = {threshold}"

@@ -15,9 +15,9 @@ from torch import Tensor
 
 from benchmarks.cluster.methods import (
     METHODS,
-    MethodSetup,
     gflop,
     method_label,
+    method_options,
     refit_seconds,
 )
 from benchmarks.methods import BenchmarkOptimizer
@@ -149,9 +149,8 @@ def simulate(
 
     generator = torch.Generator().manual_seed(2 * seed)
     start = time.process_time()
-    runner = METHODS[method](
-        MethodSetup(problem, workers, horizon, generator, ratio_threshold)
-    )
+    options = method_options(method, workers, ratio_threshold)
+    runner = METHODS[method](problem, horizon, generator, **options)
     setup_seconds = time.process_time() - start
     optimizer = _Measured(runner, method, problem.arms, horizon, engine)
 

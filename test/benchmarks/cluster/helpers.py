@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from benchmarks.cluster.methods import METHODS, MethodSetup
+from benchmarks.cluster.methods import METHODS, method_options
 from benchmarks.results import RunTrace
 
 
@@ -74,8 +74,9 @@ def heap_simulation(problem, method, workers, horizon, seed, mean=1.0, sigma=1.0
     g = torch.Generator().manual_seed(2 * seed + 1)
     torch.randn(horizon, generator=g, dtype=torch.float64)  # the durations' draws
     noise = problem.noise_std * torch.randn(horizon, generator=g, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(2 * seed)
     runner = METHODS[method](
-        MethodSetup(problem, workers, horizon, torch.Generator().manual_seed(2 * seed))
+        problem, horizon, generator, **method_options(method, workers)
     )
     arm_values = problem.arm_values.double()
     running, asked, times, values, busy = [], [], [], [], []

@@ -2,7 +2,6 @@ r"""The cluster methods: synchronous batches told in order, asynchronous BBKB's
 settings, exact GP-TS sharing S-GP-TS's basis."""
 
 import copy
-import dataclasses
 import math
 
 import numpy as np
@@ -12,11 +11,11 @@ import torch
 from benchmarks.cluster import report
 from benchmarks.cluster.methods import (
     METHODS,
-    ClusterMethod,
-    MethodSetup,
     SynchronousBatches,
+    method_options,
 )
 from benchmarks.cluster.simulation import simulate
+from benchmarks.methods import BenchmarkMethod
 from benchmarks.policies.baselines import Uniform
 from botorch_sketch.generation.bbkb_loop import asynchronous_options
 from botorch_sketch.generation.sgpts_loop import ExactGPTS
@@ -24,10 +23,10 @@ from botorch_sketch.generation.thompson_arms import IncrementalExactThompson
 
 
 def test_exact_thompson_baseline_shares_the_basis_and_ignores_pending(problem):
-    def setup():
-        return MethodSetup(problem, 4, 30, torch.Generator().manual_seed(5))
+    def build(name):
+        return METHODS[name](problem, 30, torch.Generator().manual_seed(5), workers=4)
 
-    exact, sparse = METHODS["gpts-async"](setup()), METHODS["sgpts-async"](setup())
+    exact, sparse = build("gpts-async"), build("sgpts-async")
     assert isinstance(exact, ExactGPTS)
     assert isinstance(exact.sampler, IncrementalExactThompson)
     # the same feature basis and the same uniform first arms as asynchronous S-GP-TS
@@ -47,13 +46,20 @@ def test_exact_thompson_baseline_shares_the_basis_and_ignores_pending(problem):
     assert torch.equal(exact.ask(3), by_hand.sample(3, 1.0, g).indices)
 
 
-def test_methods_are_records():
+def test_methods_are_the_main_benchmarks_records(problem):
+    synchronous, uses_ratio = set(), set()
     for name, method in METHODS.items():
-        assert isinstance(method, ClusterMethod) and method.name == name
-    synchronous = {name for name, method in METHODS.items() if method.synchronous}
+        assert isinstance(method, BenchmarkMethod) and method.name == name
+        options = method_options(name, 4)
+        built = method(problem, 30, torch.Generator().manual_seed(0), **options)
+        if isinstance(built, SynchronousBatches):
+            synchronous.add(name)
+        if "ratio_threshold" in options:
+            uses_ratio.add(name)
     assert synchronous == {"bkb", "bbkb-sync", "gp-bucb"}
-    uses_ratio = {name for name, method in METHODS.items() if method.uses_ratio}
     assert uses_ratio == {"bbkb-sync", "bbkb-async"}
+    with pytest.raises(ValueError, match="ratio_threshold"):
+        METHODS["uniform"](problem, 30, torch.Generator(), workers=4, ratio_threshold=2)
 
 
 def test_synchronous_batches_tell_the_batch_in_asked_order(problem):
@@ -84,13 +90,16 @@ def test_bbkb_async_on_one_worker_is_sequential_bkb(problem):
 
 
 def test_bbkb_async_settings_follow_the_workers_and_flops_are_counted(problem):
-    setup = MethodSetup(problem, 40, 100, torch.Generator().manual_seed(0))
-    loop = METHODS["bbkb-async"](setup)
+    def build(**options):
+        generator = torch.Generator().manual_seed(0)
+        return METHODS["bbkb-async"](problem, 100, generator, workers=40, **options)
+
+    loop = build()
     # outputscale 1 and noise variance 1: C~ = 1 + 0.07 x 40, a cap of 40 + 40 / 20
     assert asynchronous_options(40)["ratio_threshold"](1.0) == pytest.approx(3.8)
     assert loop.options.ratio_threshold == pytest.approx(3.8)
     assert loop.options.max_batch_size == 42 and loop.options.end_fraction == 0.05
-    two = METHODS["bbkb-async"](dataclasses.replace(setup, ratio_threshold=2.0))
+    two = build(ratio_threshold=2.0)
     assert two.options.ratio_threshold == 2.0
     runs = {
         name: simulate(problem, name, workers=10, horizon=60, seed=0)

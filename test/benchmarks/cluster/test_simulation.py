@@ -1,6 +1,8 @@
 r"""The event simulation against brute-force schedules and closed-form makespans;
 validation."""
 
+import dataclasses
+import functools
 import heapq
 import math
 
@@ -12,6 +14,7 @@ from benchmarks.cluster import report
 from benchmarks.cluster.methods import METHODS, SynchronousBatches
 from benchmarks.cluster.report import busy_fraction
 from benchmarks.cluster.simulation import simulate
+from benchmarks.methods import BenchmarkMethod
 from benchmarks.policies.baselines import Uniform
 from benchmarks.problems import make_problem
 
@@ -75,11 +78,11 @@ def test_sequential_and_fixed_batches_have_closed_form_makespans(problem, monkey
     np.testing.assert_allclose(fraction[inside], 1 / workers)
     assert np.isnan(fraction[~inside]).all() and inside.sum() > 40
 
-    def fixed_batches(setup):
-        policy = Uniform(setup.problem, setup.horizon, setup.generator, batch_size=5)
-        return SynchronousBatches(policy)
+    def fixed_batches(problem, horizon, generator, *, workers):
+        return SynchronousBatches(Uniform(problem, horizon, generator, batch_size=5))
 
-    monkeypatch.setitem(METHODS, "fixed", fixed_batches)
+    fixed = BenchmarkMethod("fixed", "batches of 5", fixed_batches)
+    monkeypatch.setitem(METHODS, "fixed", fixed)
     trace = simulate(problem, "fixed", workers=workers, horizon=horizon, seed=0)
     batch_ends = np.cumsum(durations.reshape(-1, 5).max(axis=1))
     np.testing.assert_allclose(report.times(trace)[4::5], batch_ends)
@@ -121,8 +124,9 @@ def test_the_run_on_run_parallel_is_the_heap_loop_to_the_bit(
     the same arms asked in the same order, the same times, values and busy time."""
     build, asked = METHODS[method], []
 
-    def recorded(setup):
-        runner = build(setup)
+    @functools.wraps(build.build)  # with its signature: the same options
+    def recorded(*args, **options):
+        runner = build.build(*args, **options)
         ask = runner.ask
 
         def ask_and_record(free):
@@ -139,7 +143,7 @@ def test_the_run_on_run_parallel_is_the_heap_loop_to_the_bit(
         )
         asked.clear()
         with monkeypatch.context() as patch:
-            patch.setitem(METHODS, method, recorded)
+            patch.setitem(METHODS, method, dataclasses.replace(build, build=recorded))
             trace = simulate(
                 problem,
                 method,
@@ -201,8 +205,9 @@ def test_bad_inputs(problem, monkeypatch):
         ("greedy", Greedy, ValueError),
         ("stuck", Stuck, RuntimeError),
     ):
-        monkeypatch.setitem(
-            METHODS, name, lambda setup, k=kind: k(problem, 3, setup.generator)
-        )
+        def build(problem, horizon, generator, *, workers, kind=kind):
+            return kind(problem, 3, generator)
+
+        monkeypatch.setitem(METHODS, name, BenchmarkMethod(name, name, build))
         with pytest.raises(error, match=name):
             simulate(problem, name, workers=2, horizon=3)
