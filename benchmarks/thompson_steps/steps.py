@@ -15,6 +15,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from benchmarks.measurement import matmul_flops, max_rss_bytes
+from benchmarks.methods import get_method
 from benchmarks.policies.common import resolve_cache_dtype
 from benchmarks.policies.thompson import (
     CachedExactGPTS,
@@ -25,15 +26,12 @@ from benchmarks.policies.thompson import (
 from benchmarks.problems import Problem, make_sgpts_hartmann6
 from botorch_sketch.utils.validation import check_int
 
-#: Method keys of the results, in table order, with their table labels.
+#: The main benchmark's methods this tool times (records of
+#: :data:`benchmarks.methods.METHODS`), in table order, with their table labels.
 METHODS = {
     "sgpts-cached": "S-GP-TS, cached",
     "exact-gpts-incremental": "exact GP-TS, incremental",
 }
-
-#: Method key -> the class it builds (:mod:`~benchmarks.policies.
-#: thompson`).
-BUILDS = {"sgpts-cached": CachedSGPTS, "exact-gpts-incremental": CachedExactGPTS}
 
 #: The S-GP-TS method each exact method is compared with.
 BASELINE_OF = {"exact-gpts-incremental": "sgpts-cached"}
@@ -175,7 +173,7 @@ def time_thompson_steps(
 
     Args:
         problem: A finite problem.
-        method: A key of :data:`BUILDS`.
+        method: A key of :data:`METHODS`.
         options: Its options.
         t: Observations before the first timed step (``> warmup``).
         steps: Timed steps.
@@ -190,7 +188,7 @@ def time_thompson_steps(
     initial = torch.randint(problem.arms.shape[0], (t - warmup,), generator=base)
     initial_rewards = _arm_rewards(problem, initial, base)
     policy_seed = int(torch.randint(2**62, (1,), generator=base))
-    policy = BUILDS[method](
+    policy = get_method(method)(
         problem, t + steps, torch.Generator().manual_seed(policy_seed), **options
     )
     policy.tell(initial, initial_rewards)
