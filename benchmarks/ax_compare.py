@@ -42,6 +42,7 @@ from benchmarks.arguments import (
     add_options,
     name_list,
 )
+from benchmarks.methods import BenchmarkMethod
 from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
 from botorch_sketch.integrations.ax import (
     bkb_generation_strategy,
@@ -56,9 +57,6 @@ PROBLEMS: dict[str, tuple[type[SyntheticTestFunction], dict[str, int]]] = {
     "hartmann6": (Hartmann, {"dim": 6}),
     "levy4": (Levy, {"dim": 4}),
 }
-#: Strategy names (:func:`make_strategy`), in table order; the last is not run by
-#: default.
-METHODS = ("ax-default", "generic", "bkb", "sgpts", "bkb-ridge")
 
 
 def make_function(problem: str) -> SyntheticTestFunction:
@@ -71,32 +69,62 @@ def make_function(problem: str) -> SyntheticTestFunction:
     return function_class(**options).to(torch.float64)
 
 
+def _ax_default(seed: int) -> GenerationStrategy:
+    struct = GenerationStrategyDispatchStruct(initialization_random_seed=seed)
+    return choose_generation_strategy(struct)
+
+
+def _generic(seed: int) -> GenerationStrategy:
+    struct = GenerationStrategyDispatchStruct(
+        method="custom", initialization_random_seed=seed
+    )
+    return choose_generation_strategy(
+        struct,
+        model_config=ModelConfig(botorch_model_class=NystromGP),
+        botorch_acqf_class=BKBUpperConfidenceBound,
+    )
+
+
+def _bkb_ridge(seed: int) -> GenerationStrategy:
+    return bkb_generation_strategy(
+        radius=0.2, noise=1e-2, initialization_random_seed=seed
+    )
+
+
+#: The strategies, in table order (the last is not run by default): records as the
+#: main benchmark's, each built as ``build(seed)`` with a seeded Sobol start.
+METHODS: dict[str, BenchmarkMethod] = {
+    method.name: method
+    for method in (
+        BenchmarkMethod("ax-default", "Ax's own choice", _ax_default),
+        BenchmarkMethod(
+            "generic",
+            "Ax's generic route with NystromGP and BKBUpperConfidenceBound",
+            _generic,
+        ),
+        BenchmarkMethod(
+            "bkb",
+            "bkb_generation_strategy() with its defaults",
+            lambda seed: bkb_generation_strategy(initialization_random_seed=seed),
+        ),
+        BenchmarkMethod(
+            "sgpts",
+            "sgpts_generation_strategy() with its defaults",
+            lambda seed: sgpts_generation_strategy(initialization_random_seed=seed),
+        ),
+        BenchmarkMethod(
+            "bkb-ridge", "BKB with the former fixed lambda and radius", _bkb_ridge
+        ),
+    )
+}
+
+
 def make_strategy(method: str, seed: int) -> GenerationStrategy:
-    r"""The strategy ``method`` with a seeded Sobol initialization: Ax's own choice,
-    Ax's generic route with ``NystromGP`` and ``BKBUpperConfidenceBound``, the
-    package's two strategies with their defaults, or BKB with the former fixed
-    ``lambda`` and radius (``bkb-ridge``)."""
-    if method == "ax-default":
-        struct = GenerationStrategyDispatchStruct(initialization_random_seed=seed)
-        return choose_generation_strategy(struct)
-    if method == "generic":
-        struct = GenerationStrategyDispatchStruct(
-            method="custom", initialization_random_seed=seed
-        )
-        return choose_generation_strategy(
-            struct,
-            model_config=ModelConfig(botorch_model_class=NystromGP),
-            botorch_acqf_class=BKBUpperConfidenceBound,
-        )
-    if method == "bkb":
-        return bkb_generation_strategy(initialization_random_seed=seed)
-    if method == "sgpts":
-        return sgpts_generation_strategy(initialization_random_seed=seed)
-    if method == "bkb-ridge":
-        return bkb_generation_strategy(
-            radius=0.2, noise=1e-2, initialization_random_seed=seed
-        )
-    raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
+    r"""The strategy ``method`` (a key of :data:`METHODS`) with a seeded Sobol
+    initialization."""
+    if method not in METHODS:
+        raise ValueError(f"`method` must be one of {list(METHODS)}, got {method!r}.")
+    return METHODS[method].build(seed)
 
 
 @dataclass
@@ -253,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(
         parser,
         *("methods", "seeds", "horizon"),
-        methods={"type": name_list(METHODS), "default": ",".join(METHODS[:4])},
+        methods={"type": name_list(METHODS), "default": ",".join(list(METHODS)[:4])},
         seeds={"default": "0-2"},
         horizon={"default": 40},
     )

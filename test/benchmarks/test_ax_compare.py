@@ -23,6 +23,7 @@ from benchmarks.ax_compare import (
     run_ax,
     summarize_runs,
 )
+from benchmarks.methods import BenchmarkMethod
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -68,6 +69,9 @@ def test_seeds_make_runs_repeatable():
 
 
 def test_strategies_are_the_named_ones():
+    assert all(isinstance(method, BenchmarkMethod) for method in METHODS.values())
+    with pytest.raises(ValueError, match="method"):
+        make_strategy("nope", 0)
     names = {method: make_strategy(method, 0).name for method in METHODS}
     assert "BKBUpperConfidenceBound" in names["generic"]
     assert "BKBUpperConfidenceBound" in names["bkb"]
