@@ -71,14 +71,22 @@ class BenchmarkMethod:
         box: Takes box problems.
         fixed: Options this method sets and does not accept (e.g. BKB's
             ``ratio_threshold=1`` on BBKB's builder).
+        requires: Modules ``build`` imports, which a driver imports before it
+            times a build.
+
+    The other benchmark tools keep their methods in the same records, with the
+    build their driver calls: the cluster's ``build(problem, horizon, generator,
+    *, workers)``, the tuning benchmark's ``build(space, seed, in_flight,
+    num_objectives, sampler_options)``, the Ax comparison's ``build(seed)``.
     """
 
     name: str
     description: str
-    build: Callable[..., BenchmarkOptimizer]
+    build: Callable[..., Any]
     finite: bool = True
     box: bool = False
     fixed: Mapping[str, object] = field(default_factory=dict)
+    requires: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or any(ch in self.name for ch in ",:= "):

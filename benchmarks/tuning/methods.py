@@ -4,14 +4,15 @@ options" and "Optuna samplers against Optuna's own")."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import warnings
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
 
+from benchmarks.methods import BenchmarkMethod
 from benchmarks.tuning.space import (
     Space,
     sample,
@@ -22,21 +23,6 @@ from benchmarks.tuning.space import (
 
 Config = dict[str, Any]
 
-METHODS = (
-    "bbkb",
-    "sgpts",
-    "tpe",
-    "tpe-multivariate",
-    "tpe-independent",
-    "gp",
-    "random",
-    "ax",
-    "bbkb-optuna",
-    "sgpts-optuna",
-    "cmaes",
-    "random-optuna",
-    "nsga2",
-)
 
 #: ``TPESampler`` with its defaults (Optuna 5: multivariate for one objective; Optuna
 #: 4: independent), with ``multivariate=True`` and with ``multivariate=False``.
@@ -173,11 +159,122 @@ class AxMethod:
 Factory = Callable[..., Method]
 
 
+def _searcher(name: str) -> Callable[..., Method]:
+    r"""The build of the package's Ray Tune searcher ``name`` (``BBKBSearch`` or
+    ``SGPTSSearch``), driven as Tune drives it."""
+
+    def build(
+        space: Space, seed: int, in_flight: int, num_objectives: int, options: Config
+    ) -> Method:
+        from botorch_sketch.integrations import ray_tune
+
+        return SearcherMethod(getattr(ray_tune, name)(seed=seed), space, in_flight)
+
+    return build
+
+
+def _optuna(sampler: str, *, pass_workers: bool = False, **fixed: Any) -> Callable:
+    r"""The build of an Optuna study with the sampler class named ``sampler`` (of
+    ``optuna.samplers``, or the package's when it starts with ``BBKB`` / ``SGPTS``)
+    and the options ``fixed``; ``pass_workers``: the concurrency as the sampler's
+    ``num_workers``, as Tune's ``max_concurrent_trials``."""
+
+    def build(
+        space: Space, seed: int, in_flight: int, num_objectives: int, options: Config
+    ) -> Method:
+        if sampler.startswith(("BBKB", "SGPTS")):
+            from botorch_sketch.integrations import optuna as library
+        else:
+            from optuna import samplers as library
+        workers = {"num_workers": in_flight} if pass_workers else {}
+        made = getattr(library, sampler)(seed=seed, **workers, **fixed, **options)
+        return OptunaMethod(made, space, num_objectives)
+
+    return build
+
+
+def _random(
+    space: Space, seed: int, in_flight: int, num_objectives: int, options: Config
+) -> Method:
+    return RandomMethod(space, seed)
+
+
+def _ax(
+    space: Space, seed: int, in_flight: int, num_objectives: int, options: Config
+) -> Method:
+    return AxMethod(space, seed)
+
+
+_RAY = ("ray.tune", "botorch_sketch.integrations.ray_tune")
+_OPTUNA = ("optuna", "optuna.samplers")
+_OURS_OPTUNA = (*_OPTUNA, "botorch_sketch.integrations.optuna")
+
+#: The methods, by name: records as the main benchmark's, each built as
+#: ``build(space, seed, in_flight, num_objectives, sampler_options)`` with its
+#: library's defaults; ``requires`` lists what :func:`method_factory` imports
+#: before a build is timed.
+METHODS: dict[str, BenchmarkMethod] = {
+    method.name: method
+    for method in (
+        BenchmarkMethod(
+            "bbkb", "BBKBSearch (Ray Tune)", _searcher("BBKBSearch"), requires=_RAY
+        ),
+        BenchmarkMethod(
+            "sgpts", "SGPTSSearch (Ray Tune)", _searcher("SGPTSSearch"), requires=_RAY
+        ),
+        BenchmarkMethod(
+            "tpe", "TPESampler, its defaults", _optuna("TPESampler"), requires=_OPTUNA
+        ),
+        BenchmarkMethod(
+            "tpe-multivariate",
+            "TPESampler(multivariate=True)",
+            _optuna("TPESampler", multivariate=True),
+            requires=_OPTUNA,
+        ),
+        BenchmarkMethod(
+            "tpe-independent",
+            "TPESampler(multivariate=False)",
+            _optuna("TPESampler", multivariate=False),
+            requires=_OPTUNA,
+        ),
+        BenchmarkMethod("gp", "GPSampler", _optuna("GPSampler"), requires=_OPTUNA),
+        BenchmarkMethod("random", "independent uniform draws", _random),
+        BenchmarkMethod(
+            "ax", "Ax's Client, its default strategy", _ax, requires=("ax.api.client",)
+        ),
+        BenchmarkMethod(
+            "bbkb-optuna",
+            "BBKBSampler (Optuna)",
+            _optuna("BBKBSampler", pass_workers=True),
+            requires=_OURS_OPTUNA,
+        ),
+        BenchmarkMethod(
+            "sgpts-optuna",
+            "SGPTSSampler (Optuna)",
+            _optuna("SGPTSSampler"),
+            requires=_OURS_OPTUNA,
+        ),
+        BenchmarkMethod(
+            "cmaes",
+            "CmaEsSampler",
+            _optuna("CmaEsSampler", warn_independent_sampling=False),
+            requires=_OPTUNA,
+        ),
+        BenchmarkMethod(
+            "random-optuna", "RandomSampler", _optuna("RandomSampler"), requires=_OPTUNA
+        ),
+        BenchmarkMethod(
+            "nsga2", "NSGAIISampler", _optuna("NSGAIISampler"), requires=_OPTUNA
+        ),
+    )
+}
+
+
 def method_factory(name: str) -> Factory:
     r"""``(space, seed, in_flight, num_objectives=1, constrained=False) -> method``
     for ``name`` (one of :data:`METHODS`), with the method's default options; the
-    libraries are imported here, so that building a method (timed by the driver)
-    does not import them.
+    libraries it ``requires`` are imported here, so that building a method (timed
+    by the driver) does not import them.
 
     With ``num_objectives > 1`` the study minimizes that many losses; with
     ``constrained``, the samplers of :data:`CONSTRAINED_METHODS` that take a
@@ -185,8 +282,11 @@ def method_factory(name: str) -> Factory:
     :data:`MULTI_OBJECTIVE_METHODS` (:data:`CONSTRAINED_METHODS`) asked for several
     losses (constraints) raises ``ValueError`` when built."""
     if name not in METHODS:
-        raise ValueError(f"Unknown method {name!r}; known: {METHODS}.")
-    build = _plain_factory(name)
+        raise ValueError(f"Unknown method {name!r}; known: {tuple(METHODS)}.")
+    warnings.filterwarnings("ignore", module="optuna")  # experimental-API notices
+    for module in METHODS[name].requires:
+        importlib.import_module(module)
+    build = METHODS[name].build
 
     def factory(
         space: Space,
@@ -211,56 +311,3 @@ def method_factory(name: str) -> Factory:
         return build(space, seed, in_flight, num_objectives, options)
 
     return factory
-
-
-def _plain_factory(name: str) -> Callable[..., Method]:
-    r"""``(space, seed, in_flight, num_objectives, sampler_options) -> method``
-    (:func:`method_factory`); the options go to the Optuna sampler."""
-    warnings.filterwarnings("ignore", module="optuna")  # experimental-API notices
-    if name in ("bbkb", "sgpts"):
-        from botorch_sketch.integrations.ray_tune import BBKBSearch, SGPTSSearch
-
-        searcher = BBKBSearch if name == "bbkb" else SGPTSSearch
-        return lambda space, seed, k, m, o: SearcherMethod(
-            searcher(seed=seed), space, k
-        )
-    if name in (*TPE_VARIANTS, "gp", "cmaes", "random-optuna", "nsga2"):
-        import optuna  # noqa: F401 (imported before timing)
-        from optuna.samplers import (
-            CmaEsSampler,
-            GPSampler,
-            NSGAIISampler,
-            RandomSampler,
-            TPESampler,
-        )
-
-        sampler = {
-            "tpe": TPESampler,
-            "tpe-multivariate": partial(TPESampler, multivariate=True),
-            "tpe-independent": partial(TPESampler, multivariate=False),
-            "gp": GPSampler,
-            "cmaes": partial(CmaEsSampler, warn_independent_sampling=False),
-            "random-optuna": RandomSampler,
-            "nsga2": NSGAIISampler,
-        }[name]
-        return lambda space, seed, k, m, o: OptunaMethod(
-            sampler(seed=seed, **o), space, m
-        )
-    if name == "bbkb-optuna":
-        from botorch_sketch.integrations.optuna import BBKBSampler
-
-        # num_workers: the concurrency, as Tune's max_concurrent_trials
-        return lambda space, seed, k, m, o: OptunaMethod(
-            BBKBSampler(seed=seed, num_workers=k, **o), space, m
-        )
-    if name == "sgpts-optuna":
-        from botorch_sketch.integrations.optuna import SGPTSSampler
-
-        return lambda space, seed, k, m, o: OptunaMethod(
-            SGPTSSampler(seed=seed, **o), space, m
-        )
-    if name == "random":
-        return lambda space, seed, k, m, o: RandomMethod(space, seed)
-    import ax.api.client  # noqa: F401 (imported before timing)
-
-    return lambda space, seed, k, m, o: AxMethod(space, seed)
