@@ -171,7 +171,10 @@ def run_ax(
 ) -> AxRun:
     r"""One Ax loop of ``num_trials`` trials, ``pending`` in flight (a new trial
     is requested whenever the oldest completes) or in batches of ``batch_size``; at
-    most one of them exceeds 1."""
+    most one of them exceeds 1.
+
+    Its own loop: Ax's ``Client`` owns the trials and asks its generation strategy,
+    so the loop is Ax's request and complete cycle, not an ask/tell object's."""
     check_int(seed, "seed", 0)
     check_int(num_trials, "num_trials", 1)
     check_int(pending, "pending", 1)

@@ -106,6 +106,11 @@ def simulate(
 ) -> RunTrace:
     r"""Run ``method`` on ``workers`` simulated workers for ``horizon`` evaluations.
 
+    Its own driver, not the main benchmark's :func:`~benchmarks.runner.run_policy`:
+    the library's :func:`~botorch_sketch.parallel.run_parallel` on a simulated clock
+    (:class:`~botorch_sketch.parallel.SimulatedEngine`), since what is measured is
+    how the method keeps workers busy as evaluations end at different times.
+
     Run seed ``s`` gives the method ``torch.Generator().manual_seed(2 s)``, and the
     evaluation times, then the reward noise, of the ``k``-th started evaluation
     ``manual_seed(2 s + 1)``: all methods see common random numbers.

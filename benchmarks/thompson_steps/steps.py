@@ -166,6 +166,10 @@ def time_thompson_steps(
 ) -> StepTimings:
     r"""Time ``steps`` ask/tell rounds of ``method`` starting at ``t`` observations.
 
+    Its own loop, not the main benchmark's :func:`~benchmarks.runner.run_policy`: it
+    times single steps at a given ``t`` after an untimed start, where a run times
+    every step from the first.
+
     The method (built with ``options``) is told ``t - warmup`` uniformly random arms
     with noisy rewards (untimed), then runs ``warmup`` untimed steps (one-time costs
     such as lazy imports and allocations) and ``steps`` timed ones. ``seed`` fixes the

@@ -77,6 +77,11 @@ def run_trials(
 ) -> TrialLog:
     r"""Run ``budget`` trials of the method built by ``make`` (timed) on ``loss``.
 
+    Its own loop, not the main benchmark's :func:`~benchmarks.runner.run_policy`:
+    a tuning method asks for configurations (not arm indices of a problem it was
+    built on), a trial is told by a key it issued, and a run may stop at an optimizer
+    time cap.
+
     While fewer than ``in_flight`` trials run, ask (a method may answer None: wait);
     then complete one running trial, chosen in a seeded random order, and tell its
     loss. Each trial is evaluated when asked; only the method's own calls are timed
