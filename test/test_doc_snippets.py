@@ -2,7 +2,9 @@ r"""Every Python snippet of the README and of docs/botorch.md runs as pasted: ea
 saved as a script of its own and run in a fresh interpreter, in an empty folder
 (also its home: Ray Tune writes its results there), with worker processes started by
 spawning (macOS's and Windows's default), which re-imports the script in each
-worker. (docs/optuna.md's snippets run in ``test/integrations/test_optuna_docs.py``.)
+worker. The snippets of docs/ax.md continue one another (one Ax client): they run
+as one script, in the page's order. (docs/optuna.md's snippets run in
+``test/integrations/test_optuna_docs.py``.)
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ SNIPPETS = {
     f"{page}:{number}": code
     for page in PAGES
     for number, code in enumerate(SNIPPET.findall((ROOT / page).read_text()))
-}
+} | {"docs/ax.md": "\n\n".join(SNIPPET.findall((ROOT / "docs/ax.md").read_text()))}
 #: Runs ``snippet.py`` as ``python snippet.py`` would, under the spawn start method.
 RUN_SPAWNED = (
     "import multiprocessing, runpy; multiprocessing.set_start_method('spawn'); "
@@ -36,6 +38,7 @@ CORE = {"math", "torch", "botorch", "botorch_sketch", "concurrent"}
 def test_the_pages_have_snippets():
     assert sum(key.startswith("README.md") for key in SNIPPETS) >= 4
     assert any(key.startswith("docs/botorch.md") for key in SNIPPETS)
+    assert SNIPPETS["docs/ax.md"].count("client.") >= 3
 
 
 @pytest.mark.parametrize("code", SNIPPETS.values(), ids=SNIPPETS.keys())
