@@ -1,4 +1,5 @@
-r"""Every Python snippet of the README and of docs/botorch.md runs as pasted: each is
+r"""Every Python snippet of the README, docs/botorch.md and docs/distributed.md runs as
+pasted: each is
 saved as a script of its own and run in a fresh interpreter, in an empty folder
 (also its home: Ray Tune writes its results there), with worker processes started by
 spawning (macOS's and Windows's default), which re-imports the script in each
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ("README.md", "docs/botorch.md")
+PAGES = ("README.md", "docs/botorch.md", "docs/distributed.md")
 SNIPPET = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 SNIPPETS = {
     f"{page}:{number}": code
