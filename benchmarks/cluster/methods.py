@@ -74,16 +74,6 @@ def refit_seconds(optimizer: Any) -> float:
     return optimizer.refit_seconds
 
 
-def _bkb(
-    problem: Problem, horizon: int, generator: torch.Generator, *, workers: int
-) -> SynchronousBatches:
-    return SynchronousBatches(
-        build_bbkb(
-            problem, horizon, generator, ratio_threshold=1.0, max_batch_size=workers
-        )
-    )
-
-
 def _bbkb_sync(
     problem: Problem,
     horizon: int,
@@ -180,7 +170,9 @@ def _uniform(
 METHODS: dict[str, BenchmarkMethod] = {
     method.name: method
     for method in (
-        BenchmarkMethod("bkb", "sequential BKB", _bkb),
+        BenchmarkMethod(
+            "bkb", "sequential BKB", _bbkb_sync, fixed={"ratio_threshold": 1.0}
+        ),
         BenchmarkMethod("bbkb-sync", "synchronous BBKB", _bbkb_sync),
         BenchmarkMethod("bbkb-async", "asynchronous BBKB", _bbkb_async),
         BenchmarkMethod(
