@@ -658,7 +658,7 @@ class CandidateState(Restorable):
         identity block."""
         s, k = self._stored, feature.shape[-1]
         if s + k > self._raw_t.shape[0]:
-            self._compact_if_sparse(force=True)  # before growing the buffer
+            self._compact_if_sparse()  # before growing the buffer, when sparse
             s = self._stored
         self._ensure_capacity(s + k)
         self._raw_t[s : s + k] = feature.mT.to(self.cache_dtype)
@@ -669,13 +669,14 @@ class CandidateState(Restorable):
         self._basis = basis
         self._stored = s + k
 
-    def _compact_if_sparse(self, force: bool = False) -> None:
+    def _compact_if_sparse(self) -> None:
         r"""Replace the raw columns by the features (``P <- B^T P``, into a new
-        buffer of the same capacity) once ``s > 2 m + 32`` (one ``A x s x m``
-        product every ``~m`` removals), or whenever ``s > m`` with ``force``
-        (before the buffer would grow)."""
+        buffer of the same capacity) once ``s > 2 m + 32``: one ``A x s x m``
+        product every ``~m`` removals. A full buffer grows rather than
+        being compacted earlier, since a compaction that frees only a few columns
+        would cost as much as one that frees ``m``."""
         s, m = self._stored, self._basis.shape[-1]
-        if s == m or (not force and s <= 2 * m + 32):
+        if s <= 2 * m + 32:
             return
         basis = self._basis.to(self.cache_dtype)
         cache = self._allocate(self._cache.shape[0])
@@ -840,9 +841,10 @@ class CandidateState(Restorable):
         return product.to(self.points).mT
 
     def _allocate(self, columns: int, width: int | None = None) -> Tensor:
-        r"""A zero cache buffer of ``columns`` feature columns for ``width``
-        candidates (default: the held buffer's width, spare columns included);
-        a ``MemoryError`` past the memory budget."""
+        r"""An uninitialized cache buffer of ``columns`` feature columns for
+        ``width`` candidates (default: the held buffer's width, spare columns
+        included): only its used part is ever read, so it is not zeroed; a
+        ``MemoryError`` past the memory budget."""
         width = self._cache.shape[1] if width is None else width
         needed = width * columns * self._itemsize
         if self.memory_budget is not None and needed > self.memory_budget:
@@ -852,7 +854,7 @@ class CandidateState(Restorable):
                 f"{self.memory_budget / 2**30:.2f} GiB; use "
                 "cache_dtype=torch.float32 or the stateless scoring path."
             )
-        return torch.zeros(
+        return torch.empty(
             columns, width, dtype=self.cache_dtype, device=self.points.device
         )
 
