@@ -63,6 +63,21 @@ class _Geometry:
     def feature_rows(self, indices: Tensor | int) -> Tensor:
         raise NotImplementedError
 
+    @property
+    def num_raw(self) -> int:
+        r"""Entries ``s`` of a :meth:`raw_rows` row."""
+        return self.num_features
+
+    def raw_rows(self, indices: Tensor | int) -> Tensor:
+        r"""Rows ``p(x)`` (``k x s``) with ``f(x)^T h = p(x)^T R h`` for the
+        :meth:`to_raw` map ``R``, cheaper to read than the feature rows: the
+        feature rows themselves here (``R = I``)."""
+        return self.feature_rows(indices)
+
+    def to_raw(self, directions: Tensor) -> Tensor:
+        r"""``R H`` for ``m x r`` directions ``H`` (:meth:`raw_rows`)."""
+        return directions
+
     def solve(self, vector: Tensor) -> Tensor:
         raise NotImplementedError
 
@@ -162,6 +177,20 @@ class CachedGeometry(_Geometry):
         r"""Cached features ``z(x)`` of some candidates."""
         return self.state.feature_rows(indices)
 
+    @property
+    def num_raw(self) -> int:
+        r"""The cache's raw columns ``s``."""
+        return self.state.num_raw
+
+    def raw_rows(self, indices: Tensor | int) -> Tensor:
+        r"""Raw cache rows, ``O(s)`` each: no product with the feature basis
+        (:meth:`CandidateState.raw_rows`)."""
+        return self.state.raw_rows(indices)
+
+    def to_raw(self, directions: Tensor) -> Tensor:
+        r"""The basis times ``directions`` (:meth:`CandidateState.to_raw`)."""
+        return self.state.to_raw(directions)
+
     def solve(self, vector: Tensor) -> Tensor:
         r"""``V^{-1} v``."""
         return self.state.gram_inverse @ vector
@@ -222,12 +251,14 @@ class _Columns:
             self._denominators[self.count] = denominator
         self.count += 1
 
-    def extend(self, columns: Tensor, denominators: Tensor) -> None:
-        r"""Append the ``k`` columns of a ``rows x k`` matrix and their denominators."""
+    def extend(self, columns: Tensor, denominators: Tensor | None = None) -> None:
+        r"""Append the ``k`` columns of a ``rows x k`` matrix (and their
+        denominators)."""
         k = columns.shape[-1]
         self._reserve(k)
         self._data[: columns.shape[0], self.count : self.count + k] = columns
-        self._denominators[self.count : self.count + k] = denominators
+        if denominators is not None:
+            self._denominators[self.count : self.count + k] = denominators
         self.count += k
 
     def _reserve(self, extra: int) -> None:
@@ -257,7 +288,9 @@ class _Columns:
 class FrozenDictionaryTracker:
     r"""The papers' in-batch update: variances change only inside the dictionary's
     span. Candidates are refreshed lazily: a candidate last refreshed at step ``j``
-    catches up with the rank-one terms of steps ``j..t-1`` in ``O((t - j) m)``.
+    catches up with the rank-one terms of steps ``j..t-1`` in ``O((t - j) s)``,
+    from its raw row (:meth:`_Geometry.raw_rows`, ``s`` entries) and the directions
+    kept in raw coordinates too.
     """
 
     eager = False
@@ -269,6 +302,8 @@ class FrozenDictionaryTracker:
             len(geometry), dtype=torch.long, device=geometry.scaled_variance.device
         )
         self.directions = _Columns(geometry.num_features, geometry.scaled_variance)
+        # the same directions in the geometry's raw coordinates, for the refreshes
+        self.raw_directions = _Columns(geometry.num_raw, geometry.scaled_variance)
         self.flops = 0.0
         self.last_index: int | None = None  # the candidate of the last step
         self._last_copies = 0  # and how many copies of it that step holds
@@ -282,18 +317,19 @@ class FrozenDictionaryTracker:
 
         Args:
             indices: ``k`` candidate indices.
-            rows: Optional ``k x m`` feature rows of ``indices`` (read from the
-                geometry otherwise), so callers that refresh the same candidates at
-                every step read their rows once.
+            rows: Optional ``k x s`` raw rows of ``indices``
+                (:meth:`_Geometry.raw_rows`; read from the geometry otherwise), so
+                callers that refresh the same candidates at every step read their
+                rows once.
         """
         is_stale = self.refreshed_at[indices] < self.step
         stale = indices[is_stale]
         if stale.numel() > 0:
             # only the steps since the oldest stale refresh
             first = int(self.refreshed_at[stale].min())
-            H = self.directions.matrix[:, first:]
+            H = self.raw_directions.matrix[:, first:]
             den = self.directions.denominators[first:]
-            rows = self.geometry.feature_rows(stale) if rows is None else rows[is_stale]
+            rows = self.geometry.raw_rows(stale) if rows is None else rows[is_stale]
             terms = (rows @ H).square() / den
             steps = torch.arange(first, self.step, device=H.device)
             terms = terms * (steps >= self.refreshed_at[stale].unsqueeze(-1))
@@ -311,11 +347,11 @@ class FrozenDictionaryTracker:
 
         Args:
             indices: ``k`` candidate indices.
-            rows: ``k x m`` feature rows of ``indices``.
+            rows: ``k x s`` raw rows of ``indices`` (:meth:`_Geometry.raw_rows`).
             first: A step no later than any of their last refreshes.
         """
         if first < self.step:
-            H = self.directions.matrix[:, first:]
+            H = self.raw_directions.matrix[:, first:]
             terms = (rows @ H).square() / self.directions.denominators[first:]
             steps = torch.arange(first, self.step, device=H.device)
             terms = terms * (steps >= self.refreshed_at[indices].unsqueeze(-1))
@@ -336,9 +372,10 @@ class FrozenDictionaryTracker:
         a = self.geometry.feature_rows(index)
         h = self.directions.apply_inverse(a, self.geometry.solve)
         self.directions.append(h, 1.0 / copies + a @ h)
+        self.raw_directions.append(self.geometry.to_raw(h))
         self.last_index, self._last_copies = index, copies
         m = a.shape[0]
-        self.flops += 2.0 * m * m + 4.0 * m * self.step
+        self.flops += 2.0 * m * (m + self.geometry.num_raw) + 4.0 * m * self.step
 
     def add_many(self, indices: Tensor, copies: Tensor) -> None:
         r"""Hallucinate ``copies[j]`` observations at each of ``k`` distinct
@@ -364,6 +401,8 @@ class FrozenDictionaryTracker:
         pivots = factor.diagonal()
         scaled = torch.linalg.solve_triangular(factor, G.mT, upper=False).mT
         self.directions.extend(scaled * pivots, pivots.square())
+        self.raw_directions.extend(self.geometry.to_raw(scaled * pivots))
+        self.flops += 2.0 * k * m * self.geometry.num_raw
         self.last_index, self._last_copies = int(indices[-1]), int(copies[-1])
 
     def copy_denominators(self, copies: Tensor) -> Tensor:
@@ -383,8 +422,8 @@ class FrozenDictionaryTracker:
         self._last_copies += copies
         current = torch.nonzero(self.refreshed_at == self.step).squeeze(-1)
         if current.numel() > 0:
-            h = self.directions.matrix[:, -1]
-            products = self.geometry.feature_rows(current) @ h
+            h = self.raw_directions.matrix[:, -1]
+            products = self.geometry.raw_rows(current) @ h
             extra = products.square() * (1.0 / new - 1.0 / old)
             self.variance[current] = (self.variance[current] - extra).clamp_min(0.0)
             self.flops += 2.0 * current.numel() * h.shape[0]
@@ -462,8 +501,8 @@ class LazyArgmax:
 
     In-batch variances only decrease, so start-of-batch scores are upper bounds
     (lazy greedy evaluation, Minoux 1978). The first step is a plain argmax; then
-    a step refreshes the candidates it refreshed before (``O(r m)`` for ``r`` of
-    them, their feature rows read once per batch) and walks down the candidates in
+    a step refreshes the candidates it refreshed before (``O(r s)`` for ``r`` of
+    them, their raw rows read once per batch) and walks down the candidates in
     decreasing start-of-batch score (found by ``topk`` as far as needed, never a full
     sort), refreshing blocks of them while the next start-of-batch score can still
     reach the best refreshed score. No step touches all ``n`` candidates (except
@@ -509,7 +548,7 @@ class LazyArgmax:
         self._order_bounds: list[float] = []  # their bounds, on the host
         self.position = 0
         self.refreshed = torch.zeros(0, dtype=torch.long, device=mean.device)
-        self.rows = mean.new_zeros(0, tracker.geometry.num_features)  # of refreshed
+        self.rows = mean.new_zeros(0, tracker.geometry.num_raw)  # raw, of refreshed
         self.scores = self.bounds[:0]
         self._synced_at = 0  # the step the refreshed candidates are current at
         self._best_position: Tensor | None = None  # the maximizer's, in `refreshed`
@@ -545,7 +584,7 @@ class LazyArgmax:
                 break
             self._extend_order(self.position + block)
             new = self.order[self.position : self.position + block]
-            new_rows = self.tracker.geometry.feature_rows(new)
+            new_rows = self.tracker.geometry.raw_rows(new)
             self.position += new.shape[0]
             refreshed = torch.cat([refreshed, new])
             rows = torch.cat([rows, new_rows])
@@ -605,7 +644,7 @@ class LazyArgmax:
         copies = torch.arange(limit, dtype=self.mean.dtype, device=self.mean.device)
         denominators = tracker.copy_denominators(copies)
         drop = 1.0 / denominators - 1.0 / denominators[0]
-        products = (self.rows @ tracker.directions.matrix[:, -1]).square()
+        products = (self.rows @ tracker.raw_directions.matrix[:, -1]).square()
         variance = tracker.variance[self.refreshed].unsqueeze(-1)
         scores = (
             self.mean[self.refreshed].unsqueeze(-1)

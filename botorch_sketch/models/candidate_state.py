@@ -237,11 +237,28 @@ class CandidateState(Restorable):
         basis = self._basis.to(self.cache_dtype)
         return (basis.mT @ self._raw_t[: self._stored]).mT
 
+    @property
+    def num_raw(self) -> int:
+        r"""Number of raw feature columns ``s >= m`` the cache holds."""
+        return self._stored
+
+    def raw_rows(self, indices: Tensor | int) -> Tensor:
+        r"""Raw cache rows ``p(x)`` of some candidates (``k x s``, or ``s`` for one
+        index; candidates' dtype), with ``z(x) = B^T p(x)``: a read without the
+        ``O(k s m)`` product of :meth:`feature_rows`. Inner products with
+        directions ``h`` need only ``z(x)^T h = p(x)^T (B h)`` (:meth:`to_raw`)."""
+        raw = self._raw_t[: self._stored, indices].to(self.points)
+        return raw.mT if raw.dim() == 2 else raw
+
+    def to_raw(self, directions: Tensor) -> Tensor:
+        r"""``B H``: feature-space directions (``m x r``, or ``m``) in the raw
+        coordinates of :meth:`raw_rows` (``s x r``, or ``s``), ``O(s m r)``."""
+        return self._basis @ directions
+
     def feature_rows(self, indices: Tensor | int) -> Tensor:
         r"""Features ``z(x)`` of some candidates (``k x m``, or ``m`` for one index;
         candidates' dtype), ``O(k s m)``."""
-        raw = self._raw_t[: self._stored, indices].to(self.points)
-        return (raw.mT if raw.dim() == 2 else raw) @ self._basis
+        return self.raw_rows(indices) @ self._basis
 
     def features_times(self, matrix: Tensor) -> Tensor:
         r"""``Phi M`` (``A x r`` for ``m x r``, or ``A`` for ``m``; candidates'

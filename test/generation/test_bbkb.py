@@ -483,7 +483,8 @@ def test_bad_inputs(kwargs, match):
 )
 def test_cached_state_makes_the_stateless_batch(options):
     # the same posterior held by a CandidateState (the BBKB loop's greedy on its
-    # cache) and by a NystromGP: same batch
+    # cache, with raw columns left by removals: s > m) and by a NystromGP: same
+    # batch
     gen = torch.Generator().manual_seed(4)
     arms = torch.rand(300, 3, generator=gen, dtype=DTYPE)
     observed = torch.randint(0, 300, (60,), generator=gen)
@@ -497,8 +498,10 @@ def test_cached_state_makes_the_stateless_batch(options):
         arms[observed], Y, covar_module=kernel, noise=2.0, dictionary=arms[dictionary]
     )
     state = CandidateState.from_observations(
-        arms, kernel, 2.0, observed, Y.squeeze(-1), dictionary
+        arms, kernel, 2.0, observed, Y.squeeze(-1), torch.unique(observed)[::2]
     )
+    state.set_dictionary(dictionary)
+    assert state.num_raw > state.size
     options = {"ratio_threshold": 4.0, "radius": 1.0} | options
     stateless = gen_bbkb_batch(model, arms, **options)
     greedy = BatchGreedy(
