@@ -653,9 +653,15 @@ class CandidateState(Restorable):
         G = self._gram_inverse @ Z_b.mT  # (m + k) x b
         woodbury = safe_cholesky(torch.diag(counts.reciprocal()) + Z_b @ G)
         averages = (sums / counts).unsqueeze(-1)
-        coefficients = torch.cholesky_solve(averages - mean_b, woodbury)
-        G_whitened = torch.linalg.solve_triangular(woodbury, G.mT, upper=False)
-        self._gram_inverse = _symmetric(self._gram_inverse - G_whitened.mT @ G_whitened)
+        residuals = averages - mean_b
+        coefficients = torch.cholesky_solve(residuals, woodbury)
+        # with K = L L^T: G K^{-1} G^T = W W^T and G K^{-1} r = W L^{-1} r for
+        # W = G L^{-T}, so the candidates need only their products with W
+        W = torch.linalg.solve_triangular(woodbury, G.mT, upper=False).mT
+        whitened_residuals = torch.linalg.solve_triangular(
+            woodbury, residuals, upper=False
+        )
+        self._gram_inverse = _symmetric(self._gram_inverse - W @ W.mT)
         self._projected_targets = self._projected_targets + Z_b.mT @ (
             counts.unsqueeze(-1) * averages
         )
@@ -663,12 +669,11 @@ class CandidateState(Restorable):
         self.flops += 2.0 * b * self._stored * m + 4.0 * G.shape[0] ** 2 * b
 
         def apply(products: Tensor, feature: Tensor | None) -> None:
-            U = products if feature is None else products + feature @ G[m:]
-            quadratic = _right_solve_lower_t(U, woodbury).square().sum(-1)
-            self._quadratic = self._quadratic - quadratic
-            self._means = self._means + U @ coefficients
+            U = products if feature is None else products + feature @ W[m:]
+            self._quadratic = self._quadratic - U.square().sum(-1)
+            self._means = self._means + U @ whitened_residuals
 
-        return _ObservePlan([G[:m]], apply)
+        return _ObservePlan([W[:m]], apply)
 
     def _append_raw(self, feature: Tensor) -> None:
         r"""Store ``k`` new feature columns as raw columns; the basis grows by an
