@@ -310,7 +310,7 @@ def test_churn_compacts_the_cache_and_stays_exact(tkwargs):
         state.set_dictionary(dictionary)
         stored.append(state._stored)
     assert min(stored) == 25 and max(stored) <= 2 * 25 + 32
-    assert state._raw_t.shape[0] < 2 * 25 + 32 + 25
+    assert state._cache.shape[1] < 2 * 25 + 32 + 25
     assert_matches_scratch(state)
 
 
@@ -489,10 +489,10 @@ def grown_state(case: str, device=None, cache_dtype=None) -> CandidateState:
 def test_appended_points_equal_a_state_built_on_all_points(case, device):
     arms, _ = make_arms(lengthscale=0.3, device=device)
     state = grown_state(case, device)
-    stored, width = state._stored, state._cache.shape[1]
+    stored, width = state._stored, state._cache.shape[0]
     state.append_points(arms[200:230])
     assert state.num_points == 230 and state._stored == stored
-    assert state._cache.shape[1] == 230 + 230 // 8 > width  # spare columns
+    assert state._cache.shape[0] == 230 + 230 // 8 > width  # spare rows
     assert_same_posterior(state)
     buffer = state._cache
     for start in range(230, 250, 5):  # repeated appends fill the spare columns
@@ -594,5 +594,5 @@ def test_append_points_keeps_the_memory_budget():
         state.append_points(arms[200:220])
     assert_snapshot(state, before)
     state.append_points(arms[200:204])  # fits, with less spare than A / 8
-    assert state._cache.shape == (32, 205)
+    assert state._cache.shape == (205, 32)
     assert_same_posterior(state)
