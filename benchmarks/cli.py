@@ -240,7 +240,7 @@ def resolve_job(args: argparse.Namespace) -> Job:
     """
     preset = get_preset(args.preset)
     policies, horizon, seeds, settings = preset.variant(args.smoke)
-    specs = preset.problems
+    specs = preset.block.problems
     if args.methods:
         try:
             policies = parse_algorithms(args.methods, policies)

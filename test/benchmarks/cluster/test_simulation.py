@@ -205,6 +205,7 @@ def test_bad_inputs(problem, monkeypatch):
         ("greedy", Greedy, ValueError),
         ("stuck", Stuck, RuntimeError),
     ):
+
         def build(problem, horizon, generator, *, workers, kind=kind):
             return kind(problem, 3, generator)
 
