@@ -66,7 +66,8 @@ class Preset:
     ``description`` is its ``--list`` line. The tuning benchmark reports its
     ``budgets`` (trials) and the median optimizer time per trial in its ``windows``
     (``(first, last)`` trials, 1-based, both included; none: no such table); the
-    main benchmark runs its ``smoke`` variant under ``--smoke``."""
+    main benchmark runs its ``smoke`` variant under ``--smoke`` (``needs_data``: its
+    problems read data files)."""
 
     name: str
     description: str
@@ -105,10 +106,10 @@ def _policies(block: Block, extra: Options) -> tuple[PolicyConfig, ...]:
     r"""The block's methods as policies with their options, then ``extra``'s."""
     policies = []
     for method in block.methods:
-        label, _, name = method.rpartition("=")
-        label = label or name
+        config = PolicyConfig.parse(method)
+        label = config.label
         options = {**block.options.get(label, {}), **extra.get(label, {})}
-        policies.append(PolicyConfig(name, label, options))
+        policies.append(config.with_options(options))
     return tuple(policies)
 
 
