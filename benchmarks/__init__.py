@@ -19,6 +19,7 @@ from botorch_sketch.utils.lazy_exports import lazy_exports
 _EXPORTS = {
     "PRESETS": "presets",
     "BenchmarkMethod": "methods",
+    "Block": "presets",
     "METHODS": "methods",
     "PolicyConfig": "methods",
     "Preset": "presets",

@@ -3,8 +3,9 @@ r"""Ax's default strategy against the package's models in Ax, on test functions.
 Each run is one Ax ``Client`` loop on a noiseless BoTorch test function (minimized on
 its native box) with one strategy of :data:`METHODS`, trials requested with
 ``--pending k`` in flight (``k = 1``: sequential) or in batches of ``--batch-size b``.
-It records the simple regret after each trial and the wall-clock and CPU seconds
-spent in ``Client.get_next_trials`` per trial. ``docs/ax.md`` describes the results.
+It is recorded as a :class:`~benchmarks.results.RunTrace` (:func:`run_ax`): the
+simple regret after each trial and the wall-clock and CPU seconds spent in
+``Client.get_next_trials``. ``docs/ax.md`` describes the results.
 
 Run::
 
@@ -17,14 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import statistics
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from itertools import product
 from pathlib import Path
 
+import numpy as np
 import torch
 from ax.api.client import Client
 from ax.api.configs import RangeParameterConfig
@@ -43,6 +45,7 @@ from benchmarks.arguments import (
     name_list,
 )
 from benchmarks.methods import BenchmarkMethod
+from benchmarks.results import RunTrace, group_traces
 from botorch_sketch.acquisition.bkb import BKBUpperConfidenceBound
 from botorch_sketch.integrations.ax import (
     bkb_generation_strategy,
@@ -127,37 +130,14 @@ def make_strategy(method: str, seed: int) -> GenerationStrategy:
     return METHODS[method].build(seed)
 
 
-@dataclass
-class AxRun:
-    r"""One loop: the evaluated parameters (``num_trials`` lists of ``d`` floats, in
-    completion order), the simple regret after each of them and the wall-clock and
-    CPU seconds spent generating trials."""
+def seconds_per_trial(trace: RunTrace) -> float:
+    r"""Wall-clock seconds in ``Client.get_next_trials`` per trial."""
+    return float(trace.ask_seconds.sum()) / trace.horizon
 
-    problem: str
-    method: str
-    seed: int
-    pending: int
-    batch_size: int
-    parameters: list[list[float]]
-    regret: list[float]
-    generation_seconds: float
-    generation_cpu_seconds: float
 
-    @property
-    def seconds_per_trial(self) -> float:
-        return self.generation_seconds / len(self.regret)
-
-    @property
-    def cpu_seconds_per_trial(self) -> float:
-        return self.generation_cpu_seconds / len(self.regret)
-
-    def record(self) -> dict:
-        r"""The fields and the seconds per trial, for JSON."""
-        return {
-            **asdict(self),
-            "seconds_per_trial": self.seconds_per_trial,
-            "cpu_seconds_per_trial": self.cpu_seconds_per_trial,
-        }
+def cpu_seconds_per_trial(trace: RunTrace) -> float:
+    r"""CPU seconds in ``Client.get_next_trials`` per trial."""
+    return trace.metadata["ask_cpu_seconds"] / trace.horizon
 
 
 def run_ax(
@@ -168,13 +148,22 @@ def run_ax(
     *,
     pending: int = 1,
     batch_size: int = 1,
-) -> AxRun:
+) -> RunTrace:
     r"""One Ax loop of ``num_trials`` trials, ``pending`` in flight (a new trial
     is requested whenever the oldest completes) or in batches of ``batch_size``; at
     most one of them exceeds 1.
 
     Its own loop: Ax's ``Client`` owns the trials and asks its generation strategy,
-    so the loop is Ax's request and complete cycle, not an ask/tell object's."""
+    so the loop is Ax's request and complete cycle, not an ask/tell object's.
+
+    Returns:
+        The run, in completion order: ``values`` are the negated ``f`` values (so
+        ``simple_regret`` is the smallest ``f`` so far minus the minimum); the
+        trials of one ``get_next_trials`` call share a batch and its wall-clock
+        seconds are booked at the first of them; ``metadata`` holds ``pending``,
+        ``batch_size``, the evaluated ``parameters`` (lists of ``d`` floats) and
+        the CPU seconds of every call (``ask_cpu_seconds``).
+    """
     check_int(seed, "seed", 0)
     check_int(num_trials, "num_trials", 1)
     check_int(pending, "pending", 1)
@@ -196,44 +185,65 @@ def run_ax(
     client.set_generation_strategy(make_strategy(method, seed))
     points: list[list[float]] = []
     values: list[float] = []
-    running: dict[int, dict] = {}
-    seconds = cpu_seconds = 0.0
+    batches: list[int] = []
+    asked: list[float] = []
+    #: trial index -> (parameters, batch, seconds booked at it)
+    running: dict[int, tuple[dict, int, float]] = {}
+    waited = cpu_seconds = 0.0
+    calls = 0  # the calls that returned trials
     while len(values) < num_trials:
         room = num_trials - len(values) - len(running)
         request = min(room, max(pending, batch_size) - len(running))
         if request > 0:
             start, cpu_start = time.perf_counter(), time.process_time()
-            running.update(client.get_next_trials(max_trials=request))
-            seconds += time.perf_counter() - start
+            trials = client.get_next_trials(max_trials=request)
+            waited += time.perf_counter() - start
             cpu_seconds += time.process_time() - cpu_start
+            for index in sorted(trials):
+                running[index] = (trials[index], calls, waited)
+                waited = 0.0
+            if trials:
+                calls += 1
         if not running:
             raise RuntimeError(f"{method} generated no trial on {problem}.")
         # Pending mode completes the oldest trial; batch mode the whole batch.
         done = sorted(running)[: 1 if pending > 1 else len(running)]
         for index in done:
-            parameters = running.pop(index)
+            parameters, batch, seconds = running.pop(index)
             point = [float(parameters[f"x{i}"]) for i in range(function.dim)]
             value = float(function.evaluate_true(torch.tensor([point]).double()))
             client.complete_trial(index, raw_data={"f": value})
             points.append(point)
             values.append(value)
-    best = [min(values[: t + 1]) - function.optimal_value for t in range(num_trials)]
-    return AxRun(
-        problem, method, seed, pending, batch_size, points, best, seconds, cpu_seconds
+            batches.append(batch)
+            asked.append(seconds)
+    return RunTrace(
+        problem=problem,
+        policy=method,
+        seed=seed,
+        optimum=-function.optimal_value,
+        uniform_regret=math.nan,
+        values=-np.asarray(values),
+        ask_seconds=np.asarray(asked),
+        tell_seconds=np.zeros(num_trials),
+        batch_index=np.asarray(batches),
+        metadata={
+            "pending": pending,
+            "batch_size": batch_size,
+            "parameters": points,
+            "ask_cpu_seconds": cpu_seconds,
+        },
     )
 
 
-def summarize_runs(runs: Sequence[AxRun]) -> list[dict[str, float | str | int]]:
+def summarize_runs(runs: Sequence[RunTrace]) -> list[dict[str, float | str | int]]:
     r"""One row per (problem, method): final simple regret mean, min and max over
     seeds, and the mean wall-clock and CPU seconds per trial."""
-    groups: dict[tuple[str, str], list[AxRun]] = {}
-    for run in runs:
-        groups.setdefault((run.problem, run.method), []).append(run)
     rows = []
-    for (problem, method), group in groups.items():
-        final = [run.regret[-1] for run in group]
-        seconds = statistics.fmean(run.seconds_per_trial for run in group)
-        cpu_seconds = statistics.fmean(run.cpu_seconds_per_trial for run in group)
+    for (problem, method), group in group_traces(runs).items():
+        final = [float(run.curve("simple_regret")[-1]) for run in group]
+        seconds = statistics.fmean(seconds_per_trial(run) for run in group)
+        cpu_seconds = statistics.fmean(cpu_seconds_per_trial(run) for run in group)
         rows.append(
             {
                 "problem": problem,
@@ -294,9 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> list[AxRun]:
+def main(argv: Sequence[str] | None = None) -> list[RunTrace]:
     r"""Command line: run every (problem, method, seed), print the table and save
-    every run to ``OUTPUT_DIR/runs.json``."""
+    every run to ``OUTPUT_DIR/runs.json`` (a list of ``RunTrace.to_dict()``)."""
     args = build_parser().parse_args(argv)
     torch.set_num_threads(1)
     set_ax_logger_levels(logging.WARNING)
@@ -315,13 +325,14 @@ def main(argv: Sequence[str] | None = None) -> list[AxRun]:
         )
         runs.append(run)
         print(
-            f"{problem} {method} seed {seed}: regret {run.regret[-1]:.4g}, "
-            f"{run.seconds_per_trial:.2f} s/trial "
-            f"({run.cpu_seconds_per_trial:.2f} CPU s/trial)",
+            f"{problem} {method} seed {seed}: regret "
+            f"{run.curve('simple_regret')[-1]:.4g}, "
+            f"{seconds_per_trial(run):.2f} s/trial "
+            f"({cpu_seconds_per_trial(run):.2f} CPU s/trial)",
             flush=True,
         )
         # rewritten after every run
-        output.write_text(json.dumps([done.record() for done in runs]))
+        output.write_text(json.dumps([done.to_dict() for done in runs]))
     print(markdown_table(summarize_runs(runs)))
     return runs
 

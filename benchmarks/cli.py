@@ -31,7 +31,6 @@ from benchmarks.methods import (
     METHODS,
     PerHorizon,
     PolicyConfig,
-    get_method,
     parse_option,
 )
 from benchmarks.plots import plot_all
@@ -135,15 +134,11 @@ def parse_algorithms(
     by_label = {config.label: config for config in preset_policies}
     configs = []
     for item in text.split(","):
-        label, eq, name = item.strip().rpartition("=")
-        if not eq:
-            label = name
-        if not name:
-            raise ValueError(f"Empty policy name in {text!r}.")
-        get_method(name)
-        kept = by_label.get(label)
-        options = kept.options if kept is not None and kept.name == name else {}
-        configs.append(PolicyConfig(name, label, options))
+        config = PolicyConfig.parse(item)
+        kept = by_label.get(config.label)
+        configs.append(
+            kept if kept is not None and kept.name == config.name else config
+        )
     return tuple(configs)
 
 
@@ -240,7 +235,7 @@ def resolve_job(args: argparse.Namespace) -> Job:
     """
     preset = get_preset(args.preset)
     policies, horizon, seeds, settings = preset.variant(args.smoke)
-    specs = preset.problems
+    specs = preset.block.problems
     if args.methods:
         try:
             policies = parse_algorithms(args.methods, policies)

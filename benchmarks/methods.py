@@ -330,6 +330,14 @@ class PolicyConfig:
         if not self.label:
             object.__setattr__(self, "label", self.name)
 
+    @classmethod
+    def parse(cls, text: str) -> PolicyConfig:
+        r"""``NAME``, or ``LABEL=NAME`` for NAME under LABEL (as in ``--methods``)."""
+        label, _, name = text.strip().rpartition("=")
+        if not name:
+            raise ValueError(f"Empty policy name in {text!r}.")
+        return cls(name, label)
+
     @property
     def method(self) -> BenchmarkMethod:
         return get_method(self.name)

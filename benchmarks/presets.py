@@ -1,11 +1,18 @@
-r"""Named benchmark presets: the built-in comparison and the papers' setups.
+r"""The preset type of every benchmark tool, and the main benchmark's presets.
 
-``default``: BBKB vs BKB vs exact GP-UCB vs uniform on Rosenbrock-8 over 20,000 arms,
-with the model noise (ridge) ``lambda = 1`` and the constant radius 1 on the Bayesian
-scale for every GP policy. ``bbkb-abalone`` / ``bbkb-cadata``: Calandriello et al.
-(ICML 2020), Appendix D. ``threds-branin`` / ``threds-rosenbrock``: Salgia et al.
-(NeurIPS 2021). ``sgpts-hartmann6``: Vakili et al. (NeurIPS 2021). Each has a *smoke*
-variant (small ``T``, one seed, smaller problems) that runs in seconds.
+A :class:`Preset` is named blocks of runs (:class:`Block`); each tool reads the
+fields it uses and resolves the method names against its own registry: the main
+benchmark (``python -m benchmarks``, :data:`PRESETS`) and the simulated cluster
+(``benchmarks.cluster.cli.PRESETS``) run one block, the tuning benchmark
+(``benchmarks.tuning.presets.PRESETS``) several, with the budgets its tables report.
+
+The main benchmark's presets: ``default``: BBKB vs BKB vs exact GP-UCB vs uniform on
+Rosenbrock-8 over 20,000 arms, with the model noise (ridge) ``lambda = 1`` and the
+constant radius 1 on the Bayesian scale for every GP policy. ``bbkb-abalone`` /
+``bbkb-cadata``: Calandriello et al. (ICML 2020), Appendix D. ``threds-branin`` /
+``threds-rosenbrock``: Salgia et al. (NeurIPS 2021). ``sgpts-hartmann6``: Vakili et
+al. (NeurIPS 2021). Each has a *smoke* variant (small ``T``, one seed, smaller
+problems) that runs in seconds.
 """
 
 from __future__ import annotations
@@ -17,40 +24,93 @@ from benchmarks.methods import PerHorizon, PolicyConfig
 
 ONE_OVER_T = PerHorizon(lambda horizon: 1.0 / horizon, "1/T")
 
+#: Keyword options by method label.
+Options = Mapping[str, Mapping[str, object]]
+
+
+@dataclass(frozen=True)
+class Block:
+    r"""Runs of ``methods x problems x seeds``, each of ``horizon`` evaluations (the
+    tuning benchmark's trials, a budget its methods are not told) with ``in_flight``
+    of them running at once (the cluster's workers ``W``; the main benchmark runs
+    one step at a time).
+
+    A method is a registry name, or ``LABEL=NAME`` to run NAME under LABEL (as in
+    ``--methods``); ``options`` holds the main benchmark's keyword options by label.
+    A tuning run stops early once the method's own time passes
+    ``max_optimizer_seconds`` (None: never).
+    """
+
+    problems: tuple[str, ...]
+    methods: tuple[str, ...]
+    horizon: int
+    in_flight: int = 1
+    seeds: tuple[int, ...] = (0,)
+    max_optimizer_seconds: float | None = None
+    options: Options = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Smoke:
+    r"""A main preset's smoke variant: its ``horizon`` and first seed, problem
+    settings (e.g. fewer arms) and extra options by label."""
+
+    horizon: int
+    problem_settings: Mapping[str, object] = field(default_factory=dict)
+    options: Options = field(default_factory=dict)
+
 
 @dataclass(frozen=True)
 class Preset:
-    r"""A reproducible benchmark configuration: problem specs, policies, horizon and
-    seeds, and the smoke variant's horizon, problem settings (e.g. fewer arms) and
-    extra policy options (by label); ``description`` is its ``--list`` line."""
+    r"""A named, reproducible benchmark configuration: its ``blocks`` of runs;
+    ``description`` is its ``--list`` line. The tuning benchmark reports its
+    ``budgets`` (trials) and the median optimizer time per trial in its ``windows``
+    (``(first, last)`` trials, 1-based, both included; none: no such table); the
+    main benchmark runs its ``smoke`` variant under ``--smoke`` (``needs_data``: its
+    problems read data files)."""
 
     name: str
     description: str
-    problems: tuple[str, ...]
-    policies: tuple[PolicyConfig, ...]
-    horizon: int
-    seeds: tuple[int, ...]
-    smoke_horizon: int
-    smoke_problem_settings: Mapping[str, object] = field(default_factory=dict)
-    smoke_options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    blocks: tuple[Block, ...]
+    budgets: tuple[int, ...] = ()
+    windows: tuple[tuple[int, int], ...] = ()
+    smoke: Smoke | None = None
     needs_data: bool = False
+
+    @property
+    def block(self) -> Block:
+        r"""The one block of a main or cluster preset."""
+        if len(self.blocks) != 1:
+            raise ValueError(f"Preset {self.name!r} has {len(self.blocks)} blocks.")
+        return self.blocks[0]
 
     def variant(
         self, smoke: bool
     ) -> tuple[tuple[PolicyConfig, ...], int, tuple[int, ...], dict[str, object]]:
-        r"""``(policies, horizon, seeds, problem settings)`` of the full/smoke run."""
+        r"""The main benchmark's ``(policies, horizon, seeds, problem settings)`` of
+        the full or smoke run (ValueError for a method not in its registry)."""
+        block = self.block
         if not smoke:
-            return self.policies, self.horizon, self.seeds, {}
-        policies = tuple(
-            config.with_options(self.smoke_options.get(config.label, {}))
-            for config in self.policies
-        )
+            return _policies(block, {}), block.horizon, block.seeds, {}
+        if self.smoke is None:
+            raise ValueError(f"Preset {self.name!r} has no smoke variant.")
         return (
-            policies,
-            self.smoke_horizon,
-            self.seeds[:1],
-            dict(self.smoke_problem_settings),
+            _policies(block, self.smoke.options),
+            self.smoke.horizon,
+            block.seeds[:1],
+            dict(self.smoke.problem_settings),
         )
+
+
+def _policies(block: Block, extra: Options) -> tuple[PolicyConfig, ...]:
+    r"""The block's methods as policies with their options, then ``extra``'s."""
+    policies = []
+    for method in block.methods:
+        config = PolicyConfig.parse(method)
+        label = config.label
+        options = {**block.options.get(label, {}), **extra.get(label, {})}
+        policies.append(config.with_options(options))
+    return tuple(policies)
 
 
 _BBKB_OPTIONS = {
@@ -66,20 +126,28 @@ def _bbkb_paper(dataset: str, bandwidth: float) -> Preset:
         name=f"bbkb-{dataset}",
         description=f"BBKB paper (ICML 2020, App. D) on {dataset}: bandwidth "
         f"{bandwidth}, noise std 0.01, T = 10^4",
-        problems=(f"{dataset}:lengthscale={bandwidth}:noise_std=0.01:noise=1",),
-        policies=(
-            PolicyConfig("bbkb", options=_BBKB_OPTIONS),
-            PolicyConfig("bkb", options=_BBKB_OPTIONS),
-            PolicyConfig("bbkb", "bbkb-const", options={"qbar": 2.0}),
-            PolicyConfig("exact-ucb"),
-            PolicyConfig("exact-bucb"),
-            PolicyConfig("epsilon-greedy"),
-            PolicyConfig("uniform"),
+        blocks=(
+            Block(
+                problems=(f"{dataset}:lengthscale={bandwidth}:noise_std=0.01:noise=1",),
+                methods=(
+                    "bbkb",
+                    "bkb",
+                    "bbkb-const=bbkb",
+                    "exact-ucb",
+                    "exact-bucb",
+                    "epsilon-greedy",
+                    "uniform",
+                ),
+                horizon=10_000,
+                seeds=(0, 1, 2),
+                options={
+                    "bbkb": _BBKB_OPTIONS,
+                    "bkb": _BBKB_OPTIONS,
+                    "bbkb-const": {"qbar": 2.0},
+                },
+            ),
         ),
-        horizon=10_000,
-        seeds=(0, 1, 2),
-        smoke_horizon=30,
-        smoke_problem_settings={"rows": 1000},
+        smoke=Smoke(30, problem_settings={"rows": 1000}),
         needs_data=True,
     )
 
@@ -91,21 +159,22 @@ def _threds_paper(function: str) -> Preset:
         "variance 0.01, T = 1000, 10 seeds; GP-ThreDS as in the paper and with the "
         "reused-observations extension (gp-threds-reuse); IGP-UCB with incremental "
         "updates (igp-ucb-incremental)",
-        problems=(f"threds_{function}",),
-        policies=(
-            PolicyConfig("gp-threds"),
-            PolicyConfig(
-                "gp-threds",
-                label="gp-threds-reuse",
-                options={"reuse_observations": True},
+        blocks=(
+            Block(
+                problems=(f"threds_{function}",),
+                methods=(
+                    "gp-threds",
+                    "gp-threds-reuse=gp-threds",
+                    "igp-ucb-incremental",
+                    "epsilon-greedy",
+                    "uniform",
+                ),
+                horizon=1000,
+                seeds=tuple(range(10)),
+                options={"gp-threds-reuse": {"reuse_observations": True}},
             ),
-            PolicyConfig("igp-ucb-incremental"),
-            PolicyConfig("epsilon-greedy"),
-            PolicyConfig("uniform"),
         ),
-        horizon=1000,
-        seeds=tuple(range(10)),
-        smoke_horizon=30,
+        smoke=Smoke(30),
     )
 
 
@@ -126,17 +195,15 @@ PRESETS: dict[str, Preset] = {
             description="BBKB vs BKB vs exact GP-UCB (O(A t) per step) vs uniform, "
             "Rosenbrock-8 on 20,000 arms, T = 2,000, 2 seeds: long enough for the "
             "dictionary (m ~ 240) to fall well below t",
-            problems=("rosenbrock:dim=8:arms=20000:noise=1",),
-            policies=(
-                PolicyConfig("bbkb"),
-                PolicyConfig("bkb"),
-                PolicyConfig("exact-ucb"),
-                PolicyConfig("uniform"),
+            blocks=(
+                Block(
+                    problems=("rosenbrock:dim=8:arms=20000:noise=1",),
+                    methods=("bbkb", "bkb", "exact-ucb", "uniform"),
+                    horizon=2000,
+                    seeds=(0, 1),
+                ),
             ),
-            horizon=2000,
-            seeds=(0, 1),
-            smoke_horizon=30,
-            smoke_problem_settings={"arms": 1000},
+            smoke=Smoke(30, problem_settings={"arms": 1000}),
         ),
         _bbkb_paper("abalone", 17.5),
         _bbkb_paper("cadata", 12.5),
@@ -147,27 +214,30 @@ PRESETS: dict[str, Preset] = {
             description="S-GP-TS paper (NeurIPS 2021): Hartmann-6, noise variance 0.5, "
             "250 initial points + 40 batches of 100; S-GP-TS as in the paper (m = 100, "
             "conditional-variance inducing points) and improvement-weighted (m = 100)",
-            problems=("sgpts_hartmann6",),
-            policies=(
-                PolicyConfig("sgpts", options=_SGPTS_OPTIONS | {"num_inducing": 100}),
-                PolicyConfig(
-                    "sgpts",
-                    label="sgpts-ei",
-                    options=_SGPTS_OPTIONS
-                    | {"num_inducing": 100, "inducing_quality": "improvement"},
+            blocks=(
+                Block(
+                    problems=("sgpts_hartmann6",),
+                    methods=("sgpts", "sgpts-ei=sgpts", "exact-gpts", "uniform"),
+                    horizon=4250,
+                    seeds=(0, 1, 2),
+                    options={
+                        "sgpts": _SGPTS_OPTIONS | {"num_inducing": 100},
+                        "sgpts-ei": _SGPTS_OPTIONS
+                        | {"num_inducing": 100, "inducing_quality": "improvement"},
+                        "exact-gpts": _SGPTS_OPTIONS,
+                        "uniform": {"batch_size": 100},
+                    },
                 ),
-                PolicyConfig("exact-gpts", options=_SGPTS_OPTIONS),
-                PolicyConfig("uniform", options={"batch_size": 100}),
             ),
-            horizon=4250,
-            seeds=(0, 1, 2),
-            smoke_horizon=30,
-            smoke_options={
-                "sgpts": _SGPTS_SMOKE | {"num_inducing": 10},
-                "sgpts-ei": _SGPTS_SMOKE | {"num_inducing": 10},
-                "exact-gpts": _SGPTS_SMOKE,
-                "uniform": {"batch_size": 10},
-            },
+            smoke=Smoke(
+                30,
+                options={
+                    "sgpts": _SGPTS_SMOKE | {"num_inducing": 10},
+                    "sgpts-ei": _SGPTS_SMOKE | {"num_inducing": 10},
+                    "exact-gpts": _SGPTS_SMOKE,
+                    "uniform": {"batch_size": 10},
+                },
+            ),
         ),
     )
 }

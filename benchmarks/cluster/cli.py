@@ -7,7 +7,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -27,38 +26,35 @@ from benchmarks.cluster.report import (
     summarize,
 )
 from benchmarks.cluster.simulation import simulate
+from benchmarks.presets import Block, Preset
 from benchmarks.problems import make_problem
 from benchmarks.results import RunTrace, expected_uniform_regret
 from benchmarks.runner import RunStore
 
-
-@dataclass(frozen=True)
-class ClusterPreset:
-    r"""A named simulated-cluster run (see :data:`PRESETS`)."""
-
-    problem: str
-    methods: tuple[str, ...]
-    workers: int
-    horizon: int
-    seeds: tuple[int, ...]
-
-
 #: The methods with the problem's fixed kernel.
 _ALL = tuple(name for name in METHODS if not name.endswith("-learned"))
+
+
+def _preset(name: str, problem: str, workers: int, horizon: int) -> Preset:
+    r"""The run of every fixed-kernel method, seed 0, on ``problem`` with ``workers``
+    workers for ``horizon`` evaluations."""
+    return Preset(
+        name,
+        f"{problem}, W = {workers}, T = {horizon}",
+        (Block((problem,), _ALL, horizon, workers),),
+    )
+
 
 #: Presets, all with ``W = 100`` but the smoke run: cadata with ``T = 10^4``
 #: (needs ``--data-dir``), Rosenbrock-8 on 20,000 arms with ``T = 2,000`` (the
 #: ``default`` benchmark's problem and horizon), and a seconds-long smoke run.
 PRESETS = {
-    "cluster-cadata": ClusterPreset(
-        "cadata:lengthscale=3:noise=1", _ALL, 100, 10_000, (0,)
-    ),
-    "cluster-rosenbrock": ClusterPreset(
-        "rosenbrock:dim=8:arms=20000:noise=1", _ALL, 100, 2000, (0,)
-    ),
-    "cluster-smoke": ClusterPreset(
-        "rosenbrock:dim=8:arms=500:noise=1", _ALL, 8, 60, (0,)
-    ),
+    preset.name: preset
+    for preset in (
+        _preset("cluster-cadata", "cadata:lengthscale=3:noise=1", 100, 10_000),
+        _preset("cluster-rosenbrock", "rosenbrock:dim=8:arms=20000:noise=1", 100, 2000),
+        _preset("cluster-smoke", "rosenbrock:dim=8:arms=500:noise=1", 8, 60),
+    )
 }
 
 
@@ -112,14 +108,13 @@ def _run(args: argparse.Namespace) -> tuple[list[RunTrace], dict[str, object]]:
     r"""Run the preset with the command line's overrides, saving every trace to
     ``--output-dir/runs/w<W>/`` (with ``--resume``, reusing the stored runs of the
     same settings); returns the traces and the settings."""
-    preset = PRESETS[args.preset]
-    methods = args.methods or preset.methods
-    seeds = args.seeds or preset.seeds
-    workers = args.workers or preset.workers
-    horizon = args.horizon or preset.horizon
-    problem = make_problem(
-        args.problem or preset.problem, data_dir=resolve_data_dir(args)
-    )
+    block = PRESETS[args.preset].block
+    (spec,) = block.problems
+    methods = args.methods or block.methods
+    seeds = args.seeds or block.seeds
+    workers = args.workers or block.in_flight
+    horizon = args.horizon or block.horizon
+    problem = make_problem(args.problem or spec, data_dir=resolve_data_dir(args))
     uniform_regret = expected_uniform_regret(problem)
     settings = {
         "problem": problem.name,
@@ -179,9 +174,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
     if args.list:
         for name, preset in PRESETS.items():
-            print(
-                f"{name}: {preset.problem}, W = {preset.workers}, T = {preset.horizon}"
-            )
+            print(f"{name}: {preset.description}")
         return 0
     torch.set_num_threads(1)
     if args.collect:

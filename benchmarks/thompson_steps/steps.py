@@ -41,6 +41,11 @@ BASELINE_OF = {"exact-gpts-incremental": "sgpts-cached"}
 class StepTimings:
     r"""Measured Thompson steps of one method after ``t`` observations.
 
+    Not a :class:`~benchmarks.results.RunTrace`: :func:`time_thompson_steps` times
+    a few steps of a model already conditioned on ``t`` observations, so there is
+    no run from the first step, no optimum and no regret curve, and what it records
+    (step times at ``t``, the model's size and memory) is no run's trace.
+
     Attributes:
         method: A key of :data:`METHODS`.
         t: Observations before the first measured step (step ``k`` sees ``t + k``).

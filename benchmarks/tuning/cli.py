@@ -32,6 +32,7 @@ from benchmarks.arguments import (
     collected_files,
     resolve_data_dir,
 )
+from benchmarks.presets import Preset
 from benchmarks.results import RunTrace
 from benchmarks.runner import RunStore
 from benchmarks.tuning.coco import (
@@ -49,7 +50,7 @@ from benchmarks.tuning.driver import (
     stored_runs,
     with_optima,
 )
-from benchmarks.tuning.presets import PRESETS, TuningPreset
+from benchmarks.tuning.presets import PRESETS
 from benchmarks.tuning.problems import make_tuning_problem
 from benchmarks.tuning.report import (
     constrained_rows,
@@ -96,11 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def restrict(
-    preset: TuningPreset,
+    preset: Preset,
     problems: Sequence[str] | None = None,
     methods: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
-) -> TuningPreset:
+) -> Preset:
     r"""The preset with only the ``problems``, ``methods`` and ``seeds`` named
     (None: all of them) in its blocks (a block left without any is dropped);
     ``ValueError`` naming those it lacks."""
@@ -140,7 +141,7 @@ def write_csv(path: Path, rows: Sequence[dict[str, object]]) -> None:
 
 
 def problem_tables(
-    preset: TuningPreset,
+    preset: Preset,
     traces: Sequence[RunTrace],
     rows: Sequence[dict[str, object]],
 ) -> str:
@@ -169,7 +170,7 @@ def problem_tables(
 
 
 def write_outputs(
-    preset: TuningPreset,
+    preset: Preset,
     traces: Sequence[RunTrace],
     output_dir: Path,
     notes: list[str],
@@ -295,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "earlier command; this one replaces those it repeats (--resume would "
             "reuse them)"
         )
-    total = sum(block.budget for key, block in runs.items() if key not in done)
+    total = sum(block.horizon for key, block in runs.items() if key not in done)
     from tqdm.auto import tqdm
 
     try:

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.presets import Block, Preset
 from benchmarks.results import RunTrace
 from benchmarks.runner import RunStore
 from benchmarks.tuning.methods import Loss, Method, method_factory
-from benchmarks.tuning.presets import Block, TuningPreset
 from benchmarks.tuning.problems import (
     MissingDataError,
     TuningProblem,
@@ -159,7 +159,7 @@ Logs = dict[Key, TrialLog]
 
 
 def load_problems(
-    preset: TuningPreset, data_dir: str | Path
+    preset: Preset, data_dir: str | Path
 ) -> tuple[dict[str, TuningProblem], list[str]]:
     r"""The preset's problems by name, and one note per problem skipped for
     missing data."""
@@ -172,9 +172,7 @@ def load_problems(
     return problems, notes
 
 
-def preset_runs(
-    preset: TuningPreset, problems: dict[str, TuningProblem]
-) -> dict[Key, Block]:
+def preset_runs(preset: Preset, problems: dict[str, TuningProblem]) -> dict[Key, Block]:
     r"""Every run of the preset on the given problems (others skipped), in order,
     with its block."""
     return {
@@ -202,7 +200,7 @@ def fingerprint(key: Key, block: Block, problem: TuningProblem) -> dict[str, obj
         "in_flight": in_flight,
         "method": method,
         "seed": seed,
-        "budget": block.budget,
+        "budget": block.horizon,
         "max_optimizer_seconds": block.max_optimizer_seconds,
     }
     if problem.constraints is not None:
@@ -241,7 +239,7 @@ def parse_label(text: str) -> tuple[str, int]:
 
 
 def stored_runs(
-    preset: TuningPreset, problems: dict[str, TuningProblem], store: RunStore
+    preset: Preset, problems: dict[str, TuningProblem], store: RunStore
 ) -> tuple[dict[Key, RunTrace], list[str]]:
     r"""The preset's runs that ``store`` holds with the same settings
     (:func:`fingerprint`), and one note per stored run made with others."""
@@ -258,7 +256,7 @@ def stored_runs(
 
 
 def run_preset(
-    preset: TuningPreset,
+    preset: Preset,
     problems: dict[str, TuningProblem],
     on_told: Callable[[], None] | None = None,
     *,
@@ -279,7 +277,7 @@ def run_preset(
         log = run_trials(
             partial(build, problem.space, seed, in_flight, **method_options(problem)),
             problem.loss,
-            block.budget,
+            block.horizon,
             in_flight,
             seed,
             constraints=problem.constraints,

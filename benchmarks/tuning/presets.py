@@ -4,8 +4,7 @@ figures at a smaller budget are read off the same runs (their first ``b`` trials
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from benchmarks.presets import Block, Preset
 from benchmarks.tuning.problems import (
     CONSTRAINED_PROBLEMS,
     MULTI_OBJECTIVE_PROBLEMS,
@@ -52,36 +51,9 @@ def _gp_seconds(budget: int) -> float:
     return GP_SECONDS_SMALL if budget <= 100 else GP_SECONDS_LARGE
 
 
-@dataclass(frozen=True)
-class Block:
-    r"""Runs of ``methods x problems x seeds``, each of ``budget`` trials with
-    ``in_flight`` running; a run stops early once the method's own time passes
-    ``max_optimizer_seconds`` (None: never)."""
-
-    problems: tuple[str, ...]
-    methods: tuple[str, ...]
-    budget: int
-    in_flight: int
-    seeds: tuple[int, ...]
-    max_optimizer_seconds: float | None = None
-
-
-@dataclass(frozen=True)
-class TuningPreset:
-    r"""A named list of blocks and the budgets its tables report."""
-
-    name: str
-    description: str
-    blocks: tuple[Block, ...]
-    budgets: tuple[int, ...]
-    #: ``(first, last)`` trial windows (1-based, both included) for a table of
-    #: the median optimizer time per trial in each (none: no such table).
-    windows: tuple[tuple[int, int], ...] = ()
-
-
 def _outcome_preset(
     kind: str, problems: tuple[str, ...], methods: tuple[str, ...], budget: int, k: int
-) -> TuningPreset:
+) -> Preset:
     r"""The ``kind`` (``constrained`` or ``multi-objective``) preset of ``budget``
     trials with ``k`` in flight, 5 seeds: ``methods`` to ``budget`` (TPE to
     :data:`LONG_TPE_TRIALS` at most), ``GPSampler`` to :data:`BBOB_GP_TRIALS` at
@@ -109,7 +81,7 @@ def _outcome_preset(
         blocks.append(Block(problems, ("tpe",), LONG_TPE_TRIALS, k, SEEDS))
     blocks.append(Block(problems, ("gp",), gp_trials, k, SEEDS, _gp_seconds(budget)))
     budgets = tuple(b for b in OUTCOME_BUDGETS if b <= budget)
-    return TuningPreset(name, description, tuple(blocks), budgets)
+    return Preset(name, description, tuple(blocks), budgets)
 
 
 #: The problems and methods of the ``constrained-smoke`` and
@@ -127,7 +99,7 @@ OUTCOME_SMOKE = (
 PRESETS = {
     preset.name: preset
     for preset in (
-        TuningPreset(
+        Preset(
             "sequential",
             "5 problems, 1 in flight, 200 trials (Ax 50), 5 seeds",
             (
@@ -136,13 +108,13 @@ PRESETS = {
             ),
             (50, 200),
         ),
-        TuningPreset(
+        Preset(
             "parallel",
             "4 problems, 8 in flight, 200 trials, 5 seeds",
             (Block(ALL_PROBLEMS[:4], OURS_AND_BASELINES, 200, 8, SEEDS),),
             (50, 200),
         ),
-        TuningPreset(
+        Preset(
             "long",
             "Branin and mixed, 1 in flight, 1,000 trials, 5 seeds (GPSampler 1)",
             (
@@ -151,7 +123,7 @@ PRESETS = {
             ),
             (50, 200, 1000),
         ),
-        TuningPreset(
+        Preset(
             "smoke",
             "Branin and mixed, 8 trials, 1 and 2 in flight, 2 seeds (seconds)",
             tuple(
@@ -160,7 +132,7 @@ PRESETS = {
             (4, 8),
         ),
         *(
-            TuningPreset(
+            Preset(
                 name,
                 f"4 problems, Optuna samplers, 500 trials, {k} in flight, 5 seeds "
                 "(GPSampler 100 trials)",
@@ -172,7 +144,7 @@ PRESETS = {
             )
             for name, k in (("optuna", 1), ("optuna-parallel", 4))
         ),
-        TuningPreset(
+        Preset(
             "optuna-large",
             "Branin and mixed, Optuna samplers, 5,000 trials, 1 in flight, 3 seeds "
             f"(GPSampler 1, capped at {GP_SECONDS_LARGE:g} s)",
@@ -184,7 +156,7 @@ PRESETS = {
             ((1, 100), (401, 500), (901, 1000), (1001, 2000), (4001, 5000)),
         ),
         *(
-            TuningPreset(
+            Preset(
                 f"bbob-{dim}d" + ("-parallel" if k > 1 else ""),
                 f"COCO bbob, 24 functions, {dim}-D, instances 1-5, {k} in flight, "
                 f"5,000 trials, seed 0 (GPSampler {BBOB_GP_TRIALS} trials, capped "
@@ -206,7 +178,7 @@ PRESETS = {
             for k in (1, 8)
         ),
         *(
-            TuningPreset(
+            Preset(
                 f"bbob-{dim}d-{budget}" + ("-parallel" if k > 1 else ""),
                 f"COCO bbob, 24 functions, {dim}-D, instance 1, {k} in flight, "
                 f"{budget} trials, seed 0, our Optuna samplers, TPE (3), CMA-ES, "
@@ -240,7 +212,7 @@ PRESETS = {
             )
         ),
         *(
-            TuningPreset(
+            Preset(
                 f"bbob-{dim}d-5000" + ("-parallel" if k > 1 else ""),
                 f"COCO bbob, 24 functions, {dim}-D, instance 1, {k} in flight, "
                 f"seed 0: BBKBSampler and CMA-ES to 5,000 trials, TPE to "
@@ -274,7 +246,7 @@ PRESETS = {
             )
             for budget, k in ((300, 1), (300, 8), (1000, 1), (5000, 1))
         ),
-        TuningPreset(
+        Preset(
             "multi-objective-bbob-biobj",
             "COCO bbob-biobj, 55 functions, 5-D, instance 1, 1 in flight, 300 "
             f"trials, seed 0: {', '.join(MULTI_OBJECTIVE_METHODS)}; GPSampler 300 "
@@ -288,7 +260,7 @@ PRESETS = {
             ),
             (100, 300),
         ),
-        TuningPreset(
+        Preset(
             "bbob-smoke",
             "COCO bbob f1, f8, f21, 5-D, instance 1, 12 trials, 1 and 2 in flight, "
             "TPE, CMA-ES and random search (seconds)",
@@ -305,7 +277,7 @@ PRESETS = {
             (6, 12),
         ),
         *(
-            TuningPreset(
+            Preset(
                 f"{kind}-smoke",
                 f"{', '.join(problems)}; {', '.join(methods)}; 12 trials, 1 and 2 in "
                 "flight, 2 seeds (seconds)",
@@ -314,7 +286,7 @@ PRESETS = {
             )
             for kind, problems, methods in OUTCOME_SMOKE
         ),
-        TuningPreset(
+        Preset(
             "optuna-smoke",
             "Branin and mixed, Optuna samplers, 8 trials, 1 and 2 in flight, 2 seeds",
             tuple(

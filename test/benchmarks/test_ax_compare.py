@@ -9,21 +9,24 @@ import pytest
 
 pytest.importorskip("ax")
 
+import numpy as np
 import torch
 from ax.utils.common.logger import set_ax_logger_levels
 from botorch.test_functions import Branin
 
 from benchmarks.ax_compare import (
     METHODS,
-    AxRun,
+    cpu_seconds_per_trial,
     main,
     make_function,
     make_strategy,
     markdown_table,
     run_ax,
+    seconds_per_trial,
     summarize_runs,
 )
 from benchmarks.methods import BenchmarkMethod
+from benchmarks.results import RunTrace
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -51,21 +54,30 @@ def recomputed_regret(points):
 )
 def test_run_ax_records_every_trial_and_its_regret(method, pending, batch_size):
     run = run_ax("branin", method, 0, 7, pending=pending, batch_size=batch_size)
-    assert len(run.parameters) == len(run.regret) == 7
+    parameters = run.metadata["parameters"]
+    assert run.horizon == len(parameters) == 7
     low, high = make_function("branin").bounds
-    points = torch.tensor(run.parameters, dtype=torch.float64)
+    points = torch.tensor(parameters, dtype=torch.float64)
     assert ((points >= low) & (points <= high)).all()
-    expected = recomputed_regret(run.parameters)
-    assert torch.allclose(torch.tensor(run.regret, dtype=torch.float64), expected)
-    assert run.generation_seconds > 0 and run.generation_cpu_seconds > 0
-    assert run.seconds_per_trial == pytest.approx(run.generation_seconds / 7)
-    assert run.cpu_seconds_per_trial == pytest.approx(run.generation_cpu_seconds / 7)
+    expected = recomputed_regret(parameters)
+    regret = torch.tensor(run.curve("simple_regret"), dtype=torch.float64)
+    assert torch.allclose(regret, expected)
+    # a batch per request that returned trials: at most max(pending, batch_size)
+    sizes = np.bincount(run.batch_index)
+    assert sizes.sum() == 7 and 1 <= sizes.min() <= sizes.max() <= max(
+        pending, batch_size
+    )
+    assert run.ask_seconds.sum() > 0 and run.metadata["ask_cpu_seconds"] > 0
+    assert seconds_per_trial(run) == pytest.approx(run.ask_seconds.sum() / 7)
+    assert cpu_seconds_per_trial(run) * 7 == pytest.approx(
+        run.metadata["ask_cpu_seconds"]
+    )
 
 
 def test_seeds_make_runs_repeatable():
     first = run_ax("branin", "sgpts", 3, 6)
     second = run_ax("branin", "sgpts", 3, 6)
-    assert first.parameters == second.parameters
+    assert first.metadata["parameters"] == second.metadata["parameters"]
 
 
 def test_strategies_are_the_named_ones():
@@ -83,8 +95,19 @@ def test_strategies_are_the_named_ones():
 
 
 def _run(problem, method, seed, regret, seconds, cpu_seconds):
-    points = [[0.0]] * len(regret)
-    return AxRun(problem, method, seed, 1, 1, points, regret, seconds, cpu_seconds)
+    trials = len(regret)
+    return RunTrace(
+        problem=problem,
+        policy=method,
+        seed=seed,
+        optimum=0.0,
+        uniform_regret=float("nan"),
+        values=-np.asarray(regret),
+        ask_seconds=np.array([seconds] + [0.0] * (trials - 1)),
+        tell_seconds=np.zeros(trials),
+        batch_index=np.arange(trials),
+        metadata={"ask_cpu_seconds": cpu_seconds},
+    )
 
 
 def test_summary_and_table_match_hand_computed_figures():
@@ -119,8 +142,8 @@ def test_main_writes_every_run(tmp_path, capsys):
     runs = main([*argv, "-T", "6", "--output-dir", str(tmp_path)])
     records = json.loads(output.read_text())
     assert [record["seed"] for record in records] == [0, 1]
-    assert records[1]["regret"] == runs[1].regret
-    assert records[1]["cpu_seconds_per_trial"] == runs[1].cpu_seconds_per_trial
+    assert RunTrace.from_dict(records[1]).values.tolist() == runs[1].values.tolist()
+    assert records[1]["metadata"] == runs[1].metadata
     assert "| branin | sgpts | 2 |" in capsys.readouterr().out
 
 

@@ -3,7 +3,8 @@ table."""
 
 import json
 
-from benchmarks.cluster.cli import main
+from benchmarks.cluster.cli import PRESETS, main
+from benchmarks.cluster.methods import METHODS
 
 
 def test_cli_writes_table_json_and_plots(tmp_path):
@@ -43,3 +44,12 @@ def test_cli_writes_table_json_and_plots(tmp_path):
         "cluster_rosenbrock2_200_w4_tradeoff.png",
         "cluster_rosenbrock2_200_w4_utilization.png",
     ]
+
+
+def test_presets_run_known_methods_on_one_problem(capsys):
+    for preset in PRESETS.values():
+        assert len(preset.block.problems) == 1
+        assert set(preset.block.methods) <= set(METHODS)
+    assert main(["--list"]) == 0
+    line = "cluster-smoke: rosenbrock:dim=8:arms=500:noise=1, W = 8, T = 60"
+    assert line in capsys.readouterr().out.splitlines()

@@ -14,6 +14,7 @@ pytest.importorskip("matplotlib")
 
 import cocoex
 
+from benchmarks.presets import Block, Preset
 from benchmarks.tuning import cli
 from benchmarks.tuning.coco import (
     BBOB_TARGETS,
@@ -27,7 +28,7 @@ from benchmarks.tuning.driver import (
     parse_label,
     to_trace,
 )
-from benchmarks.tuning.presets import PRESETS, Block, TuningPreset
+from benchmarks.tuning.presets import PRESETS
 from benchmarks.tuning.problems import (
     BBOB_FUNCTIONS,
     BBOBSpec,
@@ -216,12 +217,12 @@ def test_bbob_presets_name_valid_problems_and_methods():
     assert {b.in_flight for b in PRESETS["bbob-5d-100-parallel"].blocks} == {8}
     # GPSampler runs to 300 trials at most, with the larger cap beyond 100
     ours, gp = PRESETS["bbob-5d-1000"].blocks
-    assert (ours.budget, gp.budget, gp.max_optimizer_seconds) == (1000, 300, 300.0)
+    assert (ours.horizon, gp.horizon, gp.max_optimizer_seconds) == (1000, 300, 300.0)
     assert PRESETS["bbob-5d-1000"].budgets == (50, 100, 300, 1000)
     assert PRESETS["bbob-5d-100"].blocks[1].max_optimizer_seconds == 120.0
     # the 5,000-trial instance-1 presets: TPE stops at 1,000 trials
     ours, tpe = PRESETS["bbob-10d-5000-parallel"].blocks
-    assert (ours.budget, tpe.budget, ours.in_flight, tpe.in_flight) == (
+    assert (ours.horizon, tpe.horizon, ours.in_flight, tpe.in_flight) == (
         5000,
         1000,
         8,
@@ -231,7 +232,7 @@ def test_bbob_presets_name_valid_problems_and_methods():
     assert len(ours.problems) == 24 and PRESETS["bbob-5d-5000"].budgets[-1] == 5000
 
 
-SMOKE = TuningPreset(
+SMOKE = Preset(
     "bbob-tiny",
     "",
     (

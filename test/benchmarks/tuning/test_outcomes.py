@@ -14,6 +14,7 @@ pytest.importorskip("matplotlib")
 
 from botorch.test_functions import multi_objective, synthetic
 
+from benchmarks.presets import Block, Preset
 from benchmarks.results import RunTrace
 from benchmarks.runner import RunStore
 from benchmarks.tuning import cli
@@ -33,7 +34,7 @@ from benchmarks.tuning.methods import (
     MULTI_OBJECTIVE_METHODS,
     method_factory,
 )
-from benchmarks.tuning.presets import PRESETS, Block, TuningPreset
+from benchmarks.tuning.presets import PRESETS
 from benchmarks.tuning.problems import (
     CONSTRAINED_PROBLEMS,
     MULTI_OBJECTIVE_PROBLEMS,
@@ -262,7 +263,7 @@ def test_methods_take_constraints_and_several_losses_or_refuse():
                     assert set(block.methods) <= set(MULTI_OBJECTIVE_METHODS)
 
 
-TINY = TuningPreset(
+TINY = Preset(
     "tiny-outcomes",
     "",
     (

@@ -11,6 +11,7 @@ pytest.importorskip("optuna")
 pytest.importorskip("ray.tune")
 pytest.importorskip("matplotlib")
 
+from benchmarks.presets import Block, Preset
 from benchmarks.runner import RunStore
 from benchmarks.tuning import cli
 from benchmarks.tuning.driver import (
@@ -23,14 +24,14 @@ from benchmarks.tuning.driver import (
     with_optima,
 )
 from benchmarks.tuning.methods import method_factory
-from benchmarks.tuning.presets import PRESETS, Block, TuningPreset
+from benchmarks.tuning.presets import PRESETS
 from benchmarks.tuning.problems import PROBLEMS, make_tuning_problem
 from benchmarks.tuning.report import regret_rows
 
 from .helpers import contains
 
 METHODS = ("bbkb", "sgpts", "tpe", "gp", "random")
-TINY = TuningPreset(
+TINY = Preset(
     "tiny",
     "Branin, 8 trials, 1 and 2 in flight, 2 seeds",
     tuple(Block(("branin",), METHODS, 8, k, (0, 1)) for k in (1, 2)),
@@ -121,7 +122,7 @@ def test_unknown_optimum_is_the_best_loss_found(tiny_run):
 def _small(budget=6, seeds=(0, 1), problem="branin"):
     r"""2 methods x 2 seeds of ``budget`` trials on ``problem``, 1 in flight."""
     block = Block((problem,), ("random", "tpe"), budget, 1, seeds)
-    return TuningPreset("small", "", (block,), (budget,))
+    return Preset("small", "", (block,), (budget,))
 
 
 def _run(out, *options):
@@ -190,7 +191,7 @@ def test_an_unknown_minimum_covers_stored_and_new_runs(tmp_path, monkeypatch):
 
 def test_a_stopped_run_keeps_why_in_its_stored_trace(tmp_path):
     block = Block(("branin",), ("random",), 5, 1, (0,), max_optimizer_seconds=0.0)
-    preset = TuningPreset("capped", "", (block,), (5,))
+    preset = Preset("capped", "", (block,), (5,))
     problems = {"branin": make_tuning_problem("branin")}
     store = RunStore(tmp_path)
     (trace,) = run_preset(preset, problems, store=store).values()
@@ -230,7 +231,7 @@ def test_cli_writes_results_tables_and_plots(tmp_path, monkeypatch, capsys):
 
 def test_cli_skips_missing_cadata_with_a_message(tmp_path, monkeypatch, capsys):
     block = Block(("hgb-cadata",), ("random",), 2, 1, (0,))
-    monkeypatch.setitem(PRESETS, "tiny", TuningPreset("tiny", "", (block,), (2,)))
+    monkeypatch.setitem(PRESETS, "tiny", Preset("tiny", "", (block,), (2,)))
     problems, notes = load_problems(PRESETS["tiny"], tmp_path)
     assert problems == {} and "skipped hgb-cadata" in notes[0]
     assert "cadata.csv not found" in notes[0]
