@@ -297,6 +297,27 @@ def test_bad_construction():
         CandidateState(arms[:0], kernel, 1.0)
 
 
+@pytest.mark.parametrize("cache_dtype", [None, torch.float32])
+def test_reads_of_every_width_equal_the_feature_product(tkwargs, cache_dtype):
+    # the cache is read with zero-padded widths (one column: a matrix-vector
+    # product), through raw columns left by removals (s > m): Phi M exactly
+    arms, kernel = make_arms(num_arms=120, **tkwargs)
+    state = CandidateState(arms, kernel, 0.5, cache_dtype=cache_dtype)
+    state.observe(torch.arange(0, 120, 3), torch.linspace(-1, 1, 40, **tkwargs))
+    state.set_dictionary(torch.arange(0, 60, 2))
+    state.set_dictionary(torch.arange(10, 70, 3))
+    assert state.num_raw > state.size
+    generator = torch.Generator().manual_seed(3)
+    features = state.features.to(arms)
+    single = cache_dtype == torch.float32 and arms.dtype == torch.float64
+    scale = 1e4 if single else 1.0  # single-precision products: 1e-3 relative
+    for width in range(1, 10):
+        matrix = torch.randn(state.size, width, generator=generator).to(arms)
+        assert_close(state.features_times(matrix), features @ matrix, scale)
+    vector = matrix[:, 0]
+    assert_close(state.features_times(vector), features @ vector, scale)
+
+
 def test_churn_compacts_the_cache_and_stays_exact(tkwargs):
     # heavy churn: the raw cache is compacted (s falls back to m) and the buffer
     # does not grow past what the live dictionary needs
