@@ -21,6 +21,7 @@ from benchmarks.policies.common import (
 )
 from benchmarks.problems import Problem
 from botorch_sketch.generation.bbkb_loop import BBKB, asynchronous_options
+from botorch_sketch.generation.hyperparameters import FIT_INDUCING
 from botorch_sketch.generation.options import BBKBOptions, SGPTSOptions
 from botorch_sketch.generation.sgpts_loop import SGPTS, ExactGPTS
 
@@ -110,9 +111,14 @@ def _bbkb_async(
 
 
 def _bbkb_learned(
-    problem: Problem, horizon: int, generator: torch.Generator, *, workers: int
+    problem: Problem,
+    horizon: int,
+    generator: torch.Generator,
+    *,
+    workers: int,
+    fit_inducing: int = FIT_INDUCING,
 ) -> BBKB:
-    options = BBKBOptions(**asynchronous_options(workers))
+    options = BBKBOptions(**asynchronous_options(workers), fit_inducing=fit_inducing)
     return BBKB(problem.arms, options, seed=draw_seed(generator))
 
 
@@ -166,7 +172,8 @@ def _uniform(
 
 #: All cluster methods, by name, in table order; the description is the table and
 #: legend name. The ``-learned`` ones are the loops with their defaults (learned
-#: kernel, ``lambda`` and scale).
+#: kernel, ``lambda`` and scale); ``bbkb-async-fit50-learned`` refits on 50
+#: inducing points (``fit_inducing=50``) instead of the default 100.
 METHODS: dict[str, BenchmarkMethod] = {
     method.name: method
     for method in (
@@ -177,6 +184,12 @@ METHODS: dict[str, BenchmarkMethod] = {
         BenchmarkMethod("bbkb-async", "asynchronous BBKB", _bbkb_async),
         BenchmarkMethod(
             "bbkb-async-learned", "asynchronous BBKB, learned kernel", _bbkb_learned
+        ),
+        BenchmarkMethod(
+            "bbkb-async-fit50-learned",
+            "asynchronous BBKB, learned kernel, refits on 50 inducing points",
+            _bbkb_learned,
+            fixed={"fit_inducing": 50},
         ),
         BenchmarkMethod("gp-bucb", "GP-BUCB, batches of W", _gp_bucb),
         BenchmarkMethod("sgpts-async", "asynchronous S-GP-TS", _sgpts),

@@ -447,6 +447,7 @@ class ArmLoop(Restorable):
             self.targets_of(rewards),
             self.kernel_inputs[inducing],
             learn_noise=self.learn_noise,
+            max_inducing=self.options.fit_inducing,
             max_iterations=REFIT_MAX_ITERATIONS,
             restart=self._initial_hyperparameters() if restart else None,
         )

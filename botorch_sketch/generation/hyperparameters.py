@@ -90,7 +90,9 @@ REFIT_MAX_ITERATIONS = 20
 #: evaluations) fitting on the whole dictionary (about 500 points) learned
 #: lengthscales of 0.03-0.2 of the unit cube and ``lambda`` 1.5e-3, and UCB kept
 #: exploring (regret ratio 0.29 against uniform sampling); on 100 points the fit
-#: left 0.09 at a third of the CPU time (50 points: 0.04; 200: 0.14).
+#: left 0.09 at a third of the CPU time (50 points: 0.04; 200: 0.14). The loops take
+#: another cap as the option ``fit_inducing``: 50 is better with 10^4 noisy rewards
+#: of a rough function, 100 on a few hundred smooth trials (docs/benchmarks.md).
 FIT_INDUCING = 100
 
 

@@ -362,6 +362,27 @@ def test_learned_loop_starts_space_filling_and_refits_geometrically():
     torch.testing.assert_close(posterior.mean.squeeze(-1), loop.state.mean[:5])
 
 
+def test_learned_loop_refits_on_at_most_fit_inducing_points():
+    # the first refit (on the space-filling design) fits on the whole dictionary
+    # unless `fit_inducing` is smaller: a cap at the design's size changes nothing,
+    # a smaller one changes the fitted hyperparameters
+    gen = torch.Generator().manual_seed(5)
+    arms = torch.rand(400, 3, generator=gen, dtype=DTYPE)
+    loops = {
+        cap: BBKB(arms, BBKBOptions(fit_inducing=cap), seed=0) for cap in (100, 6, 2)
+    }
+    for loop in loops.values():
+        first = loop.ask()
+        loop.tell(first, objective(arms[first]))
+    assert first.numel() == 6 and loops[100].state.size <= 6
+    fitted = {
+        cap: (loop.covar_module.base_kernel.lengthscale, loop.noise)
+        for cap, loop in loops.items()
+    }
+    assert torch.equal(fitted[6][0], fitted[100][0]) and fitted[6][1] == fitted[100][1]
+    assert not torch.allclose(fitted[2][0], fitted[100][0])
+
+
 def test_learned_loop_asks_with_a_smaller_radius_while_arms_are_pending():
     # a batch opened with nothing pending plays mu + 2 sigma, one opened with arms
     # pending mu + 0.5 sigma with them hallucinated: each pick against the argmax

@@ -75,6 +75,8 @@ def test_loops_use_the_defaults_of_the_options():
         (BBKBOptions, "num_initial", -1, ValueError),
         (BBKBOptions, "num_initial", 2.0, TypeError),
         (BBKBOptions, "refit_growth", 1.0, ValueError),
+        (BBKBOptions, "fit_inducing", 0, ValueError),
+        (BBKBOptions, "fit_inducing", 50.0, TypeError),
         (BBKBOptions, "radius", -1.0, ValueError),
         (BBKBOptions, "ratio_threshold", 0.5, ValueError),
         (BBKBOptions, "ratio_threshold", lambda v: 0.5, ValueError),
