@@ -56,6 +56,8 @@ class _Geometry:
     scaled_variance: Tensor
     noise: Tensor | float
     num_features: int
+    #: Whether :meth:`raw_rows` are the feature rows themselves (``R = I``).
+    raw_is_feature = True
 
     def __len__(self) -> int:
         return self.points.shape[0]
@@ -176,6 +178,8 @@ class CachedGeometry(_Geometry):
     def feature_rows(self, indices: Tensor | int) -> Tensor:
         r"""Cached features ``z(x)`` of some candidates."""
         return self.state.feature_rows(indices)
+
+    raw_is_feature = False
 
     @property
     def num_raw(self) -> int:
@@ -302,8 +306,12 @@ class FrozenDictionaryTracker:
             len(geometry), dtype=torch.long, device=geometry.scaled_variance.device
         )
         self.directions = _Columns(geometry.num_features, geometry.scaled_variance)
-        # the same directions in the geometry's raw coordinates, for the refreshes
-        self.raw_directions = _Columns(geometry.num_raw, geometry.scaled_variance)
+        # the directions in the geometry's raw coordinates, for the refreshes
+        self.raw_directions = (
+            self.directions
+            if geometry.raw_is_feature
+            else _Columns(geometry.num_raw, geometry.scaled_variance)
+        )
         self.flops = 0.0
         self.last_index: int | None = None  # the candidate of the last step
         self._last_copies = 0  # and how many copies of it that step holds
@@ -372,10 +380,10 @@ class FrozenDictionaryTracker:
         a = self.geometry.feature_rows(index)
         h = self.directions.apply_inverse(a, self.geometry.solve)
         self.directions.append(h, 1.0 / copies + a @ h)
-        self.raw_directions.append(self.geometry.to_raw(h))
+        self._keep_raw(h.unsqueeze(-1))
         self.last_index, self._last_copies = index, copies
         m = a.shape[0]
-        self.flops += 2.0 * m * (m + self.geometry.num_raw) + 4.0 * m * self.step
+        self.flops += 2.0 * m * m + 4.0 * m * self.step
 
     def add_many(self, indices: Tensor, copies: Tensor) -> None:
         r"""Hallucinate ``copies[j]`` observations at each of ``k`` distinct
@@ -401,9 +409,15 @@ class FrozenDictionaryTracker:
         pivots = factor.diagonal()
         scaled = torch.linalg.solve_triangular(factor, G.mT, upper=False).mT
         self.directions.extend(scaled * pivots, pivots.square())
-        self.raw_directions.extend(self.geometry.to_raw(scaled * pivots))
-        self.flops += 2.0 * k * m * self.geometry.num_raw
+        self._keep_raw(scaled * pivots)
         self.last_index, self._last_copies = int(indices[-1]), int(copies[-1])
+
+    def _keep_raw(self, columns: Tensor) -> None:
+        r"""The ``m x k`` directions just added, in raw coordinates too
+        (``O(s m k)``), unless the raw rows are the feature rows."""
+        if self.raw_directions is not self.directions:
+            self.raw_directions.extend(self.geometry.to_raw(columns))
+            self.flops += 2.0 * columns.numel() * self.geometry.num_raw
 
     def copy_denominators(self, copies: Tensor) -> Tensor:
         r"""The last step's denominators ``1 / (k + j) + f^T h`` with ``j`` more copies
