@@ -20,6 +20,7 @@ from torch import Tensor
 
 from botorch_sketch.generation.arm_growth import checked_new_arms
 from botorch_sketch.generation.hyperparameters import (
+    FIT_INDUCING,
     INITIAL_LEARNED_NOISE,
     REFIT_MAX_ITERATIONS,
     RefitSchedule,
@@ -210,6 +211,9 @@ class ArmLoop(Restorable):
 
     #: The generator behind every random choice (set by the subclass)
     generator: torch.Generator
+    #: Most inducing points of a refit when the option ``fit_inducing`` is None
+    #: (:data:`~botorch_sketch.generation.hyperparameters.FIT_INDUCING`)
+    default_fit_inducing: int = FIT_INDUCING
     #: The arm indices of the space-filling design, asked first
     _design: Tensor
 
@@ -440,6 +444,7 @@ class ArmLoop(Restorable):
         self.refits.done(observed.shape[0])
         if self.standardize:
             self.power = fit_power(rewards)
+        cap = self.options.fit_inducing
         fitted = fit_dtc_hyperparameters(
             self.covar_module,
             self.noise,
@@ -447,7 +452,7 @@ class ArmLoop(Restorable):
             self.targets_of(rewards),
             self.kernel_inputs[inducing],
             learn_noise=self.learn_noise,
-            max_inducing=self.options.fit_inducing,
+            max_inducing=self.default_fit_inducing if cap is None else cap,
             max_iterations=REFIT_MAX_ITERATIONS,
             restart=self._initial_hyperparameters() if restart else None,
         )

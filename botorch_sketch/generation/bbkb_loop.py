@@ -17,7 +17,10 @@ from botorch_sketch.generation.bbkb import (
     BatchGreedy,
     copies_of,
 )
-from botorch_sketch.generation.hyperparameters import cube_coordinates
+from botorch_sketch.generation.hyperparameters import (
+    UCB_FIT_INDUCING,
+    cube_coordinates,
+)
 from botorch_sketch.generation.options import (
     BBKBOptions,
     merged_options,
@@ -212,6 +215,9 @@ class BBKB(ArmLoop):
 
     #: The class of :attr:`options`
     options_class = BBKBOptions
+    #: UCB's refits use fewer inducing points than a study's
+    #: (:data:`~botorch_sketch.generation.hyperparameters.UCB_FIT_INDUCING`)
+    default_fit_inducing = UCB_FIT_INDUCING
 
     def __init__(
         self,

@@ -30,10 +30,7 @@ import torch
 from botorch_sketch.acquisition.bkb import TheoryRadius
 from botorch_sketch.acquisition.thompson import resolve_alpha
 from botorch_sketch.generation.bbkb import DEFAULT_MAX_BATCH_SIZE, RULES
-from botorch_sketch.generation.hyperparameters import (
-    DEFAULT_REFIT_GROWTH,
-    FIT_INDUCING,
-)
+from botorch_sketch.generation.hyperparameters import DEFAULT_REFIT_GROWTH
 from botorch_sketch.generation.threds_local import threds_radius
 from botorch_sketch.models.nystrom import DEFAULT_QBAR
 from botorch_sketch.utils.validation import (
@@ -80,13 +77,14 @@ class ArmLoopOptions:
     num_initial: int | None = None
     #: Factor ``> 1`` the observations grow by between refits of a learned kernel.
     refit_growth: float = DEFAULT_REFIT_GROWTH
-    #: Most inducing points ``>= 1`` a refit of a learned kernel fits on
-    #: (:data:`~botorch_sketch.generation.hyperparameters.FIT_INDUCING`). Fewer
-    #: pull the fit towards longer lengthscales and a larger ``lambda``: with
-    #: 10^4 noisy rewards of a rough function (cadata, docs/benchmarks.md) 50
-    #: matched the papers' fixed kernel, while a study of a few hundred smooth
-    #: trials did better with the default.
-    fit_inducing: int = FIT_INDUCING
+    #: Most inducing points ``>= 1`` a refit of a learned kernel fits on; None:
+    #: the loop's ``default_fit_inducing``, 50 for ``BBKB`` used directly (a
+    #: bandit, judged by its cumulative regret:
+    #: :data:`~botorch_sketch.generation.hyperparameters.UCB_FIT_INDUCING`), else
+    #: 100 (:data:`~botorch_sketch.generation.hyperparameters.FIT_INDUCING`; the
+    #: Optuna samplers and Ray Tune searchers set it, judged by the best value).
+    #: Fewer pull the fit towards longer lengthscales and a larger ``lambda``.
+    fit_inducing: int | None = None
     #: ``delta >= 0`` (``inf`` allowed) of the repeat rule
     #: (:mod:`~botorch_sketch.generation.repeats`): a told, pending or already
     #: chosen arm is asked again only while one more evaluation would remove at
@@ -103,7 +101,8 @@ class ArmLoopOptions:
             check_bool(self.standardize, "standardize")
         if self.num_initial is not None:
             check_int(self.num_initial, "num_initial", 0)
-        check_int(self.fit_inducing, "fit_inducing", 1)
+        if self.fit_inducing is not None:
+            check_int(self.fit_inducing, "fit_inducing", 1)
         if check_at_least(self.refit_growth, "refit_growth", 1.0) == 1.0:
             raise ValueError(f"`refit_growth` must be > 1, got {self.refit_growth}.")
         if self.min_repeat_reduction is not None:

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from botorch_sketch.generation.ask_tell import ArmLoop
 from botorch_sketch.generation.bbkb_loop import asynchronous_options
+from botorch_sketch.generation.hyperparameters import FIT_INDUCING
 from botorch_sketch.generation.multi_outcome import MultiOutcomeLoop
 from botorch_sketch.generation.options import (
     BBKBOptions,
@@ -46,12 +47,16 @@ class LoopBuilder:
     :meth:`_worker_options`), keyword overrides of its fields (explicit ones win)
     and the fixed kernel (None: learned).
 
-    With a learned kernel on a space with a continuous parameter, an unset
-    ``min_repeat_reduction`` becomes ``inf``: no configuration is asked twice. A
-    repeat is never the most informative trial there (an unmeasured configuration
-    next to it measures nearly the same ``f`` and more of the space), and the
-    loops would otherwise spend one on a deterministic objective before the told
-    values show it (:mod:`~botorch_sketch.generation.repeats`)."""
+    A study is judged by the best value it finds, not by the loop's cumulative
+    regret. With a learned kernel, an unset ``fit_inducing`` becomes
+    :data:`~botorch_sketch.generation.hyperparameters.FIT_INDUCING` (refits on up
+    to 100 inducing points, where ``BBKB`` used directly, a bandit, fits on 50), and
+    on a space with a continuous parameter an unset ``min_repeat_reduction``
+    becomes ``inf``: no configuration is asked twice. A repeat is never the most
+    informative trial there (an unmeasured configuration next to it measures
+    nearly the same ``f`` and more of the space), and the loops would otherwise
+    spend one on a deterministic objective before the told values show it
+    (:mod:`~botorch_sketch.generation.repeats`)."""
 
     loop_class: type
 
@@ -76,8 +81,9 @@ class LoopBuilder:
 
     def _build_loop(self, features: Tensor, seed: int, continuous: bool) -> ArmLoop:
         r"""The loop on ``features``: the options (or the workers' defaults) with
-        the overrides, no repeats if ``continuous`` with a learned kernel and the
-        repeat rule unset, the kernel and ``seed``."""
+        the overrides, with a learned kernel the study's settings (the refits'
+        cap if unset, no repeats if ``continuous`` and the repeat rule unset), the
+        kernel and ``seed``."""
         options_class = self.loop_class.options_class
         options = self._options
         if options is None and (worker_options := self._worker_options()):
@@ -85,9 +91,13 @@ class LoopBuilder:
         options = merged_options(
             options_class, options, self._overrides, type(self).__name__
         )
-        learned = self._covar_module is None
-        if continuous and learned and options.min_repeat_reduction is None:
-            options = dataclasses.replace(options, min_repeat_reduction=math.inf)
+        if self._covar_module is None:  # a learned kernel
+            study: dict[str, Any] = {}
+            if options.fit_inducing is None:
+                study["fit_inducing"] = FIT_INDUCING
+            if continuous and options.min_repeat_reduction is None:
+                study["min_repeat_reduction"] = math.inf
+            options = dataclasses.replace(options, **study)
         return self.loop_class(
             features, options, covar_module=self._covar_module, seed=seed
         )

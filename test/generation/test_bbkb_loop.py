@@ -9,7 +9,12 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_sketch import BBKB, BBKBOptions, BKBUpperConfidenceBound, TheoryRadius
 from botorch_sketch.generation import ask_tell
-from botorch_sketch.generation.hyperparameters import learnable_covar_module, unit_cube
+from botorch_sketch.generation.hyperparameters import (
+    FIT_INDUCING,
+    UCB_FIT_INDUCING,
+    learnable_covar_module,
+    unit_cube,
+)
 from botorch_sketch.generation.reward_warping import fit_power, warped_rewards
 from botorch_sketch.models.candidate_state import CandidateState
 
@@ -381,6 +386,23 @@ def test_learned_loop_refits_on_at_most_fit_inducing_points():
     }
     assert torch.equal(fitted[6][0], fitted[100][0]) and fitted[6][1] == fitted[100][1]
     assert not torch.allclose(fitted[2][0], fitted[100][0])
+
+
+def test_bbkb_refits_on_its_default_cap_without_the_option(monkeypatch):
+    # fit_inducing=None: refits on BBKB.default_fit_inducing points (here 2), as
+    # the loop given that cap does, and unlike the loop given 100
+    assert BBKB.default_fit_inducing == UCB_FIT_INDUCING < FIT_INDUCING
+    monkeypatch.setattr(BBKB, "default_fit_inducing", 2)
+    gen = torch.Generator().manual_seed(5)
+    arms = torch.rand(400, 3, generator=gen, dtype=DTYPE)
+    lengthscales = {}
+    for cap in (None, 2, 100):
+        loop = BBKB(arms, BBKBOptions(fit_inducing=cap), seed=0)
+        first = loop.ask()
+        loop.tell(first, objective(arms[first]))
+        lengthscales[cap] = loop.covar_module.base_kernel.lengthscale
+    assert torch.equal(lengthscales[None], lengthscales[2])
+    assert not torch.allclose(lengthscales[None], lengthscales[100])
 
 
 def test_learned_loop_asks_with_a_smaller_radius_while_arms_are_pending():

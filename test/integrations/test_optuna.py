@@ -21,6 +21,7 @@ optuna = pytest.importorskip("optuna")
 pytest.register_assert_rewrite("test.integrations.optuna_helpers")
 
 from botorch_sketch import BBKBOptions, asynchronous_options  # noqa: E402
+from botorch_sketch.generation.hyperparameters import FIT_INDUCING  # noqa: E402
 from botorch_sketch.integrations.optuna import (  # noqa: E402
     ASK_KEY,
     BBKBSampler,
@@ -629,3 +630,4 @@ def test_no_configuration_of_a_continuous_space_is_asked_twice(name):
     configurations = [(t.params["x"], t.params["y"]) for t in study.trials]
     assert len(set(configurations)) == 60
     assert sampler.loop.options.min_repeat_reduction == math.inf
+    assert sampler.loop.options.fit_inducing == FIT_INDUCING  # a study's refits

@@ -18,6 +18,7 @@ from ray import tune  # noqa: E402
 from ray.tune.search import BasicVariantGenerator, Searcher  # noqa: E402
 
 from botorch_sketch import BBKB  # noqa: E402
+from botorch_sketch.generation.hyperparameters import FIT_INDUCING  # noqa: E402
 from botorch_sketch.integrations.ray_tune import (  # noqa: E402
     BBKBSearch,
     SGPTSSearch,
@@ -433,15 +434,20 @@ def test_a_search_space_saved_before_any_refinement_restores(searcher_class, tmp
 
 
 @pytest.mark.parametrize("searcher_class", [BBKBSearch, SGPTSSearch])
-def test_no_repeats_on_a_continuous_space_with_a_learned_kernel(searcher_class):
-    def delta(space, **options):
+def test_a_learned_kernel_gets_the_study_settings(searcher_class):
+    # refits on FIT_INDUCING points, and no repeats on a continuous space; the
+    # user's options win, and the papers' fixed kernel keeps the loop's defaults
+    def settings(space, **options):
         searcher = searcher_class(space, metric="loss", mode="min", **options)
-        return searcher.loop.options.min_repeat_reduction
+        options = searcher.loop.options
+        return options.min_repeat_reduction, options.fit_inducing
 
-    assert delta(SPACE) == math.inf  # loguniform lr
-    assert delta({"d": tune.randint(1, 6), "w": tune.quniform(0, 1, 0.1)}) is None
-    assert delta(SPACE, min_repeat_reduction=0.01) == 0.01  # the user's rule wins
-    assert delta(SPACE, covar_module=kernel(0.4), noise=0.1) is None  # the papers'
+    assert settings(SPACE) == (math.inf, FIT_INDUCING)  # loguniform lr
+    discrete = {"d": tune.randint(1, 6), "w": tune.quniform(0, 1, 0.1)}
+    assert settings(discrete) == (None, FIT_INDUCING)
+    mine = settings(SPACE, min_repeat_reduction=0.01, fit_inducing=7)
+    assert mine == (0.01, 7)
+    assert settings(SPACE, covar_module=kernel(0.4), noise=0.1) == (None, None)
 
 
 def test_max_concurrent_limits_trials_and_sets_the_worker_options():
