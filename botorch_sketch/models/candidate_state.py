@@ -698,12 +698,15 @@ class CandidateState(Restorable):
 
     def _compact_if_sparse(self) -> None:
         r"""Replace the raw columns by the features (``P <- B^T P``, into a new
-        buffer of the same capacity) once ``s > 2 m + 32``: one ``A x s x m``
-        product every ``~m`` removals. A full buffer grows rather than
-        being compacted earlier, since a compaction that frees only a few columns
-        would cost as much as one that frees ``m``."""
+        buffer of the same capacity) once ``s > 5 m / 4 + 32``: one ``A x s x m``
+        product every ``~m / 4 + 32`` appended columns. A full buffer grows
+        rather than being compacted earlier, since a compaction that frees only a
+        few columns would cost as much as one that frees ``m / 4``. Every read of
+        the cache costs ``O(A s)`` per vector: the default command
+        (docs/benchmarks.md) ran fastest at this threshold, against ``2 m + 32``,
+        ``3 m / 2 + 32`` and ``m + 32``."""
         s, m = self._stored, self._basis.shape[-1]
-        if s <= 2 * m + 32:
+        if s <= m + m // 4 + 32:
             return
         basis = self._basis.to(self.cache_dtype)
         cache = self._allocate(self._cache.shape[1])

@@ -330,8 +330,8 @@ def test_churn_compacts_the_cache_and_stays_exact(tkwargs):
         dictionary = torch.randperm(300, generator=generator)[:25]
         state.set_dictionary(dictionary)
         stored.append(state._stored)
-    assert min(stored) == 25 and max(stored) <= 2 * 25 + 32
-    assert state._cache.shape[1] < 2 * 25 + 32 + 25
+    assert min(stored) == 25 and max(stored) <= 25 + 25 // 4 + 32
+    assert state._cache.shape[1] < 25 + 25 // 4 + 32 + 25
     assert_matches_scratch(state)
 
 
