@@ -335,15 +335,8 @@ class FrozenDictionaryTracker:
         if stale.numel() > 0:
             # only the steps since the oldest stale refresh
             first = int(self.refreshed_at[stale].min())
-            H = self.raw_directions.matrix[:, first:]
-            den = self.directions.denominators[first:]
             rows = self.geometry.raw_rows(stale) if rows is None else rows[is_stale]
-            terms = (rows @ H).square() / den
-            steps = torch.arange(first, self.step, device=H.device)
-            terms = terms * (steps >= self.refreshed_at[stale].unsqueeze(-1))
-            self.variance[stale] = (self.variance[stale] - terms.sum(-1)).clamp_min(0)
-            self.refreshed_at[stale] = self.step
-            self.flops += 2.0 * stale.numel() * H.shape[0] * H.shape[1]
+            self.refresh_since(stale, rows, first)
         return self.variance[indices]
 
     def refresh_since(self, indices: Tensor, rows: Tensor, first: int) -> Tensor:
@@ -351,7 +344,7 @@ class FrozenDictionaryTracker:
         of any of the ``k`` candidates (0 always is), which the caller keeps track
         of: each candidate takes the steps of ``first..t-1`` after its own last
         refresh, with no mask indexing and no host synchronization,
-        ``O(k m (t - first))``.
+        ``O(k s (t - first))``.
 
         Args:
             indices: ``k`` candidate indices.

@@ -40,7 +40,7 @@ The posterior is invariant under the rotation, so ``F`` need not stay triangular
 and the cached features need not be rotated at all: the cache holds ``s >= m`` raw
 columns ``P`` and a basis ``B`` (``s x m``, orthonormal columns) with
 ``Phi = P^T B``; a removal reflects ``B`` (``O(s m)``), an append adds raw columns, and
-``P`` is compacted to ``B^T P`` (one ``A x s x m`` product) once ``s > 2 m``. The
+``P`` is compacted to ``B^T P`` (one ``A x s x m`` product) once ``s > 5m/4 + 32``. The
 buffer holds ``P^T``, one contiguous row of raw entries per candidate, so a few
 candidates' rows are cheap to read. An appended candidate's raw column is ``B z(x)``
 (``B^T B = I``), in a spare row of the buffer (one is left for ``A / 8`` more
@@ -910,9 +910,7 @@ class CandidateState(Restorable):
         if self.memory_budget is not None:
             fits = self.memory_budget // (columns * self._itemsize)
             grown = max(width, min(grown, fits))
-        cache = self._allocate(columns, grown)
-        cache[: self.num_points, : self._stored] = self._raw[:, : self._stored]
-        return cache
+        return self._holding_used(self._allocate(columns, grown))
 
     def _capacity_for(self, columns: int) -> int:
         r"""The capacity of a buffer that holds ``columns``: the current one, or
@@ -926,9 +924,13 @@ class CandidateState(Restorable):
         capacity = self._capacity_for(columns)
         if capacity == self._cache.shape[1]:
             return
-        grown = self._allocate(capacity)
-        grown[: self.num_points, : self._stored] = self._raw[:, : self._stored]
-        self._cache = grown
+        self._cache = self._holding_used(self._allocate(capacity))
+
+    def _holding_used(self, buffer: Tensor) -> Tensor:
+        r"""``buffer`` (at least as large as the held one in both dimensions) with
+        the cache's used part copied in, ``O(A s)``."""
+        buffer[: self.num_points, : self._stored] = self._raw[:, : self._stored]
+        return buffer
 
     def _check_index(self, index: object) -> int:
         if isinstance(index, Tensor) and index.numel() == 1:
