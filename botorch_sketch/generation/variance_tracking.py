@@ -315,6 +315,9 @@ class FrozenDictionaryTracker:
         self.flops = 0.0
         self.last_index: int | None = None  # the candidate of the last step
         self._last_copies = 0  # and how many copies of it that step holds
+        #: called with the former denominator when :meth:`add_copies` changes the
+        #: last step's, by holders of candidates' variances outside the tracker
+        self.copy_listeners: list[Callable[[Tensor], None]] = []
 
     @property
     def step(self) -> int:
@@ -362,6 +365,16 @@ class FrozenDictionaryTracker:
             self.refreshed_at[indices] = self.step
             self.flops += 2.0 * indices.numel() * H.shape[0] * H.shape[1]
         return self.variance[indices]
+
+    def caught_up(self, rows: Tensor, variance: Tensor, first: int) -> Tensor:
+        r"""Variances ``variance`` of ``k`` candidates all current at step ``first``
+        (raw rows ``rows``, ``k x s``) brought to the current step,
+        ``O(k s (t - first))``: the terms of :meth:`refresh_since` with no
+        per-candidate bookkeeping (the caller keeps the candidates' state)."""
+        H = self.raw_directions.matrix[:, first:]
+        terms = (rows @ H).square_().div_(self.directions.denominators[first:])
+        self.flops += 2.0 * rows.shape[0] * H.shape[0] * H.shape[1]
+        return (variance - terms.sum(-1)).clamp_min_(0.0)
 
     def add(self, index: int, copies: int = 1) -> None:
         r"""Hallucinate ``copies`` observations at candidate ``index``, ``O(m t)``; a
@@ -421,19 +434,29 @@ class FrozenDictionaryTracker:
     def add_copies(self, copies: int) -> None:
         r"""``copies`` more copies of the last step's candidate: ``d = 1 / k + f^T h``
         becomes ``1 / (k + copies) + f^T h``; candidates already refreshed past the
-        step take the difference of the two terms, the others catch up with the
-        new one."""
+        step take the difference of the two terms (:meth:`recopied`; the
+        :attr:`copy_listeners` are called with the former ``d`` for the candidates
+        they keep), the others catch up with the new one."""
         old = self.directions.denominators[-1].clone()
         new = self.copy_denominators(old.new_tensor(float(copies)))
         self.directions.set_last_denominator(new)
         self._last_copies += copies
         current = torch.nonzero(self.refreshed_at == self.step).squeeze(-1)
         if current.numel() > 0:
-            h = self.raw_directions.matrix[:, -1]
-            products = self.geometry.raw_rows(current) @ h
-            extra = products.square() * (1.0 / new - 1.0 / old)
-            self.variance[current] = (self.variance[current] - extra).clamp_min(0.0)
-            self.flops += 2.0 * current.numel() * h.shape[0]
+            rows = self.geometry.raw_rows(current)
+            self.variance[current] = self.recopied(rows, self.variance[current], old)
+        for listener in self.copy_listeners:
+            listener(old)
+
+    def recopied(self, rows: Tensor, variance: Tensor, old: Tensor) -> Tensor:
+        r"""Variances ``variance`` of ``k`` candidates (raw rows ``rows``) that took
+        the last step's term with the denominator ``old``, with its current one
+        (:meth:`add_copies`), ``O(k s)``."""
+        h = self.raw_directions.matrix[:, -1]
+        new = self.directions.denominators[-1]
+        extra = (rows @ h).square() * (1.0 / new - 1.0 / old)
+        self.flops += 2.0 * rows.shape[0] * h.shape[0]
+        return (variance - extra).clamp_min(0.0)
 
 
 class ResidualDirectionTracker:
@@ -508,19 +531,20 @@ class LazyArgmax:
 
     In-batch variances only decrease, so start-of-batch scores are upper bounds
     (lazy greedy evaluation, Minoux 1978). The first step is a plain argmax; then
-    a step refreshes the candidates it refreshed before (``O(r s)`` for ``r`` of
-    them, their raw rows read once per batch) and walks down the candidates in
-    decreasing start-of-batch score (found by ``topk`` as far as needed, never a full
-    sort), refreshing blocks of them while the next start-of-batch score can still
-    reach the best refreshed score. No step touches all ``n`` candidates (except
-    with an eager tracker, whose variances are all current anyway). Ties go to the
-    lowest index, as ``torch.argmax`` of a full recomputation.
+    a step brings the candidates it refreshed before up to date (``O(r s)`` for
+    ``r`` of them) and walks down the candidates in decreasing start-of-batch
+    score (found by ``topk`` as far as needed, never a full sort), refreshing
+    blocks of them while the next start-of-batch score can still reach the best
+    refreshed score. No step touches all ``n`` candidates (except with an eager
+    tracker, whose variances are all current anyway). Ties go to the lowest
+    index, as ``torch.argmax`` of a full recomputation.
 
-    A step reads one pair of numbers on the host (the maximizer and its score) per
-    block it looks at, one block in most steps: the refreshed candidates are
-    brought up to date together (:meth:`FrozenDictionaryTracker.refresh_since`),
-    and the start-of-batch bounds of the walk are read to the host once per
-    ``topk``.
+    The refreshed candidates' raw rows, variances and ``mu + floor`` are kept
+    here, side by side, so a step updates them in a few operators
+    (:meth:`FrozenDictionaryTracker.caught_up`) without indexing the tracker's
+    ``n``-long state. A step reads one pair of numbers on the host (the
+    maximizer and its score) per block it looks at, one block in most steps, and
+    the start-of-batch bounds of the walk once per ``topk``.
     """
 
     def __init__(
@@ -528,7 +552,7 @@ class LazyArgmax:
         mean: Tensor,
         radius: float,
         tracker: FrozenDictionaryTracker | ResidualDirectionTracker,
-        block_size: int = 64,
+        block_size: int = 256,
         excluded: Tensor | None = None,
     ) -> None:
         r"""
@@ -554,21 +578,35 @@ class LazyArgmax:
         self._ordered: Tensor | None = None  # whether a candidate is in `order`
         self._order_bounds: list[float] = []  # their bounds, on the host
         self.position = 0
+        # the refreshed candidates, their raw rows (kept as growable columns, so a
+        # walk copies only its own rows), in-batch variances (current at step
+        # `_synced_at`) and `mean + floor`
         self.refreshed = torch.zeros(0, dtype=torch.long, device=mean.device)
-        self.rows = mean.new_zeros(0, tracker.geometry.num_raw)  # raw, of refreshed
+        self._rows = _Columns(tracker.geometry.num_raw, mean)
+        self.variance = mean.new_zeros(0)
+        self._offset = mean.new_zeros(0)
         self.scores = self.bounds[:0]
-        self._synced_at = 0  # the step the refreshed candidates are current at
-        self._best_position: Tensor | None = None  # the maximizer's, in `refreshed`
+        self._synced_at = 0
+        if not tracker.eager:
+            tracker.copy_listeners.append(self._recopy)
 
     def exclude(self, indices: Tensor) -> None:
         r"""Never return ``indices`` from now on (bounds already read to the host
         stay as they were: upper bounds still, so the argmax stays exact)."""
         self.floor[indices] = -float("inf")
         self.bounds[indices] = -float("inf")
+        self._offset = self.mean[self.refreshed] + self.floor[self.refreshed]
 
-    def _scores(self, indices: Tensor, rows: Tensor, first: int) -> Tensor:
-        variance = self.tracker.refresh_since(indices, rows, first)
-        return self.mean[indices] + self.radius * variance.sqrt() + self.floor[indices]
+    @property
+    def rows(self) -> Tensor:
+        r"""``r x s`` raw rows of the refreshed candidates."""
+        return self._rows.matrix.mT
+
+    def _recopy(self, old: Tensor) -> None:
+        r"""The last step's denominator was ``old``: the refreshed candidates took
+        its term with it if they are current."""
+        if self._synced_at == self.tracker.step and self.refreshed.numel():
+            self.variance = self.tracker.recopied(self.rows, self.variance, old)
 
     def __call__(self) -> tuple[int, float]:
         r"""``(index, score)`` of the current maximizer."""
@@ -582,36 +620,45 @@ class LazyArgmax:
                 return index, float(self.bounds[index])
             self.order = torch.zeros_like(self.refreshed)
             self._ordered = torch.zeros_like(self.bounds, dtype=torch.bool)
-        refreshed, rows = self.refreshed, self.rows
-        scores = self._scores(refreshed, rows, self._synced_at)
+        if self._synced_at < self.tracker.step and self.refreshed.numel():
+            self.variance = self.tracker.caught_up(
+                self.rows, self.variance, self._synced_at
+            )
+        self._synced_at = self.tracker.step
+        scores = torch.add(self._offset, self.variance.sqrt(), alpha=self.radius)
         block = self.block_size
         while True:
-            index, value = self._best(refreshed, scores)
+            index, value = self._best(scores)
             if self.position >= len(self.bounds) or self._next_bound() < value:
                 break
             self._extend_order(self.position + block)
             new = self.order[self.position : self.position + block]
-            new_rows = self.tracker.geometry.raw_rows(new)
             self.position += new.shape[0]
-            refreshed = torch.cat([refreshed, new])
-            rows = torch.cat([rows, new_rows])
-            scores = torch.cat([scores, self._scores(new, new_rows, 0)])
+            scores = torch.cat([scores, self._walk_in(new)])
             block *= 2
-        self.refreshed, self.rows, self.scores = refreshed, rows, scores
-        self._synced_at = self.tracker.step
+        self.scores = scores
         return index, value
 
-    def _best(self, refreshed: Tensor, scores: Tensor) -> tuple[int, float]:
+    def _walk_in(self, new: Tensor) -> Tensor:
+        r"""Refresh candidates ``new`` (from any step) into the kept ones; return
+        their scores."""
+        rows = self.tracker.geometry.raw_rows(new)
+        variance = self.tracker.refresh_since(new, rows, 0)
+        offset = self.mean[new] + self.floor[new]
+        self.refreshed = torch.cat([self.refreshed, new])
+        self._rows.extend(rows.mT)
+        self.variance = torch.cat([self.variance, variance])
+        self._offset = torch.cat([self._offset, offset])
+        return torch.add(offset, variance.sqrt(), alpha=self.radius)
+
+    def _best(self, scores: Tensor) -> tuple[int, float]:
         r"""The largest score and its candidate (the lowest index among ties), in
         one read to the host; ``(-1, -inf)`` when nothing is refreshed."""
         if scores.numel() == 0:
             return -1, -float("inf")
         top = scores.max()
-        keys = torch.where(scores == top, refreshed, len(self.bounds))
-        self._best_position = keys.argmin()
-        index, value = torch.stack(
-            [refreshed[self._best_position].double(), top.double()]
-        ).tolist()
+        best = torch.where(scores == top, self.refreshed, len(self.bounds)).min()
+        index, value = torch.stack([best.double(), top.double()]).tolist()
         return int(index), value
 
     def _extend_order(self, count: int) -> None:
@@ -652,9 +699,9 @@ class LazyArgmax:
         denominators = tracker.copy_denominators(copies)
         drop = 1.0 / denominators - 1.0 / denominators[0]
         products = (self.rows @ tracker.raw_directions.matrix[:, -1]).square()
-        variance = tracker.variance[self.refreshed].unsqueeze(-1)
+        variance = self.variance.unsqueeze(-1)
         scores = (
-            self.mean[self.refreshed].unsqueeze(-1)
+            self._offset.unsqueeze(-1)
             + self.radius
             * (variance - products.unsqueeze(-1) * drop).clamp_min(0.0).sqrt()
         )
@@ -666,4 +713,5 @@ class LazyArgmax:
         )
         keeps = (winner == index) & (top > self._next_bound())
         count = int(keeps.long().cumprod(0).sum())
-        return scores[self._best_position, : max(count, 1)]
+        position = torch.nonzero(self.refreshed == index)[0, 0]
+        return scores[position, : max(count, 1)]

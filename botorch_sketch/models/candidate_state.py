@@ -674,7 +674,9 @@ class CandidateState(Restorable):
         self.flops += 2.0 * b * self._stored * m + 4.0 * G.shape[0] ** 2 * b
 
         def apply(products: Tensor, feature: Tensor | None) -> None:
-            U = products if feature is None else products + feature @ W[m:]
+            U = products
+            if feature is not None:  # in place: the products are this update's own
+                U.mT.addmm_(W[m:].mT, feature.mT)
             self._quadratic = self._quadratic - U.square().sum(-1)
             self._means = self._means + U @ whitened_residuals
 

@@ -105,6 +105,37 @@ def test_refresh_since_equals_recomputation_at_every_step():
     )
 
 
+def test_variances_kept_outside_the_tracker_equal_recomputation():
+    # a holder of a block's variances (as the lazy argmax) catches them up at
+    # some steps and hears of copies added to the last step in between
+    arms, model = make_problem()
+    geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
+    tracker = FrozenDictionaryTracker(geometry)
+    block = torch.arange(2, arms.shape[0], 3)
+    rows = geometry.raw_rows(block)
+    held = {"variance": geometry.scaled_variance[block].clone(), "synced_at": 0}
+
+    def recopy(old):
+        if held["synced_at"] == tracker.step:
+            held["variance"] = tracker.recopied(rows, held["variance"], old)
+
+    tracker.copy_listeners.append(recopy)
+    chosen = []
+    for step, i in enumerate([5, 5, 17, 17, 17, 5, 200, 42, 42]):
+        tracker.add(i)
+        chosen.append(i)
+        if step % 3 == 1:  # skip some steps: the next catch-up takes them all
+            continue
+        held["variance"] = tracker.caught_up(rows, held["variance"], held["synced_at"])
+        held["synced_at"] = tracker.step
+        torch.testing.assert_close(
+            held["variance"],
+            hallucinated_variances(model, arms, chosen)[block],
+            atol=1e-9,
+            rtol=0,
+        )
+
+
 def test_frozen_tracker_merges_copies_exactly():
     # consecutive copies of an arm are one step with a multiplicity; candidates
     # refreshed between copies take the difference, the others catch up later
@@ -280,6 +311,24 @@ def test_runs_of_copies_equal_brute_force(lengthscale, radius):
         threshold = 1 + sum(start[:k]) + 0.5 * start[k]
         cut = gen_bbkb_batch(model, arms, ratio_threshold=threshold, radius=radius)
         assert cut.indices.tolist() == chosen[:k]
+
+
+@pytest.mark.parametrize("rule", ["local", "global+local"])
+def test_runs_of_copies_under_the_local_rule_equal_brute_force(rule):
+    # outside the global rule's closed form a repeat is a tracker step of its own
+    # (copies of the last one), which the lazy argmax's kept variances must hear of
+    arms, model = make_problem(n_arms=200, seed=1, lengthscale=0.4)
+    size, radius = 30, 4.0
+    batch = gen_bbkb_batch(
+        model, arms, ratio_threshold=1e9, radius=radius, max_batch_size=size, rule=rule
+    )
+    mean = model.posterior(arms.unsqueeze(-2)).mean.squeeze()
+    chosen: list[int] = []
+    for _ in range(size):
+        variance = hallucinated_variances(model, arms, chosen)
+        chosen.append(int((mean + radius * variance.sqrt()).argmax()))
+    assert batch.indices.tolist() == chosen
+    assert max(len(list(run)) for _, run in groupby(chosen)) >= 3
 
 
 def test_ratio_threshold_one_reproduces_bkb_step_for_step():
