@@ -224,9 +224,9 @@ class _Columns:
     r"""A growable ``rows x t`` matrix (amortized O(rows) appends), with the
     Sherman-Morrison product ``H_t v = v - sum_j h_j (h_j^T v) / d_j``."""
 
-    def __init__(self, rows: int, like: Tensor) -> None:
-        self._data = like.new_zeros(rows, 16)
-        self._denominators = like.new_zeros(16)
+    def __init__(self, rows: int, like: Tensor, capacity: int = 16) -> None:
+        self._data = like.new_zeros(rows, capacity)
+        self._denominators = like.new_zeros(capacity)
         self.count = 0
 
     @property
@@ -295,6 +295,11 @@ class FrozenDictionaryTracker:
     catches up with the rank-one terms of steps ``j..t-1`` in ``O((t - j) s)``,
     from its raw row (:meth:`_Geometry.raw_rows`, ``s`` entries) and the directions
     kept in raw coordinates too.
+
+    Candidates that are looked at at every step (the lazy argmax's refreshed ones)
+    are *kept* (:meth:`keep`): their raw rows and variances are held side by side,
+    so :meth:`kept_variances` brings them all up to date in a few operators,
+    without indexing the ``n``-long state.
     """
 
     eager = False
@@ -315,9 +320,12 @@ class FrozenDictionaryTracker:
         self.flops = 0.0
         self.last_index: int | None = None  # the candidate of the last step
         self._last_copies = 0  # and how many copies of it that step holds
-        #: called with the former denominator when :meth:`add_copies` changes the
-        #: last step's, by holders of candidates' variances outside the tracker
-        self.copy_listeners: list[Callable[[Tensor], None]] = []
+        # the kept candidates, their raw rows (growable columns, so keeping more
+        # copies only their own rows) and variances, current at step `_kept_at`
+        self.kept = self.refreshed_at[:0]
+        self._kept_rows = _Columns(geometry.num_raw, geometry.scaled_variance, 0)
+        self._kept_variances = geometry.scaled_variance[:0]
+        self._kept_at = 0
 
     @property
     def step(self) -> int:
@@ -366,15 +374,36 @@ class FrozenDictionaryTracker:
             self.flops += 2.0 * indices.numel() * H.shape[0] * H.shape[1]
         return self.variance[indices]
 
-    def caught_up(self, rows: Tensor, variance: Tensor, first: int) -> Tensor:
-        r"""Variances ``variance`` of ``k`` candidates all current at step ``first``
-        (raw rows ``rows``, ``k x s``) brought to the current step,
-        ``O(k s (t - first))``: the terms of :meth:`refresh_since` with no
-        per-candidate bookkeeping (the caller keeps the candidates' state)."""
-        H = self.raw_directions.matrix[:, first:]
-        terms = (rows @ H).square_().div_(self.directions.denominators[first:])
-        self.flops += 2.0 * rows.shape[0] * H.shape[0] * H.shape[1]
-        return (variance - terms.sum(-1)).clamp_min_(0.0)
+    @property
+    def kept_rows(self) -> Tensor:
+        r"""``k x s`` raw rows of the :attr:`kept` candidates."""
+        return self._kept_rows.matrix.mT
+
+    def keep(self, indices: Tensor) -> Tensor:
+        r"""Refresh candidates ``indices`` (not kept yet) and keep them current from
+        now on (:meth:`kept_variances`); return their variances."""
+        self.kept_variances()  # every kept candidate current at the same step
+        rows = self.geometry.raw_rows(indices)
+        variances = self.refresh_since(indices, rows, 0)
+        self.kept = torch.cat([self.kept, indices])
+        self._kept_rows.extend(rows.mT)
+        self._kept_variances = torch.cat([self._kept_variances, variances])
+        return variances
+
+    def kept_variances(self) -> Tensor:
+        r"""The current variances of the :attr:`kept` candidates, ``O(k s (t - j))``
+        for ``k`` of them current at step ``j``: the terms of :meth:`refresh_since`
+        without per-candidate bookkeeping."""
+        if self._kept_at < self.step and self.kept.numel():
+            H = self.raw_directions.matrix[:, self._kept_at :]
+            terms = (self.kept_rows @ H).square_()
+            terms.div_(self.directions.denominators[self._kept_at :])
+            self._kept_variances = (self._kept_variances - terms.sum(-1)).clamp_min_(
+                0.0
+            )
+            self.flops += 2.0 * self.kept.numel() * H.shape[0] * H.shape[1]
+        self._kept_at = self.step
+        return self._kept_variances
 
     def add(self, index: int, copies: int = 1) -> None:
         r"""Hallucinate ``copies`` observations at candidate ``index``, ``O(m t)``; a
@@ -434,9 +463,8 @@ class FrozenDictionaryTracker:
     def add_copies(self, copies: int) -> None:
         r"""``copies`` more copies of the last step's candidate: ``d = 1 / k + f^T h``
         becomes ``1 / (k + copies) + f^T h``; candidates already refreshed past the
-        step take the difference of the two terms (:meth:`recopied`; the
-        :attr:`copy_listeners` are called with the former ``d`` for the candidates
-        they keep), the others catch up with the new one."""
+        step take the difference of the two terms (the :attr:`kept` ones too), the
+        others catch up with the new one."""
         old = self.directions.denominators[-1].clone()
         new = self.copy_denominators(old.new_tensor(float(copies)))
         self.directions.set_last_denominator(new)
@@ -444,19 +472,20 @@ class FrozenDictionaryTracker:
         current = torch.nonzero(self.refreshed_at == self.step).squeeze(-1)
         if current.numel() > 0:
             rows = self.geometry.raw_rows(current)
-            self.variance[current] = self.recopied(rows, self.variance[current], old)
-        for listener in self.copy_listeners:
-            listener(old)
+            self.variance[current] = self._recopied(rows, self.variance[current], old)
+        if self._kept_at == self.step and self.kept.numel():
+            self._kept_variances = self._recopied(
+                self.kept_rows, self._kept_variances, old
+            )
 
-    def recopied(self, rows: Tensor, variance: Tensor, old: Tensor) -> Tensor:
-        r"""Variances ``variance`` of ``k`` candidates (raw rows ``rows``) that took
-        the last step's term with the denominator ``old``, with its current one
-        (:meth:`add_copies`), ``O(k s)``."""
+    def _recopied(self, rows: Tensor, variances: Tensor, old: Tensor) -> Tensor:
+        r"""Variances of ``k`` candidates (raw rows ``rows``) that took the last
+        step's term with the denominator ``old``, with its current one, ``O(k s)``."""
         h = self.raw_directions.matrix[:, -1]
         new = self.directions.denominators[-1]
         extra = (rows @ h).square() * (1.0 / new - 1.0 / old)
         self.flops += 2.0 * rows.shape[0] * h.shape[0]
-        return (variance - extra).clamp_min(0.0)
+        return (variances - extra).clamp_min(0.0)
 
 
 class ResidualDirectionTracker:
@@ -539,12 +568,12 @@ class LazyArgmax:
     tracker, whose variances are all current anyway). Ties go to the lowest
     index, as ``torch.argmax`` of a full recomputation.
 
-    The refreshed candidates' raw rows, variances and ``mu + floor`` are kept
-    here, side by side, so a step updates them in a few operators
-    (:meth:`FrozenDictionaryTracker.caught_up`) without indexing the tracker's
-    ``n``-long state. A step reads one pair of numbers on the host (the
-    maximizer and its score) per block it looks at, one block in most steps, and
-    the start-of-batch bounds of the walk once per ``topk``.
+    The refreshed candidates are the tracker's kept ones
+    (:meth:`FrozenDictionaryTracker.keep`), their ``mu + floor`` held here in the
+    same order, so a step updates their scores in a few operators. A step reads
+    one pair of numbers on the host (the maximizer and its score) per block it
+    looks at, one block in most steps, and the start-of-batch bounds of the walk
+    once per ``topk``.
     """
 
     def __init__(
@@ -578,35 +607,16 @@ class LazyArgmax:
         self._ordered: Tensor | None = None  # whether a candidate is in `order`
         self._order_bounds: list[float] = []  # their bounds, on the host
         self.position = 0
-        # the refreshed candidates, their raw rows (kept as growable columns, so a
-        # walk copies only its own rows), in-batch variances (current at step
-        # `_synced_at`) and `mean + floor`
-        self.refreshed = torch.zeros(0, dtype=torch.long, device=mean.device)
-        self._rows = _Columns(tracker.geometry.num_raw, mean)
-        self.variance = mean.new_zeros(0)
-        self._offset = mean.new_zeros(0)
-        self.scores = self.bounds[:0]
-        self._synced_at = 0
-        if not tracker.eager:
-            tracker.copy_listeners.append(self._recopy)
+        self._offset = mean[:0]  # `mean + floor` of the refreshed candidates
 
     def exclude(self, indices: Tensor) -> None:
         r"""Never return ``indices`` from now on (bounds already read to the host
         stay as they were: upper bounds still, so the argmax stays exact)."""
         self.floor[indices] = -float("inf")
         self.bounds[indices] = -float("inf")
-        self._offset = self.mean[self.refreshed] + self.floor[self.refreshed]
-
-    @property
-    def rows(self) -> Tensor:
-        r"""``r x s`` raw rows of the refreshed candidates."""
-        return self._rows.matrix.mT
-
-    def _recopy(self, old: Tensor) -> None:
-        r"""The last step's denominator was ``old``: the refreshed candidates took
-        its term with it if they are current."""
-        if self._synced_at == self.tracker.step and self.refreshed.numel():
-            self.variance = self.tracker.recopied(self.rows, self.variance, old)
+        if not self.tracker.eager:
+            refreshed = self.tracker.kept
+            self._offset = self.mean[refreshed] + self.floor[refreshed]
 
     def __call__(self) -> tuple[int, float]:
         r"""``(index, score)`` of the current maximizer."""
@@ -618,14 +628,10 @@ class LazyArgmax:
             if self.tracker.step == 0:  # nothing hallucinated yet: all scores current
                 index = int(self.bounds.argmax())
                 return index, float(self.bounds[index])
-            self.order = torch.zeros_like(self.refreshed)
+            self.order = self.bounds.new_zeros(0, dtype=torch.long)
             self._ordered = torch.zeros_like(self.bounds, dtype=torch.bool)
-        if self._synced_at < self.tracker.step and self.refreshed.numel():
-            self.variance = self.tracker.caught_up(
-                self.rows, self.variance, self._synced_at
-            )
-        self._synced_at = self.tracker.step
-        scores = torch.add(self._offset, self.variance.sqrt(), alpha=self.radius)
+        variances = self.tracker.kept_variances()
+        scores = torch.add(self._offset, variances.sqrt(), alpha=self.radius)
         block = self.block_size
         while True:
             index, value = self._best(scores)
@@ -636,20 +642,14 @@ class LazyArgmax:
             self.position += new.shape[0]
             scores = torch.cat([scores, self._walk_in(new)])
             block *= 2
-        self.scores = scores
         return index, value
 
     def _walk_in(self, new: Tensor) -> Tensor:
-        r"""Refresh candidates ``new`` (from any step) into the kept ones; return
-        their scores."""
-        rows = self.tracker.geometry.raw_rows(new)
-        variance = self.tracker.refresh_since(new, rows, 0)
+        r"""Refresh candidates ``new`` and keep them; return their scores."""
+        variances = self.tracker.keep(new)
         offset = self.mean[new] + self.floor[new]
-        self.refreshed = torch.cat([self.refreshed, new])
-        self._rows.extend(rows.mT)
-        self.variance = torch.cat([self.variance, variance])
         self._offset = torch.cat([self._offset, offset])
-        return torch.add(offset, variance.sqrt(), alpha=self.radius)
+        return torch.add(offset, variances.sqrt(), alpha=self.radius)
 
     def _best(self, scores: Tensor) -> tuple[int, float]:
         r"""The largest score and its candidate (the lowest index among ties), in
@@ -657,7 +657,7 @@ class LazyArgmax:
         if scores.numel() == 0:
             return -1, -float("inf")
         top = scores.max()
-        best = torch.where(scores == top, self.refreshed, len(self.bounds)).min()
+        best = torch.where(scores == top, self.tracker.kept, len(self.bounds)).min()
         index, value = torch.stack([best.double(), top.double()]).tolist()
         return int(index), value
 
@@ -695,11 +695,12 @@ class LazyArgmax:
             ``k >= 1`` scores; the greedy takes ``k`` copies of ``index``.
         """
         tracker = self.tracker
+        refreshed = tracker.kept
         copies = torch.arange(limit, dtype=self.mean.dtype, device=self.mean.device)
         denominators = tracker.copy_denominators(copies)
         drop = 1.0 / denominators - 1.0 / denominators[0]
-        products = (self.rows @ tracker.raw_directions.matrix[:, -1]).square()
-        variance = self.variance.unsqueeze(-1)
+        products = (tracker.kept_rows @ tracker.raw_directions.matrix[:, -1]).square()
+        variance = tracker.kept_variances().unsqueeze(-1)
         scores = (
             self._offset.unsqueeze(-1)
             + self.radius
@@ -707,11 +708,11 @@ class LazyArgmax:
         )
         top = scores.max(0).values
         winner = (
-            torch.where(scores == top, self.refreshed.unsqueeze(-1), len(self.mean))
+            torch.where(scores == top, refreshed.unsqueeze(-1), len(self.mean))
             .min(0)
             .values
         )
         keeps = (winner == index) & (top > self._next_bound())
         count = int(keeps.long().cumprod(0).sum())
-        position = torch.nonzero(self.refreshed == index)[0, 0]
+        position = torch.nonzero(refreshed == index)[0, 0]
         return scores[position, : max(count, 1)]

@@ -105,35 +105,29 @@ def test_refresh_since_equals_recomputation_at_every_step():
     )
 
 
-def test_variances_kept_outside_the_tracker_equal_recomputation():
-    # a holder of a block's variances (as the lazy argmax) catches them up at
-    # some steps and hears of copies added to the last step in between
+def test_kept_candidates_equal_recomputation():
+    # candidates kept current together (as the lazy argmax's), caught up at some
+    # steps only, with copies added to the last step in between and more
+    # candidates kept along the way
     arms, model = make_problem()
     geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
     tracker = FrozenDictionaryTracker(geometry)
-    block = torch.arange(2, arms.shape[0], 3)
-    rows = geometry.raw_rows(block)
-    held = {"variance": geometry.scaled_variance[block].clone(), "synced_at": 0}
-
-    def recopy(old):
-        if held["synced_at"] == tracker.step:
-            held["variance"] = tracker.recopied(rows, held["variance"], old)
-
-    tracker.copy_listeners.append(recopy)
+    tracker.keep(torch.arange(2, arms.shape[0], 3))
     chosen = []
     for step, i in enumerate([5, 5, 17, 17, 17, 5, 200, 42, 42]):
         tracker.add(i)
         chosen.append(i)
+        if step == 4:
+            tracker.keep(torch.tensor([0, 1, 6]))
         if step % 3 == 1:  # skip some steps: the next catch-up takes them all
             continue
-        held["variance"] = tracker.caught_up(rows, held["variance"], held["synced_at"])
-        held["synced_at"] = tracker.step
         torch.testing.assert_close(
-            held["variance"],
-            hallucinated_variances(model, arms, chosen)[block],
+            tracker.kept_variances(),
+            hallucinated_variances(model, arms, chosen)[tracker.kept],
             atol=1e-9,
             rtol=0,
         )
+    assert tracker.kept.numel() == len(range(2, arms.shape[0], 3)) + 3
 
 
 def test_frozen_tracker_merges_copies_exactly():
