@@ -331,31 +331,21 @@ class FrozenDictionaryTracker:
     def step(self) -> int:
         return self.directions.count
 
-    def refresh(self, indices: Tensor, rows: Tensor | None = None) -> Tensor:
-        r"""Bring ``indices`` up to date; return their current variances.
-
-        Args:
-            indices: ``k`` candidate indices.
-            rows: Optional ``k x s`` raw rows of ``indices``
-                (:meth:`_Geometry.raw_rows`; read from the geometry otherwise), so
-                callers that refresh the same candidates at every step read their
-                rows once.
-        """
-        is_stale = self.refreshed_at[indices] < self.step
-        stale = indices[is_stale]
+    def refresh(self, indices: Tensor) -> Tensor:
+        r"""Bring ``k`` candidates ``indices`` up to date; return their current
+        variances."""
+        stale = indices[self.refreshed_at[indices] < self.step]
         if stale.numel() > 0:
             # only the steps since the oldest stale refresh
             first = int(self.refreshed_at[stale].min())
-            rows = self.geometry.raw_rows(stale) if rows is None else rows[is_stale]
-            self.refresh_since(stale, rows, first)
+            self.refresh_since(stale, self.geometry.raw_rows(stale), first)
         return self.variance[indices]
 
     def refresh_since(self, indices: Tensor, rows: Tensor, first: int) -> Tensor:
         r""":meth:`refresh` given a step ``first`` no later than the last refresh
-        of any of the ``k`` candidates (0 always is), which the caller keeps track
-        of: each candidate takes the steps of ``first..t-1`` after its own last
-        refresh, with no mask indexing and no host synchronization,
-        ``O(k s (t - first))``.
+        of any of the ``k`` candidates (0 always is): each candidate takes the
+        steps of ``first..t-1`` after its own last refresh, with no mask indexing
+        and no host synchronization, ``O(k s (t - first))``.
 
         Args:
             indices: ``k`` candidate indices.
