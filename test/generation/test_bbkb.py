@@ -22,6 +22,7 @@ from botorch_sketch.generation.variance_tracking import (
     CachedGeometry,
     CandidateGeometry,
     FrozenDictionaryTracker,
+    LazyArgmax,
     ResidualDirectionTracker,
 )
 from botorch_sketch.models.candidate_state import CandidateState
@@ -280,6 +281,39 @@ def test_lazy_argmax_equals_brute_force(residual_update):
             brute = int((geometry.mean + radius * tracker.variance.sqrt()).argmax())
             assert int(batch.indices[step]) == brute
             tracker.add(brute)
+
+
+def test_lazy_argmax_with_refreshed_candidates_excluded_equals_brute_force():
+    # excluding candidates the argmax has already refreshed (as a failed arm of
+    # an open batch is) drops them from every later step
+    arms, model = make_problem(n_arms=400)
+    radius = 2.0
+    geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
+    tracker = FrozenDictionaryTracker(geometry)
+    argmax = LazyArgmax(geometry.mean, radius, tracker, block_size=16)
+    excluded = torch.zeros(arms.shape[0], dtype=torch.bool)
+    chosen: list[int] = []
+    for step in range(12):
+        scores = (
+            geometry.mean + radius * hallucinated_variances(model, arms, chosen).sqrt()
+        )
+        scores = scores.masked_fill(excluded, -float("inf"))
+        if step == 6:  # the four best refreshed ones and the best of the others
+            kept = tracker.kept
+            others = scores.masked_fill(
+                torch.isin(torch.arange(arms.shape[0]), kept), -1e9
+            )
+            best = torch.cat(
+                [kept[scores[kept].topk(4).indices], others.topk(1).indices]
+            )
+            argmax.exclude(best)
+            excluded[best] = True
+            scores[best] = -float("inf")
+        index, value = argmax()
+        assert index == int(scores.argmax())
+        assert value == pytest.approx(float(scores.max()), rel=1e-9)
+        tracker.add(index)
+        chosen.append(index)
 
 
 @pytest.mark.parametrize("lengthscale, radius", [(0.4, 4.0), (1.0, 1.0), (1.0, 0.5)])
