@@ -60,6 +60,17 @@ def hallucinated_variances(model, arms, indices):
     return updated.scaled_variance(arms)
 
 
+def brute_force_greedy(model, arms, radius, size):
+    r"""The in-batch UCB greedy by full recomputation: at each of ``size`` steps the
+    argmax of ``mu + radius sigma~`` with the earlier choices hallucinated."""
+    mean = model.posterior(arms.unsqueeze(-2)).mean.squeeze()
+    chosen: list[int] = []
+    for _ in range(size):
+        variance = hallucinated_variances(model, arms, chosen)
+        chosen.append(int((mean + radius * variance.sqrt()).argmax()))
+    return chosen
+
+
 def test_frozen_tracker_equals_recomputation():
     arms, model = make_problem()
     geometry = CandidateGeometry(model.covar_module, model.dtc_state, arms)
@@ -325,11 +336,7 @@ def test_runs_of_copies_equal_brute_force(lengthscale, radius):
     batch = gen_bbkb_batch(
         model, arms, ratio_threshold=1e9, radius=radius, max_batch_size=size
     )
-    mean = model.posterior(arms.unsqueeze(-2)).mean.squeeze()
-    chosen: list[int] = []
-    for _ in range(size):
-        variance = hallucinated_variances(model, arms, chosen)
-        chosen.append(int((mean + radius * variance.sqrt()).argmax()))
+    chosen = brute_force_greedy(model, arms, radius, size)
     assert batch.indices.tolist() == chosen
     runs = [len(list(run)) for _, run in groupby(chosen)]
     assert max(runs) >= 5 and len(runs) >= 5
@@ -344,17 +351,13 @@ def test_runs_of_copies_equal_brute_force(lengthscale, radius):
 @pytest.mark.parametrize("rule", ["local", "global+local"])
 def test_runs_of_copies_under_the_local_rule_equal_brute_force(rule):
     # outside the global rule's closed form a repeat is a tracker step of its own
-    # (copies of the last one), which the lazy argmax's kept variances must hear of
+    # (copies of the last one), which the tracker's kept candidates must take too
     arms, model = make_problem(n_arms=200, seed=1, lengthscale=0.4)
     size, radius = 30, 4.0
     batch = gen_bbkb_batch(
         model, arms, ratio_threshold=1e9, radius=radius, max_batch_size=size, rule=rule
     )
-    mean = model.posterior(arms.unsqueeze(-2)).mean.squeeze()
-    chosen: list[int] = []
-    for _ in range(size):
-        variance = hallucinated_variances(model, arms, chosen)
-        chosen.append(int((mean + radius * variance.sqrt()).argmax()))
+    chosen = brute_force_greedy(model, arms, radius, size)
     assert batch.indices.tolist() == chosen
     assert max(len(list(run)) for _, run in groupby(chosen)) >= 3
 
