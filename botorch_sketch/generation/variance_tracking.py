@@ -353,16 +353,22 @@ class FrozenDictionaryTracker:
             first: A step no later than any of their last refreshes.
         """
         if first < self.step:
-            H = self.raw_directions.matrix[:, first:]
-            terms = (rows @ H).square() / self.directions.denominators[first:]
-            steps = torch.arange(first, self.step, device=H.device)
+            terms = self._drops(rows, first)
+            steps = torch.arange(first, self.step, device=terms.device)
             terms = terms * (steps >= self.refreshed_at[indices].unsqueeze(-1))
             self.variance[indices] = (self.variance[indices] - terms.sum(-1)).clamp_min(
                 0.0
             )
             self.refreshed_at[indices] = self.step
-            self.flops += 2.0 * indices.numel() * H.shape[0] * H.shape[1]
         return self.variance[indices]
+
+    def _drops(self, rows: Tensor, first: int) -> Tensor:
+        r"""``k x (t - first)`` drops ``(p(x)^T h_j)^2 / d_j`` of the variances of
+        ``k`` candidates with raw rows ``rows`` at the steps ``j`` from ``first``,
+        ``O(k s (t - first))``."""
+        H = self.raw_directions.matrix[:, first:]
+        self.flops += 2.0 * rows.shape[0] * H.shape[0] * H.shape[1]
+        return (rows @ H).square_().div_(self.directions.denominators[first:])
 
     @property
     def kept_rows(self) -> Tensor:
@@ -382,16 +388,11 @@ class FrozenDictionaryTracker:
 
     def kept_variances(self) -> Tensor:
         r"""The current variances of the :attr:`kept` candidates, ``O(k s (t - j))``
-        for ``k`` of them current at step ``j``: the terms of :meth:`refresh_since`
+        for ``k`` of them current at step ``j``: the drops of :meth:`refresh_since`
         without per-candidate bookkeeping."""
         if self._kept_at < self.step and self.kept.numel():
-            H = self.raw_directions.matrix[:, self._kept_at :]
-            terms = (self.kept_rows @ H).square_()
-            terms.div_(self.directions.denominators[self._kept_at :])
-            self._kept_variances = (self._kept_variances - terms.sum(-1)).clamp_min_(
-                0.0
-            )
-            self.flops += 2.0 * self.kept.numel() * H.shape[0] * H.shape[1]
+            drops = self._drops(self.kept_rows, self._kept_at).sum(-1)
+            self._kept_variances = (self._kept_variances - drops).clamp_min_(0.0)
         self._kept_at = self.step
         return self._kept_variances
 
