@@ -37,15 +37,12 @@ Cholesky factor for ``F``). :class:`CandidateState` caches the ``A x m`` feature
   and ``mu``, ``O(n m (m + d))``; nothing changes for the others.
 
 The posterior is invariant under the rotation, so ``F`` need not stay triangular,
-and the cached features need not be rotated at all: the cache holds ``s >= m`` raw
+and the cached features need not be rotated at all: a
+:class:`~botorch_sketch.models.feature_store.FeatureStore` holds ``s >= m`` raw
 columns ``P`` and a basis ``B`` (``s x m``, orthonormal columns) with
 ``Phi = P^T B``; a removal reflects ``B`` (``O(s m)``), an append adds raw columns, and
-``P`` is compacted to ``B^T P`` (one ``A x s x m`` product) once ``s > 5m/4 + 32``. The
-buffer holds ``P^T``, one contiguous row of raw entries per candidate, so a few
-candidates' rows are cheap to read. An appended candidate's raw column is ``B z(x)``
-(``B^T B = I``), in a spare row of the buffer (one is left for ``A / 8`` more
-candidates when it grows). All the
-per-candidate updates of one batch end read the cache once, in one product
+``P`` is compacted to ``B^T P`` (one ``A x s x m`` product) once ``s > 5m/4 + 32``.
+All the per-candidate updates of one batch end read the store once, in one product
 ``P^T [B r_1, ..., B r_j]``. When the dictionary holds every observed candidate this
 is the incremental exact GP (noise ``lambda``): a step costs ``O(A t)`` and never
 ``O(A m^2)``. :meth:`refresh` recomputes everything from scratch (``O(A m^2)``), e.g.
@@ -63,6 +60,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_sketch.models.dtc import dictionary_cholesky
+from botorch_sketch.models.feature_store import FeatureStore
 from botorch_sketch.models.kernel_columns import KernelColumns
 from botorch_sketch.models.linalg import append_pivot, safe_cholesky, solve_lower
 from botorch_sketch.utils.atomic import Restorable
@@ -78,22 +76,6 @@ from botorch_sketch.utils.validation import (
 #: Distinct observed candidates folded into one Woodbury update (bounds the
 #: ``A x block`` temporaries of :meth:`CandidateState.observe`).
 OBSERVATION_BLOCK = 64
-
-#: Feature columns allocated first; a full buffer grows by half (a smaller transient
-#: than doubling when ``A`` is large).
-_INITIAL_CAPACITY = 32
-
-#: Candidates per chunk when the raw feature cache is compacted or rebuilt.
-_CHUNK = 8192
-
-#: The cache is read with a multiple of this many right-hand sides (zero-padded)
-#: when there are several: a CPU BLAS (MKL, measured at 20,000 candidates) runs
-#: other widths up to 3x slower on the row-major cache.
-_READ_WIDTH = 4
-
-#: A cache buffer too short for appended candidates grows to ``A + A / 8``
-#: rows, so that appends of ``n`` candidates copy it once every ``~A / 8 n``.
-_SPARE_WIDTH = 8
 
 
 class _AppendPlan(NamedTuple):
@@ -176,15 +158,12 @@ class CandidateState(Restorable):
         self.points = points
         self.kernel = kernel
         self.noise = noise
-        self.cache_dtype = cache_dtype or points.dtype
-        self.memory_budget = memory_budget
         self.flops = 0.0
         num_points = points.shape[0]
         with torch.no_grad():
             self.prior_variance = kernel(points, diag=True).detach().to(points)
         self._columns = KernelColumns(kernel, points)
-        self._cache = self._allocate(_INITIAL_CAPACITY, num_points)
-        self._stored = 0
+        self._store = FeatureStore(num_points, points, cache_dtype, memory_budget)
         self.counts = points.new_zeros(num_points)
         self.target_sums = points.new_zeros(num_points)
         self._reset_dictionary(points.new_empty(0, dtype=torch.long))
@@ -238,38 +217,42 @@ class CandidateState(Restorable):
         return self.dictionary.shape[0]
 
     @property
+    def cache_dtype(self) -> torch.dtype:
+        r"""The dtype of the cached features."""
+        return self._store.dtype
+
+    @property
     def features(self) -> Tensor:
         r"""``A x m`` features ``z(x)`` (``cache_dtype``), formed from the cache by
         one ``A x s x m`` product; :meth:`feature_rows` reads a few rows."""
-        return self._raw[:, : self._stored] @ self._basis.to(self.cache_dtype)
+        return self._store.features
 
     @property
     def num_raw(self) -> int:
         r"""Number of raw feature columns ``s >= m`` the cache holds."""
-        return self._stored
+        return self._store.num_raw
 
     def raw_rows(self, indices: Tensor | int) -> Tensor:
         r"""Raw cache rows ``p(x)`` of some candidates (``k x s``, or ``s`` for one
         index; candidates' dtype), with ``z(x) = B^T p(x)``: a read without the
         ``O(k s m)`` product of :meth:`feature_rows`. Inner products with
         directions ``h`` need only ``z(x)^T h = p(x)^T (B h)`` (:meth:`to_raw`)."""
-        return self._raw[indices, : self._stored].to(self.points)
+        return self._store.raw_rows(indices)
 
     def to_raw(self, directions: Tensor) -> Tensor:
         r"""``B H``: feature-space directions (``m x r``, or ``m``) in the raw
         coordinates of :meth:`raw_rows` (``s x r``, or ``s``), ``O(s m r)``."""
-        return self._basis @ directions
+        return self._store.to_raw(directions)
 
     def feature_rows(self, indices: Tensor | int) -> Tensor:
         r"""Features ``z(x)`` of some candidates (``k x m``, or ``m`` for one index;
         candidates' dtype), ``O(k s m)``."""
-        return self.raw_rows(indices) @ self._basis
+        return self._store.feature_rows(indices)
 
     def features_times(self, matrix: Tensor) -> Tensor:
         r"""``Phi M`` (``A x r`` for ``m x r``, or ``A`` for ``m``; candidates'
         dtype): one read of the cache, without forming ``Phi``."""
-        product = self._read_cache(self._basis @ matrix.reshape(self.size, -1))
-        return product if matrix.dim() == 2 else product.squeeze(-1)
+        return self._store.times(matrix)
 
     def kernel_columns(self, indices: Tensor) -> Tensor:
         r"""``A x k`` kernel block ``K(points, points[indices])``."""
@@ -341,12 +324,12 @@ class CandidateState(Restorable):
         if m == 0:
             return
         # Z_X^T y = B^T (R_X y) for the raw columns R_X of the observed candidates
-        raw = self._raw[observed, : self._stored].to(self.points)
-        projected = self._basis.mT @ (raw.mT @ self._targets(observed))
+        raw = self._store.raw_rows(observed)
+        projected = self._store.basis.mT @ (raw.mT @ self._targets(observed))
         self._projected_targets = projected
         self._weights = self._gram_inverse @ projected
         self._means = self.features_times(self._weights)
-        s = self._stored
+        s = self.num_raw
         self.flops += 2.0 * ((observed.numel() + self.num_points) * s + s * m + m * m)
 
     # ---------------------------------------------------------------- updates
@@ -462,7 +445,7 @@ class CandidateState(Restorable):
         coordinates, ``s x r_j``), then each plan's per-candidate update."""
         if not plans:
             return
-        products = self._read_cache(torch.cat([rhs for rhs, _ in plans], dim=-1))
+        products = self._store.read(torch.cat([rhs for rhs, _ in plans], dim=-1))
         start = 0
         for rhs, apply in plans:
             apply(products[:, start : start + rhs.shape[-1]])
@@ -477,7 +460,7 @@ class CandidateState(Restorable):
         solved = self._gram_inverse @ direction
         curvature = float(direction @ solved)
         along_weights = direction @ self._weights  # 1
-        rhs = self._basis @ torch.stack([direction, solved], dim=-1)
+        rhs = self.to_raw(torch.stack([direction, solved], dim=-1))
         last = torch.zeros_like(direction)
         last[-1] = 1.0
         reflector = direction - last
@@ -485,7 +468,7 @@ class CandidateState(Restorable):
         self._remove_last_coordinate(
             reflector / norm if norm > 1e-12 else None, position
         )
-        m, s = self.size + 1, self._stored
+        m, s = self.size + 1, self.num_raw
         self.flops += 4.0 * self.num_points * s + 14.0 * m * m + 4.0 * s * m
 
         def apply(products: Tensor) -> None:
@@ -501,12 +484,12 @@ class CandidateState(Restorable):
         (``O((m + s) m)``) and drop the last feature coordinate (and row
         ``position`` of ``F``)."""
         factor_inverse, gram_inverse = self._factor_inverse, self._gram_inverse
-        projected, basis = self._projected_targets, self._basis
+        projected = self._projected_targets
         if reflector is not None:
             factor_inverse = _reflect(factor_inverse, reflector)
             gram_inverse = _reflect(_reflect(gram_inverse, reflector).mT, reflector)
             projected = projected - 2 * torch.outer(reflector, reflector @ projected)
-            basis = _reflect(basis.mT, reflector).mT
+        self._store.rotate_and_drop_last(reflector)
         keep = torch.arange(self.size, device=self.dictionary.device) != position
         self._factor_inverse = factor_inverse[:-1][:, keep]
         corner = gram_inverse[-1, -1]
@@ -516,7 +499,6 @@ class CandidateState(Restorable):
         )
         self._projected_targets = projected[:-1]
         self._weights = self._gram_inverse @ self._projected_targets
-        self._basis = basis[:, :-1]
         self.dictionary = self.dictionary[keep]
 
     def _plan_append_observe(
@@ -539,15 +521,15 @@ class CandidateState(Restorable):
         m, b = self.size, indices.numel()
         append = self._plan_append(entering) if entering.numel() else None
         if append is None and (b == 0 or m == 0):
-            return self._basis[:, :0], lambda products: self._record(
+            return self._store.basis[:, :0], lambda products: self._record(
                 indices, counts, sums
             )
         k = append.size if append is not None else 0
         observe = self._plan_observe(indices, counts, sums, m, append) if b else None
         right = [*(append.right if append else []), *(observe.right if observe else [])]
-        rhs = self._basis @ torch.cat(right, dim=-1)
+        rhs = self.to_raw(torch.cat(right, dim=-1))
         A, r = self.num_points, rhs.shape[-1]
-        self.flops += 2.0 * A * self._stored * r + A * (k + b) * (k + b + 6)
+        self.flops += 2.0 * A * self.num_raw * r + A * (k + b) * (k + b + 6)
 
         def apply(products: Tensor) -> None:
             feature = None
@@ -581,13 +563,13 @@ class CandidateState(Restorable):
         if kept.numel() < entering.numel():
             entering, block, link = entering[kept], block[:, kept], link[:, kept]
             residual = residual[kept][:, kept]
-        k, m, basis = entering.numel(), self.size, self._basis
+        k, m, basis = entering.numel(), self.size, self._store.basis
         eye = torch.eye(k, dtype=self.points.dtype, device=self.points.device)
         corner = safe_cholesky(residual)
         scaled_link = _right_solve_lower_t(link, corner)
         observed = self.observed
         weights = self.counts[observed].unsqueeze(-1)
-        raw_X = self._raw[observed, : self._stored].to(self.points)  # n x s
+        raw_X = self._store.raw_rows(observed)  # n x s
         C_X = _right_solve_lower_t(block[observed], corner) - raw_X @ (
             basis @ scaled_link
         )
@@ -618,7 +600,7 @@ class CandidateState(Restorable):
         self.dictionary = torch.cat([self.dictionary, entering])
         self.flops += (
             k * self._columns.flops_per_column
-            + 4.0 * self._stored * (observed.numel() + m) * k
+            + 4.0 * self.num_raw * (observed.numel() + m) * k
         )
 
         def new_features(rows: Tensor, Z_rows: Tensor) -> Tensor:
@@ -671,7 +653,7 @@ class CandidateState(Restorable):
             counts.unsqueeze(-1) * averages
         )
         self._weights = self._weights + G @ coefficients
-        self.flops += 2.0 * b * self._stored * m + 4.0 * G.shape[0] ** 2 * b
+        self.flops += 2.0 * b * self.num_raw * m + 4.0 * G.shape[0] ** 2 * b
 
         def apply(products: Tensor, feature: Tensor | None) -> None:
             U = products
@@ -683,20 +665,11 @@ class CandidateState(Restorable):
         return _ObservePlan([W[:m]], apply)
 
     def _append_raw(self, feature: Tensor) -> None:
-        r"""Store ``k`` new feature columns as raw columns; the basis grows by an
-        identity block."""
-        s, k = self._stored, feature.shape[-1]
-        if s + k > self._cache.shape[1]:
+        r"""Store ``k`` new feature columns, compacting the store first when they
+        do not fit and it is sparse."""
+        if not self._store.fits(feature.shape[-1]):
             self._compact_if_sparse()  # before growing the buffer, when sparse
-            s = self._stored
-        self._ensure_capacity(s + k)
-        self._raw[:, s : s + k] = feature.to(self.cache_dtype)
-        m = self._basis.shape[-1]
-        basis = self._basis.new_zeros(s + k, m + k)
-        basis[:s, :m] = self._basis
-        basis[s:, m:] = torch.eye(k, dtype=basis.dtype, device=basis.device)
-        self._basis = basis
-        self._stored = s + k
+        self._store.append(feature)
 
     def _compact_if_sparse(self) -> None:
         r"""Replace the raw columns by the features (``P <- B^T P``, into a new
@@ -707,18 +680,10 @@ class CandidateState(Restorable):
         the cache costs ``O(A s)`` per vector: the default command
         (docs/benchmarks.md) ran fastest at this threshold, against ``2 m + 32``,
         ``3 m / 2 + 32`` and ``m + 32``."""
-        s, m = self._stored, self._basis.shape[-1]
+        s, m = self.num_raw, self._store.size
         if s <= m + m // 4 + 32:
             return
-        basis = self._basis.to(self.cache_dtype)
-        cache = self._allocate(self._cache.shape[1])
-        compacted = cache[: self.num_points]
-        for start in range(0, self.num_points, _CHUNK):
-            rows = slice(start, start + _CHUNK)
-            compacted[rows, :m] = self._raw[rows, :s] @ basis
-        self._cache = cache
-        self._basis = torch.eye(m, dtype=self.points.dtype, device=self.points.device)
-        self._stored = m
+        self._store.compact()
         self.flops += 2.0 * self.num_points * s * m
 
     def _targets(self, indices: Tensor) -> Tensor:
@@ -761,14 +726,13 @@ class CandidateState(Restorable):
                 f"got {points.dtype}."
             )
         points = points.detach().to(self.points.device)
-        A, n, m, s = self.num_points, points.shape[0], self.size, self._stored
+        n, m, s = points.shape[0], self.size, self.num_raw
         prior_variance = self.kernel(points, diag=True).detach().to(self.points)
         features = points.new_zeros(n, m)  # n x m
         if m:
             block = self.kernel(points, self.points[self.dictionary]).to_dense()
             features = block.to(self.points) @ self._factor_inverse.mT
-        cache = self._widened(A + n)
-        cache[A : A + n, :s] = (features @ self._basis.mT).to(self.cache_dtype)
+        store = self._store.with_candidates(features)
         columns = self._columns.extended(points)
         zeros = points.new_zeros(n)
         explained = torch.cat([self._explained, features.square().sum(-1)])
@@ -783,7 +747,7 @@ class CandidateState(Restorable):
         self._explained, self._quadratic, self._means = explained, quadratic, means
         self.counts, self.target_sums = counts, target_sums
         self.points, self.prior_variance = columns.points, prior_variance  # A + n
-        self._cache, self._columns = cache, columns
+        self._store, self._columns = store, columns
         d = points.shape[-1]
         self.flops += n * (3.0 * m * d + 4.0 * m * m + 2.0 * s * m + 6.0 * m)
 
@@ -827,18 +791,14 @@ class CandidateState(Restorable):
                 self.kernel, self.points[dictionary], dtype=self.points.dtype
             )
             self._factor_inverse = torch.linalg.solve_triangular(chol, eye, upper=False)
-            cache = self._allocate(self._capacity_for(m))
-            raw = cache[: self.num_points]
-            for start in range(0, self.num_points, _CHUNK):
-                rows = slice(start, start + _CHUNK)
-                block = self.kernel(self.points[rows], self.points[dictionary])
-                raw[rows, :m] = (
-                    block.to_dense().to(self.points) @ self._factor_inverse.mT
-                ).to(self.cache_dtype)
-            self._cache = cache
         else:
             self._factor_inverse = eye
-        self._stored, self._basis = m, eye
+
+        def features_of(rows: slice) -> Tensor:
+            block = self.kernel(self.points[rows], self.points[dictionary])
+            return block.to_dense().to(self.points) @ self._factor_inverse.mT
+
+        self._store.rebuild(m, features_of)
         observed = self.observed
         Z = self.feature_rows(observed)
         gram = Z.mT @ (self.counts[observed].unsqueeze(-1) * Z) + self.noise * eye
@@ -846,7 +806,7 @@ class CandidateState(Restorable):
         self._gram_inverse = torch.cholesky_inverse(chol_gram)
         self._projected_targets = Z.mT @ self._targets(observed)
         self._weights = torch.cholesky_solve(self._projected_targets, chol_gram)
-        features = self._raw[:, :m].to(self.points)  # the basis is the identity
+        features = self._store.raw[:, :m].to(self.points)  # the basis is I
         self._explained = features.square().sum(-1)
         self._means = features @ self._weights
         self._quadratic = solve_lower(chol_gram, features.mT).square().sum(0)
@@ -856,84 +816,6 @@ class CandidateState(Restorable):
         )
 
     # ---------------------------------------------------------------- helpers
-    @property
-    def _raw(self) -> Tensor:
-        r"""The ``A x capacity`` cache: the raw feature columns (the first ``s``
-        used) of the ``A`` candidates, one contiguous row per candidate, a view of
-        the buffer (which may hold spare rows for appended candidates,
-        :meth:`append_points`)."""
-        return self._cache[: self.num_points]
-
-    def _read_cache(self, rhs: Tensor) -> Tensor:
-        r"""``P^T rhs`` (``A x r``, candidates' dtype) for ``s x r`` right-hand sides
-        in stored coordinates: one pass over the used columns of the cache."""
-        if self._stored == 0:
-            return rhs.new_zeros(self.num_points, rhs.shape[-1])
-        raw, rhs = self._raw[:, : self._stored], rhs.to(self.cache_dtype)
-        width = rhs.shape[-1]
-        if width == 1:
-            return (raw @ rhs).to(self.points)
-        padding = rhs.new_zeros(rhs.shape[0], -width % _READ_WIDTH)
-        product = torch.cat([rhs, padding], dim=-1).mT @ raw.mT
-        return product[:width].to(self.points).mT
-
-    def _allocate(self, columns: int, width: int | None = None) -> Tensor:
-        r"""An uninitialized ``width x columns`` cache buffer: ``columns`` feature
-        columns for ``width`` candidates (default: the held buffer's width, spare
-        rows included); only its used part is ever read, so it is not zeroed; a
-        ``MemoryError`` past the memory budget."""
-        width = self._cache.shape[0] if width is None else width
-        needed = width * columns * self._itemsize
-        if self.memory_budget is not None and needed > self.memory_budget:
-            raise MemoryError(
-                f"The feature cache needs {needed / 2**30:.2f} GiB for {columns} "
-                f"columns of {width} candidates, over `memory_budget` = "
-                f"{self.memory_budget / 2**30:.2f} GiB; use "
-                "cache_dtype=torch.float32 or the stateless scoring path."
-            )
-        return torch.empty(
-            width, columns, dtype=self.cache_dtype, device=self.points.device
-        )
-
-    @property
-    def _itemsize(self) -> int:
-        r"""Bytes per entry of the cache."""
-        return torch.empty(0, dtype=self.cache_dtype).element_size()
-
-    def _widened(self, width: int) -> Tensor:
-        r"""A cache buffer with room for ``width`` candidates: the one held, or
-        (when its spare rows are used up) a new one for ``width + width / 8``
-        (within the memory budget) holding the used columns, ``O(A s)``; the held
-        buffer is only read."""
-        if width <= self._cache.shape[0]:
-            return self._cache
-        columns = self._cache.shape[1]
-        grown = width + width // _SPARE_WIDTH
-        if self.memory_budget is not None:
-            fits = self.memory_budget // (columns * self._itemsize)
-            grown = max(width, min(grown, fits))
-        return self._holding_used(self._allocate(columns, grown))
-
-    def _capacity_for(self, columns: int) -> int:
-        r"""The capacity of a buffer that holds ``columns``: the current one, or
-        grown by half (at least to ``columns``)."""
-        capacity = self._cache.shape[1]
-        return (
-            capacity if columns <= capacity else max(columns, capacity + capacity // 2)
-        )
-
-    def _ensure_capacity(self, columns: int) -> None:
-        capacity = self._capacity_for(columns)
-        if capacity == self._cache.shape[1]:
-            return
-        self._cache = self._holding_used(self._allocate(capacity))
-
-    def _holding_used(self, buffer: Tensor) -> Tensor:
-        r"""``buffer`` (at least as large as the held one in both dimensions) with
-        the cache's used part copied in, ``O(A s)``."""
-        buffer[: self.num_points, : self._stored] = self._raw[:, : self._stored]
-        return buffer
-
     def _check_index(self, index: object) -> int:
         if isinstance(index, Tensor) and index.numel() == 1:
             index = index.item()

@@ -329,9 +329,9 @@ def test_churn_compacts_the_cache_and_stays_exact(tkwargs):
     for _ in range(30):
         dictionary = torch.randperm(300, generator=generator)[:25]
         state.set_dictionary(dictionary)
-        stored.append(state._stored)
+        stored.append(state.num_raw)
     assert min(stored) == 25 and max(stored) <= 25 + 25 // 4 + 32
-    assert state._cache.shape[1] < 25 + 25 // 4 + 32 + 25
+    assert state._store.buffer.shape[1] < 25 + 25 // 4 + 32 + 25
     assert_matches_scratch(state)
 
 
@@ -502,7 +502,7 @@ def grown_state(case: str, device=None, cache_dtype=None) -> CandidateState:
         state.add_to_dictionary(torch.tensor([3, 50, 97, 150]))
         for index in state.dictionary[[1, 4, 9, 20, 26]].tolist():
             state.remove_from_dictionary(index)
-        assert state._stored > state.size
+        assert state.num_raw > state.size
     return state
 
 
@@ -510,16 +510,16 @@ def grown_state(case: str, device=None, cache_dtype=None) -> CandidateState:
 def test_appended_points_equal_a_state_built_on_all_points(case, device):
     arms, _ = make_arms(lengthscale=0.3, device=device)
     state = grown_state(case, device)
-    stored, width = state._stored, state._cache.shape[0]
+    stored, width = state.num_raw, state._store.buffer.shape[0]
     state.append_points(arms[200:230])
-    assert state.num_points == 230 and state._stored == stored
-    assert state._cache.shape[0] == 230 + 230 // 8 > width  # spare rows
+    assert state.num_points == 230 and state.num_raw == stored
+    assert state._store.buffer.shape[0] == 230 + 230 // 8 > width  # spare rows
     assert_same_posterior(state)
-    buffer = state._cache
+    buffer = state._store.buffer
     for start in range(230, 250, 5):  # repeated appends fill the spare columns
         state.append_points(arms[start : start + 5])
         assert_same_posterior(state)
-    assert state._cache is buffer and state.num_points == 250
+    assert state._store.buffer is buffer and state.num_points == 250
     # later updates see the appended candidates (observed, in the dictionary)
     state.observe(torch.tensor([201, 240, 240, 7]), torch.tensor([0.3, -1.0, 0.5, 2.0]))
     state.add_to_dictionary(torch.tensor([201, 240, 7]))
@@ -551,7 +551,7 @@ def snapshot(state: CandidateState) -> tuple:
     return (
         state.num_points,
         state.flops,
-        state._cache,
+        state._store.buffer,
         state._columns,
         state.mean.clone(),
         state.variance.clone(),
@@ -602,7 +602,7 @@ def test_append_points_checks_its_input_and_a_fault_changes_nothing(monkeypatch)
         assert ours[:2] == theirs[:2]
         for actual, expected in zip(ours[4:], theirs[4:], strict=True):
             assert torch.equal(actual, expected)
-    assert state._cache.shape == twin._cache.shape
+    assert state._store.buffer.shape == twin._store.buffer.shape
 
 
 def test_append_points_keeps_the_memory_budget():
@@ -615,5 +615,5 @@ def test_append_points_keeps_the_memory_budget():
         state.append_points(arms[200:220])
     assert_snapshot(state, before)
     state.append_points(arms[200:204])  # fits, with less spare than A / 8
-    assert state._cache.shape == (205, 32)
+    assert state._store.buffer.shape == (205, 32)
     assert_same_posterior(state)

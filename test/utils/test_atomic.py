@@ -70,12 +70,12 @@ def test_a_rolled_back_candidate_state_is_as_before(change):
     # updates, compactions and a refresh write the A x m cache aside (or past
     # its used columns): the rollback takes the very buffer back, uncopied
     state, twin = candidate_state(), candidate_state()
-    buffer = state._cache
+    buffer = state._store.buffer
     with pytest.raises(Fault), rolled_back_on_failure(state):
         change(state)
-        assert state._cache is not buffer
+        assert state._store.buffer is not buffer
         raise Fault
-    assert state._cache is buffer
+    assert state._store.buffer is buffer
     assert_same_candidate_state(state, twin)
     for each in (state, twin):
         for indices, rewards, dictionary in batches(4, seed=3):
@@ -93,14 +93,14 @@ def test_a_rolled_back_append_of_candidates_is_as_before(spare):
     if spare:
         for each in (state, twin):
             each.append_points(points[:2])
-    buffer = state._cache
+    buffer = state._store.buffer
     with pytest.raises(Fault), rolled_back_on_failure(state):
         state.append_points(points[2:7])
         state.update(torch.tensor([NUM_ARMS + 3]), torch.ones(1, dtype=DTYPE), None)
         state.add_to_dictionary(NUM_ARMS + 3)
-        assert (state._cache is buffer) == spare
+        assert (state._store.buffer is buffer) == spare
         raise Fault
-    assert state._cache is buffer
+    assert state._store.buffer is buffer
     assert_same_candidate_state(state, twin)
     for each in (state, twin):
         each.append_points(points[7:])
