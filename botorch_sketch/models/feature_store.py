@@ -52,7 +52,7 @@ class FeatureStore(Restorable):
 
     Restorable: a change replaces the basis and the counts, and writes the buffer
     only past its used columns or rows, or into a new buffer (:meth:`compact`,
-    :meth:`rebuilt`, a growth), so a checkpoint records the store by reference.
+    :meth:`rebuild`, a growth), so a checkpoint records the store by reference.
 
     Example:
         >>> store = FeatureStore(4, torch.zeros(0, dtype=torch.float64))
