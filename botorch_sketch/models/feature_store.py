@@ -149,10 +149,7 @@ class FeatureStore(Restorable):
         block."""
         s, k, m = self.num_raw, features.shape[-1], self.size
         if not self.fits(k):
-            capacity = self.buffer.shape[1]
-            self.buffer = self._holding_used(
-                self._allocate(max(s + k, capacity + capacity // 2))
-            )
+            self.buffer = self._holding_used(self._allocate(self._capacity_for(s + k)))
         self.raw[:, s : s + k] = features.to(self.dtype)
         basis = self.basis.new_zeros(s + k, m + k)
         basis[:s, :m] = self.basis
@@ -170,16 +167,8 @@ class FeatureStore(Restorable):
     def compact(self) -> None:
         r"""Replace the raw columns by the features (``P <- B^T P``), into a new
         buffer of the same capacity, in chunks of candidates."""
-        s, m = self.num_raw, self.size
-        basis = self.basis.to(self.dtype)
-        buffer = self._allocate(self.buffer.shape[1])
-        compacted = buffer[: self.num_points]
-        for start in range(0, self.num_points, _CHUNK):
-            rows = slice(start, start + _CHUNK)
-            compacted[rows, :m] = self.raw[rows, :s] @ basis
-        self.buffer = buffer
-        self.basis = torch.eye(m, dtype=self.like.dtype, device=self.like.device)
-        self.num_raw = m
+        held, basis = self.raw[:, : self.num_raw], self.basis.to(self.dtype)
+        self.rebuild(self.size, lambda rows: held[rows] @ basis)
 
     def rebuild(self, size: int, features: Callable[[slice], Tensor]) -> None:
         r"""Hold ``size`` features given in chunks of candidates
@@ -187,10 +176,7 @@ class FeatureStore(Restorable):
         half if they do not fit the held one's capacity); none is allocated for
         ``size = 0``."""
         if size > 0:
-            capacity = self.buffer.shape[1]
-            if size > capacity:
-                capacity = max(size, capacity + capacity // 2)
-            buffer = self._allocate(capacity)
+            buffer = self._allocate(self._capacity_for(size))
             raw = buffer[: self.num_points]
             for start in range(0, self.num_points, _CHUNK):
                 rows = slice(start, start + _CHUNK)
@@ -222,6 +208,14 @@ class FeatureStore(Restorable):
         return store
 
     # ---------------------------------------------------------------- buffers
+    def _capacity_for(self, columns: int) -> int:
+        r"""The columns of a buffer that holds ``columns``: the held buffer's, or
+        grown by half (at least to ``columns``)."""
+        capacity = self.buffer.shape[1]
+        return (
+            capacity if columns <= capacity else max(columns, capacity + capacity // 2)
+        )
+
     @property
     def _itemsize(self) -> int:
         r"""Bytes per raw entry."""
